@@ -1,0 +1,13 @@
+#!/usr/bin/env node
+// Entry point of the `covenant` command: runs the compiled CLI (built by `npm ci` / `npm run build`).
+import { existsSync } from 'node:fs';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { dirname, join } from 'node:path';
+
+const root = dirname(dirname(fileURLToPath(import.meta.url)));
+const entry = join(root, 'dist', 'src', 'cli', 'main.js');
+if (!existsSync(entry)) {
+  process.stderr.write('covenant: not built yet; run `npm ci` (or `npm run build`) in ' + root + '\n');
+  process.exit(1);
+}
+await import(pathToFileURL(entry).href);

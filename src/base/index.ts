@@ -1,0 +1,5 @@
+export * from './assert.js';
+export * from './bytes.js';
+export * from './errors.js';
+export * from './ids.js';
+export * from './units.js';
