@@ -1,0 +1,178 @@
+/**
+ * The parsed node configuration (`node.json`) with every default applied. Key names are those of
+ * the file (a contract with operators and their tooling); durations are in milliseconds, sizes in
+ * bytes, paths absolute (relative ones are resolved against the configuration file's folder) and
+ * addresses checked "host:port" strings (see `parseHostPort`).
+ */
+
+export type CommandType = 'Start' | 'Join' | 'Recover';
+export type OperatorFeature = 'LedgerChunkRead' | 'SnapshotRead' | 'SnapshotCreate';
+export type LogFormat = 'Text' | 'Json';
+export type LogLevel = 'trace' | 'debug' | 'info' | 'fail' | 'fatal';
+
+export interface MemberConfig {
+  certificate_file: string;
+  /** Needed for a recovery member (one that receives a recovery share). */
+  encryption_public_key_file?: string | undefined;
+  data_json_file?: string | undefined;
+}
+
+export interface UserConfig {
+  certificate_file: string;
+  data_json_file?: string | undefined;
+}
+
+/** Service configuration recorded at Start; absent keys take the governance defaults. */
+export interface ServiceConfigurationConfig {
+  recovery_threshold?: number | undefined;
+  maximum_node_certificate_validity_days?: number | undefined;
+  maximum_service_certificate_validity_days?: number | undefined;
+}
+
+export interface StartCommandConfig {
+  /** At least one. */
+  members: MemberConfig[];
+  users: UserConfig[];
+  constitution_files: string[];
+  service_configuration: ServiceConfigurationConfig;
+  initial_service_certificate_validity_days: number;
+}
+
+export interface JoinCommandConfig {
+  target_rpc_address: string;
+  /** Poll interval of a Pending node, in milliseconds. */
+  retry_timeout: number;
+  fetch_recent_snapshot: boolean;
+  host_data_transparent_statement_path?: string | undefined;
+}
+
+export interface RecoverCommandConfig {
+  initial_service_certificate_validity_days: number;
+  previous_service_identity_file?: string | undefined;
+}
+
+interface CommandSections {
+  /** Written at Start; read (as the TLS trust anchor) by a joining node. */
+  service_certificate_file: string;
+  start?: StartCommandConfig | undefined;
+  join?: JoinCommandConfig | undefined;
+  recover?: RecoverCommandConfig | undefined;
+}
+
+/** The section of the active command is always present (defaults filled in for Recover). */
+export type CommandConfig =
+  | (CommandSections & { type: 'Start'; start: StartCommandConfig })
+  | (CommandSections & { type: 'Join'; join: JoinCommandConfig })
+  | (CommandSections & { type: 'Recover'; recover: RecoverCommandConfig });
+
+export interface NodeCertificateConfig {
+  /** "iPAddress:<ip>" or "dNSName:<name>". */
+  subject_alt_names: string[];
+  curve_id: 'Secp384R1';
+  initial_validity_days: number;
+}
+
+export interface RpcInterfaceConfig {
+  bind_address: string;
+  /** The address clients use; equals bind_address unless set. */
+  published_address: string;
+  enabled_operator_features: OperatorFeature[];
+  max_body_size: number;
+  max_open_sessions: number;
+}
+
+export interface NodeToNodeInterfaceConfig {
+  bind_address: string;
+  published_address: string;
+}
+
+export interface LedgerConfig {
+  directory: string;
+  read_only_directories: string[];
+  /** Bytes. */
+  chunk_size: number;
+}
+
+export interface SnapshotsConfig {
+  directory: string;
+  read_only_directory?: string | undefined;
+  tx_count: number;
+  /** Milliseconds; 0 turns time-based snapshots off. */
+  time_interval: number;
+  min_tx_count: number;
+}
+
+export interface FilesCleanupConfig {
+  /** Milliseconds. */
+  interval: number;
+  max_snapshots?: number | undefined;
+  max_committed_ledger_chunks?: number | undefined;
+}
+
+export interface LedgerSignaturesConfig {
+  tx_count: number;
+  /** Milliseconds. */
+  delay: number;
+}
+
+export interface ConsensusConfig {
+  /** Milliseconds. */
+  election_timeout: number;
+  /** Milliseconds. */
+  message_timeout: number;
+}
+
+export interface JwtConfig {
+  /** Milliseconds. */
+  key_refresh_interval: number;
+  /** Bytes. */
+  key_refresh_max_response_size: number;
+}
+
+export interface LoggingConfig {
+  format: LogFormat;
+  level: LogLevel;
+}
+
+export interface SealingLocationConfig {
+  name: string;
+  address: string;
+}
+
+export interface RecoveryDecisionProtocolConfig {
+  expected_locations: SealingLocationConfig[];
+  /** Milliseconds; 0 disables failover (the default, because failover can fork the service). */
+  failover_timeout: number;
+}
+
+export interface SealingRecoveryConfig {
+  location: SealingLocationConfig;
+  recovery_decision_protocol?: RecoveryDecisionProtocolConfig | undefined;
+}
+
+export interface NodeConfig {
+  command: CommandConfig;
+  node_certificate: NodeCertificateConfig;
+  node_certificate_file: string;
+  node_data_json_file?: string | undefined;
+  service_data_json_file?: string | undefined;
+  /** Parsed content of node_data_json_file, when set. */
+  node_data?: unknown;
+  /** Parsed content of service_data_json_file, when set. */
+  service_data?: unknown;
+  /** By name; an array in the file is named interface_0, interface_1, ... unless entries carry a name. */
+  rpc_interfaces: Record<string, RpcInterfaceConfig>;
+  node_to_node_interface: NodeToNodeInterfaceConfig;
+  ledger: LedgerConfig;
+  snapshots: SnapshotsConfig;
+  files_cleanup: FilesCleanupConfig;
+  ledger_signatures: LedgerSignaturesConfig;
+  consensus: ConsensusConfig;
+  /** Milliseconds; 0 disables the removal of silent Pending nodes. */
+  pending_node_timeout: number;
+  jwt: JwtConfig;
+  logging: LoggingConfig;
+  sealing_recovery?: SealingRecoveryConfig | undefined;
+  /** Accepted for compatibility with existing configurations; transactions run on one thread. */
+  worker_threads: number;
+}
