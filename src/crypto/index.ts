@@ -1,0 +1,7 @@
+/** Public face of the crypto layer: digests, keys and signatures, certificates, AEAD, COSE_Sign1. */
+export * from './errors.js';
+export * from './digest.js';
+export * from './keys.js';
+export * from './aead.js';
+export * from './certificates.js';
+export * from './cose.js';
