@@ -1,0 +1,149 @@
+/**
+ * Encryption of the private domain (DESIGN decision 6): AES-256-GCM under the ledger secret that
+ * applies to the transaction's seqno, with a 12-byte IV bound to the transaction id:
+ *
+ *   IV = seqno as 8 bytes little-endian ‖ view as 4 bytes little-endian
+ *
+ * A given (view, seqno) holds one transaction for ever (a primary never rewrites its own log
+ * within a view, and a rewrite after a view change has a higher view), so an IV is never reused
+ * under one key. Snapshots are encrypted under a separate key derived from the ledger secret
+ * (HKDF-SHA-256, info "covenant kv snapshot v1") because a snapshot at seqno S shares S and the
+ * view with the transaction at S.
+ *
+ * An empty plaintext is not encrypted (empty in, empty out): the private part of a transaction
+ * that wrote no private map costs nothing, and its absence is covered by the ledger entry digest.
+ */
+import { createCipheriv, createDecipheriv, createSecretKey, hkdfSync, type KeyObject } from 'node:crypto';
+import { assert, type Seqno, type View } from '../base/index.js';
+import { decryptionFailed, noLedgerSecret } from './errors.js';
+
+export const LEDGER_SECRET_BYTES = 32;
+export const AES_GCM_IV_BYTES = 12;
+export const AES_GCM_TAG_BYTES = 16;
+const VIEW_MAX = 0xffff_ffff;
+const SNAPSHOT_KEY_INFO = 'covenant kv snapshot v1';
+const EMPTY = new Uint8Array(0);
+
+export interface LedgerSecret {
+  /** The first seqno whose private writes this secret encrypts. */
+  readonly fromSeqno: Seqno;
+  readonly secret: Uint8Array;
+}
+
+interface SecretKeys extends LedgerSecret {
+  readonly entryKey: KeyObject;
+  readonly snapshotKey: KeyObject;
+}
+
+/** The ledger secrets of the service, each applying from a seqno until the next one's. */
+export class LedgerSecrets {
+  readonly #secrets: SecretKeys[] = [];
+
+  constructor(secrets: readonly LedgerSecret[] = []) {
+    for (const s of secrets) this.add(s.fromSeqno, s.secret);
+  }
+
+  /** Adds a secret used from `fromSeqno` on (rekey). Seqnos must increase. */
+  add(fromSeqno: Seqno, secret: Uint8Array): void {
+    assert(Number.isSafeInteger(fromSeqno) && fromSeqno >= 0, `bad fromSeqno ${fromSeqno}`);
+    assert(secret.byteLength === LEDGER_SECRET_BYTES, `a ledger secret has ${LEDGER_SECRET_BYTES} bytes`);
+    const last = this.#secrets.at(-1);
+    assert(last === undefined || fromSeqno > last.fromSeqno, `ledger secret from ${fromSeqno} is not after ${last?.fromSeqno}`);
+    const copy = new Uint8Array(secret);
+    const snapshotKeyBytes = new Uint8Array(hkdfSync('sha256', copy, EMPTY, SNAPSHOT_KEY_INFO, 32));
+    this.#secrets.push({
+      fromSeqno,
+      secret: copy,
+      entryKey: createSecretKey(copy),
+      snapshotKey: createSecretKey(snapshotKeyBytes),
+    });
+  }
+
+  get size(): number {
+    return this.#secrets.length;
+  }
+
+  /** All secrets, oldest first (copies). */
+  list(): LedgerSecret[] {
+    return this.#secrets.map((s) => ({ fromSeqno: s.fromSeqno, secret: new Uint8Array(s.secret) }));
+  }
+
+  /** The secret that applies to `seqno`. */
+  keysFor(seqno: Seqno): SecretKeys {
+    // Rekeys are rare and recent seqnos are the common case: scan from the newest.
+    for (let i = this.#secrets.length - 1; i >= 0; i--) {
+      const s = this.#secrets[i]!;
+      if (s.fromSeqno <= seqno) return s;
+    }
+    throw noLedgerSecret(`no ledger secret applies to seqno ${seqno}`);
+  }
+}
+
+function ivFor(view: View, seqno: Seqno): Buffer {
+  assert(Number.isSafeInteger(seqno) && seqno >= 0, `bad seqno ${seqno}`);
+  assert(Number.isInteger(view) && view >= 0 && view <= VIEW_MAX, `bad view ${view}`);
+  const iv = Buffer.allocUnsafe(AES_GCM_IV_BYTES);
+  iv.writeUInt32LE(seqno % 0x1_0000_0000, 0);
+  iv.writeUInt32LE(Math.floor(seqno / 0x1_0000_0000), 4);
+  iv.writeUInt32LE(view, 8);
+  return iv;
+}
+
+function seal(key: KeyObject, iv: Buffer, plaintext: Uint8Array, aad: Uint8Array): Uint8Array {
+  const cipher = createCipheriv('aes-256-gcm', key, iv, { authTagLength: AES_GCM_TAG_BYTES });
+  if (aad.byteLength > 0) cipher.setAAD(aad);
+  const out = Buffer.allocUnsafe(plaintext.byteLength + AES_GCM_TAG_BYTES);
+  const body = cipher.update(plaintext);
+  out.set(body, 0);
+  const tail = cipher.final();
+  out.set(tail, body.byteLength);
+  out.set(cipher.getAuthTag(), body.byteLength + tail.byteLength);
+  return out;
+}
+
+function open(key: KeyObject, iv: Buffer, sealed: Uint8Array, aad: Uint8Array, what: string): Uint8Array {
+  if (sealed.byteLength < AES_GCM_TAG_BYTES) throw decryptionFailed(`${what}: ${sealed.byteLength} bytes is shorter than a tag`);
+  const split = sealed.byteLength - AES_GCM_TAG_BYTES;
+  const decipher = createDecipheriv('aes-256-gcm', key, iv, { authTagLength: AES_GCM_TAG_BYTES });
+  decipher.setAuthTag(sealed.subarray(split));
+  if (aad.byteLength > 0) decipher.setAAD(aad);
+  const body = decipher.update(sealed.subarray(0, split));
+  try {
+    const tail = decipher.final();
+    return tail.byteLength === 0 ? new Uint8Array(body.buffer, body.byteOffset, body.byteLength) : Buffer.concat([body, tail]);
+  } catch {
+    throw decryptionFailed(`${what}: authentication failed (wrong secret, wrong transaction id, or tampered bytes)`);
+  }
+}
+
+/** Encrypts and decrypts private write sets and snapshot sections with the ledger secrets. */
+export class LedgerEncryptor {
+  readonly secrets: LedgerSecrets;
+
+  /** A single 32-byte secret applies from seqno 0. */
+  constructor(secrets: LedgerSecrets | Uint8Array) {
+    this.secrets = secrets instanceof LedgerSecrets ? secrets : new LedgerSecrets([{ fromSeqno: 0, secret: secrets }]);
+  }
+
+  /** AES-256-GCM ciphertext ‖ 16-byte tag of a transaction's private write set. */
+  encryptPrivate(view: View, seqno: Seqno, plaintext: Uint8Array, aad: Uint8Array = EMPTY): Uint8Array {
+    if (plaintext.byteLength === 0) return EMPTY;
+    return seal(this.secrets.keysFor(seqno).entryKey, ivFor(view, seqno), plaintext, aad);
+  }
+
+  /** Inverse of encryptPrivate; throws DecryptionFailed when the bytes or their binding were altered. */
+  decryptPrivate(view: View, seqno: Seqno, sealed: Uint8Array, aad: Uint8Array = EMPTY): Uint8Array {
+    if (sealed.byteLength === 0) return EMPTY;
+    return open(this.secrets.keysFor(seqno).entryKey, ivFor(view, seqno), sealed, aad, `private write set of ${view}.${seqno}`);
+  }
+
+  encryptSnapshot(view: View, seqno: Seqno, plaintext: Uint8Array, aad: Uint8Array): Uint8Array {
+    if (plaintext.byteLength === 0) return EMPTY;
+    return seal(this.secrets.keysFor(seqno).snapshotKey, ivFor(view, seqno), plaintext, aad);
+  }
+
+  decryptSnapshot(view: View, seqno: Seqno, sealed: Uint8Array, aad: Uint8Array): Uint8Array {
+    if (sealed.byteLength === 0) return EMPTY;
+    return open(this.secrets.keysFor(seqno).snapshotKey, ivFor(view, seqno), sealed, aad, `snapshot at ${view}.${seqno}`);
+  }
+}

@@ -1,0 +1,50 @@
+/**
+ * The key-value store: versioned persistent state, synchronous transactions, the write-set
+ * codec, the encryption of the private domain, and snapshots.
+ */
+export { KvErrorCode } from './errors.js';
+export {
+  jsonCodec,
+  stringCodec,
+  bytesCodec,
+  uint64Codec,
+  stringKeyCodec,
+  uint64KeyCodec,
+  uintKeyCodec,
+  type Codec,
+  type KeyCodec,
+} from './codecs.js';
+export { compareUtf8, isPublicMapName, PUBLIC_MAP_PREFIX } from './key-order.js';
+export {
+  encodeWriteSet,
+  decodeWriteSet,
+  mergeWriteSets,
+  WRITE_SET_FORMAT,
+  type Write,
+  type WriteSet,
+  type EncodedWriteSet,
+  type Domain,
+  type DecodeOptions,
+} from './write-set.js';
+export {
+  LedgerSecrets,
+  LedgerEncryptor,
+  LEDGER_SECRET_BYTES,
+  AES_GCM_IV_BYTES,
+  AES_GCM_TAG_BYTES,
+  type LedgerSecret,
+} from './encryption.js';
+export { readSnapshotHeader, SNAPSHOT_FORMAT, SNAPSHOT_HEADER_BYTES, type SnapshotHeader } from './snapshot.js';
+export {
+  Store,
+  Tx,
+  StoreView,
+  DEFAULT_UNCOMMITTED_VERSIONS_MAX,
+  type StoreOptions,
+  type CommitResult,
+  type CommitListener,
+  type MapCommitListener,
+  type RollbackListener,
+  type MapReader,
+  type TxMap,
+} from './store.js';

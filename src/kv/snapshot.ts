@@ -1,0 +1,130 @@
+/**
+ * Snapshot bytes: the whole state at one version (layout in docs/kv.md).
+ *
+ *   header = magic "CVKS" format:u8=1 seqno:u64 view:u32 bodyDigest:32 (SHA-256 of body)
+ *   body   = publicLength:u64 publicPart privateLength:u64 privateSealed
+ *
+ * publicPart and the plaintext of privateSealed are write-set parts (write-set.ts) holding only
+ * values: the writes that build the state from empty. privateSealed is AES-256-GCM under the
+ * snapshot key of the ledger secret for seqno, IV from (view, seqno), with the first 17 header
+ * bytes as additional data. The body digest lets anyone check integrity without the secret.
+ */
+import { createHash } from 'node:crypto';
+import { assert, bytesEqual, CovenantError, type Seqno, type View } from '../base/index.js';
+import { KvErrorCode, malformedSnapshot } from './errors.js';
+import { decodeWriteSet, encodeSortedPart, type WriteSet } from './write-set.js';
+import type { LedgerEncryptor } from './encryption.js';
+
+export const SNAPSHOT_MAGIC = new Uint8Array([0x43, 0x56, 0x4b, 0x53]); // "CVKS"
+export const SNAPSHOT_FORMAT = 1;
+const AAD_BYTES = 17;
+export const SNAPSHOT_HEADER_BYTES = AAD_BYTES + 32;
+
+export interface SnapshotHeader {
+  readonly format: number;
+  /** The version (seqno) of the state in the snapshot. */
+  readonly seqno: Seqno;
+  /** The view whose IV encrypted the private section. */
+  readonly view: View;
+  /** SHA-256 of the body, as recorded in the header. */
+  readonly bodyDigest: Uint8Array;
+}
+
+export interface SnapshotInput {
+  readonly version: Seqno;
+  readonly view: View;
+  /** Sorted as the write-set format requires. */
+  readonly publicMaps: readonly (readonly [string, readonly (readonly [string, Uint8Array])[]])[];
+  readonly privateMaps: readonly (readonly [string, readonly (readonly [string, Uint8Array])[]])[];
+}
+
+export interface SnapshotMaps {
+  readonly version: Seqno;
+  readonly view: View;
+  readonly publicMaps: WriteSet;
+  /** Undefined when no encryptor was given. */
+  readonly privateMaps: WriteSet | undefined;
+}
+
+function writeU64(out: Buffer, value: number, offset: number): void {
+  out.writeUInt32LE(value % 0x1_0000_0000, offset);
+  out.writeUInt32LE(Math.floor(value / 0x1_0000_0000), offset + 4);
+}
+
+function readU64(buf: Buffer, offset: number, what: string): number {
+  const value = buf.readUInt32LE(offset) + buf.readUInt32LE(offset + 4) * 0x1_0000_0000;
+  if (!Number.isSafeInteger(value)) throw malformedSnapshot(`${what} ${value} is out of range`);
+  return value;
+}
+
+export function encodeSnapshot(input: SnapshotInput, encryptor: LedgerEncryptor): Uint8Array {
+  assert(Number.isSafeInteger(input.version) && input.version >= 0, `bad snapshot version ${input.version}`);
+  assert(Number.isInteger(input.view) && input.view >= 0 && input.view <= 0xffff_ffff, `bad snapshot view ${input.view}`);
+  const aad = Buffer.alloc(AAD_BYTES);
+  aad.set(SNAPSHOT_MAGIC, 0);
+  aad[4] = SNAPSHOT_FORMAT;
+  writeU64(aad, input.version, 5);
+  aad.writeUInt32LE(input.view, 13);
+  const publicPart = encodeSortedPart(input.publicMaps);
+  const privateSealed = encryptor.encryptSnapshot(input.view, input.version, encodeSortedPart(input.privateMaps), aad);
+  const bodyLength = 16 + publicPart.byteLength + privateSealed.byteLength;
+  const out = Buffer.allocUnsafe(SNAPSHOT_HEADER_BYTES + bodyLength);
+  out.set(aad, 0);
+  let offset = SNAPSHOT_HEADER_BYTES;
+  writeU64(out, publicPart.byteLength, offset);
+  out.set(publicPart, offset + 8);
+  offset += 8 + publicPart.byteLength;
+  writeU64(out, privateSealed.byteLength, offset);
+  out.set(privateSealed, offset + 8);
+  const digest = createHash('sha256').update(out.subarray(SNAPSHOT_HEADER_BYTES)).digest();
+  out.set(digest, AAD_BYTES);
+  return out;
+}
+
+/** Reads and checks the header (not the body digest). Throws MalformedSnapshot. */
+export function readSnapshotHeader(bytes: Uint8Array): SnapshotHeader {
+  if (bytes.byteLength < SNAPSHOT_HEADER_BYTES) throw malformedSnapshot(`${bytes.byteLength} bytes is shorter than the header`);
+  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (!bytesEqual(buf.subarray(0, 4), SNAPSHOT_MAGIC)) throw malformedSnapshot('not a Covenant KV snapshot (bad magic)');
+  const format = buf[4]!;
+  if (format !== SNAPSHOT_FORMAT) throw malformedSnapshot(`unknown format ${format}`);
+  return {
+    format,
+    seqno: readU64(buf, 5, 'seqno'),
+    view: buf.readUInt32LE(13),
+    bodyDigest: new Uint8Array(buf.subarray(AAD_BYTES, SNAPSHOT_HEADER_BYTES)),
+  };
+}
+
+/** Checks the digest and decodes the maps; the private maps only when an encryptor is given. */
+export function decodeSnapshot(bytes: Uint8Array, encryptor: LedgerEncryptor | undefined): SnapshotMaps {
+  const header = readSnapshotHeader(bytes);
+  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const body = buf.subarray(SNAPSHOT_HEADER_BYTES);
+  if (!bytesEqual(createHash('sha256').update(body).digest(), header.bodyDigest)) {
+    throw malformedSnapshot('body digest does not match the header');
+  }
+  if (body.byteLength < 8) throw malformedSnapshot('truncated public section length');
+  const publicLength = readU64(body, 0, 'public section length');
+  if (publicLength > body.byteLength - 16) throw malformedSnapshot('public section overruns the body');
+  const publicPart = body.subarray(8, 8 + publicLength);
+  const privateLength = readU64(body, 8 + publicLength, 'private section length');
+  if (privateLength !== body.byteLength - 16 - publicLength) throw malformedSnapshot('private section length does not match the body');
+  const privateSealed = body.subarray(16 + publicLength);
+  const publicMaps = asSnapshotError(() => decodeWriteSet(publicPart, { domain: 'public', valuesOnly: true }));
+  let privateMaps: WriteSet | undefined;
+  if (encryptor !== undefined) {
+    const plain = encryptor.decryptSnapshot(header.view, header.seqno, privateSealed, buf.subarray(0, AAD_BYTES));
+    privateMaps = asSnapshotError(() => decodeWriteSet(plain, { domain: 'private', valuesOnly: true }));
+  }
+  return { version: header.seqno, view: header.view, publicMaps, privateMaps };
+}
+
+function asSnapshotError<T>(decode: () => T): T {
+  try {
+    return decode();
+  } catch (e) {
+    if (e instanceof CovenantError && e.code === KvErrorCode.MalformedWriteSet) throw malformedSnapshot(e.message);
+    throw e;
+  }
+}

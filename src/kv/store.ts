@@ -1,0 +1,475 @@
+/**
+ * The versioned key-value store. The state is a persistent map (map name → key → value bytes)
+ * from `immutable`, so every version is a value that shares structure with its neighbours:
+ * reading at the committed version costs nothing, a snapshot reads a stable state, and rollback
+ * after a view change is a pointer swap (DESIGN decision 5).
+ *
+ * Transactions run synchronously (DESIGN decision 2): a Tx reads the state it began at and
+ * buffers its writes; commit applies them as the next version in one step. Nothing is written
+ * until then, so a handler that throws simply drops its Tx.
+ */
+import { Map as ImmutableMap } from 'immutable';
+import { assert, type Seqno, type View } from '../base/index.js';
+import { bytesCodec, stringKeyCodec, type Codec, type KeyCodec } from './codecs.js';
+import { invalidKey, transactionConflict, uncommittedHistoryFull, versionNotRetained } from './errors.js';
+import { compareUtf8, isPublicMapName, isWellFormedKey } from './key-order.js';
+import { decodeWriteSet, emptyWriteSet, mergeWriteSets, type Write, type WriteSet } from './write-set.js';
+import { decodeSnapshot, encodeSnapshot, type SnapshotMaps } from './snapshot.js';
+import type { LedgerEncryptor } from './encryption.js';
+
+type MapState = ImmutableMap<string, Uint8Array>;
+type KvState = ImmutableMap<string, MapState>;
+
+const EMPTY_STATE: KvState = ImmutableMap<string, MapState>();
+const EMPTY_MAP: MapState = ImmutableMap<string, Uint8Array>();
+
+/** Versions kept above the committed one before local commits are refused (see StoreOptions). */
+export const DEFAULT_UNCOMMITTED_VERSIONS_MAX = 100_000;
+
+export interface StoreOptions {
+  /**
+   * Bound on versions held above committedVersion. A primary that runs this far ahead of
+   * consensus gets UncommittedHistoryFull from tx.commit() until commit catches up.
+   */
+  uncommittedVersionsMax?: number;
+}
+
+export interface CommitResult {
+  /** The seqno the transaction was applied as. */
+  readonly version: Seqno;
+  /** Its writes in canonical order; encode with encodeWriteSet. */
+  readonly writeSet: WriteSet;
+}
+
+export type CommitListener = (version: Seqno, writes: WriteSet) => void;
+export type MapCommitListener = (version: Seqno, writes: ReadonlyMap<string, Write>) => void;
+export type RollbackListener = (version: Seqno) => void;
+
+/** Read access to one map. Iteration is in ascending order of the keys' UTF-8 bytes. */
+export interface MapReader<K, V> {
+  readonly name: string;
+  get(key: K): V | undefined;
+  has(key: K): boolean;
+  /** Visits every entry in key order; the callback returns false to stop early. */
+  forEach(callback: (value: V, key: K) => boolean | void): void;
+  readonly size: number;
+}
+
+/** Read-write access to one map within a transaction. */
+export interface TxMap<K, V> extends MapReader<K, V> {
+  put(key: K, value: V): void;
+  /** Removes the key; returns whether it was present (as the transaction sees it). */
+  remove(key: K): boolean;
+}
+
+function checkMapName(name: string): void {
+  if (name.length === 0 || !isWellFormedKey(name)) throw invalidKey(`invalid map name "${name.slice(0, 64)}"`);
+}
+
+function sortedKeys(keys: Iterable<string>): string[] {
+  return Array.from(keys).sort(compareUtf8);
+}
+
+class MapReaderImpl<K, V> implements MapReader<K, V> {
+  constructor(
+    readonly name: string,
+    protected readonly base: MapState,
+    protected readonly keyCodec: KeyCodec<K>,
+    protected readonly valueCodec: Codec<V>,
+  ) {}
+
+  /** The transaction's writes to this map, if any. */
+  protected writes(): Map<string, Write> | undefined {
+    return undefined;
+  }
+
+  protected raw(key: string): Uint8Array | undefined {
+    const written = this.writes()?.get(key);
+    if (written !== undefined) return written ?? undefined;
+    return this.base.get(key);
+  }
+
+  get(key: K): V | undefined {
+    const bytes = this.raw(this.keyCodec.toKey(key));
+    return bytes === undefined ? undefined : this.valueCodec.decode(bytes);
+  }
+
+  has(key: K): boolean {
+    return this.raw(this.keyCodec.toKey(key)) !== undefined;
+  }
+
+  forEach(callback: (value: V, key: K) => boolean | void): void {
+    const writes = this.writes();
+    const keys = writes === undefined || writes.size === 0 ? sortedKeys(this.base.keys()) : sortedKeys(new Set([...this.base.keys(), ...writes.keys()]));
+    for (const key of keys) {
+      const bytes = this.raw(key);
+      if (bytes === undefined) continue;
+      if (callback(this.valueCodec.decode(bytes), this.keyCodec.fromKey(key)) === false) return;
+    }
+  }
+
+  get size(): number {
+    let size = this.base.size;
+    const writes = this.writes();
+    if (writes !== undefined) {
+      for (const [key, value] of writes) {
+        const inBase = this.base.has(key);
+        if (value === null && inBase) size--;
+        else if (value !== null && !inBase) size++;
+      }
+    }
+    return size;
+  }
+}
+
+class TxMapImpl<K, V> extends MapReaderImpl<K, V> implements TxMap<K, V> {
+  constructor(
+    private readonly tx: Tx,
+    name: string,
+    base: MapState,
+    keyCodec: KeyCodec<K>,
+    valueCodec: Codec<V>,
+  ) {
+    super(name, base, keyCodec, valueCodec);
+  }
+
+  protected override writes(): Map<string, Write> | undefined {
+    return this.tx[TX_WRITES]?.get(this.name);
+  }
+
+  put(key: K, value: V): void {
+    const k = this.keyCodec.toKey(key);
+    if (!isWellFormedKey(k)) throw invalidKey(`key of map "${this.name}" has no UTF-8 form`);
+    this.tx[TX_WRITE](this.name, k, this.valueCodec.encode(value));
+  }
+
+  remove(key: K): boolean {
+    const k = this.keyCodec.toKey(key);
+    const had = this.raw(k) !== undefined;
+    if (!isWellFormedKey(k)) throw invalidKey(`key of map "${this.name}" has no UTF-8 form`);
+    this.tx[TX_WRITE](this.name, k, null);
+    return had;
+  }
+}
+
+// Module-private access between Tx, its map handles and Store.
+const TX_WRITES = Symbol('writes');
+const TX_WRITE = Symbol('write');
+const STORE_COMMIT = Symbol('commit');
+
+/** A read-only view of the store at one version. */
+export class StoreView {
+  readonly version: Seqno;
+  readonly #state: KvState;
+
+  /** @internal built by Store.readAt */
+  constructor(version: Seqno, state: KvState) {
+    this.version = version;
+    this.#state = state;
+  }
+
+  map<V>(name: string, valueCodec: Codec<V>): MapReader<string, V>;
+  map<K, V>(name: string, keyCodec: KeyCodec<K>, valueCodec: Codec<V>): MapReader<K, V>;
+  map(name: string, a: KeyCodec<unknown> | Codec<unknown>, b?: Codec<unknown>): MapReader<unknown, unknown> {
+    const [keyCodec, valueCodec] = b === undefined ? [stringKeyCodec, a as Codec<unknown>] : [a as KeyCodec<unknown>, b];
+    return new MapReaderImpl(name, this.#state.get(name) ?? EMPTY_MAP, keyCodec, valueCodec);
+  }
+
+  /** Names of the maps that hold at least one key, in UTF-8 byte order. */
+  mapNames(): string[] {
+    return sortedKeys(this.#state.keys());
+  }
+}
+
+/** A transaction: reads at the version it began at plus its own writes; see Store.beginTx. */
+export class Tx {
+  /** The store version this transaction reads. */
+  readonly startVersion: Seqno;
+  readonly #store: Store;
+  readonly #base: KvState;
+  readonly #generation: number;
+  #writes: Map<string, Map<string, Write>> | undefined;
+  #finished = false;
+
+  /** @internal built by Store.beginTx */
+  constructor(store: Store, base: KvState, startVersion: Seqno, generation: number) {
+    this.#store = store;
+    this.#base = base;
+    this.startVersion = startVersion;
+    this.#generation = generation;
+  }
+
+  map<V>(name: string, valueCodec: Codec<V>): TxMap<string, V>;
+  map<K, V>(name: string, keyCodec: KeyCodec<K>, valueCodec: Codec<V>): TxMap<K, V>;
+  map(name: string, a: KeyCodec<unknown> | Codec<unknown>, b?: Codec<unknown>): TxMap<unknown, unknown> {
+    checkMapName(name);
+    const [keyCodec, valueCodec] = b === undefined ? [stringKeyCodec, a as Codec<unknown>] : [a as KeyCodec<unknown>, b];
+    return new TxMapImpl(this, name, this.#base.get(name) ?? EMPTY_MAP, keyCodec, valueCodec);
+  }
+
+  /** Raw byte access, for code that moves values between maps or nodes without decoding them. */
+  rawMap(name: string): TxMap<string, Uint8Array> {
+    return this.map(name, stringKeyCodec, bytesCodec);
+  }
+
+  /** Whether the transaction has written anything (put or remove). */
+  get hasWrites(): boolean {
+    return this.#writes !== undefined;
+  }
+
+  get [TX_WRITES](): Map<string, Map<string, Write>> | undefined {
+    return this.#writes;
+  }
+
+  [TX_WRITE](name: string, key: string, value: Write): void {
+    assert(!this.#finished, 'write to a transaction that has already committed');
+    this.#writes ??= new Map();
+    let writes = this.#writes.get(name);
+    if (writes === undefined) {
+      writes = new Map();
+      this.#writes.set(name, writes);
+    }
+    writes.set(key, value);
+  }
+
+  /**
+   * Applies the writes as version store.version + 1 and returns it with the write set, or returns
+   * undefined (consuming no version) when the transaction wrote nothing. Throws
+   * TransactionConflict if the store moved since beginTx: the caller interleaved transactions.
+   */
+  commit(): CommitResult | undefined {
+    assert(!this.#finished, 'transaction committed twice');
+    this.#finished = true;
+    if (this.#writes === undefined) return undefined;
+    return this.#store[STORE_COMMIT](this.#writes, this.#generation, this.startVersion);
+  }
+}
+
+function sortedMap<V>(map: Map<string, V>): Map<string, V> {
+  let previous: string | undefined;
+  for (const key of map.keys()) {
+    if (previous !== undefined && compareUtf8(previous, key) >= 0) {
+      return new Map([...map].sort((a, b) => compareUtf8(a[0], b[0])));
+    }
+    previous = key;
+  }
+  return map;
+}
+
+function applyToState(state: KvState, writes: WriteSet): KvState {
+  for (const [name, mapWrites] of writes) {
+    let map = state.get(name) ?? EMPTY_MAP;
+    if (mapWrites.size > 8) {
+      map = map.withMutations((m) => {
+        for (const [key, value] of mapWrites) {
+          if (value === null) m.remove(key);
+          else m.set(key, value);
+        }
+      });
+    } else {
+      for (const [key, value] of mapWrites) map = value === null ? map.remove(key) : map.set(key, value);
+    }
+    // An empty map is dropped so that equal contents mean equal states (and equal snapshots).
+    state = map.size === 0 ? state.remove(name) : state.set(name, map);
+  }
+  return state;
+}
+
+/** The key-value store of one node. */
+export class Store {
+  /** History: #states[#committedIndex + (v - committedVersion)] is the state at version v. */
+  #states: KvState[] = [EMPTY_STATE];
+  #committedIndex = 0;
+  #version: Seqno = 0;
+  #committedVersion: Seqno = 0;
+  /** Changes on every commit, applied write set and rollback: a Tx from another generation conflicts. */
+  #generation = 0;
+  readonly #uncommittedVersionsMax: number;
+  #commitListeners: readonly CommitListener[] = [];
+  #mapListeners = new Map<string, readonly MapCommitListener[]>();
+  #rollbackListeners: readonly RollbackListener[] = [];
+
+  constructor(options: StoreOptions = {}) {
+    this.#uncommittedVersionsMax = options.uncommittedVersionsMax ?? DEFAULT_UNCOMMITTED_VERSIONS_MAX;
+    assert(Number.isSafeInteger(this.#uncommittedVersionsMax) && this.#uncommittedVersionsMax > 0, 'uncommittedVersionsMax must be positive');
+  }
+
+  /** Seqno of the last applied transaction (0, or the snapshot's seqno, before any). */
+  get version(): Seqno {
+    return this.#version;
+  }
+
+  /** The highest version known committed by consensus; history below it is dropped. */
+  get committedVersion(): Seqno {
+    return this.#committedVersion;
+  }
+
+  get #current(): KvState {
+    return this.#states[this.#states.length - 1]!;
+  }
+
+  beginTx(): Tx {
+    return new Tx(this, this.#current, this.#version, this.#generation);
+  }
+
+  /** A read-only view at a retained version (committedVersion ≤ version ≤ this.version). */
+  readAt(version: Seqno): StoreView {
+    return new StoreView(version, this.#stateAt(version));
+  }
+
+  /** A read-only view at the current version. */
+  current(): StoreView {
+    return new StoreView(this.#version, this.#current);
+  }
+
+  [STORE_COMMIT](txWrites: Map<string, Map<string, Write>>, generation: number, startVersion: Seqno): CommitResult {
+    if (generation !== this.#generation) {
+      throw transactionConflict(`transaction began at version ${startVersion} but the store moved on (now at ${this.#version})`);
+    }
+    if (this.#version - this.#committedVersion >= this.#uncommittedVersionsMax) {
+      throw uncommittedHistoryFull(`${this.#version - this.#committedVersion} versions are awaiting consensus commit`);
+    }
+    const writeSet = new Map<string, ReadonlyMap<string, Write>>();
+    for (const [name, writes] of sortedMap(txWrites)) writeSet.set(name, sortedMap(writes));
+    const version = this.#version + 1;
+    this.#advance(version, writeSet);
+    return { version, writeSet };
+  }
+
+  /**
+   * Applies a transaction replicated from the primary or replayed from the ledger. `publicBytes`
+   * and `privatePlainBytes` are the two encoded parts (the latter decrypted); leave the private
+   * part undefined to apply the public domain only (recovery replays it first).
+   * Throws MalformedWriteSet (and changes nothing) when the bytes do not decode.
+   */
+  applyWriteSet(version: Seqno, publicBytes: Uint8Array, privatePlainBytes?: Uint8Array): WriteSet {
+    assert(version === this.#version + 1, () => `write set for version ${version} applied at version ${this.#version}`);
+    const publicWrites = decodeWriteSet(publicBytes, { domain: 'public' });
+    const privateWrites = privatePlainBytes === undefined ? emptyWriteSet() : decodeWriteSet(privatePlainBytes, { domain: 'private' });
+    const writes = mergeWriteSets(publicWrites, privateWrites);
+    this.#advance(version, writes);
+    return writes;
+  }
+
+  /** Applies already-decoded writes as the next version (e.g. the primary's own WriteSet in tests or tools). */
+  applyWrites(version: Seqno, writes: WriteSet): void {
+    assert(version === this.#version + 1, () => `writes for version ${version} applied at version ${this.#version}`);
+    this.#advance(version, writes);
+  }
+
+  #advance(version: Seqno, writes: WriteSet): void {
+    this.#states.push(applyToState(this.#current, writes));
+    this.#version = version;
+    this.#generation++;
+    for (const listener of this.#commitListeners) listener(version, writes);
+    if (this.#mapListeners.size > 0) {
+      for (const [name, mapWrites] of writes) {
+        const listeners = this.#mapListeners.get(name);
+        if (listeners !== undefined) for (const listener of listeners) listener(version, mapWrites);
+      }
+    }
+  }
+
+  /**
+   * Discards every version above `version` (after a view change). Refuses, by assertion, to go
+   * below committedVersion: committed transactions are never undone.
+   */
+  rollback(version: Seqno): void {
+    assert(Number.isSafeInteger(version), `bad rollback version ${version}`);
+    assert(version >= this.#committedVersion, () => `rollback to ${version} below committed version ${this.#committedVersion}`);
+    assert(version <= this.#version, () => `rollback to ${version} above current version ${this.#version}`);
+    if (version === this.#version) return;
+    this.#states.length = this.#committedIndex + (version - this.#committedVersion) + 1;
+    this.#version = version;
+    this.#generation++;
+    for (const listener of this.#rollbackListeners) listener(version);
+  }
+
+  /** Records that consensus committed up to `committedVersion` and drops the history below it. */
+  compact(committedVersion: Seqno): void {
+    assert(Number.isSafeInteger(committedVersion), `bad committed version ${committedVersion}`);
+    assert(committedVersion <= this.#version, () => `committed version ${committedVersion} above current version ${this.#version}`);
+    if (committedVersion <= this.#committedVersion) return;
+    const from = this.#committedIndex;
+    this.#committedIndex += committedVersion - this.#committedVersion;
+    this.#committedVersion = committedVersion;
+    // Release the dropped states now, and shrink the array in bulk so compaction stays O(1) amortised.
+    for (let i = from; i < this.#committedIndex; i++) this.#states[i] = EMPTY_STATE;
+    if (this.#committedIndex >= 1024 && this.#committedIndex * 2 >= this.#states.length) {
+      this.#states = this.#states.slice(this.#committedIndex);
+      this.#committedIndex = 0;
+    }
+  }
+
+  /** Called after every local commit and applied write set; listeners must not commit. Returns an unsubscribe. */
+  onCommit(listener: CommitListener): () => void {
+    this.#commitListeners = [...this.#commitListeners, listener];
+    return () => {
+      this.#commitListeners = this.#commitListeners.filter((l) => l !== listener);
+    };
+  }
+
+  /** Called after a commit that wrote to map `name`, with that map's writes. */
+  onMapCommit(name: string, listener: MapCommitListener): () => void {
+    this.#mapListeners.set(name, [...(this.#mapListeners.get(name) ?? []), listener]);
+    return () => {
+      const remaining = (this.#mapListeners.get(name) ?? []).filter((l) => l !== listener);
+      if (remaining.length === 0) this.#mapListeners.delete(name);
+      else this.#mapListeners.set(name, remaining);
+    };
+  }
+
+  /** Called after a rollback with the version the store went back to. */
+  onRollback(listener: RollbackListener): () => void {
+    this.#rollbackListeners = [...this.#rollbackListeners, listener];
+    return () => {
+      this.#rollbackListeners = this.#rollbackListeners.filter((l) => l !== listener);
+    };
+  }
+
+  /**
+   * The whole state at `version` (default: current) as snapshot bytes: public maps in clear,
+   * private maps encrypted. Equal states give byte-identical snapshots on every node.
+   */
+  serializeSnapshot(encryptor: LedgerEncryptor, view: View, version: Seqno = this.#version): Uint8Array {
+    const state = version === this.#version ? this.#current : this.#stateAt(version);
+    const publicMaps: [string, [string, Uint8Array][]][] = [];
+    const privateMaps: [string, [string, Uint8Array][]][] = [];
+    for (const name of sortedKeys(state.keys())) {
+      const map = state.get(name)!;
+      const entries = sortedEntriesOf(map);
+      (isPublicMapName(name) ? publicMaps : privateMaps).push([name, entries]);
+    }
+    return encodeSnapshot({ version, view, publicMaps, privateMaps }, encryptor);
+  }
+
+  /**
+   * A store at the snapshot's version, with that version committed. Without an encryptor only the
+   * public maps are loaded (recovery reads the public domain before the ledger secret is known).
+   * Throws MalformedSnapshot or DecryptionFailed.
+   */
+  static fromSnapshot(bytes: Uint8Array, encryptor?: LedgerEncryptor, options: StoreOptions = {}): Store {
+    const snapshot: SnapshotMaps = decodeSnapshot(bytes, encryptor);
+    const store = new Store(options);
+    let state = applyToState(EMPTY_STATE, snapshot.publicMaps);
+    if (snapshot.privateMaps !== undefined) state = applyToState(state, snapshot.privateMaps);
+    store.#states = [state];
+    store.#committedIndex = 0;
+    store.#version = snapshot.version;
+    store.#committedVersion = snapshot.version;
+    return store;
+  }
+
+  #stateAt(version: Seqno): KvState {
+    if (!Number.isSafeInteger(version) || version < this.#committedVersion || version > this.#version) {
+      throw versionNotRetained(`version ${version} is outside the retained range ${this.#committedVersion}..${this.#version}`);
+    }
+    return this.#states[this.#committedIndex + (version - this.#committedVersion)]!;
+  }
+}
+
+function sortedEntriesOf(map: MapState): [string, Uint8Array][] {
+  const entries: [string, Uint8Array][] = [];
+  for (const entry of map.entries()) entries.push(entry);
+  return entries.sort((a, b) => compareUtf8(a[0], b[0]));
+}

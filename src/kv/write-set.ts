@@ -1,0 +1,238 @@
+/**
+ * Write sets: what a transaction changed, and their deterministic binary form. A transaction's
+ * writes are split by domain: the public part goes into the ledger in clear, the private part is
+ * encrypted (see encryption.ts). Both parts use the same layout, described in docs/kv.md:
+ *
+ *   part   = empty (no writes in this domain) | format:u8=1 mapCount:u32 map{mapCount}
+ *   map    = nameLength:u32 name:utf8 writeCount:u32 write{writeCount}
+ *   write  = keyLength:u32 key:utf8 (0x00 | 0x01 valueLength:u32 value)
+ *
+ * Integers are little-endian. Maps are in strictly ascending order of their names' UTF-8 bytes,
+ * keys likewise within a map, and no map is empty, so that a set of writes has exactly one
+ * encoding: decoding rejects anything else.
+ */
+import { isUtf8 } from 'node:buffer';
+import { assert } from '../base/index.js';
+import { compareUtf8, isPublicMapName } from './key-order.js';
+import { malformedWriteSet } from './errors.js';
+
+/** The new value of a key, or null when the transaction removed the key. */
+export type Write = Uint8Array | null;
+
+/**
+ * The writes of one transaction: map name → key → write. Iteration order is canonical (ascending
+ * UTF-8 bytes at both levels) for write sets made by the store or by decodeWriteSet.
+ */
+export type WriteSet = ReadonlyMap<string, ReadonlyMap<string, Write>>;
+
+export type Domain = 'public' | 'private';
+
+export interface EncodedWriteSet {
+  /** Writes to `public:` maps; empty when there are none. */
+  readonly publicBytes: Uint8Array;
+  /** Writes to private maps, in plaintext; empty when there are none. Encrypt before it leaves the node. */
+  readonly privateBytes: Uint8Array;
+}
+
+export const WRITE_SET_FORMAT = 1;
+
+const TAG_REMOVE = 0;
+const TAG_VALUE = 1;
+const EMPTY = new Uint8Array(0);
+const EMPTY_WRITE_SET: WriteSet = new Map();
+
+/** The empty write set (shared, never mutated). */
+export function emptyWriteSet(): WriteSet {
+  return EMPTY_WRITE_SET;
+}
+
+function sortedEntries<V>(map: ReadonlyMap<string, V>): [string, V][] {
+  const entries = [...map];
+  for (let i = 1; i < entries.length; i++) {
+    if (compareUtf8(entries[i - 1]![0], entries[i]![0]) >= 0) {
+      entries.sort((a, b) => compareUtf8(a[0], b[0]));
+      break;
+    }
+  }
+  return entries;
+}
+
+/** Encodes the writes of one domain. Maps without writes are left out. */
+export function encodeWriteSetPart(maps: readonly (readonly [string, ReadonlyMap<string, Write>])[]): Uint8Array {
+  const sorted: [string, [string, Write][]][] = [];
+  for (const [name, writes] of maps) if (writes.size > 0) sorted.push([name, sortedEntries(writes)]);
+  return encodeSortedPart(sorted);
+}
+
+/**
+ * Encodes maps and writes that are already in canonical order (the caller guarantees it; decoding
+ * would reject anything else). Used directly by snapshots, whose entries come out of the state.
+ */
+export function encodeSortedPart(maps: readonly (readonly [string, readonly (readonly [string, Write])[]])[]): Uint8Array {
+  // First pass: exact size, so that the part is written into one allocation.
+  let size = 5;
+  let mapCount = 0;
+  for (const [name, entries] of maps) {
+    if (entries.length === 0) continue;
+    mapCount++;
+    size += 8 + Buffer.byteLength(name, 'utf8');
+    for (const [key, value] of entries) {
+      size += 5 + Buffer.byteLength(key, 'utf8');
+      if (value !== null) size += 4 + value.byteLength;
+    }
+  }
+  if (mapCount === 0) return EMPTY;
+  const out = Buffer.allocUnsafe(size);
+  out[0] = WRITE_SET_FORMAT;
+  out.writeUInt32LE(mapCount, 1);
+  let offset = 5;
+  for (const [name, entries] of maps) {
+    if (entries.length === 0) continue;
+    const nameLength = out.write(name, offset + 4, 'utf8');
+    out.writeUInt32LE(nameLength, offset);
+    offset += 4 + nameLength;
+    out.writeUInt32LE(entries.length, offset);
+    offset += 4;
+    for (const [key, value] of entries) {
+      const keyLength = out.write(key, offset + 4, 'utf8');
+      out.writeUInt32LE(keyLength, offset);
+      offset += 4 + keyLength;
+      if (value === null) {
+        out[offset++] = TAG_REMOVE;
+      } else {
+        out[offset++] = TAG_VALUE;
+        out.writeUInt32LE(value.byteLength, offset);
+        out.set(value, offset + 4);
+        offset += 4 + value.byteLength;
+      }
+    }
+  }
+  assert(offset === size, () => `write-set size: wrote ${offset} of ${size} bytes`);
+  return out;
+}
+
+/** Splits a write set by domain and encodes both parts. */
+export function encodeWriteSet(writes: WriteSet): EncodedWriteSet {
+  const publicMaps: [string, ReadonlyMap<string, Write>][] = [];
+  const privateMaps: [string, ReadonlyMap<string, Write>][] = [];
+  for (const [name, mapWrites] of sortedEntries(writes)) {
+    (isPublicMapName(name) ? publicMaps : privateMaps).push([name, mapWrites]);
+  }
+  return { publicBytes: encodeWriteSetPart(publicMaps), privateBytes: encodeWriteSetPart(privateMaps) };
+}
+
+class Reader {
+  offset = 0;
+  constructor(readonly buf: Buffer) {}
+
+  get remaining(): number {
+    return this.buf.byteLength - this.offset;
+  }
+
+  u8(what: string): number {
+    if (this.remaining < 1) throw malformedWriteSet(`truncated at ${what} (offset ${this.offset})`);
+    return this.buf[this.offset++]!;
+  }
+
+  u32(what: string): number {
+    if (this.remaining < 4) throw malformedWriteSet(`truncated at ${what} (offset ${this.offset})`);
+    const value = this.buf.readUInt32LE(this.offset);
+    this.offset += 4;
+    return value;
+  }
+
+  /** Returns [start, end) of a length-prefixed byte string. */
+  span(what: string): [number, number] {
+    const length = this.u32(`${what} length`);
+    if (length > this.remaining) {
+      throw malformedWriteSet(`${what} of ${length} bytes overruns the input (offset ${this.offset})`);
+    }
+    const start = this.offset;
+    this.offset += length;
+    return [start, this.offset];
+  }
+
+  utf8(what: string): [string, number, number] {
+    const [start, end] = this.span(what);
+    const bytes = this.buf.subarray(start, end);
+    if (!isUtf8(bytes)) throw malformedWriteSet(`${what} at offset ${start} is not UTF-8`);
+    return [bytes.toString('utf8'), start, end];
+  }
+}
+
+function compareSpans(buf: Buffer, a: [number, number], b: [number, number]): number {
+  return buf.compare(buf, b[0], b[1], a[0], a[1]);
+}
+
+export interface DecodeOptions {
+  /** When given, every map must belong to this domain. */
+  domain?: Domain;
+  /** Reject removals (snapshot sections hold only values). */
+  valuesOnly?: boolean;
+}
+
+/**
+ * Decodes one part. Throws a CovenantError with code MalformedWriteSet on any deviation from the
+ * canonical layout; every loop is bounded by the input length.
+ */
+export function decodeWriteSet(bytes: Uint8Array, options: DecodeOptions = {}): WriteSet {
+  if (bytes.byteLength === 0) return EMPTY_WRITE_SET;
+  const r = new Reader(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+  const format = r.u8('format');
+  if (format !== WRITE_SET_FORMAT) throw malformedWriteSet(`unknown format ${format}`);
+  const mapCount = r.u32('map count');
+  // Each map takes at least 8 bytes of lengths plus one write of 5: a cheap bound before looping.
+  if (mapCount === 0 || mapCount > r.remaining / 13) throw malformedWriteSet(`impossible map count ${mapCount}`);
+  const out = new Map<string, Map<string, Write>>();
+  let previousName: [number, number] | undefined;
+  for (let m = 0; m < mapCount; m++) {
+    const [name, nameStart, nameEnd] = r.utf8('map name');
+    if (name.length === 0) throw malformedWriteSet('empty map name');
+    const nameSpan: [number, number] = [nameStart, nameEnd];
+    if (previousName !== undefined && compareSpans(r.buf, previousName, nameSpan) >= 0) {
+      throw malformedWriteSet(`map "${name.slice(0, 64)}" out of order`);
+    }
+    previousName = nameSpan;
+    if (options.domain !== undefined && (isPublicMapName(name) ? 'public' : 'private') !== options.domain) {
+      throw malformedWriteSet(`map "${name.slice(0, 64)}" in the ${options.domain} part`);
+    }
+    const writeCount = r.u32('write count');
+    if (writeCount === 0 || writeCount > r.remaining / 5) throw malformedWriteSet(`impossible write count ${writeCount}`);
+    const writes = new Map<string, Write>();
+    let previousKey: [number, number] | undefined;
+    for (let w = 0; w < writeCount; w++) {
+      const [key, keyStart, keyEnd] = r.utf8('key');
+      const keySpan: [number, number] = [keyStart, keyEnd];
+      if (previousKey !== undefined && compareSpans(r.buf, previousKey, keySpan) >= 0) {
+        throw malformedWriteSet(`key out of order in map "${name.slice(0, 64)}"`);
+      }
+      previousKey = keySpan;
+      const tag = r.u8('write tag');
+      if (tag === TAG_VALUE) {
+        const [start, end] = r.span('value');
+        // A copy: the state outlives the (possibly large) buffer it was decoded from.
+        writes.set(key, new Uint8Array(r.buf.subarray(start, end)));
+      } else if (tag === TAG_REMOVE && options.valuesOnly !== true) {
+        writes.set(key, null);
+      } else {
+        throw malformedWriteSet(`bad write tag ${tag}`);
+      }
+    }
+    out.set(name, writes);
+  }
+  if (r.remaining !== 0) throw malformedWriteSet(`${r.remaining} trailing bytes`);
+  return out;
+}
+
+/** Merges two write sets of disjoint maps (e.g. the public and private parts) in canonical order. */
+export function mergeWriteSets(a: WriteSet, b: WriteSet): WriteSet {
+  if (b.size === 0) return a;
+  if (a.size === 0) return b;
+  const entries = [...a, ...b].sort((x, y) => compareUtf8(x[0], y[0]));
+  const out = new Map<string, ReadonlyMap<string, Write>>();
+  for (const [name, writes] of entries) {
+    if (out.has(name)) throw malformedWriteSet(`map "${name.slice(0, 64)}" in both parts`);
+    out.set(name, writes);
+  }
+  return out;
+}
