@@ -1,0 +1,31 @@
+/** Public face of the ledger: entry frames, chunk files, and offline reading of ledger directories. */
+export { DiskError, type Disk, type DiskErrorCode, type DiskFile } from './disk.js';
+export { LedgerError, type LedgerErrorCode, type LedgerErrorDetails } from './errors.js';
+export {
+  decodeEntry,
+  DIGEST_BYTES,
+  encodeEntry,
+  ENTRY_FORMAT_VERSION,
+  ENTRY_FRAME_BYTES_MAX,
+  ENTRY_HEADER_BYTES,
+  ENTRY_OVERHEAD_BYTES,
+  EntryFlags,
+  hasFlag,
+  peekFrameSizeBytes,
+  writeSetDigest,
+  type DecodedEntry,
+  type EntryFields,
+} from './entry.js';
+export { CHUNK_FORMAT_VERSION, CHUNK_HEADER_BYTES, CHUNK_MAGIC, chunkFileHeader } from './chunk-file.js';
+export { formatChunkName, isChunkFileName, parseChunkName, type ChunkName } from './chunk-name.js';
+export {
+  DEFAULT_INDEX_CACHE_ENTRIES_MAX,
+  Ledger,
+  shouldEndChunk,
+  type ChunkListing,
+  type LedgerOpenOptions,
+  type LedgerOpenReport,
+  type LedgerOptions,
+  type TornTail,
+} from './ledger.js';
+export { readLedgerDirectories, type LedgerDirectoryEntry, type ReadLedgerDirectoriesOptions } from './read-directory.js';

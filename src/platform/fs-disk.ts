@@ -1,0 +1,171 @@
+/**
+ * The real Disk: node:fs, synchronous calls. The node batches appends so each batch costs a
+ * writev and, at durability points, an fdatasync; the synchronous seam keeps the ledger code
+ * identical under the simulator's in-memory disk.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { DiskError, type Disk, type DiskFile } from '../ledger/index.js';
+
+/** writev takes at most IOV_MAX buffers per call on Linux. */
+const IOV_MAX = 1024;
+
+function wrap(operation: string, target: string, e: unknown): DiskError {
+  const code = (e as NodeJS.ErrnoException | undefined)?.code;
+  const message = e instanceof Error ? e.message : String(e);
+  return new DiskError(code === 'ENOSPC' || code === 'EDQUOT' ? 'DiskFull' : 'DiskIoFailed', operation, target, message);
+}
+
+function io<T>(operation: string, target: string, run: () => T): T {
+  try {
+    return run();
+  } catch (e) {
+    throw wrap(operation, target, e);
+  }
+}
+
+class FsFile implements DiskFile {
+  readonly #fd: number;
+  readonly #path: string;
+  #sizeBytes: number;
+  #closed = false;
+
+  constructor(fd: number, filePath: string, sizeBytes: number) {
+    this.#fd = fd;
+    this.#path = filePath;
+    this.#sizeBytes = sizeBytes;
+  }
+
+  sizeBytes(): number {
+    return this.#sizeBytes;
+  }
+
+  append(parts: readonly Uint8Array[]): void {
+    this.#checkOpen();
+    io('append', this.#path, () => {
+      for (let i = 0; i < parts.length; i += IOV_MAX) {
+        const group = parts.slice(i, i + IOV_MAX);
+        let wanted = 0;
+        for (const part of group) wanted += part.byteLength;
+        let written = fs.writevSync(this.#fd, group, this.#sizeBytes);
+        // A short write is legal: finish the group byte by byte range, never skipping any.
+        while (written < wanted) {
+          let skip = written;
+          for (const part of group) {
+            if (skip >= part.byteLength) {
+              skip -= part.byteLength;
+              continue;
+            }
+            const done = fs.writeSync(this.#fd, part, skip, part.byteLength - skip, this.#sizeBytes + written);
+            written += done;
+            break;
+          }
+        }
+        this.#sizeBytes += wanted;
+      }
+    });
+  }
+
+  sync(): void {
+    this.#checkOpen();
+    io('sync', this.#path, () => fs.fdatasyncSync(this.#fd));
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    io('close', this.#path, () => fs.closeSync(this.#fd));
+  }
+
+  #checkOpen(): void {
+    if (this.#closed) throw new DiskError('DiskIoFailed', 'write', this.#path, 'file is closed');
+  }
+}
+
+export class FsDisk implements Disk {
+  join(directory: string, name: string): string {
+    return path.join(directory, name);
+  }
+
+  exists(target: string): boolean {
+    return fs.existsSync(target);
+  }
+
+  ensureDirectory(directory: string): void {
+    io('mkdir', directory, () => fs.mkdirSync(directory, { recursive: true }));
+  }
+
+  listDirectory(directory: string): string[] {
+    return io('list', directory, () =>
+      fs
+        .readdirSync(directory, { withFileTypes: true })
+        .filter((d) => d.isFile())
+        .map((d) => d.name),
+    );
+  }
+
+  sizeBytes(target: string): number {
+    return io('stat', target, () => fs.statSync(target).size);
+  }
+
+  read(target: string, positionBytes: number, lengthBytes: number): Uint8Array {
+    return io('read', target, () => {
+      const fd = fs.openSync(target, 'r');
+      try {
+        const out = new Uint8Array(lengthBytes);
+        let got = 0;
+        while (got < lengthBytes) {
+          const n = fs.readSync(fd, out, got, lengthBytes - got, positionBytes + got);
+          if (n === 0) break;
+          got += n;
+        }
+        return got === lengthBytes ? out : out.subarray(0, got);
+      } finally {
+        fs.closeSync(fd);
+      }
+    });
+  }
+
+  readAll(target: string): Uint8Array {
+    return io('read', target, () => {
+      const buffer = fs.readFileSync(target);
+      return new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength);
+    });
+  }
+
+  createFile(target: string): DiskFile {
+    const fd = io('create', target, () => fs.openSync(target, 'wx'));
+    return new FsFile(fd, target, 0);
+  }
+
+  openForAppend(target: string): DiskFile {
+    return io('open', target, () => {
+      // 'r+' rather than 'a': positioned writes at the tracked end keep the offsets we index exact.
+      const fd = fs.openSync(target, 'r+');
+      return new FsFile(fd, target, fs.fstatSync(fd).size);
+    });
+  }
+
+  rename(fromPath: string, toPath: string): void {
+    io('rename', fromPath, () => fs.renameSync(fromPath, toPath));
+  }
+
+  remove(target: string): void {
+    io('remove', target, () => fs.rmSync(target, { force: true }));
+  }
+
+  truncate(target: string, lengthBytes: number): void {
+    io('truncate', target, () => fs.truncateSync(target, lengthBytes));
+  }
+
+  syncDirectory(directory: string): void {
+    io('sync', directory, () => {
+      const fd = fs.openSync(directory, 'r');
+      try {
+        fs.fsyncSync(fd);
+      } finally {
+        fs.closeSync(fd);
+      }
+    });
+  }
+}

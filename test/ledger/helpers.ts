@@ -1,0 +1,33 @@
+import { encodeEntry, EntryFlags } from '../../src/ledger/index.js';
+
+export const SIG = EntryFlags.SIGNATURE;
+export const END = EntryFlags.SIGNATURE | EntryFlags.CHUNK_END;
+
+export function digest(fill: number): Uint8Array {
+  return new Uint8Array(32).fill(fill & 0xff);
+}
+
+/** An entry whose payload is derived from its seqno, so a wrong read shows. */
+export function entry(seqno: number, flags = 0, view = 1, payloadBytes = 20): Uint8Array {
+  const publicBytes = new Uint8Array(payloadBytes);
+  for (let i = 0; i < payloadBytes; i++) publicBytes[i] = (seqno * 31 + i) & 0xff;
+  return encodeEntry({
+    view,
+    seqno,
+    flags,
+    claimsDigest: digest(seqno),
+    commitEvidenceDigest: digest(seqno + 1),
+    publicBytes,
+    privateBytes: new Uint8Array(seqno % 3),
+  });
+}
+
+/**
+ * Entries first..last; the seqnos in `ends` end a chunk (signature + CHUNK_END), those in
+ * `signatures` are plain signatures.
+ */
+export function entries(first: number, last: number, ends: readonly number[] = [], signatures: readonly number[] = [], view = 1): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  for (let s = first; s <= last; s++) out.push(entry(s, ends.includes(s) ? END : signatures.includes(s) ? SIG : 0, view));
+  return out;
+}
