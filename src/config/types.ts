@@ -4,11 +4,12 @@
  * bytes, paths absolute (relative ones are resolved against the configuration file's folder) and
  * addresses checked "host:port" strings (see `parseHostPort`).
  */
+import type { LogLevel } from '../base/log.js';
 
+export type { LogLevel };
 export type CommandType = 'Start' | 'Join' | 'Recover';
 export type OperatorFeature = 'LedgerChunkRead' | 'SnapshotRead' | 'SnapshotCreate';
 export type LogFormat = 'Text' | 'Json';
-export type LogLevel = 'trace' | 'debug' | 'info' | 'fail' | 'fatal';
 
 export interface MemberConfig {
   certificate_file: string;

@@ -1,0 +1,162 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { MemoryLogger, nullLogger } from '../../src/base/log.js';
+import { createLogger, type LoggerOptions } from '../../src/platform/logger.js';
+
+const FIXED_NOW = Date.parse('2026-11-20T12:00:00.123Z');
+
+/** A logger writing into memory; `lines()` returns what was written so far. */
+function capture(options: LoggerOptions) {
+  const chunks: string[] = [];
+  const stream = new Writable({
+    write(chunk: Buffer | string, _encoding, done) {
+      chunks.push(chunk.toString());
+      done();
+    },
+  });
+  const logger = createLogger({ now: () => FIXED_NOW, ...options, destination: stream });
+  const lines = () => chunks.join('').split('\n').filter((l) => l !== '');
+  return { logger, lines, json: () => lines().map((l) => JSON.parse(l) as Record<string, unknown>) };
+}
+
+/** The line number of the statement that calls this, as the stack (and source maps) report it. */
+function lineHere(): number {
+  const frame = new Error().stack!.split('\n')[2]!;
+  return Number(/:(\d+):\d+\)?$/.exec(frame)![1]);
+}
+
+test('Json lines carry exactly the spec fields plus the extra ones', () => {
+  const { logger, json } = capture({ format: 'Json', level: 'info' });
+  logger.info('node started', { node_id: 'ab12', port: 8000 }); const line = lineHere();
+  const [event] = json();
+  assert.deepEqual(event, {
+    h_ts: '2026-11-20T12:00:00.123Z',
+    file: 'logger.test.ts',
+    number: line,
+    level: 'info',
+    msg: 'node started',
+    node_id: 'ab12',
+    port: 8000,
+  });
+});
+
+test('Json levels use the spec names, and levels below the threshold are dropped', () => {
+  const { logger, json } = capture({ format: 'Json', level: 'debug' });
+  logger.trace('t');
+  logger.debug('d');
+  logger.info('i');
+  logger.fail('f');
+  logger.fatal('x');
+  assert.deepEqual(json().map((e) => [e['level'], e['msg']]), [['debug', 'd'], ['info', 'i'], ['fail', 'f'], ['fatal', 'x']]);
+  assert.equal(logger.enabled('trace'), false);
+  assert.equal(logger.enabled('debug'), true);
+  assert.equal(logger.enabled('fail'), true);
+});
+
+test('children add bindings; tag() marks application logs; enclave children add e_ts', () => {
+  const { logger, json } = capture({ format: 'Json', name: 'node0' });
+  const host = logger.child({ node_id: 'ab12' });
+  host.info('host side');
+  host.tag().info('application event', { id: 3 });
+  host.child({ component: 'kv' }, { enclave: true }).info('trusted side');
+  const [hostEvent, appEvent, enclaveEvent] = json();
+  assert.equal(hostEvent!['name'], 'node0');
+  assert.equal(hostEvent!['node_id'], 'ab12');
+  assert.equal('e_ts' in hostEvent!, false, 'host-side lines have no e_ts');
+  assert.equal('tag' in hostEvent!, false);
+  assert.equal(appEvent!['tag'], 'app');
+  assert.equal(appEvent!['id'], 3);
+  assert.equal(enclaveEvent!['e_ts'], '2026-11-20T12:00:00.123Z');
+  assert.equal(enclaveEvent!['h_ts'], '2026-11-20T12:00:00.123Z');
+  assert.equal(enclaveEvent!['component'], 'kv');
+  assert.equal(enclaveEvent!['node_id'], 'ab12');
+});
+
+test('Json lines stay one line per event and errors keep their message', () => {
+  const { logger, lines, json } = capture({ format: 'Json' });
+  logger.fail('two\nlines', { err: Object.assign(new Error('disk full'), { code: 'ENOSPC' }) });
+  assert.equal(lines().length, 1);
+  const [event] = json();
+  assert.equal(event!['msg'], 'two\nlines');
+  const err = event!['err'] as Record<string, unknown>;
+  assert.equal(err['message'], 'disk full');
+  assert.equal(err['code'], 'ENOSPC');
+  assert.equal(err['type'], 'Error');
+  assert.match(String(err['stack']), /disk full/);
+});
+
+test('Text lines read: time, level, [file:line], message, key=value', () => {
+  const { logger, lines } = capture({ format: 'Text', level: 'trace' });
+  logger.info('message', { key: 'value' }); const infoLine = lineHere();
+  logger.child({ node: 'n0' }).tag().fail('cannot "bind"', { address: '127.0.0.1:8000', reason: 'in use', count: 2, nested: { a: [1] } }); const failLine = lineHere();
+  logger.trace('multi\nline');
+  const [info, fail, trace] = lines();
+  assert.equal(info, `2026-11-20T12:00:00.123Z info  [logger.test.ts:${infoLine}] message key=value`);
+  assert.equal(
+    fail,
+    `2026-11-20T12:00:00.123Z fail  [logger.test.ts:${failLine}] cannot "bind" node=n0 tag=app address=127.0.0.1:8000 reason="in use" count=2 nested={"a":[1]}`,
+  );
+  assert.match(trace!, /^2026-11-20T12:00:00\.123Z trace \[logger\.test\.ts:\d+\] multi\\nline$/);
+  assert.equal(lines().length, 3);
+});
+
+test('Text is the default format and info the default level', () => {
+  const { logger, lines } = capture({});
+  logger.debug('hidden');
+  logger.info('shown');
+  assert.deepEqual(lines().length, 1);
+  assert.match(lines()[0]!, /^\S+Z info {2}\[logger\.test\.ts:\d+\] shown$/);
+});
+
+test('caller capture can be turned off', () => {
+  const { logger, json } = capture({ format: 'Json', caller: false });
+  logger.info('cheap');
+  const [event] = json();
+  assert.equal('file' in event!, false);
+  assert.equal('number' in event!, false);
+  const text = capture({ caller: false });
+  text.logger.info('cheap');
+  assert.equal(text.lines()[0], '2026-11-20T12:00:00.123Z info  cheap');
+});
+
+test('a file descriptor destination receives the lines, buffered ones after flush', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'covenant-log-'));
+  try {
+    const file = path.join(dir, 'node.log');
+    const fd = fs.openSync(file, 'w');
+    try {
+      const syncLogger = createLogger({ format: 'Json', destination: fd });
+      syncLogger.info('first');
+      assert.equal(JSON.parse(fs.readFileSync(file, 'utf8').trim())['msg'], 'first', 'synchronous lines are written before returning');
+      const buffered = createLogger({ format: 'Text', destination: fd, sync: false });
+      buffered.info('second');
+      buffered.flush();
+      const lines = fs.readFileSync(file, 'utf8').trim().split('\n');
+      assert.equal(lines.length, 2);
+      assert.match(lines[1]!, / info {2}\[logger\.test\.ts:\d+\] second$/);
+    } finally {
+      fs.closeSync(fd);
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('MemoryLogger records events with bindings, tag and enclave flag; nullLogger drops them', () => {
+  const memory = new MemoryLogger('debug');
+  memory.trace('dropped');
+  memory.child({ node_id: 'n1' }, { enclave: true }).tag().fail('cleanup skipped', { cycle: 2 });
+  assert.deepEqual(memory.entries, [{ level: 'fail', msg: 'cleanup skipped', fields: { node_id: 'n1', cycle: 2 }, tag: 'app', enclave: true }]);
+  assert.deepEqual(memory.messages('fail'), ['cleanup skipped']);
+  const bounded = new MemoryLogger('trace', 2);
+  bounded.info('a');
+  bounded.info('b');
+  bounded.info('c');
+  assert.deepEqual(bounded.messages(), ['b', 'c']);
+  assert.equal(nullLogger.enabled('fatal'), false);
+  assert.equal(nullLogger.child({}).tag(), nullLogger);
+});
