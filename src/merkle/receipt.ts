@@ -1,0 +1,143 @@
+/**
+ * Receipts: offline-verifiable proof that a transaction is in the ledger, in CCF's JSON shape.
+ *
+ * The node signs the 32-byte Merkle root itself (not a hex or JSON form of it) with ECDSA over its
+ * identity key: P-384 with SHA-384 (P-256 with SHA-256), DER-encoded signature. The node's
+ * certificate is endorsed by the service certificate, so a verifier needs only the service
+ * certificate.
+ */
+import type { KeyObject } from 'node:crypto';
+import { bytesEqual, fromBase64, fromHex, toBase64, toHex, assert } from '../base/index.js';
+import { nodeIdFromPublicKey, parseCertificate, signEcdsa, verifyCertificateSignedBy, verifyEcdsa, ecCurveOf } from '../crypto/index.js';
+import { parseCommitEvidence } from './commit-evidence.js';
+import { merkleError, MerkleErrorCode } from './errors.js';
+import { HASH_LENGTH_BYTES, leafFromComponents } from './hash.js';
+import { rootFromProof, type InclusionProof, type ProofStep } from './proof.js';
+
+export interface LeafComponentsJson {
+  /** Lower-case hex SHA-256 of the serialised write set. */
+  readonly write_set_digest: string;
+  /** `ce:<view>.<seqno>:<hex>`. */
+  readonly commit_evidence: string;
+  /** Lower-case hex; 32 zero bytes when the transaction has no claims. */
+  readonly claims_digest: string;
+}
+
+export interface Receipt {
+  /** PEM certificate of the node that signed the root. */
+  readonly cert: string;
+  readonly node_id: string;
+  /** Base64 DER ECDSA signature over the 32-byte root. */
+  readonly signature: string;
+  readonly proof: readonly ProofStep[];
+  readonly leaf_components: LeafComponentsJson;
+}
+
+export interface LeafComponents {
+  readonly writeSetDigest: Uint8Array | string;
+  readonly commitEvidence: string;
+  readonly claimsDigest: Uint8Array | string;
+}
+
+function digestBytes(value: Uint8Array | string): Uint8Array {
+  const bytes = typeof value === 'string' ? fromHex(value) : value;
+  assert(bytes.byteLength === HASH_LENGTH_BYTES, 'leaf component digests are 32 bytes');
+  return bytes;
+}
+
+/** Signature over a Merkle root, as stored in a signature transaction (DER ECDSA, hash of the curve). */
+export function signMerkleRoot(privateKey: KeyObject, root: Uint8Array): Uint8Array {
+  assert(root.byteLength === HASH_LENGTH_BYTES, 'a Merkle root is 32 bytes');
+  return signEcdsa(privateKey, root, 'der');
+}
+
+export function verifyMerkleRootSignature(publicKey: KeyObject | string, root: Uint8Array, signature: Uint8Array): boolean {
+  return root.byteLength === HASH_LENGTH_BYTES && verifyEcdsa(publicKey, root, signature, 'der');
+}
+
+export interface BuildReceiptOptions {
+  readonly leafComponents: LeafComponents;
+  readonly proof: InclusionProof;
+  /** The node's DER signature over `signedRoot` (from the signature transaction). */
+  readonly signature: Uint8Array;
+  readonly nodeCertificatePem: string;
+  readonly nodeId: string;
+  readonly signedRoot: Uint8Array;
+}
+
+export function buildReceipt(options: BuildReceiptOptions): Receipt {
+  const writeSetDigest = digestBytes(options.leafComponents.writeSetDigest);
+  const claimsDigest = digestBytes(options.leafComponents.claimsDigest);
+  const leaf = leafFromComponents(writeSetDigest, options.leafComponents.commitEvidence, claimsDigest);
+  const root = rootFromProof(leaf, options.proof);
+  // A receipt whose proof does not reach the signed root would be a bug in the node, not bad input.
+  assert(root !== undefined && bytesEqual(root, options.signedRoot), 'receipt proof folds to the signed root');
+  return {
+    cert: options.nodeCertificatePem,
+    node_id: options.nodeId,
+    signature: toBase64(options.signature),
+    proof: options.proof.path.map((step) => ('left' in step ? { left: step.left } : { right: step.right })),
+    leaf_components: {
+      write_set_digest: toHex(writeSetDigest),
+      commit_evidence: options.leafComponents.commitEvidence,
+      claims_digest: toHex(claimsDigest),
+    },
+  };
+}
+
+export interface VerifiedReceipt {
+  readonly view: number;
+  readonly seqno: number;
+  readonly leaf: Uint8Array;
+  readonly root: Uint8Array;
+  readonly nodeId: string;
+}
+
+const HEX_DIGEST = /^[0-9a-f]{64}$/;
+const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
+
+function invalid(reason: string): Error {
+  return merkleError(MerkleErrorCode.InvalidReceipt, `invalid receipt: ${reason}`);
+}
+
+/**
+ * Verifies a receipt against the service certificate: recomputes the leaf, folds the proof to a
+ * root, checks the node's signature over that root and that the node certificate is endorsed by the
+ * service certificate. Throws InvalidReceipt naming the first failed check.
+ */
+export function verifyReceipt(receipt: Receipt, serviceCertificatePem: string): VerifiedReceipt {
+  if (typeof receipt !== 'object' || receipt === null) throw invalid('not an object');
+  const { cert, node_id: nodeId, signature, proof, leaf_components: components } = receipt;
+  if (typeof cert !== 'string' || typeof nodeId !== 'string' || typeof signature !== 'string' || !Array.isArray(proof)) {
+    throw invalid('cert, node_id, signature (strings) and proof (array) are required');
+  }
+  if (typeof components !== 'object' || components === null) throw invalid('leaf_components is required');
+  const { write_set_digest: wsd, commit_evidence: ce, claims_digest: cd } = components;
+  if (typeof wsd !== 'string' || !HEX_DIGEST.test(wsd)) throw invalid('write_set_digest must be 64 lower-case hex digits');
+  if (typeof cd !== 'string' || !HEX_DIGEST.test(cd)) throw invalid('claims_digest must be 64 lower-case hex digits');
+  let txId: { view: number; seqno: number };
+  try {
+    txId = parseCommitEvidence(ce);
+  } catch {
+    throw invalid('commit_evidence is not of the form ce:<view>.<seqno>:<hex>');
+  }
+  if (!BASE64.test(signature)) throw invalid('signature is not base64');
+
+  const leaf = leafFromComponents(fromHex(wsd), ce, fromHex(cd));
+  const root = rootFromProof(leaf, { path: proof });
+  if (root === undefined) throw invalid('proof is malformed (each step is {"left": hex} or {"right": hex})');
+
+  let nodePublicKey: KeyObject;
+  try {
+    nodePublicKey = parseCertificate(cert).publicKey;
+    ecCurveOf(nodePublicKey);
+  } catch {
+    throw invalid('cert is not a PEM certificate with an EC P-384 or P-256 key');
+  }
+  if (nodeIdFromPublicKey(nodePublicKey) !== nodeId) throw invalid('node_id does not match the key of cert');
+  if (!verifyCertificateSignedBy(cert, serviceCertificatePem)) throw invalid('cert is not endorsed by the service certificate');
+  if (!verifyMerkleRootSignature(nodePublicKey, root, fromBase64(signature))) {
+    throw invalid('signature does not verify over the root the proof leads to');
+  }
+  return { view: txId.view, seqno: txId.seqno, leaf, root, nodeId };
+}
