@@ -6,7 +6,8 @@
 /**
  * Compares two strings by the order of their UTF-8 encodings without encoding them. UTF-16 code
  * unit order differs from code point (= UTF-8 byte) order only where a surrogate (U+D800..U+DFFF,
- * half of a code point above U+FFFF) meets a unit in U+E000..U+FFFF; shifting both ranges fixes it.
+ * half of a code point above U+FFFF) meets a unit in U+E000..U+FFFF; when both units are at or
+ * above U+D800, shifting those two ranges past each other fixes it.
  */
 export function compareUtf8(a: string, b: string): number {
   if (a === b) return 0;
@@ -15,7 +16,7 @@ export function compareUtf8(a: string, b: string): number {
     let x = a.charCodeAt(i);
     let y = b.charCodeAt(i);
     if (x === y) continue;
-    if (x >= 0xd800 || y >= 0xd800) {
+    if (x >= 0xd800 && y >= 0xd800) {
       x = x >= 0xe000 ? x - 0x800 : x + 0x2000;
       y = y >= 0xe000 ? y - 0x800 : y + 0x2000;
     }

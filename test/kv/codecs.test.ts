@@ -23,6 +23,14 @@ test('compareUtf8 orders strings as their UTF-8 bytes', () => {
     }),
     { numRuns: 2000 },
   );
+  // Code units on both sides of the surrogate range, where a wrong shift shows.
+  const edges = ['', 'a', '\u0000', '\ub801', '\ud7ff', '\ue000', '\uffff', '\u{10000}', '\u{10ffff}', '\u{1f600}'];
+  for (const a of edges) {
+    for (const b of edges) {
+      const expected = Math.sign(Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8')));
+      assert.equal(Math.sign(compareUtf8(a, b)), expected, `${JSON.stringify(a)} vs ${JSON.stringify(b)}`);
+    }
+  }
   // The case UTF-16 order gets wrong: U+FFFD (EF BF BD) sorts before U+1F600 (F0 9F 98 80).
   assert.ok(compareUtf8('\ufffd', '\u{1f600}') < 0);
   assert.ok('\ufffd' > '\u{1f600}');
