@@ -23,19 +23,26 @@ function capture(options: LoggerOptions) {
   return { logger, lines, json: () => lines().map((l) => JSON.parse(l) as Record<string, unknown>) };
 }
 
-/** The line number of the statement that calls this, as the stack (and source maps) report it. */
-function lineHere(): number {
+/** File name and line of the statement that calls this, as the stack (through source maps when on) reports them. */
+function here(): { file: string; number: number } {
   const frame = new Error().stack!.split('\n')[2]!;
-  return Number(/:(\d+):\d+\)?$/.exec(frame)![1]);
+  const match = /([^\s()/\\]+):(\d+):\d+\)?$/.exec(frame)!;
+  return { file: match[1]!, number: Number(match[2]) };
 }
+
+/** This file's name in stack frames: logger.test.ts with source maps, logger.test.js without. */
+const THIS_FILE = here().file;
+const THIS_FILE_RE = THIS_FILE.replace(/\./g, '\\.');
 
 test('Json lines carry exactly the spec fields plus the extra ones', () => {
   const { logger, json } = capture({ format: 'Json', level: 'info' });
-  logger.info('node started', { node_id: 'ab12', port: 8000 }); const line = lineHere();
+  // One expression, so that the call and here() share a line in emitted JavaScript too.
+  const line = (logger.info('node started', { node_id: 'ab12', port: 8000 }), here().number);
   const [event] = json();
+  assert.match(THIS_FILE, /^logger\.test\.[jt]s$/);
   assert.deepEqual(event, {
     h_ts: '2026-11-20T12:00:00.123Z',
-    file: 'logger.test.ts',
+    file: THIS_FILE,
     number: line,
     level: 'info',
     msg: 'node started',
@@ -91,16 +98,17 @@ test('Json lines stay one line per event and errors keep their message', () => {
 
 test('Text lines read: time, level, [file:line], message, key=value', () => {
   const { logger, lines } = capture({ format: 'Text', level: 'trace' });
-  logger.info('message', { key: 'value' }); const infoLine = lineHere();
-  logger.child({ node: 'n0' }).tag().fail('cannot "bind"', { address: '127.0.0.1:8000', reason: 'in use', count: 2, nested: { a: [1] } }); const failLine = lineHere();
+  const infoLine = (logger.info('message', { key: 'value' }), here().number);
+  const fields = { address: '127.0.0.1:8000', reason: 'in use', count: 2, nested: { a: [1] } };
+  const failLine = (logger.child({ node: 'n0' }).tag().fail('cannot "bind"', fields), here().number);
   logger.trace('multi\nline');
   const [info, fail, trace] = lines();
-  assert.equal(info, `2026-11-20T12:00:00.123Z info  [logger.test.ts:${infoLine}] message key=value`);
+  assert.equal(info, `2026-11-20T12:00:00.123Z info  [${THIS_FILE}:${infoLine}] message key=value`);
   assert.equal(
     fail,
-    `2026-11-20T12:00:00.123Z fail  [logger.test.ts:${failLine}] cannot "bind" node=n0 tag=app address=127.0.0.1:8000 reason="in use" count=2 nested={"a":[1]}`,
+    `2026-11-20T12:00:00.123Z fail  [${THIS_FILE}:${failLine}] cannot "bind" node=n0 tag=app address=127.0.0.1:8000 reason="in use" count=2 nested={"a":[1]}`,
   );
-  assert.match(trace!, /^2026-11-20T12:00:00\.123Z trace \[logger\.test\.ts:\d+\] multi\\nline$/);
+  assert.match(trace!, new RegExp(`^2026-11-20T12:00:00\\.123Z trace \\[${THIS_FILE_RE}:\\d+\\] multi\\\\nline$`));
   assert.equal(lines().length, 3);
 });
 
@@ -109,7 +117,7 @@ test('Text is the default format and info the default level', () => {
   logger.debug('hidden');
   logger.info('shown');
   assert.deepEqual(lines().length, 1);
-  assert.match(lines()[0]!, /^\S+Z info {2}\[logger\.test\.ts:\d+\] shown$/);
+  assert.match(lines()[0]!, new RegExp(`^\\S+Z info {2}\\[${THIS_FILE_RE}:\\d+\\] shown$`));
 });
 
 test('caller capture can be turned off', () => {
@@ -137,7 +145,7 @@ test('a file descriptor destination receives the lines, buffered ones after flus
       buffered.flush();
       const lines = fs.readFileSync(file, 'utf8').trim().split('\n');
       assert.equal(lines.length, 2);
-      assert.match(lines[1]!, / info {2}\[logger\.test\.ts:\d+\] second$/);
+      assert.match(lines[1]!, new RegExp(` info {2}\\[${THIS_FILE_RE}:\\d+\\] second$`));
     } finally {
       fs.closeSync(fd);
     }
