@@ -6,7 +6,7 @@ import { toHex, isCovenantError } from '../../src/base/index.js';
 import { generateEcKeyPair, createSelfSignedCertificate, createEndorsedCertificate, nodeIdFromPublicKey, sha256 } from '../../src/crypto/index.js';
 import {
   HistoryTree, buildReceipt, verifyReceipt, signMerkleRoot, verifyMerkleRootSignature, leafFromComponents, leafDigest,
-  commitEvidenceNonce, createCommitEvidenceDeriver, formatCommitEvidence, parseCommitEvidence, NO_CLAIMS_DIGEST, type Receipt,
+  commitEvidenceNonce, createCommitEvidenceDeriver, formatCommitEvidence, parseCommitEvidence, NO_CLAIMS_DIGEST, type Receipt, type LeafComponents,
 } from '../../src/merkle/index.js';
 
 const isInvalidReceipt = (e: unknown) => isCovenantError(e) && e.code === 'InvalidReceipt' && e.status === 400;
@@ -55,7 +55,7 @@ async function ledgerWithReceipts(txCount: number) {
   const nodeId = nodeIdFromPublicKey(nodeKeys.publicKey);
   const derive = createCommitEvidenceDeriver(new Uint8Array(32).fill(1));
   const tree = new HistoryTree();
-  const components = [];
+  const components: LeafComponents[] = [];
   for (let seqno = 1; seqno <= txCount; seqno++) {
     const c = {
       writeSetDigest: sha256(`ws ${seqno}`),
