@@ -120,6 +120,17 @@ test('Text is the default format and info the default level', () => {
   assert.match(lines()[0]!, new RegExp(`^\\S+Z info {2}\\[${THIS_FILE_RE}:\\d+\\] shown$`));
 });
 
+test('repeated call sites keep reporting their own line', () => {
+  const { logger, json } = capture({ format: 'Json' });
+  const expected: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    expected.push((logger.info('first', { i }), here().number));
+    expected.push((logger.info('second', { i }), here().number));
+  }
+  assert.notEqual(expected[0], expected[1]);
+  assert.deepEqual(json().map((e) => e['number']), expected);
+});
+
 test('caller capture can be turned off', () => {
   const { logger, json } = capture({ format: 'Json', caller: false });
   logger.info('cheap');
