@@ -167,6 +167,13 @@ export function nodeConfigSchema(baseDir: string) {
           .optional(),
       })
       .optional(),
+    output_files: z
+      .strictObject({
+        pid_file: file.optional(),
+        node_to_node_address_file: file.optional(),
+        rpc_addresses_file: file.optional(),
+      })
+      .prefault({}),
     worker_threads: z.int().min(0).default(0),
   });
 }

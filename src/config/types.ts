@@ -151,6 +151,16 @@ export interface SealingRecoveryConfig {
   recovery_decision_protocol?: RecoveryDecisionProtocolConfig | undefined;
 }
 
+/** Files the node writes once it runs, for scripts and test harnesses that start it. */
+export interface OutputFilesConfig {
+  /** The node's process id. */
+  pid_file?: string | undefined;
+  /** JSON string: the node-to-node address actually bound (useful with port 0). */
+  node_to_node_address_file?: string | undefined;
+  /** JSON object: interface name -> address actually bound (useful with port 0). */
+  rpc_addresses_file?: string | undefined;
+}
+
 export interface NodeConfig {
   command: CommandConfig;
   node_certificate: NodeCertificateConfig;
@@ -174,6 +184,7 @@ export interface NodeConfig {
   jwt: JwtConfig;
   logging: LoggingConfig;
   sealing_recovery?: SealingRecoveryConfig | undefined;
+  output_files: OutputFilesConfig;
   /** Accepted for compatibility with existing configurations; transactions run on one thread. */
   worker_threads: number;
 }

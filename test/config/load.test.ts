@@ -62,6 +62,7 @@ test('defaults are applied and units converted', () => {
   assert.deepEqual(config.jwt, { key_refresh_interval: 1_800_000, key_refresh_max_response_size: 1024 * 1024 });
   assert.deepEqual(config.logging, { format: 'Text', level: 'info' });
   assert.equal(config.sealing_recovery, undefined);
+  assert.deepEqual(config.output_files, {});
   assert.equal(config.node_data, undefined);
   if (config.command.type !== 'Start') assert.fail('not a Start command');
   assert.deepEqual(config.command.start, {
@@ -132,6 +133,7 @@ test('relative paths resolve against the configuration file folder, absolute one
         ...MINIMAL_NODE_CONFIG_INPUT,
         ledger: { directory: 'data/ledger', read_only_directories: ['../archive', '/mnt/ro'] },
         snapshots: { read_only_directory: 'ro-snapshots' },
+        output_files: { rpc_addresses_file: 'out/rpc_addresses.json' },
         command: { type: 'Join', service_certificate_file: 'certs/service.pem', join: { target_rpc_address: '127.0.0.1:8000' } },
       }),
     );
@@ -142,6 +144,7 @@ test('relative paths resolve against the configuration file folder, absolute one
     assert.equal(config.snapshots.directory, path.join(dir, 'snapshots'));
     assert.equal(config.command.service_certificate_file, path.join(dir, 'certs', 'service.pem'));
     assert.equal(config.node_certificate_file, path.join(dir, 'node_cert.pem'));
+    assert.deepEqual(config.output_files, { rpc_addresses_file: path.join(dir, 'out', 'rpc_addresses.json') });
   });
 });
 
