@@ -1,0 +1,237 @@
+/**
+ * The consensus view of the log: per-entry metadata (view, kind), the signature positions, the
+ * configurations, the view history and the retirement bookkeeping, plus what has and has not yet
+ * been handed to the caller for persistence. Entry bytes live in the caller's storage once
+ * persisted; until then they are kept here.
+ */
+import { assert, type NodeId, type Seqno, type View } from '../base/index.js';
+import type { Configuration, Entry, EntryStorage } from './types.js';
+
+export interface LogStart {
+  /** The log starts after this seqno (a snapshot's, always a signature; 0 at genesis). */
+  readonly seqno: Seqno;
+  readonly view: View;
+  /** viewHistory[v - 1] = first seqno of view v, for views up to `view`. */
+  readonly viewHistory: readonly Seqno[];
+  /** Configurations active at `seqno`. */
+  readonly configs: readonly Configuration[];
+}
+
+export class RaftLog {
+  readonly startSeqno: Seqno;
+  readonly startView: View;
+  private readonly storage: EntryStorage;
+  /** views[i] and signature[i] describe the entry at startSeqno + 1 + i. */
+  private readonly views: View[] = [];
+  private readonly signature: boolean[] = [];
+  /** Seqnos of the signature entries after the start, ascending. */
+  private readonly signatureSeqnos: Seqno[] = [];
+  /** The start's configurations and every reconfiguration in the log, ascending by seqno. */
+  private configsAll: Configuration[];
+  private readonly viewStarts: Seqno[];
+  /** First reconfiguration in the log that left each node out. */
+  private readonly removedAt = new Map<NodeId, Seqno>();
+  /** First entry in the log that records each node's retirement as committed. */
+  private readonly recordedAt = new Map<NodeId, Seqno>();
+
+  /** Entries not yet known to be in storage, by seqno. */
+  private readonly unstable = new Map<Seqno, Entry>();
+  /** Storage holds exactly this log up to here. */
+  private stableSeqno: Seqno;
+  /** Entries up to here have been handed to the caller. */
+  private handedOutSeqno: Seqno;
+  /** Lowest truncation point not yet handed to the caller. */
+  private pendingTruncateAfter: Seqno | undefined;
+  /** The Ready in flight: the last seqno it handed out, and the lowest truncation since. */
+  private inFlight: { lastSeqno: Seqno; truncatedAfter: Seqno | undefined } | undefined;
+
+  constructor(start: LogStart, storage: EntryStorage, persistedLastSeqno: Seqno) {
+    assert(start.viewHistory.length <= start.view, 'view history goes no further than the start view');
+    assert(start.configs.length > 0, 'a log starts with at least one configuration');
+    assert(persistedLastSeqno >= start.seqno, 'persisted entries start after the start seqno');
+    this.startSeqno = start.seqno;
+    this.startView = start.view;
+    this.storage = storage;
+    this.configsAll = [...start.configs];
+    this.viewStarts = [...start.viewHistory];
+    // Views of the start without a known first seqno begin at most at the start itself.
+    while (this.viewStarts.length < start.view) this.viewStarts.push(start.seqno);
+    this.stableSeqno = start.seqno;
+    this.handedOutSeqno = start.seqno;
+    for (let s = start.seqno + 1; s <= persistedLastSeqno; s++) {
+      const entry = storage.entryAt(s);
+      assert(entry !== undefined, () => `persisted entry ${s} is readable`);
+      this.append(entry);
+      this.unstable.delete(s);
+    }
+    this.stableSeqno = persistedLastSeqno;
+    this.handedOutSeqno = persistedLastSeqno;
+  }
+
+  get lastSeqno(): Seqno {
+    return this.startSeqno + this.views.length;
+  }
+
+  get lastView(): View {
+    return this.views.length === 0 ? this.startView : this.views[this.views.length - 1]!;
+  }
+
+  /** The last committable position: the last signature, or the start (a snapshot is at a signature). */
+  get lastSignatureSeqno(): Seqno {
+    return this.signatureSeqnos.length === 0 ? this.startSeqno : this.signatureSeqnos[this.signatureSeqnos.length - 1]!;
+  }
+
+  get persistedSeqno(): Seqno {
+    return this.stableSeqno;
+  }
+
+  /** The view of the entry at seqno, or undefined when the log does not know it. */
+  viewAt(seqno: Seqno): View | undefined {
+    if (seqno === this.startSeqno) return this.startView;
+    if (seqno < this.startSeqno || seqno > this.lastSeqno) return undefined;
+    return this.views[seqno - this.startSeqno - 1];
+  }
+
+  /** The start itself counts as a signature: snapshots are only taken at signatures. */
+  isSignature(seqno: Seqno): boolean {
+    if (seqno === this.startSeqno) return true;
+    if (seqno < this.startSeqno || seqno > this.lastSeqno) return false;
+    return this.signature[seqno - this.startSeqno - 1]!;
+  }
+
+  /** The highest committable seqno at or below `seqno`, or undefined when below the start. */
+  signatureAtOrBelow(seqno: Seqno): Seqno | undefined {
+    if (seqno < this.startSeqno) return undefined;
+    const sigs = this.signatureSeqnos;
+    let lo = 0;
+    let hi = sigs.length; // first index whose seqno > target
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (sigs[mid]! <= seqno) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo === 0 ? this.startSeqno : sigs[lo - 1]!;
+  }
+
+  /** Signature seqnos above `above`, highest first. */
+  *signaturesDescending(above: Seqno): Generator<Seqno> {
+    for (let i = this.signatureSeqnos.length - 1; i >= 0; i--) {
+      const s = this.signatureSeqnos[i]!;
+      if (s <= above) return;
+      yield s;
+    }
+  }
+
+  /** First seqno of `view` (or of the next view holding entries); undefined for an unknown view. */
+  viewStartSeqno(view: View): Seqno | undefined {
+    return view >= 1 && view <= this.viewStarts.length ? this.viewStarts[view - 1] : undefined;
+  }
+
+  viewHistory(): Seqno[] {
+    return [...this.viewStarts];
+  }
+
+  entry(seqno: Seqno): Entry | undefined {
+    if (seqno <= this.startSeqno || seqno > this.lastSeqno) return undefined;
+    const cached = this.unstable.get(seqno);
+    if (cached !== undefined) return cached;
+    assert(seqno <= this.stableSeqno, () => `entry ${seqno} is either kept or persisted`);
+    const entry = this.storage.entryAt(seqno);
+    assert(entry !== undefined && entry.seqno === seqno, () => `storage returns persisted entry ${seqno}`);
+    return entry;
+  }
+
+  append(entry: Entry): void {
+    assert(entry.seqno === this.lastSeqno + 1, () => `entry ${entry.seqno} follows ${this.lastSeqno}`);
+    assert(entry.view >= this.lastView, () => `entry view ${entry.view} is not below ${this.lastView}`);
+    assert((entry.kind === 'reconfiguration') === (entry.configuration !== undefined), 'configuration iff reconfiguration');
+    this.views.push(entry.view);
+    this.signature.push(entry.kind === 'signature');
+    if (entry.kind === 'signature') this.signatureSeqnos.push(entry.seqno);
+    while (this.viewStarts.length < entry.view) this.viewStarts.push(entry.seqno);
+    if (entry.configuration !== undefined) {
+      assert(entry.configuration.seqno === entry.seqno, 'a configuration takes effect at its own entry');
+      const previous = this.configsAll[this.configsAll.length - 1]!;
+      const next = new Set(entry.configuration.nodes);
+      for (const id of previous.nodes) if (!next.has(id) && !this.removedAt.has(id)) this.removedAt.set(id, entry.seqno);
+      this.configsAll.push(entry.configuration);
+    }
+    for (const id of entry.retiredCommitted ?? []) if (!this.recordedAt.has(id)) this.recordedAt.set(id, entry.seqno);
+    this.unstable.set(entry.seqno, entry);
+  }
+
+  /** Removes every entry above `seqno`. The caller guarantees nothing committed is removed. */
+  truncateAfter(seqno: Seqno): void {
+    assert(seqno >= this.startSeqno, 'no truncation below the start of the log');
+    if (seqno >= this.lastSeqno) return;
+    for (let s = this.lastSeqno; s > seqno; s--) this.unstable.delete(s);
+    this.views.length = seqno - this.startSeqno;
+    this.signature.length = seqno - this.startSeqno;
+    while (this.signatureSeqnos.length > 0 && this.signatureSeqnos[this.signatureSeqnos.length - 1]! > seqno) this.signatureSeqnos.pop();
+    while (this.viewStarts.length > 0 && this.viewStarts[this.viewStarts.length - 1]! > seqno) this.viewStarts.pop();
+    this.configsAll = this.configsAll.filter((c) => c.seqno <= seqno);
+    assert(this.configsAll.length > 0, 'the configuration of the start is never truncated');
+    for (const [id, s] of this.removedAt) if (s > seqno) this.removedAt.delete(id);
+    for (const [id, s] of this.recordedAt) if (s > seqno) this.recordedAt.delete(id);
+    if (seqno < this.handedOutSeqno) {
+      this.pendingTruncateAfter = Math.min(this.pendingTruncateAfter ?? seqno, seqno);
+      this.handedOutSeqno = seqno;
+      if (this.inFlight !== undefined) this.inFlight.truncatedAfter = Math.min(this.inFlight.truncatedAfter ?? seqno, seqno);
+    }
+    this.stableSeqno = Math.min(this.stableSeqno, seqno);
+  }
+
+  /** Active configurations given the commit seqno: the last committed one and every later one. */
+  activeConfigs(commitSeqno: Seqno): Configuration[] {
+    let first = 0;
+    for (let i = 0; i < this.configsAll.length; i++) if (this.configsAll[i]!.seqno <= commitSeqno) first = i;
+    return this.configsAll.slice(first);
+  }
+
+  /** Drops configurations that a later committed one replaces. */
+  pruneConfigs(commitSeqno: Seqno): void {
+    this.configsAll = this.activeConfigs(commitSeqno);
+  }
+
+  removedAtSeqno(id: NodeId): Seqno | undefined {
+    return this.removedAt.get(id);
+  }
+
+  recordedAtSeqno(id: NodeId): Seqno | undefined {
+    return this.recordedAt.get(id);
+  }
+
+  /** Nodes removed by a reconfiguration in this log, with the seqno that removed them. */
+  removals(): ReadonlyMap<NodeId, Seqno> {
+    return this.removedAt;
+  }
+
+  hasUnhandedWork(): boolean {
+    return this.pendingTruncateAfter !== undefined || this.handedOutSeqno < this.lastSeqno;
+  }
+
+  /** Hands the unpersisted suffix to the caller. One hand-out at a time: see acknowledge(). */
+  handOut(): { truncateAfterSeqno: Seqno | undefined; entries: Entry[] } {
+    assert(this.inFlight === undefined, 'the previous Ready is acknowledged before the next is taken');
+    const entries: Entry[] = [];
+    for (let s = this.handedOutSeqno + 1; s <= this.lastSeqno; s++) {
+      const entry = this.unstable.get(s);
+      assert(entry !== undefined, () => `unpersisted entry ${s} is kept until persisted`);
+      entries.push(entry);
+    }
+    const truncateAfterSeqno = this.pendingTruncateAfter;
+    this.pendingTruncateAfter = undefined;
+    this.handedOutSeqno = this.lastSeqno;
+    this.inFlight = { lastSeqno: this.lastSeqno, truncatedAfter: undefined };
+    return { truncateAfterSeqno, entries };
+  }
+
+  /** The caller persisted the last hand-out: storage now matches the log up to there. */
+  acknowledge(): void {
+    assert(this.inFlight !== undefined, 'acknowledging a Ready that was handed out');
+    const { lastSeqno, truncatedAfter } = this.inFlight;
+    this.inFlight = undefined;
+    this.stableSeqno = truncatedAfter === undefined ? lastSeqno : Math.min(lastSeqno, truncatedAfter);
+    for (const s of this.unstable.keys()) if (s <= this.stableSeqno) this.unstable.delete(s);
+  }
+}

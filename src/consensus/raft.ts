@@ -1,0 +1,836 @@
+/**
+ * The Raft state machine (view = term, seqno = index), in the manner of etcd's raft: no I/O,
+ * no clock, no ambient randomness. The caller feeds it ticks, received messages and local
+ * proposals, and drains its work with ready()/advance(): persist, then send, then apply.
+ *
+ * Covenant's rules on top of textbook Raft (see docs/consensus.md):
+ * - only signature entries are committable, and only in the primary's own view;
+ * - a new primary rolls back to its last signature and asks for a new signature at once;
+ *   a node that learns of a new view drops its unsigned suffix;
+ * - votes compare the candidate's last *signature* entry;
+ * - one-entry reconfiguration, in force as soon as appended; every configuration from the last
+ *   committed one onwards is active and each needs its own majority;
+ * - PreVote, CheckQuorum and a primary lease;
+ * - retirement stages, and a retiring primary that hands over to its most up-to-date peer.
+ */
+import { assert, type NodeId, type Seqno, type View } from '../base/index.js';
+import { notPrimary, tooManyPendingTransactions } from './errors.js';
+import { RaftLog } from './log.js';
+import { hasJointMajority, jointMatchSeqno, nodesOf, voteOutcome } from './quorum.js';
+import type {
+  AppendEntries,
+  AppendResponse,
+  Configuration,
+  Entry,
+  EntryStorage,
+  KnownBug,
+  Message,
+  PeerStatus,
+  ProposeVote,
+  RaftStatus,
+  RandomSource,
+  Ready,
+  RequestVote,
+  RetirementStage,
+  Role,
+  VoteResponse,
+} from './types.js';
+
+export interface RaftOptions {
+  /** A backup that hears nothing from a primary for a random time in [this, 2 × this) stands for election; also the CheckQuorum period. */
+  readonly electionTimeoutTicks: number;
+  /** The primary sends heartbeats (and retransmits) this often. Below electionTimeoutTicks. */
+  readonly heartbeatTicks: number;
+  /** An append batch holds at most this many entries... */
+  readonly maxBatchEntries: number;
+  /** ...and at most this many entry bytes (a single larger entry still goes alone). */
+  readonly maxBatchBytes: number;
+  /** Beyond this many uncommitted entries the primary refuses new work (signatures excepted). */
+  readonly maxUncommittedEntries: number;
+  /** Unacknowledged append batches in flight per peer. Default 4. */
+  readonly maxInflightBatches?: number;
+  /** Outgoing messages held between two Ready; beyond this, messages are dropped. Default 65536. */
+  readonly maxOutboxMessages?: number;
+}
+
+/** Where this node's log starts and what it had persisted (all optional fields default to genesis). */
+export interface RaftInitialState {
+  /** The log starts after this seqno: a snapshot's (a signature), or 0. */
+  readonly startSeqno?: Seqno;
+  /** The view of the entry at startSeqno. */
+  readonly startView?: View;
+  /** viewHistory[v - 1] = first seqno of view v, for views up to startView. */
+  readonly viewHistory?: readonly Seqno[];
+  /** The configurations active at startSeqno. */
+  readonly configs: readonly Configuration[];
+  /** Entries startSeqno+1..lastSeqno are readable from storage. Default: startSeqno. */
+  readonly lastSeqno?: Seqno;
+  /** Persisted hard state (see HardState). */
+  readonly view?: View;
+  readonly votedFor?: NodeId;
+  readonly commitSeqno?: Seqno;
+}
+
+export interface RaftInit extends RaftOptions {
+  readonly selfId: NodeId;
+  readonly random: RandomSource;
+  readonly storage: EntryStorage;
+  readonly initial: RaftInitialState;
+  /** Simulator only: deliberately wrong behaviours that its checkers must catch. */
+  readonly bugs?: readonly KnownBug[];
+}
+
+export interface Raft {
+  /** Advances logical time by one tick. */
+  tick(): void;
+  /** Handles a message from a peer. Messages not addressed to this node are ignored. */
+  step(message: Message): void;
+  /**
+   * Appends an entry on the primary. The entry must carry the next txid: view = status().view and
+   * seqno = status().lastSeqno + 1. Throws NotPrimary or TooManyPendingTransactions (CovenantError).
+   */
+  propose(entry: Entry): void;
+  /** Starts an election now (through PreVote), as if the election timeout had expired. */
+  campaign(): void;
+  hasReady(): boolean;
+  /** The work to do now; call advance(ready) once done, before the next ready(). */
+  ready(): Ready;
+  advance(ready: Ready): void;
+  status(): RaftStatus;
+  /** An entry of this node's log (persisted or not), or undefined outside it. */
+  entry(seqno: Seqno): Entry | undefined;
+}
+
+interface Progress {
+  match: Seqno;
+  next: Seqno;
+  /** Last seqno of each unacknowledged batch. */
+  inflight: Seqno[];
+  heartbeatsSinceAck: number;
+  recentActive: boolean;
+  needsSnapshot: boolean;
+}
+
+const DEFAULT_MAX_INFLIGHT_BATCHES = 4;
+const DEFAULT_MAX_OUTBOX_MESSAGES = 65_536;
+/** Retransmit after this many heartbeats without an acknowledgement. */
+const HEARTBEATS_BEFORE_RETRANSMIT = 2;
+
+export function createRaft(init: RaftInit): Raft {
+  return new RaftMachine(init);
+}
+
+function checkPositiveInteger(value: number, name: string): void {
+  assert(Number.isSafeInteger(value) && value > 0, () => `${name} is a positive integer (got ${value})`);
+}
+
+class RaftMachine implements Raft {
+  private readonly selfId: NodeId;
+  private readonly random: RandomSource;
+  private readonly electionTimeoutTicks: number;
+  private readonly heartbeatTicks: number;
+  private readonly maxBatchEntries: number;
+  private readonly maxBatchBytes: number;
+  private readonly maxUncommittedEntries: number;
+  private readonly maxInflightBatches: number;
+  private readonly maxOutboxMessages: number;
+  private readonly bugs: ReadonlySet<KnownBug>;
+  private readonly log: RaftLog;
+
+  // Hard state.
+  private view: View;
+  private votedFor: NodeId | undefined;
+  private commitSeqno: Seqno;
+  private hardStateChanged = false;
+
+  // Soft state.
+  private role: Role = 'Backup';
+  private primaryId: NodeId | undefined;
+  private electionElapsedTicks = 0;
+  private heartbeatElapsedTicks = 0;
+  private randomizedElectionTimeoutTicks = 0;
+  private votes = new Map<NodeId, boolean>();
+  private progress = new Map<NodeId, Progress>();
+  private broadcastPending = false;
+  /** This primary's retirement is committed: no new entries; hand over once a successor has caught up. */
+  private handingOver = false;
+
+  // Outputs not yet handed out.
+  private outbox: Message[] = [];
+  private droppedMessages = 0;
+  private roleChanged = false;
+  private signatureRequestUnreported = false;
+  private reportedCommitSeqno: Seqno;
+  private reportedRetirementsKey = '';
+  private reportedSnapshotsKey = '';
+  private reportedStage: RetirementStage | undefined;
+
+  constructor(init: RaftInit) {
+    checkPositiveInteger(init.electionTimeoutTicks, 'electionTimeoutTicks');
+    checkPositiveInteger(init.heartbeatTicks, 'heartbeatTicks');
+    checkPositiveInteger(init.maxBatchEntries, 'maxBatchEntries');
+    checkPositiveInteger(init.maxBatchBytes, 'maxBatchBytes');
+    checkPositiveInteger(init.maxUncommittedEntries, 'maxUncommittedEntries');
+    assert(init.heartbeatTicks < init.electionTimeoutTicks, 'heartbeats are more frequent than election timeouts');
+    this.selfId = init.selfId;
+    this.random = init.random;
+    this.electionTimeoutTicks = init.electionTimeoutTicks;
+    this.heartbeatTicks = init.heartbeatTicks;
+    this.maxBatchEntries = init.maxBatchEntries;
+    this.maxBatchBytes = init.maxBatchBytes;
+    this.maxUncommittedEntries = init.maxUncommittedEntries;
+    this.maxInflightBatches = init.maxInflightBatches ?? DEFAULT_MAX_INFLIGHT_BATCHES;
+    this.maxOutboxMessages = init.maxOutboxMessages ?? DEFAULT_MAX_OUTBOX_MESSAGES;
+    checkPositiveInteger(this.maxInflightBatches, 'maxInflightBatches');
+    checkPositiveInteger(this.maxOutboxMessages, 'maxOutboxMessages');
+    this.bugs = new Set(init.bugs ?? []);
+
+    const initial = init.initial;
+    const startSeqno = initial.startSeqno ?? 0;
+    this.log = new RaftLog(
+      { seqno: startSeqno, view: initial.startView ?? 0, viewHistory: initial.viewHistory ?? [], configs: initial.configs },
+      init.storage,
+      initial.lastSeqno ?? startSeqno,
+    );
+    this.view = initial.view ?? this.log.lastView;
+    assert(this.view >= this.log.lastView, 'the persisted view is at least the view of the last entry');
+    this.votedFor = initial.votedFor;
+    this.commitSeqno = Math.max(initial.commitSeqno ?? startSeqno, startSeqno);
+    assert(this.commitSeqno <= this.log.lastSeqno, 'the persisted commit is within the persisted log');
+    this.log.pruneConfigs(this.commitSeqno);
+    this.reportedCommitSeqno = this.commitSeqno;
+    this.reportedStage = this.retirementStage();
+    this.resetElectionTimeout();
+  }
+
+  // ---- Inputs -------------------------------------------------------------------------------
+
+  tick(): void {
+    if (this.isRetired()) return;
+    this.electionElapsedTicks = Math.min(this.electionElapsedTicks + 1, Number.MAX_SAFE_INTEGER);
+    if (this.role === 'Primary') {
+      this.heartbeatElapsedTicks++;
+      if (this.electionElapsedTicks >= this.electionTimeoutTicks) {
+        this.electionElapsedTicks = 0;
+        if (!this.checkQuorum()) {
+          // CheckQuorum: a primary cut off from a majority steps down, so that clients look elsewhere.
+          this.becomeBackup(this.view, undefined);
+          return;
+        }
+      }
+      if (this.heartbeatElapsedTicks >= this.heartbeatTicks) {
+        this.heartbeatElapsedTicks = 0;
+        this.heartbeat();
+        if (this.handingOver) this.tryHandOver();
+      }
+      return;
+    }
+    if (this.electionElapsedTicks >= this.randomizedElectionTimeoutTicks && this.canCampaign()) this.startPreVote();
+  }
+
+  step(message: Message): void {
+    if (this.isRetired()) return;
+    if (message.to !== this.selfId || message.from === this.selfId) return;
+    if (message.type === 'append' && !appendIsWellFormed(message)) return;
+
+    if (message.view > this.view) {
+      if (message.type === 'request-vote') {
+        if (!message.preVote) {
+          // The lease: while this node hears from a primary, an ordinary election cannot disrupt it.
+          if (this.inLease() && !message.force) return;
+          this.becomeBackup(message.view, undefined);
+        }
+        // A pre-vote request changes nothing here.
+      } else if (message.type === 'vote-response' && message.preVote && message.granted) {
+        // A granted pre-vote carries the view the pre-candidate would stand in, not the voter's.
+      } else {
+        this.becomeBackup(message.view, message.type === 'append' ? message.from : undefined);
+      }
+    } else if (message.view < this.view) {
+      if (message.type === 'append') {
+        // Tell the stale primary about the newer view so that it steps down.
+        this.send({ type: 'append-response', from: this.selfId, to: message.from, view: this.view, success: false, lastSeqno: this.log.lastSeqno });
+      } else if (message.type === 'request-vote' && message.preVote) {
+        this.send({ type: 'vote-response', from: this.selfId, to: message.from, view: this.view, preVote: true, granted: false });
+      }
+      return;
+    }
+
+    switch (message.type) {
+      case 'append':
+        this.handleAppend(message);
+        break;
+      case 'append-response':
+        this.handleAppendResponse(message);
+        break;
+      case 'request-vote':
+        this.handleRequestVote(message);
+        break;
+      case 'vote-response':
+        this.handleVoteResponse(message);
+        break;
+      case 'propose-vote':
+        this.handleProposeVote(message);
+        break;
+    }
+  }
+
+  propose(entry: Entry): void {
+    if (this.role !== 'Primary' || this.handingOver) throw notPrimary(this.handingOver ? undefined : this.primaryId);
+    assert(entry.view === this.view, () => `a proposal carries the current view ${this.view} (got ${entry.view})`);
+    assert(entry.seqno === this.log.lastSeqno + 1, () => `a proposal carries the next seqno ${this.log.lastSeqno + 1} (got ${entry.seqno})`);
+    const uncommitted = this.log.lastSeqno - this.commitSeqno;
+    // Signatures are exempt: refusing them would stop commit, and with it the way out.
+    if (entry.kind !== 'signature' && uncommitted >= this.maxUncommittedEntries) {
+      throw tooManyPendingTransactions(uncommitted, this.maxUncommittedEntries);
+    }
+    if (entry.kind === 'reconfiguration') {
+      const c = entry.configuration;
+      assert(c !== undefined && c.seqno === entry.seqno, 'a reconfiguration carries its configuration, in force at its own seqno');
+      assert(c.nodes.length > 0 && new Set(c.nodes).size === c.nodes.length, 'a configuration has distinct nodes');
+    } else {
+      assert(entry.configuration === undefined, 'only reconfigurations carry a configuration');
+    }
+    this.log.append(entry);
+    if (entry.kind === 'signature') this.signatureRequestUnreported = false;
+    if (entry.kind === 'reconfiguration') this.syncProgress();
+    this.broadcastPending = true;
+  }
+
+  campaign(): void {
+    if (this.isRetired() || this.role === 'Primary' || !this.canCampaign()) return;
+    this.startPreVote();
+  }
+
+  // ---- Outputs ------------------------------------------------------------------------------
+
+  hasReady(): boolean {
+    if (this.broadcastPending || this.outbox.length > 0 || this.hardStateChanged || this.roleChanged) return true;
+    if (this.signatureRequestUnreported && this.role === 'Primary') return true;
+    if (this.log.hasUnhandedWork() || this.commitSeqno !== this.reportedCommitSeqno) return true;
+    if (this.retirementStage() !== this.reportedStage) return true;
+    if (this.role === 'Primary') {
+      if (keyOf(this.retirementsToRecord()) !== this.reportedRetirementsKey) return true;
+      if (keyOf(this.snapshotsNeeded()) !== this.reportedSnapshotsKey) return true;
+    }
+    return false;
+  }
+
+  ready(): Ready {
+    if (this.broadcastPending) this.flushBroadcast();
+    const { truncateAfterSeqno, entries } = this.log.handOut();
+    const hardState = this.hardStateChanged ? { view: this.view, votedFor: this.votedFor, commitSeqno: this.commitSeqno } : undefined;
+    this.hardStateChanged = false;
+    const messages = this.outbox;
+    this.outbox = [];
+    const roleChange = this.roleChanged ? { role: this.role, view: this.view, primaryId: this.primaryId } : undefined;
+    this.roleChanged = false;
+    const signatureRequested = this.role === 'Primary' && this.signatureRequestUnreported;
+    this.signatureRequestUnreported = false;
+    let retirementsToRecord: NodeId[] = [];
+    let snapshotsNeeded: NodeId[] = [];
+    if (this.role === 'Primary') {
+      const retirements = this.retirementsToRecord();
+      if (keyOf(retirements) !== this.reportedRetirementsKey) retirementsToRecord = retirements;
+      this.reportedRetirementsKey = keyOf(retirements);
+      const snapshots = this.snapshotsNeeded();
+      if (keyOf(snapshots) !== this.reportedSnapshotsKey) snapshotsNeeded = snapshots;
+      this.reportedSnapshotsKey = keyOf(snapshots);
+    }
+    const stage = this.retirementStage();
+    const retirementStage = stage !== this.reportedStage ? stage : undefined;
+    this.reportedStage = stage;
+    this.reportedCommitSeqno = this.commitSeqno;
+    return {
+      truncateAfterSeqno,
+      entriesToPersist: entries,
+      hardState,
+      messages,
+      committedSeqno: this.commitSeqno,
+      roleChange,
+      signatureRequested,
+      retirementsToRecord,
+      snapshotsNeeded,
+      retirementStage,
+    };
+  }
+
+  advance(_ready: Ready): void {
+    this.log.acknowledge();
+    // The primary's own acknowledgement counts only once persisted.
+    if (this.role === 'Primary') this.maybeCommit();
+  }
+
+  status(): RaftStatus {
+    const peers: PeerStatus[] = [];
+    if (this.role === 'Primary') {
+      for (const [id, p] of this.progress) {
+        peers.push({ id, matchSeqno: p.match, nextSeqno: p.next, needsSnapshot: p.needsSnapshot, recentlyActive: p.recentActive });
+      }
+    }
+    return {
+      id: this.selfId,
+      view: this.view,
+      primaryId: this.primaryId,
+      role: this.role,
+      commitSeqno: this.commitSeqno,
+      lastSeqno: this.log.lastSeqno,
+      lastView: this.log.lastView,
+      lastSignatureSeqno: this.log.lastSignatureSeqno,
+      startSeqno: this.log.startSeqno,
+      configs: this.configs(),
+      peers,
+      viewHistory: this.log.viewHistory(),
+      retirementStage: this.retirementStage(),
+      droppedMessages: this.droppedMessages,
+    };
+  }
+
+  entry(seqno: Seqno): Entry | undefined {
+    return this.log.entry(seqno);
+  }
+
+  // ---- Roles --------------------------------------------------------------------------------
+
+  private becomeBackup(view: View, primaryId: NodeId | undefined): void {
+    assert(view >= this.view, 'views never go back');
+    if (view > this.view) {
+      this.view = view;
+      this.votedFor = undefined;
+      this.hardStateChanged = true;
+      // Unsigned entries of an older view can never commit: the new primary rolled them back.
+      this.dropUnsignedSuffix();
+    }
+    if (this.role !== 'Backup' || this.primaryId !== primaryId) this.roleChanged = true;
+    this.role = 'Backup';
+    this.primaryId = primaryId;
+    this.electionElapsedTicks = 0;
+    this.resetElectionTimeout();
+    this.votes.clear();
+    this.progress.clear();
+    this.broadcastPending = false;
+    this.handingOver = false;
+  }
+
+  private startPreVote(): void {
+    this.role = 'PreCandidate';
+    this.roleChanged = true;
+    this.primaryId = undefined;
+    this.electionElapsedTicks = 0;
+    this.resetElectionTimeout();
+    this.progress.clear();
+    this.votes = new Map([[this.selfId, true]]);
+    this.requestVotes(true, false);
+    this.checkVotes();
+  }
+
+  private startElection(force: boolean): void {
+    this.role = 'Candidate';
+    this.roleChanged = true;
+    this.view += 1;
+    this.votedFor = this.selfId;
+    this.hardStateChanged = true;
+    this.dropUnsignedSuffix();
+    this.primaryId = undefined;
+    this.electionElapsedTicks = 0;
+    this.resetElectionTimeout();
+    this.progress.clear();
+    this.votes = new Map([[this.selfId, true]]);
+    this.requestVotes(false, force);
+    this.checkVotes();
+  }
+
+  private becomePrimary(): void {
+    this.role = 'Primary';
+    this.roleChanged = true;
+    this.primaryId = this.selfId;
+    // Roll back to the last committable entry; a fresh signature in this view is what commits it.
+    this.dropUnsignedSuffix();
+    this.signatureRequestUnreported = true;
+    this.handingOver = false;
+    this.reportedRetirementsKey = '';
+    this.reportedSnapshotsKey = '';
+    this.electionElapsedTicks = 0;
+    this.heartbeatElapsedTicks = 0;
+    this.progress.clear();
+    this.syncProgress();
+    // Probe every peer at once: the empty append asserts leadership and finds where logs match.
+    for (const id of this.progress.keys()) this.sendAppend(id);
+  }
+
+  /**
+   * Any member of an active configuration may stand, retiring ones included until their removal
+   * commits: otherwise an uncommitted configuration whose new members lag could leave no one able
+   * to win both majorities.
+   */
+  private canCampaign(): boolean {
+    if (!this.configs().some((c) => c.nodes.includes(this.selfId))) return false;
+    const stage = this.retirementStage();
+    return stage !== 'Completed' && stage !== 'RetiredCommitted';
+  }
+
+  private isRetired(): boolean {
+    return this.retirementStage() === 'RetiredCommitted';
+  }
+
+  private inLease(): boolean {
+    return this.primaryId !== undefined && this.electionElapsedTicks < this.electionTimeoutTicks;
+  }
+
+  private resetElectionTimeout(): void {
+    this.randomizedElectionTimeoutTicks = this.electionTimeoutTicks + (this.random.nextUint32() % this.electionTimeoutTicks);
+  }
+
+  // ---- Elections ----------------------------------------------------------------------------
+
+  private requestVotes(preVote: boolean, force: boolean): void {
+    const lastSignatureSeqno = this.log.lastSignatureSeqno;
+    const lastSignatureView = this.log.viewAt(lastSignatureSeqno)!;
+    const view = preVote ? this.view + 1 : this.view;
+    for (const id of nodesOf(this.configs())) {
+      if (id === this.selfId) continue;
+      this.send({ type: 'request-vote', from: this.selfId, to: id, view, preVote, force, lastSignatureView, lastSignatureSeqno });
+    }
+  }
+
+  private checkVotes(): void {
+    const outcome = voteOutcome(this.quorumConfigs(), this.votes);
+    if (outcome === 'won') {
+      if (this.role === 'PreCandidate') this.startElection(false);
+      else this.becomePrimary();
+    } else if (outcome === 'lost') {
+      this.becomeBackup(this.view, undefined);
+    }
+  }
+
+  private handleRequestVote(m: RequestVote): void {
+    const mySignatureSeqno = this.log.lastSignatureSeqno;
+    const mySignatureView = this.log.viewAt(mySignatureSeqno)!;
+    const upToDate =
+      m.lastSignatureView > mySignatureView || (m.lastSignatureView === mySignatureView && m.lastSignatureSeqno >= mySignatureSeqno);
+    if (m.preVote) {
+      const granted = m.view > this.view && upToDate && (!this.inLease() || m.force);
+      this.send({ type: 'vote-response', from: this.selfId, to: m.from, view: granted ? m.view : this.view, preVote: true, granted });
+      return;
+    }
+    assert(m.view === this.view, 'a vote request of a newer view was adopted before');
+    const free = this.votedFor === undefined || this.votedFor === m.from || this.bugs.has('vote-twice-in-view');
+    const granted = free && upToDate && this.role !== 'Primary';
+    if (granted) {
+      this.votedFor = m.from;
+      this.hardStateChanged = true;
+      this.electionElapsedTicks = 0;
+    }
+    this.send({ type: 'vote-response', from: this.selfId, to: m.from, view: this.view, preVote: false, granted });
+  }
+
+  private handleVoteResponse(m: VoteResponse): void {
+    if (m.preVote) {
+      if (this.role !== 'PreCandidate' || m.view !== (m.granted ? this.view + 1 : this.view)) return;
+    } else if (this.role !== 'Candidate' || m.view !== this.view) {
+      return;
+    }
+    this.votes.set(m.from, m.granted);
+    this.checkVotes();
+  }
+
+  private handleProposeVote(_m: ProposeVote): void {
+    // The retiring primary vouches for this node: skip PreVote and override the voters' lease.
+    if (this.role !== 'Primary' && this.canCampaign()) this.startElection(true);
+  }
+
+  // ---- Replication (backup side) ------------------------------------------------------------
+
+  private handleAppend(m: AppendEntries): void {
+    assert(this.role !== 'Primary', () => `two primaries in view ${this.view}: ${this.selfId} and ${m.from}`);
+    if (this.role !== 'Backup' || this.primaryId !== m.from) this.becomeBackup(this.view, m.from);
+    this.electionElapsedTicks = 0;
+
+    let prevSeqno = m.prevSeqno;
+    let prevView: View | undefined = m.prevView;
+    let entries = m.entries;
+    if (prevSeqno < this.commitSeqno) {
+      // Entries up to our commit are committed, hence identical in every primary's log.
+      const skip = Math.min(this.commitSeqno - prevSeqno, entries.length);
+      entries = entries.slice(skip);
+      prevSeqno += skip;
+      prevView = this.log.viewAt(prevSeqno);
+      if (prevSeqno < this.commitSeqno) {
+        this.reply(m, true, prevSeqno);
+        return;
+      }
+    }
+    if (this.log.viewAt(prevSeqno) !== prevView) {
+      this.reply(m, false, this.rejectHint(prevSeqno));
+      return;
+    }
+    for (const e of entries) {
+      const existing = this.log.viewAt(e.seqno);
+      if (existing === e.view) continue;
+      if (existing !== undefined) {
+        assert(e.seqno > this.commitSeqno, () => `entry ${e.seqno} at or below commit ${this.commitSeqno} is never rolled back`);
+        this.log.truncateAfter(e.seqno - 1);
+      }
+      this.log.append(e);
+    }
+    const lastNewSeqno = prevSeqno + entries.length;
+    this.reply(m, true, lastNewSeqno);
+    const committable = this.log.signatureAtOrBelow(Math.min(m.commitSeqno, lastNewSeqno));
+    if (committable !== undefined && committable > this.commitSeqno) this.commitTo(committable);
+  }
+
+  private reply(m: AppendEntries, success: boolean, lastSeqno: Seqno): void {
+    this.send({ type: 'append-response', from: this.selfId, to: m.from, view: this.view, success, lastSeqno });
+  }
+
+  /** Where the primary should retry after a mismatch at prevSeqno: before the conflicting view, never below commit. */
+  private rejectHint(prevSeqno: Seqno): Seqno {
+    if (prevSeqno > this.log.lastSeqno) return this.log.lastSeqno;
+    const conflictView = this.log.viewAt(prevSeqno)!;
+    const viewStart = this.log.viewStartSeqno(conflictView) ?? prevSeqno;
+    return Math.max(this.commitSeqno, Math.min(prevSeqno - 1, viewStart - 1));
+  }
+
+  private dropUnsignedSuffix(): void {
+    const keep = this.log.lastSignatureSeqno;
+    if (keep >= this.log.lastSeqno) return;
+    assert(keep >= this.commitSeqno, () => `rollback to ${keep} keeps commit ${this.commitSeqno}`);
+    this.log.truncateAfter(keep);
+  }
+
+  // ---- Replication (primary side) -----------------------------------------------------------
+
+  private handleAppendResponse(m: AppendResponse): void {
+    if (this.role !== 'Primary') return;
+    const p = this.progress.get(m.from);
+    if (p === undefined) return;
+    p.recentActive = true;
+    if (m.success) {
+      if (m.lastSeqno > p.match) {
+        assert(m.lastSeqno <= this.log.lastSeqno, 'a peer acknowledges only what the primary sent');
+        p.match = m.lastSeqno;
+        p.heartbeatsSinceAck = 0;
+        p.needsSnapshot = false;
+      }
+      p.inflight = p.inflight.filter((s) => s > p.match);
+      if (p.next <= p.match) p.next = p.match + 1;
+      this.maybeCommit();
+      if (this.role === 'Primary') this.fillPipeline(m.from, p);
+      if (this.handingOver) this.tryHandOver();
+      return;
+    }
+    const next = Math.max(p.match + 1, Math.min(p.next, m.lastSeqno + 1));
+    if (next < p.next || p.inflight.length > 0) {
+      p.next = next;
+      p.inflight = [];
+      this.sendAppend(m.from);
+    }
+  }
+
+  private heartbeat(): void {
+    for (const [id, p] of this.progress) {
+      if (p.inflight.length > 0 && ++p.heartbeatsSinceAck >= HEARTBEATS_BEFORE_RETRANSMIT) {
+        // Batches or their acknowledgements were lost: resend from the last known match (or
+        // probe again from the end when nothing is known to match within this log).
+        p.next = p.match >= this.log.startSeqno ? p.match + 1 : this.log.lastSeqno + 1;
+        p.inflight = [];
+        p.heartbeatsSinceAck = 0;
+      }
+      if (p.next <= this.log.lastSeqno) this.fillPipeline(id, p);
+      else this.sendHeartbeat(id, p);
+    }
+  }
+
+  private sendHeartbeat(id: NodeId, p: Progress): void {
+    if (p.match < this.log.startSeqno) {
+      // Nothing known to match yet within this log: probe instead.
+      this.sendAppend(id);
+      return;
+    }
+    // Anchored at the known match, so that a heartbeat never disturbs pipelined batches.
+    const prevView = this.log.viewAt(p.match);
+    assert(prevView !== undefined, 'the match of a peer is within the primary log');
+    this.send({ type: 'append', from: this.selfId, to: id, view: this.view, prevSeqno: p.match, prevView, commitSeqno: this.commitSeqno, entries: [] });
+  }
+
+  private fillPipeline(id: NodeId, p: Progress): void {
+    if (p.next > this.log.lastSeqno) return;
+    for (let i = 0; i < this.maxInflightBatches && p.next <= this.log.lastSeqno; i++) if (!this.sendAppend(id)) return;
+  }
+
+  /** Sends the next batch to a peer (an empty probe when it is up to date). False when nothing could be sent. */
+  private sendAppend(id: NodeId): boolean {
+    const p = this.progress.get(id);
+    assert(p !== undefined, 'appends go to known peers');
+    if (p.inflight.length >= this.maxInflightBatches) return false;
+    const prevSeqno = p.next - 1;
+    if (prevSeqno < this.log.startSeqno) {
+      p.needsSnapshot = true;
+      return false;
+    }
+    const prevView = this.log.viewAt(prevSeqno);
+    assert(prevView !== undefined, () => `next seqno ${p.next} of ${id} is within the log`);
+    const entries: Entry[] = [];
+    let bytes = 0;
+    for (let s = p.next; s <= this.log.lastSeqno && entries.length < this.maxBatchEntries; s++) {
+      const e = this.log.entry(s)!;
+      if (entries.length > 0 && bytes + e.bytes.byteLength > this.maxBatchBytes) break;
+      bytes += e.bytes.byteLength;
+      entries.push(e);
+    }
+    this.send({ type: 'append', from: this.selfId, to: id, view: this.view, prevSeqno, prevView, commitSeqno: this.commitSeqno, entries });
+    if (entries.length > 0) {
+      p.next = entries[entries.length - 1]!.seqno + 1;
+      p.inflight.push(p.next - 1);
+    }
+    return true;
+  }
+
+  private flushBroadcast(): void {
+    this.broadcastPending = false;
+    if (this.role !== 'Primary') return;
+    for (const [id, p] of this.progress) this.fillPipeline(id, p);
+  }
+
+  private maybeCommit(): void {
+    if (this.role !== 'Primary') return;
+    const configs = this.quorumConfigs();
+    const matchOf = (id: NodeId): Seqno => (id === this.selfId ? this.log.persistedSeqno : (this.progress.get(id)?.match ?? 0));
+    const held = this.bugs.has('commit-without-quorum') ? this.log.persistedSeqno : jointMatchSeqno(configs, matchOf);
+    if (this.bugs.has('commit-unsigned')) {
+      const target = Math.min(held, this.log.lastSeqno);
+      if (target > this.commitSeqno && this.log.viewAt(target) === this.view) this.commitTo(target);
+      return;
+    }
+    for (const s of this.log.signaturesDescending(this.commitSeqno)) {
+      if (s > held) continue;
+      // Only an entry of the current view commits by counting; older ones commit under it.
+      if (this.log.viewAt(s) === this.view) this.commitTo(s);
+      return;
+    }
+  }
+
+  private commitTo(seqno: Seqno): void {
+    assert(seqno > this.commitSeqno && seqno <= this.log.lastSeqno, () => `commit moves forward within the log (${this.commitSeqno} -> ${seqno})`);
+    this.commitSeqno = seqno;
+    this.hardStateChanged = true;
+    this.log.pruneConfigs(seqno);
+    if (this.role !== 'Primary') return;
+    this.syncProgress();
+    const stage = this.retirementStage();
+    if ((stage === 'Completed' || stage === 'RetiredCommitted') && !this.handingOver) {
+      this.handingOver = true;
+      this.tryHandOver();
+    }
+  }
+
+  /**
+   * The retirement of this primary is committed. Once a peer of the newest configuration holds
+   * everything up to this primary's last signature (so that every voter, this one included, finds
+   * it up to date), share the commit, nudge that peer to stand, and step aside.
+   */
+  private tryHandOver(): void {
+    const configs = this.configs();
+    const newest = configs[configs.length - 1]!;
+    let successor: NodeId | undefined;
+    let best = -1;
+    for (const id of newest.nodes) {
+      const match = this.progress.get(id)?.match ?? -1;
+      if (id !== this.selfId && (match > best || (match === best && successor !== undefined && id < successor))) {
+        successor = id;
+        best = match;
+      }
+    }
+    if (successor === undefined || best < this.log.lastSignatureSeqno) return;
+    for (const [id, p] of this.progress) this.sendHeartbeat(id, p);
+    this.send({ type: 'propose-vote', from: this.selfId, to: successor, view: this.view });
+    this.becomeBackup(this.view, undefined);
+  }
+
+  private checkQuorum(): boolean {
+    const active = hasJointMajority(this.quorumConfigs(), (id) => id === this.selfId || this.progress.get(id)?.recentActive === true);
+    for (const p of this.progress.values()) p.recentActive = false;
+    return active;
+  }
+
+  /** Replicate to every node of an active configuration, and to retiring nodes until their retirement is recorded. */
+  private syncProgress(): void {
+    const peers = new Set(nodesOf(this.configs()));
+    for (const id of this.log.removals().keys()) {
+      const recordedAt = this.log.recordedAtSeqno(id);
+      if (recordedAt === undefined || recordedAt > this.commitSeqno) peers.add(id);
+    }
+    peers.delete(this.selfId);
+    for (const id of this.progress.keys()) if (!peers.has(id)) this.progress.delete(id);
+    for (const id of peers) {
+      if (!this.progress.has(id)) {
+        this.progress.set(id, { match: 0, next: this.log.lastSeqno + 1, inflight: [], heartbeatsSinceAck: 0, recentActive: true, needsSnapshot: false });
+        this.broadcastPending = true;
+      }
+    }
+  }
+
+  // ---- Configurations and retirement --------------------------------------------------------
+
+  private configs(): Configuration[] {
+    return this.log.activeConfigs(this.commitSeqno);
+  }
+
+  /** The configurations whose majorities decide (all active ones, unless a bug says otherwise). */
+  private quorumConfigs(): Configuration[] {
+    const configs = this.configs();
+    return this.bugs.has('ignore-config-joint-majority') ? [configs[configs.length - 1]!] : configs;
+  }
+
+  private retirementStage(): RetirementStage | undefined {
+    const removedAt = this.log.removedAtSeqno(this.selfId);
+    if (removedAt === undefined) return undefined;
+    const recordedAt = this.log.recordedAtSeqno(this.selfId);
+    if (recordedAt !== undefined && recordedAt <= this.commitSeqno) return 'RetiredCommitted';
+    if (removedAt <= this.commitSeqno) return 'Completed';
+    if (this.log.lastSignatureSeqno > removedAt) return 'Signed';
+    return 'Ordered';
+  }
+
+  /** Nodes whose retirement is committed but not yet recorded in this log. */
+  private retirementsToRecord(): NodeId[] {
+    const ids: NodeId[] = [];
+    for (const [id, removedAt] of this.log.removals()) {
+      if (removedAt <= this.commitSeqno && this.log.recordedAtSeqno(id) === undefined) ids.push(id);
+    }
+    return ids.sort();
+  }
+
+  private snapshotsNeeded(): NodeId[] {
+    const ids: NodeId[] = [];
+    for (const [id, p] of this.progress) if (p.needsSnapshot) ids.push(id);
+    return ids.sort();
+  }
+
+  private send(message: Message): void {
+    if (this.outbox.length >= this.maxOutboxMessages) {
+      this.droppedMessages++;
+      return;
+    }
+    this.outbox.push(message);
+  }
+}
+
+function keyOf(ids: readonly NodeId[]): string {
+  return ids.join(',');
+}
+
+/** Entries follow prevSeqno contiguously, with views that never decrease and never pass the message's view. */
+function appendIsWellFormed(m: AppendEntries): boolean {
+  let seqno = m.prevSeqno;
+  let view = m.prevView;
+  if (view > m.view) return false;
+  for (const e of m.entries) {
+    if (e.seqno !== seqno + 1 || e.view < view || e.view > m.view) return false;
+    if ((e.kind === 'reconfiguration') !== (e.configuration !== undefined)) return false;
+    if (e.configuration !== undefined && e.configuration.seqno !== e.seqno) return false;
+    seqno = e.seqno;
+    view = e.view;
+  }
+  return true;
+}

@@ -1,0 +1,183 @@
+/**
+ * The data shapes of the consensus core. Glossary: a Raft term is a *view*, a Raft log index is
+ * a *seqno* (from 1). Every shape here is plain data: the node layer persists entries and
+ * serialises messages (see codec.ts) without knowing anything else about the core.
+ */
+import type { NodeId, Seqno, View } from '../base/index.js';
+
+export type EntryKind = 'signature' | 'normal' | 'reconfiguration';
+
+/** A set of trusted nodes, in force from the entry at `seqno` (0 for the genesis configuration). */
+export interface Configuration {
+  readonly seqno: Seqno;
+  readonly nodes: readonly NodeId[];
+}
+
+/**
+ * One ledger entry. The bytes are opaque to consensus; the metadata is what consensus needs.
+ * Only signature entries are committable.
+ */
+export interface Entry {
+  readonly view: View;
+  readonly seqno: Seqno;
+  readonly kind: EntryKind;
+  /** Present exactly when kind is 'reconfiguration'; its seqno equals the entry's seqno. */
+  readonly configuration?: Configuration;
+  /**
+   * Nodes whose retirement this entry records as committed (the `retired_committed` write the
+   * primary's node layer makes when asked through Ready.retirementsToRecord). When such an entry
+   * commits, those nodes reach the RetiredCommitted stage and stop taking part.
+   */
+  readonly retiredCommitted?: readonly NodeId[];
+  readonly bytes: Uint8Array;
+}
+
+/** Read-only access to what the node layer has persisted (entries handed over in Ready). */
+export interface EntryStorage {
+  entryAt(seqno: Seqno): Entry | undefined;
+}
+
+/** Seeded randomness, injected: the core never uses ambient randomness. */
+export interface RandomSource {
+  /** A uniformly distributed integer in [0, 2^32). */
+  nextUint32(): number;
+}
+
+export type Role = 'Primary' | 'Backup' | 'PreCandidate' | 'Candidate';
+
+/**
+ * Stages of a node removed from the configuration, in order:
+ * Ordered (a reconfiguration without it is in the log), Signed (a signature follows it),
+ * Completed (that reconfiguration is committed), RetiredCommitted (the record of its retirement
+ * is committed: it stops taking part and may be shut down).
+ */
+export type RetirementStage = 'Ordered' | 'Signed' | 'Completed' | 'RetiredCommitted';
+export const RETIREMENT_STAGES: readonly RetirementStage[] = ['Ordered', 'Signed', 'Completed', 'RetiredCommitted'];
+
+/** What must survive a restart. Persist it (with the entries of the same Ready) before sending. */
+export interface HardState {
+  readonly view: View;
+  readonly votedFor: NodeId | undefined;
+  readonly commitSeqno: Seqno;
+}
+
+interface MessageBase {
+  readonly from: NodeId;
+  readonly to: NodeId;
+  /** The sender's view (for a pre-vote request: the view it would stand in). */
+  readonly view: View;
+}
+
+/** Replication and heartbeat (no entries) from the primary. */
+export interface AppendEntries extends MessageBase {
+  readonly type: 'append';
+  readonly prevSeqno: Seqno;
+  readonly prevView: View;
+  readonly commitSeqno: Seqno;
+  readonly entries: readonly Entry[];
+}
+
+export interface AppendResponse extends MessageBase {
+  readonly type: 'append-response';
+  readonly success: boolean;
+  /** On success: the seqno up to which the log now matches the primary's. On rejection: a hint, the seqno to retry after. */
+  readonly lastSeqno: Seqno;
+}
+
+export interface RequestVote extends MessageBase {
+  readonly type: 'request-vote';
+  readonly preVote: boolean;
+  /** Set when a retiring primary nudged the candidate: voters then ignore their primary lease. */
+  readonly force: boolean;
+  readonly lastSignatureView: View;
+  readonly lastSignatureSeqno: Seqno;
+}
+
+export interface VoteResponse extends MessageBase {
+  readonly type: 'vote-response';
+  readonly preVote: boolean;
+  readonly granted: boolean;
+}
+
+/** A retiring primary asks the most up-to-date peer to stand for election now. */
+export interface ProposeVote extends MessageBase {
+  readonly type: 'propose-vote';
+}
+
+export type Message = AppendEntries | AppendResponse | RequestVote | VoteResponse | ProposeVote;
+export type MessageType = Message['type'];
+
+/** Replication progress of one peer, as the primary sees it. */
+export interface PeerStatus {
+  readonly id: NodeId;
+  /** Highest seqno known to match the primary's log on that peer (acknowledged after persisting). */
+  readonly matchSeqno: Seqno;
+  /** Next seqno to send. */
+  readonly nextSeqno: Seqno;
+  /** The peer lags behind the start of this node's log: only a snapshot can catch it up. */
+  readonly needsSnapshot: boolean;
+  /** Heard from within the current check-quorum period. */
+  readonly recentlyActive: boolean;
+}
+
+/** State exposed for the operator API (GET /node/consensus, /node/commit). */
+export interface RaftStatus {
+  readonly id: NodeId;
+  readonly view: View;
+  readonly primaryId: NodeId | undefined;
+  readonly role: Role;
+  readonly commitSeqno: Seqno;
+  readonly lastSeqno: Seqno;
+  readonly lastView: View;
+  readonly lastSignatureSeqno: Seqno;
+  /** Seqno of the snapshot the log starts after (0 when it starts at genesis). */
+  readonly startSeqno: Seqno;
+  /** The active configurations, oldest first: the last committed one and every later one. */
+  readonly configs: readonly Configuration[];
+  /** Only on the primary. */
+  readonly peers: readonly PeerStatus[];
+  /** viewHistory[v - 1] is the first seqno of view v (or of the next view holding entries). */
+  readonly viewHistory: readonly Seqno[];
+  readonly retirementStage: RetirementStage | undefined;
+  /** Messages dropped because the outgoing queue was full (the protocol tolerates loss). */
+  readonly droppedMessages: number;
+}
+
+export interface RoleChange {
+  readonly role: Role;
+  readonly view: View;
+  readonly primaryId: NodeId | undefined;
+}
+
+/**
+ * The work the caller must do, in order: truncate, persist entries and hard state, then send the
+ * messages, then apply up to committedSeqno, then call advance(ready).
+ */
+export interface Ready {
+  /** Drop every persisted entry above this seqno (before writing entriesToPersist). */
+  readonly truncateAfterSeqno: Seqno | undefined;
+  readonly entriesToPersist: readonly Entry[];
+  /** Present when it changed since the last Ready. */
+  readonly hardState: HardState | undefined;
+  readonly messages: readonly Message[];
+  /** Everything up to here is committed; apply it once this Ready is persisted. */
+  readonly committedSeqno: Seqno;
+  readonly roleChange: RoleChange | undefined;
+  /** Primary only: append a signature entry now (a new primary must sign before anything commits). */
+  readonly signatureRequested: boolean;
+  /** Primary only: append an entry whose `retiredCommitted` lists these nodes. */
+  readonly retirementsToRecord: readonly NodeId[];
+  /** Primary only: peers that need a snapshot because this node no longer has the entries they lack. */
+  readonly snapshotsNeeded: readonly NodeId[];
+  /** Changed since the last Ready (undefined otherwise). */
+  readonly retirementStage: RetirementStage | undefined;
+}
+
+/** Deliberately wrong behaviours, used only by the simulator to show that its checkers catch them. */
+export type KnownBug = 'commit-without-quorum' | 'vote-twice-in-view' | 'ignore-config-joint-majority' | 'commit-unsigned';
+export const KNOWN_BUGS: readonly KnownBug[] = [
+  'commit-without-quorum',
+  'vote-twice-in-view',
+  'ignore-config-joint-majority',
+  'commit-unsigned',
+];
