@@ -1,0 +1,95 @@
+/**
+ * The default application: a message log, the de facto workload of this kind of service
+ * (DESIGN "The default application"). Private records live in an encrypted map, public ones in
+ * a `public:` map. Every write answers with the `x-covenant-transaction-id` header.
+ */
+import { z } from 'zod';
+import { CovenantError } from '../base/errors.js';
+import { formatTxId, parseTxId } from '../base/ids.js';
+import { jsonCodec } from '../kv/index.js';
+import type { CovenantNode } from '../node/node.js';
+import { Tables } from '../node/tables.js';
+import { json, type Route } from '../http/route.js';
+
+export const TRANSACTION_ID_HEADER = 'x-covenant-transaction-id';
+
+const recordBody = z.object({ id: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER), msg: z.string() }).strict();
+const idQuery = z.object({ id: z.string().regex(/^\d{1,15}$/, 'must be a non-negative integer').transform(Number) }).strict();
+const msgCodec = jsonCodec<{ msg: string }>();
+
+function recordNotFound(id: number): CovenantError {
+  return new CovenantError('ResourceNotFound', `No record with id ${id}`, 404);
+}
+
+export function loggingAppRoutes(node: CovenantNode): Route[] {
+  const routes: Route[] = [];
+  for (const [scope, table] of [
+    ['private', Tables.appPrivateLog],
+    ['public', Tables.appPublicLog],
+  ] as const) {
+    routes.push(
+      {
+        method: 'POST',
+        path: `/app/log/${scope}`,
+        summary: `Writes a ${scope} record {id, msg}`,
+        auth: 'user_cert_or_jwt',
+        body: recordBody,
+        handler: ({ body }) => {
+          const { txId } = node.executeWrite((tx) => tx.map(table, msgCodec).put(String(body.id), { msg: body.msg }));
+          return json(200, true, txId ? { [TRANSACTION_ID_HEADER]: formatTxId(txId) } : undefined);
+        },
+      },
+      {
+        method: 'GET',
+        path: `/app/log/${scope}`,
+        summary: `Reads the ${scope} record with the given id`,
+        auth: 'user_cert_or_jwt',
+        query: idQuery,
+        handler: ({ query }) => {
+          const value = node.executeRead((tx) => tx.map(table, msgCodec).get(String(query.id)));
+          if (!value) throw recordNotFound(query.id);
+          return json(200, { msg: value.msg });
+        },
+      },
+      {
+        method: 'DELETE',
+        path: `/app/log/${scope}`,
+        summary: `Removes the ${scope} record with the given id`,
+        auth: 'user_cert_or_jwt',
+        query: idQuery,
+        handler: ({ query }) => {
+          const { result: existed, txId } = node.executeWrite((tx) => {
+            const map = tx.map(table, msgCodec);
+            if (!map.has(String(query.id))) return false;
+            map.remove(String(query.id));
+            return true;
+          });
+          if (!existed) throw recordNotFound(query.id);
+          return json(200, true, txId ? { [TRANSACTION_ID_HEADER]: formatTxId(txId) } : undefined);
+        },
+      },
+    );
+  }
+  routes.push({
+    method: 'GET',
+    path: '/app/tx',
+    summary: 'Status of a transaction: Unknown, Pending, Committed or Invalid',
+    auth: 'none',
+    query: z.object({ transaction_id: z.string() }).strict(),
+    handler: ({ query }) => {
+      const txId = parseTxId(query.transaction_id);
+      if (!txId) {
+        throw new CovenantError('InvalidQueryParameterValue', `"${query.transaction_id}" is not a transaction id <view>.<seqno>`, 400);
+      }
+      return json(200, { transaction_id: formatTxId(txId), status: node.statusOf(txId) });
+    },
+  });
+  routes.push({
+    method: 'GET',
+    path: '/app/commit',
+    summary: 'Latest committed transaction id',
+    auth: 'none',
+    handler: () => json(200, { transaction_id: formatTxId(node.commitTxId()) }),
+  });
+  return routes;
+}

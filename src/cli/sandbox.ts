@@ -1,0 +1,225 @@
+/**
+ * `covenant sandbox`: a local network for trying Covenant with curl. Creates one member and one
+ * user identity, writes each node's configuration, starts every node as its own OS process,
+ * waits until the service answers, writes DIR/network.json, prints how to call it, and stops its
+ * nodes on SIGINT/SIGTERM.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
+import https from 'node:https';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { errorMessage } from '../base/errors.js';
+import { deepMerge } from '../config/index.js';
+import { generateIdentity, generateRsaKeyPair } from '../crypto/index.js';
+import { writeFileAtomic } from './node-command.js';
+
+export interface SandboxOptions {
+  readonly nodes: number;
+  readonly dir: string;
+  readonly nodeConfigFile?: string;
+  /** Seconds to wait for the service to be ready. */
+  readonly readyTimeoutSeconds: number;
+  readonly print: (line: string) => void;
+}
+
+export interface NetworkJson {
+  service_certificate: string;
+  nodes: { node_id: string; rpc_address: string; pid: number; node_certificate: string; ledger_dir: string; snapshots_dir: string; config: string }[];
+  members: { id: string; cert: string; private_key: string; encryption_private_key: string }[];
+  users: { id: string; cert: string; private_key: string }[];
+}
+
+const CLI_ENTRY = fileURLToPath(new URL('./main.js', import.meta.url));
+
+interface IdentityFiles {
+  id: string;
+  cert: string;
+  private_key: string;
+}
+
+async function writeIdentity(dir: string, name: string): Promise<IdentityFiles> {
+  const identity = await generateIdentity({ commonName: name, curve: 'P-384' });
+  const cert = join(dir, `${name}_cert.pem`);
+  const key = join(dir, `${name}_privk.pem`);
+  writeFileAtomic(cert, identity.certificatePem);
+  writeFileAtomic(key, identity.privateKeyPem);
+  return { id: identity.id, cert, private_key: key };
+}
+
+/** GET over TLS trusting only the service certificate; resolves with status and parsed body. */
+export function getJson(address: string, path: string, ca: string): Promise<{ status: number; body: unknown }> {
+  const i = address.lastIndexOf(':');
+  return new Promise((resolvePromise, reject) => {
+    const req = https.request(
+      { host: address.slice(0, i), port: Number(address.slice(i + 1)), path, method: 'GET', ca, servername: undefined, timeout: 5000 },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let body: unknown = text;
+          try {
+            body = text ? JSON.parse(text) : undefined;
+          } catch {
+            // Not JSON: keep the text.
+          }
+          resolvePromise({ status: res.statusCode ?? 0, body });
+        });
+      },
+    );
+    req.on('error', reject);
+    req.on('timeout', () => req.destroy(new Error('request timed out')));
+    req.end();
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export async function runSandbox(options: SandboxOptions): Promise<void> {
+  const dir = resolve(options.dir);
+  if (options.nodes !== 1) {
+    throw new Error(`--nodes ${options.nodes}: this version of the sandbox runs a single node (multi-node networks need joining)`);
+  }
+  if (existsSync(join(dir, 'network.json'))) rmSync(join(dir, 'network.json'));
+  const common = join(dir, 'common');
+  mkdirSync(common, { recursive: true });
+  const { print } = options;
+
+  print(`Creating identities in ${common}`);
+  const member = await writeIdentity(common, 'member0');
+  const rsa = generateRsaKeyPair(2048);
+  const memberEncPub = join(common, 'member0_enc_pubk.pem');
+  const memberEncPriv = join(common, 'member0_enc_privk.pem');
+  writeFileAtomic(memberEncPub, rsa.publicKeyPem);
+  writeFileAtomic(memberEncPriv, rsa.privateKeyPem);
+  const user = await writeIdentity(common, 'user0');
+  const serviceCert = join(common, 'service_cert.pem');
+
+  const fragment = options.nodeConfigFile ? (JSON.parse(readFileSync(options.nodeConfigFile, 'utf8')) as Record<string, unknown>) : {};
+  const children: ChildProcess[] = [];
+  const stopAll = () => {
+    for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
+  };
+  process.on('exit', stopAll);
+
+  const nodes: NetworkJson['nodes'] = [];
+  for (let i = 0; i < options.nodes; i++) {
+    const nodeDir = join(dir, `node${i}`);
+    rmSync(nodeDir, { recursive: true, force: true });
+    mkdirSync(nodeDir, { recursive: true });
+    const base = {
+      command: {
+        type: 'Start',
+        service_certificate_file: serviceCert,
+        start: {
+          members: [{ certificate_file: member.cert, encryption_public_key_file: memberEncPub }],
+          users: [{ certificate_file: user.cert }],
+        },
+      },
+      node_certificate: { subject_alt_names: ['iPAddress:127.0.0.1', 'dNSName:localhost'] },
+      node_certificate_file: join(nodeDir, 'node_cert.pem'),
+      rpc_interfaces: {
+        primary_rpc_interface: {
+          bind_address: '127.0.0.1:0',
+          enabled_operator_features: ['LedgerChunkRead', 'SnapshotRead', 'SnapshotCreate'],
+        },
+      },
+      node_to_node_interface: { bind_address: '127.0.0.1:0' },
+      ledger: { directory: join(nodeDir, 'ledger') },
+      snapshots: { directory: join(nodeDir, 'snapshots') },
+      output_files: { rpc_addresses_file: join(nodeDir, 'rpc_addresses.json') },
+    };
+    const config = deepMerge(base, fragment as never) as Record<string, unknown>;
+    const configPath = join(nodeDir, 'node.json');
+    writeFileAtomic(configPath, JSON.stringify(config, null, 2) + '\n');
+    const out = openSync(join(nodeDir, 'out.log'), 'a');
+    const child = spawn(process.execPath, ['--enable-source-maps', CLI_ENTRY, 'node', '--config', configPath], {
+      stdio: ['ignore', out, out],
+      cwd: nodeDir,
+    });
+    children.push(child);
+    print(`Started node ${i} (pid ${child.pid}), log ${join(nodeDir, 'out.log')}`);
+    nodes.push({
+      node_id: '',
+      rpc_address: '',
+      pid: child.pid ?? -1,
+      node_certificate: join(nodeDir, 'node_cert.pem'),
+      ledger_dir: join(nodeDir, 'ledger'),
+      snapshots_dir: join(nodeDir, 'snapshots'),
+      config: configPath,
+    });
+  }
+
+  const deadline = Date.now() + options.readyTimeoutSeconds * 1000;
+  for (let i = 0; i < nodes.length; i++) {
+    const entry = nodes[i]!;
+    const child = children[i]!;
+    const addressesFile = join(dir, `node${i}`, 'rpc_addresses.json');
+    for (;;) {
+      if (child.exitCode !== null) {
+        stopAll();
+        throw new Error(`node ${i} exited with status ${child.exitCode}; see ${join(dir, `node${i}`, 'out.log')}`);
+      }
+      if (Date.now() > deadline) {
+        stopAll();
+        throw new Error(`node ${i} was not ready within ${options.readyTimeoutSeconds}s; see ${join(dir, `node${i}`, 'out.log')}`);
+      }
+      if (existsSync(addressesFile) && existsSync(serviceCert)) {
+        const addresses = JSON.parse(readFileSync(addressesFile, 'utf8')) as Record<string, string>;
+        entry.rpc_address = Object.values(addresses)[0]!;
+        try {
+          const state = await getJson(entry.rpc_address, '/node/state', readFileSync(serviceCert, 'utf8'));
+          const body = state.body as { state?: string; node_id?: string };
+          if (state.status === 200 && body.state === 'PartOfNetwork') {
+            entry.node_id = body.node_id ?? '';
+            break;
+          }
+        } catch (e) {
+          // Not answering yet.
+          void errorMessage(e);
+        }
+      }
+      await sleep(100);
+    }
+  }
+
+  const network: NetworkJson = {
+    service_certificate: serviceCert,
+    nodes,
+    members: [{ id: member.id, cert: member.cert, private_key: member.private_key, encryption_private_key: memberEncPriv }],
+    users: [{ id: user.id, cert: user.cert, private_key: user.private_key }],
+  };
+  writeFileAtomic(join(dir, 'network.json'), JSON.stringify(network, null, 2) + '\n');
+
+  const first = nodes[0]!;
+  print('');
+  print(`Covenant sandbox is ready (${nodes.length} node${nodes.length > 1 ? 's' : ''}); network description: ${join(dir, 'network.json')}`);
+  for (const n of nodes) print(`  node ${n.node_id.slice(0, 12)}…  https://${n.rpc_address}  (pid ${n.pid})`);
+  print('');
+  print('Try it:');
+  print(`  curl --cacert ${serviceCert} https://${first.rpc_address}/node/network`);
+  print(
+    `  curl --cacert ${serviceCert} --cert ${user.cert} --key ${user.private_key} ` +
+      `-H 'content-type: application/json' -d '{"id": 1, "msg": "hello"}' -i https://${first.rpc_address}/app/log/private`,
+  );
+  print(`  curl --cacert ${serviceCert} --cert ${user.cert} --key ${user.private_key} 'https://${first.rpc_address}/app/log/private?id=1'`);
+  print('');
+  print('Press Ctrl-C to stop the network.');
+
+  await new Promise<void>((resolvePromise) => {
+    const stop = (signal: string) => {
+      print(`\n${signal}: stopping ${children.length} node(s)`);
+      stopAll();
+      resolvePromise();
+    };
+    process.once('SIGINT', () => stop('SIGINT'));
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    for (const [i, child] of children.entries()) {
+      child.once('exit', (code, signal) => {
+        print(`node ${i} exited (${signal ?? code})`);
+      });
+    }
+  });
+  await Promise.all(children.map((c) => (c.exitCode !== null ? Promise.resolve() : new Promise((r) => c.once('exit', r)))));
+}

@@ -1,0 +1,34 @@
+/**
+ * The one place that maps errors to HTTP answers: `{"error": {"code", "message"}}` with the
+ * status carried by the CovenantError. Anything else is an internal error (logged, never leaked).
+ */
+import { CovenantError, isCovenantError } from '../base/errors.js';
+import { z } from 'zod';
+
+export function zodIssuesMessage(error: z.ZodError, where: string): string {
+  return error.issues
+    .map((issue) => {
+      const path = issue.path.length ? `${where} "${issue.path.join('.')}"` : where;
+      return `${path}: ${issue.message}`;
+    })
+    .join('; ');
+}
+
+export function toCovenantError(e: unknown): CovenantError {
+  if (isCovenantError(e)) return e;
+  if (e instanceof z.ZodError) return new CovenantError('InvalidInput', zodIssuesMessage(e, 'input'), 400);
+  return new CovenantError('InternalError', 'the request could not be processed because of an internal error', 500);
+}
+
+export const httpErrors = {
+  notFound: (path: string) => new CovenantError('ResourceNotFound', `Unknown path: ${path}`, 404),
+  methodNotAllowed: (method: string, path: string, allowed: readonly string[]) =>
+    new CovenantError('UnsupportedHttpVerb', `${method} is not allowed on ${path} (allowed: ${allowed.join(', ')})`, 405),
+  payloadTooLarge: (limitBytes: number) =>
+    new CovenantError('RequestBodyTooLarge', `request body exceeds the limit of ${limitBytes} bytes`, 413),
+  invalidJson: (reason: string) => new CovenantError('InvalidJsonBody', `request body is not valid JSON: ${reason}`, 400),
+  missingQuery: (name: string) =>
+    new CovenantError('MissingRequiredQueryParameter', `missing required query parameter "${name}"`, 400),
+  invalidQuery: (message: string) => new CovenantError('InvalidQueryParameterValue', message, 400),
+  invalidBody: (message: string) => new CovenantError('InvalidInput', message, 400),
+};

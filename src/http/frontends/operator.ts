@@ -1,0 +1,336 @@
+/**
+ * The operator frontend: every route of the spec's operator RPC table under /node. Operator RPCs
+ * need no authentication (spec Authentication 1). Routes whose capability is not built yet still
+ * exist and answer a JSON error naming what is missing.
+ */
+import { z } from 'zod';
+import { CovenantError } from '../../base/errors.js';
+import { parseTxId } from '../../base/ids.js';
+import type { CovenantNode } from '../../node/node.js';
+import type { NodeSummary } from '../../node/reports.js';
+import { json, noContent, type Route } from '../route.js';
+
+const booleanQuery = z.enum(['true', 'false']).transform((v) => v === 'true');
+const integerQuery = z.string().regex(/^\d+$/, 'must be a non-negative integer').transform(Number);
+
+function notImplemented(what: string): never {
+  throw new CovenantError('NotImplemented', `${what} is not available in this version of the node`, 501);
+}
+
+function nodeNotFound(id: string): CovenantError {
+  return new CovenantError('ResourceNotFound', `No node with id ${id} is known to the service`, 404);
+}
+
+export interface OperatorFrontendOptions {
+  readonly node: CovenantNode;
+  /** Returns the full OpenAPI document of every route the node serves. */
+  readonly openApi: () => unknown;
+  /** Published address of the primary's RPC interface, for HEAD /node/primary. */
+  readonly primaryAddress: () => string | undefined;
+}
+
+export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFrontendOptions): Route[] {
+  const nodeSummaries = (): NodeSummary[] => node.listNodes();
+  const routes: Route[] = [
+    {
+      method: 'GET',
+      path: '/node/api',
+      summary: 'OpenAPI document of every route this node serves',
+      handler: () => json(200, openApi()),
+    },
+    {
+      method: 'GET',
+      path: '/node/state',
+      summary: 'Lifecycle state of this node',
+      handler: () => json(200, node.stateReport()),
+    },
+    {
+      method: 'GET',
+      path: '/node/version',
+      summary: 'Version of the running node',
+      handler: () => json(200, node.versionReport()),
+    },
+    {
+      method: 'GET',
+      path: '/node/commit',
+      summary: 'Latest committed transaction id',
+      query: z.object({ view_history: booleanQuery.optional(), view_history_since: integerQuery.optional() }).strict(),
+      handler: ({ query }) => {
+        const txId = node.commitTxId();
+        const body: Record<string, unknown> = { transaction_id: `${txId.view}.${txId.seqno}` };
+        if (query.view_history || query.view_history_since !== undefined) body.view_history = node.viewHistory(query.view_history_since ?? 0);
+        return json(200, body);
+      },
+    },
+    {
+      method: 'GET',
+      path: '/node/consensus',
+      summary: 'Consensus state: current view and active configurations',
+      handler: () => json(200, node.consensusReport()),
+    },
+    {
+      method: 'GET',
+      path: '/node/network',
+      summary: 'Service record: status, certificate, recovery count, service data',
+      handler: () => json(200, node.networkReport()),
+    },
+    {
+      method: 'GET',
+      path: '/node/network/nodes',
+      summary: 'Nodes of the network, filtered by host, port and status',
+      query: z
+        .object({
+          host: z.string().optional(),
+          port: z.string().optional(),
+          status: z.enum(['Pending', 'Trusted', 'Retired']).optional(),
+        })
+        .strict(),
+      handler: ({ query }) => {
+        const nodes = nodeSummaries().filter((n) => {
+          if (query.status && n.status !== query.status) return false;
+          if (query.host !== undefined || query.port !== undefined) {
+            return Object.values(n.rpc_interfaces).some((i) => {
+              const { host, port } = splitAddress(i.published_address);
+              return (query.host === undefined || host === query.host) && (query.port === undefined || port === query.port);
+            });
+          }
+          return true;
+        });
+        return json(200, { nodes });
+      },
+    },
+    {
+      method: 'GET',
+      path: '/node/network/nodes/self',
+      summary: 'This node',
+      handler: () => {
+        const self = nodeSummaries().find((n) => n.node_id === node.nodeId);
+        if (!self) throw nodeNotFound(node.nodeId);
+        return json(200, self);
+      },
+    },
+    {
+      method: 'GET',
+      path: '/node/network/nodes/primary',
+      summary: 'The current primary',
+      handler: () => {
+        const primary = nodeSummaries().find((n) => n.primary);
+        if (!primary) throw new CovenantError('PrimaryNotFound', 'No primary is known to this node', 404);
+        return json(200, primary);
+      },
+    },
+    {
+      method: 'GET',
+      path: '/node/network/nodes/{node_id}',
+      summary: 'One node by id',
+      handler: ({ params }) => {
+        const found = nodeSummaries().find((n) => n.node_id === params.node_id);
+        if (!found) throw nodeNotFound(params.node_id!);
+        return json(200, found);
+      },
+    },
+    {
+      method: 'DELETE',
+      path: '/node/network/nodes/{node_id}',
+      summary: 'Deletes a retired node listed in removable_nodes',
+      handler: ({ params }) => {
+        const found = nodeSummaries().find((n) => n.node_id === params.node_id);
+        if (!found) throw nodeNotFound(params.node_id!);
+        throw new CovenantError(
+          'NodeNotRetired',
+          `Node ${params.node_id} is ${found.status}; only retired nodes listed in /node/network/removable_nodes can be deleted`,
+          400,
+        );
+      },
+    },
+    {
+      method: 'GET',
+      path: '/node/network/removable_nodes',
+      summary: 'Retired nodes whose retirement is committed and that can be stopped and deleted',
+      handler: () => json(200, { nodes: nodeSummaries().filter((n) => n.status === 'Retired' && n.retired_committed === true) }),
+    },
+    {
+      method: 'HEAD',
+      path: '/node/primary',
+      summary: 'Redirects (308) to the current primary',
+      responses: { 308: 'Redirect to the primary' },
+      handler: () => {
+        const address = primaryAddress();
+        if (!address) throw new CovenantError('PrimaryNotFound', 'No primary is known to this node', 404);
+        return { status: 308, headers: { location: `https://${address}/node/primary` }, bodyKind: 'none' };
+      },
+    },
+    {
+      method: 'GET',
+      path: '/node/ready/app',
+      summary: '204 when the application frontend is ready, 503 otherwise',
+      responses: { 204: 'Ready', 503: 'Not ready' },
+      handler: () => {
+        if (!node.isPrimary() && node.state !== 'PartOfNetwork') throw new CovenantError('FrontendNotReady', 'application frontend is not ready', 503);
+        return noContent();
+      },
+    },
+    {
+      method: 'GET',
+      path: '/node/ready/gov',
+      summary: '204 when the governance frontend is ready, 503 otherwise',
+      responses: { 204: 'Ready', 503: 'Not ready' },
+      handler: () => {
+        if (node.state !== 'PartOfNetwork' && node.state !== 'PartOfPublicNetwork') {
+          throw new CovenantError('FrontendNotReady', 'governance frontend is not ready', 503);
+        }
+        return noContent();
+      },
+    },
+    {
+      method: 'GET',
+      path: '/node/self_signed_certificate',
+      summary: "This node's self-signed certificate (TLS CA for a node not yet endorsed)",
+      handler: () => json(200, { self_signed_certificate: node.selfSignedCertificatePem }),
+    },
+    {
+      method: 'GET',
+      path: '/node/service/configuration',
+      summary: 'Service configuration',
+      handler: () => json(200, node.serviceConfiguration() ?? {}),
+    },
+    {
+      method: 'GET',
+      path: '/node/service/previous_identity',
+      summary: 'Certificate of the previous service identity (after a recovery)',
+      handler: () => {
+        const previous = node.previousServiceIdentity();
+        if (!previous) throw new CovenantError('ResourceNotFound', 'This service has not been recovered: there is no previous identity', 404);
+        return json(200, { previous_service_identity: previous });
+      },
+    },
+    {
+      method: 'GET',
+      path: '/node/quotes/self',
+      summary: "This node's attestation quote (virtual mode)",
+      handler: () => json(200, quoteBody(node)),
+    },
+    {
+      method: 'GET',
+      path: '/node/attestations/self',
+      summary: "This node's attestation (virtual mode)",
+      handler: () => json(200, quoteBody(node)),
+    },
+    {
+      method: 'GET',
+      path: '/node/attestations',
+      summary: 'Attestations of every trusted node',
+      handler: () => json(200, { attestations: node.executeRead(() => node.listNodes().map((n) => ({ node_id: n.node_id, format: 'Insecure_Virtual' }))) }),
+    },
+    {
+      method: 'GET',
+      path: '/node/historical_cache',
+      summary: 'State of the historical query cache',
+      handler: () => json(200, { store_count: 0, entry_count: 0, estimated_size_bytes: 0 }),
+    },
+    {
+      method: 'GET',
+      path: '/node/index/strategies',
+      summary: 'Indexing strategies installed on this node',
+      handler: () => json(200, { strategies: [] }),
+    },
+    {
+      method: 'GET',
+      path: '/node/js_metrics',
+      summary: 'Metrics of the JavaScript sandbox',
+      handler: () => json(200, { bytecode_size: 0, bytecode_used: false, max_heap_size: 0, max_stack_size: 0, max_execution_time: 0, max_cached_interpreters: 0 }),
+    },
+    {
+      method: 'GET',
+      path: '/node/jwt_keys/refresh/metrics',
+      summary: 'JWT key auto-refresh metrics',
+      handler: () => json(200, { attempts: 0, successes: 0, failures: 0 }),
+    },
+    {
+      method: 'GET',
+      path: '/node/receipt',
+      summary: 'Signed receipt over one transaction',
+      query: z.object({ transaction_id: z.string() }).strict(),
+      responses: { 200: 'Receipt', 202: 'Not yet available (see Retry-After)' },
+      handler: ({ query }) => {
+        if (!parseTxId(query.transaction_id)) throw new CovenantError('InvalidQueryParameterValue', `"${query.transaction_id}" is not a transaction id <view>.<seqno>`, 400);
+        notImplemented('GET /node/receipt (receipts)');
+      },
+    },
+    {
+      method: 'GET',
+      path: '/node/receipt/cose',
+      summary: 'COSE Sign1 receipt over one transaction',
+      query: z.object({ transaction_id: z.string() }).strict(),
+      responses: { 200: 'Receipt', 202: 'Not yet available (see Retry-After)' },
+      handler: ({ query }) => {
+        if (!parseTxId(query.transaction_id)) throw new CovenantError('InvalidQueryParameterValue', `"${query.transaction_id}" is not a transaction id <view>.<seqno>`, 400);
+        notImplemented('GET /node/receipt/cose (COSE receipts)');
+      },
+    },
+    {
+      method: ['GET', 'HEAD'],
+      path: '/node/ledger_chunk',
+      summary: 'Redirects (308) to the committed ledger chunk holding seqno `since`',
+      feature: 'LedgerChunkRead',
+      query: z.object({ since: integerQuery }).strict(),
+      responses: { 308: 'Redirect to the chunk', 404: 'No matching chunk' },
+      handler: () => notImplemented('ledger chunk download'),
+    },
+    {
+      method: ['GET', 'HEAD'],
+      path: '/node/ledger_chunk/{chunk_name}',
+      summary: 'A committed ledger chunk (Range, ETag, If-None-Match, Want-Repr-Digest)',
+      feature: 'LedgerChunkRead',
+      responses: { 200: 'The chunk', 206: 'A range of the chunk', 304: 'Not modified', 404: 'No such chunk' },
+      handler: () => notImplemented('ledger chunk download'),
+    },
+    {
+      method: ['GET', 'HEAD'],
+      path: '/node/snapshot',
+      summary: 'Redirects (308) to the latest committed snapshot (newer than `since`)',
+      feature: 'SnapshotRead',
+      query: z.object({ since: integerQuery.optional() }).strict(),
+      responses: { 308: 'Redirect to the snapshot', 404: 'No matching snapshot' },
+      handler: () => notImplemented('snapshot download'),
+    },
+    {
+      method: ['GET', 'HEAD'],
+      path: '/node/snapshot/{snapshot_name}',
+      summary: 'A committed snapshot (Range, ETag, If-None-Match, Want-Repr-Digest)',
+      feature: 'SnapshotRead',
+      responses: { 200: 'The snapshot', 206: 'A range of the snapshot', 304: 'Not modified', 404: 'No such snapshot' },
+      handler: () => notImplemented('snapshot download'),
+    },
+    {
+      method: 'POST',
+      path: '/node/snapshot:create',
+      summary: 'Requests a snapshot at the next signature transaction',
+      feature: 'SnapshotCreate',
+      responses: { 204: 'Snapshot requested', 404: 'SnapshotCreate is not enabled on this interface' },
+      handler: () => notImplemented('POST /node/snapshot:create (snapshots)'),
+    },
+  ];
+  return routes;
+}
+
+function quoteBody(node: CovenantNode): Record<string, unknown> {
+  const info = node.quoteInfo;
+  const decoded = info ? (JSON.parse(Buffer.from(info.quote, 'base64').toString('utf8')) as Record<string, unknown>) : {};
+  return {
+    node_id: node.nodeId,
+    format: info?.format ?? 'Insecure_Virtual',
+    quote: info?.quote ?? '',
+    endorsements: info?.endorsements ?? '',
+    measurement: decoded.measurement,
+    host_data: decoded.host_data,
+    report_data: decoded.report_data,
+    uvm_endorsements: null,
+    warning: 'virtual attestation: no hardware guarantees, never for production',
+  };
+}
+
+function splitAddress(address: string): { host: string; port: string } {
+  const i = address.lastIndexOf(':');
+  return i === -1 ? { host: address, port: '' } : { host: address.slice(0, i), port: address.slice(i + 1) };
+}

@@ -1,0 +1,79 @@
+/**
+ * The typed route table: the single source of routing, request validation and the OpenAPI
+ * document served at /node/api. Frontends (/node, /gov, /app) are lists of Route.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Readable } from 'node:stream';
+import type { z } from 'zod';
+
+export type HttpMethod = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'DELETE';
+
+export type OperatorFeature = 'LedgerChunkRead' | 'SnapshotRead' | 'SnapshotCreate';
+
+/** Who may call a route. The app's policies are checked by the server before the handler runs. */
+export type AuthPolicy = 'none' | 'user_cert' | 'user_cert_or_jwt' | 'member_cose';
+
+export interface Caller {
+  readonly kind: 'anonymous' | 'user' | 'member' | 'jwt';
+  readonly id?: string;
+  readonly claims?: Record<string, unknown>;
+}
+
+export interface RequestContext<Q = Record<string, string>, B = unknown> {
+  readonly method: HttpMethod;
+  readonly path: string;
+  readonly params: Record<string, string>;
+  readonly query: Q;
+  readonly body: B;
+  readonly rawBody: Buffer;
+  readonly headers: IncomingHttpHeaders;
+  readonly caller: Caller;
+  /** DER of the TLS client certificate, when one was presented. */
+  readonly clientCertificateDer: Buffer | undefined;
+  readonly interfaceName: string;
+}
+
+export interface RouteResponse {
+  readonly status: number;
+  readonly headers?: Record<string, string | number | readonly string[]>;
+  /** JSON-serialisable value, raw bytes, a stream, or nothing. */
+  readonly body?: unknown;
+  readonly bodyKind?: 'json' | 'bytes' | 'stream' | 'text' | 'none';
+}
+
+export type RouteHandler<Q = any, B = any> = (ctx: RequestContext<Q, B>) => RouteResponse | Promise<RouteResponse>;
+
+export interface Route<Q = any, B = any> {
+  readonly method: HttpMethod | readonly HttpMethod[];
+  /** Path template, e.g. `/node/network/nodes/{node_id}` or `/gov/members/proposals/{id}:withdraw`. */
+  readonly path: string;
+  readonly summary: string;
+  readonly auth?: AuthPolicy;
+  readonly query?: z.ZodType<Q>;
+  readonly body?: z.ZodType<B>;
+  /** The route exists only on interfaces whose enabled_operator_features include this one. */
+  readonly feature?: OperatorFeature;
+  /** Response statuses documented in OpenAPI. */
+  readonly responses?: Readonly<Record<number, string>>;
+  readonly handler: RouteHandler<Q, B>;
+}
+
+export function json(status: number, body: unknown, headers?: RouteResponse['headers']): RouteResponse {
+  return headers === undefined ? { status, body, bodyKind: 'json' } : { status, body, bodyKind: 'json', headers };
+}
+
+export function noContent(headers?: RouteResponse['headers']): RouteResponse {
+  return headers === undefined ? { status: 204, bodyKind: 'none' } : { status: 204, bodyKind: 'none', headers };
+}
+
+export function bytes(status: number, body: Uint8Array, headers?: RouteResponse['headers']): RouteResponse {
+  return { status, body, bodyKind: 'bytes', ...(headers ? { headers } : {}) };
+}
+
+export function stream(status: number, body: Readable, headers?: RouteResponse['headers']): RouteResponse {
+  return { status, body, bodyKind: 'stream', ...(headers ? { headers } : {}) };
+}
+
+export function routeMethods(route: Route): readonly HttpMethod[] {
+  return typeof route.method === 'string' ? [route.method] : route.method;
+}

@@ -1,0 +1,90 @@
+/**
+ * Path matching for the route table. Static paths are found in one Map lookup (the hot path of
+ * application writes); templated paths are compiled to anchored regular expressions once.
+ */
+import type { HttpMethod, Route } from './route.js';
+import { routeMethods } from './route.js';
+
+interface CompiledTemplate {
+  readonly route: Route;
+  readonly regex: RegExp;
+  readonly paramNames: readonly string[];
+}
+
+export interface RouteMatch {
+  readonly route: Route;
+  readonly params: Record<string, string>;
+}
+
+export type MatchResult =
+  | { readonly kind: 'found'; readonly match: RouteMatch }
+  | { readonly kind: 'method-not-allowed'; readonly allowed: readonly HttpMethod[] }
+  | { readonly kind: 'not-found' };
+
+function escapeRegex(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+function compileTemplate(route: Route): CompiledTemplate {
+  const paramNames: string[] = [];
+  let pattern = '';
+  let last = 0;
+  const placeholder = /\{([a-zA-Z_][a-zA-Z0-9_]*)\}/g;
+  for (let m = placeholder.exec(route.path); m !== null; m = placeholder.exec(route.path)) {
+    pattern += escapeRegex(route.path.slice(last, m.index));
+    // A parameter never spans a '/' and stops before a ':action' suffix.
+    pattern += '([^/:]+)';
+    paramNames.push(m[1]!);
+    last = m.index + m[0].length;
+  }
+  pattern += escapeRegex(route.path.slice(last));
+  return { route, regex: new RegExp(`^${pattern}$`), paramNames };
+}
+
+export class Router {
+  private readonly staticRoutes = new Map<string, Map<HttpMethod, Route>>();
+  private readonly templates: CompiledTemplate[] = [];
+  readonly routes: readonly Route[];
+
+  constructor(routes: readonly Route[]) {
+    this.routes = routes;
+    for (const route of routes) {
+      if (route.path.includes('{')) {
+        this.templates.push(compileTemplate(route));
+        continue;
+      }
+      let byMethod = this.staticRoutes.get(route.path);
+      if (!byMethod) this.staticRoutes.set(route.path, (byMethod = new Map()));
+      for (const method of routeMethods(route)) {
+        if (byMethod.has(method)) throw new Error(`duplicate route ${method} ${route.path}`);
+        byMethod.set(method, route);
+      }
+    }
+  }
+
+  match(method: HttpMethod, path: string): MatchResult {
+    const allowed = new Set<HttpMethod>();
+    const byMethod = this.staticRoutes.get(path);
+    if (byMethod) {
+      const route = byMethod.get(method);
+      if (route) return { kind: 'found', match: { route, params: {} } };
+      for (const m of byMethod.keys()) allowed.add(m);
+    }
+    for (const template of this.templates) {
+      const m = template.regex.exec(path);
+      if (!m) continue;
+      const methods = routeMethods(template.route);
+      if (!methods.includes(method)) {
+        for (const x of methods) allowed.add(x);
+        continue;
+      }
+      const params: Record<string, string> = {};
+      template.paramNames.forEach((name, i) => {
+        params[name] = decodeURIComponent(m[i + 1]!);
+      });
+      return { kind: 'found', match: { route: template.route, params } };
+    }
+    if (allowed.size > 0) return { kind: 'method-not-allowed', allowed: [...allowed] };
+    return { kind: 'not-found' };
+  }
+}

@@ -1,0 +1,291 @@
+/**
+ * One RPC interface: an HTTPS server (HTTP/1.1 keep-alive) that requests client certificates
+ * without requiring them, matches the route table, enforces the body limit, validates query and
+ * body with zod, authenticates the caller and maps every failure to the JSON error body.
+ * A request can never crash the node: every path ends in an answer.
+ */
+import https from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { TLSSocket } from 'node:tls';
+import type { AddressInfo } from 'node:net';
+import { Readable } from 'node:stream';
+import { z } from 'zod';
+import { CovenantError } from '../base/errors.js';
+import type { Logger } from '../base/log.js';
+import type { Router } from './router.js';
+import type { AuthPolicy, Caller, HttpMethod, OperatorFeature, RequestContext, RouteResponse } from './route.js';
+import { httpErrors, toCovenantError, zodIssuesMessage } from './errors.js';
+
+export interface TlsIdentity {
+  readonly keyPem: string;
+  readonly certificatePem: string;
+}
+
+export interface Authenticator {
+  /** Returns the caller for a policy or throws a 401 CovenantError. */
+  authenticate(policy: AuthPolicy, request: { headers: IncomingMessage['headers']; clientCertificateDer: Buffer | undefined }): Caller;
+}
+
+export interface RpcInterfaceOptions {
+  readonly name: string;
+  readonly host: string;
+  readonly port: number;
+  readonly tls: TlsIdentity;
+  readonly router: Router;
+  readonly enabledFeatures: readonly OperatorFeature[];
+  readonly maxBodySizeBytes: number;
+  /** Connections beyond this many are refused (max_open_sessions). */
+  readonly maxOpenSessions?: number;
+  readonly authenticator: Authenticator;
+  readonly logger: Logger;
+}
+
+const KNOWN_METHODS = new Set<HttpMethod>(['GET', 'HEAD', 'POST', 'PUT', 'DELETE']);
+const ANONYMOUS: Caller = { kind: 'anonymous' };
+
+export class RpcInterface {
+  private readonly server: https.Server;
+  private readonly options: RpcInterfaceOptions;
+  private readonly features: ReadonlySet<string>;
+
+  constructor(options: RpcInterfaceOptions) {
+    this.options = options;
+    this.features = new Set(options.enabledFeatures);
+    this.server = https.createServer(
+      {
+        key: options.tls.keyPem,
+        cert: options.tls.certificatePem,
+        // Client certificates are checked against the store (users, members), not against a CA.
+        requestCert: true,
+        rejectUnauthorized: false,
+        keepAliveTimeout: 30_000,
+      },
+      (req, res) => {
+        this.handle(req, res).catch((e: unknown) => this.fail(res, toCovenantError(e), e));
+      },
+    );
+    if (options.maxOpenSessions !== undefined && options.maxOpenSessions > 0) this.server.maxConnections = options.maxOpenSessions;
+    this.server.on('tlsClientError', (err) => options.logger.debug('TLS handshake failed', { interface: options.name, reason: err.message }));
+    this.server.on('clientError', (err, socket) => {
+      options.logger.debug('malformed HTTP request', { interface: options.name, reason: err.message });
+      if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
+    });
+  }
+
+  get name(): string {
+    return this.options.name;
+  }
+
+  /** Replaces the served certificate (a joining node's certificate is endorsed by the service later). */
+  setTlsIdentity(tls: TlsIdentity): void {
+    this.server.setSecureContext({ key: tls.keyPem, cert: tls.certificatePem });
+  }
+
+  async listen(): Promise<AddressInfo> {
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(this.options.port, this.options.host, () => {
+        this.server.off('error', reject);
+        resolve();
+      });
+    });
+    return this.server.address() as AddressInfo;
+  }
+
+  address(): AddressInfo {
+    return this.server.address() as AddressInfo;
+  }
+
+  async close(): Promise<void> {
+    await new Promise<void>((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeAllConnections();
+    });
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const rawUrl = req.url ?? '/';
+    const q = rawUrl.indexOf('?');
+    const path = q === -1 ? rawUrl : rawUrl.slice(0, q);
+    const method = (req.method ?? 'GET') as HttpMethod;
+    if (!KNOWN_METHODS.has(method)) throw httpErrors.methodNotAllowed(method, path, []);
+
+    const result = this.options.router.match(method, path);
+    if (result.kind === 'not-found') throw httpErrors.notFound(path);
+    if (result.kind === 'method-not-allowed') {
+      res.setHeader('allow', result.allowed.join(', '));
+      throw httpErrors.methodNotAllowed(method, path, result.allowed);
+    }
+    const { route, params } = result.match;
+    if (route.feature !== undefined && !this.features.has(route.feature)) {
+      throw new CovenantError(
+        'ResourceNotFound',
+        `${path} requires the ${route.feature} operator feature, which is not enabled on interface ${this.options.name}`,
+        404,
+      );
+    }
+
+    const rawBody = await readBody(req, this.options.maxBodySizeBytes);
+
+    const searchParams = new URLSearchParams(q === -1 ? '' : rawUrl.slice(q + 1));
+    const queryObject: Record<string, string> = {};
+    for (const [k, v] of searchParams) queryObject[k] = v;
+    let query: unknown = queryObject;
+    if (route.query) {
+      const parsed = route.query.safeParse(queryObject);
+      if (!parsed.success) throw queryError(parsed.error, queryObject);
+      query = parsed.data;
+    }
+
+    let body: unknown = undefined;
+    if (route.body) {
+      let value: unknown;
+      if (rawBody.length === 0) {
+        value = undefined;
+      } else {
+        try {
+          value = JSON.parse(rawBody.toString('utf8'));
+        } catch (e) {
+          throw httpErrors.invalidJson((e as Error).message);
+        }
+      }
+      const parsed = route.body.safeParse(value);
+      if (!parsed.success) throw httpErrors.invalidBody(zodIssuesMessage(parsed.error, 'body'));
+      body = parsed.data;
+    }
+
+    const socket = req.socket as TLSSocket;
+    let clientCertificateDer: Buffer | undefined;
+    const peer = typeof socket.getPeerCertificate === 'function' ? socket.getPeerCertificate() : undefined;
+    if (peer && peer.raw) clientCertificateDer = peer.raw;
+
+    const policy = route.auth ?? 'none';
+    const caller = policy === 'none' ? ANONYMOUS : this.options.authenticator.authenticate(policy, { headers: req.headers, clientCertificateDer });
+
+    const ctx: RequestContext = {
+      method,
+      path,
+      params,
+      query: query as Record<string, string>,
+      body,
+      rawBody,
+      headers: req.headers,
+      caller,
+      clientCertificateDer,
+      interfaceName: this.options.name,
+    };
+    const response = await route.handler(ctx);
+    this.send(res, response, method === 'HEAD');
+  }
+
+  private send(res: ServerResponse, response: RouteResponse, isHead: boolean): void {
+    if (res.headersSent) return;
+    res.statusCode = response.status;
+    if (response.headers) for (const [k, v] of Object.entries(response.headers)) res.setHeader(k, v as string | number | string[]);
+    const kind = response.bodyKind ?? (response.body === undefined ? 'none' : 'json');
+    switch (kind) {
+      case 'none':
+        res.end();
+        return;
+      case 'json': {
+        const text = JSON.stringify(response.body);
+        res.setHeader('content-type', 'application/json');
+        res.setHeader('content-length', Buffer.byteLength(text));
+        res.end(isHead ? undefined : text);
+        return;
+      }
+      case 'text': {
+        const text = String(response.body);
+        if (!res.hasHeader('content-type')) res.setHeader('content-type', 'text/plain; charset=utf-8');
+        res.setHeader('content-length', Buffer.byteLength(text));
+        res.end(isHead ? undefined : text);
+        return;
+      }
+      case 'bytes': {
+        const data = response.body as Uint8Array;
+        if (!res.hasHeader('content-type')) res.setHeader('content-type', 'application/octet-stream');
+        if (!res.hasHeader('content-length')) res.setHeader('content-length', data.byteLength);
+        res.end(isHead ? undefined : data);
+        return;
+      }
+      case 'stream': {
+        const source = response.body as Readable;
+        if (isHead) {
+          source.destroy();
+          res.end();
+          return;
+        }
+        source.on('error', (e) => {
+          this.options.logger.fail('response stream failed', { reason: (e as Error).message });
+          res.destroy(e as Error);
+        });
+        source.pipe(res);
+        return;
+      }
+    }
+  }
+
+  private fail(res: ServerResponse, error: CovenantError, original: unknown): void {
+    if (error.status >= 500 && error.code === 'InternalError') {
+      this.options.logger.fail('request failed with an internal error', {
+        reason: original instanceof Error ? (original.stack ?? original.message) : String(original),
+      });
+    }
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    const text = JSON.stringify(error.toBody());
+    res.statusCode = error.status;
+    res.setHeader('content-type', 'application/json');
+    res.setHeader('content-length', Buffer.byteLength(text));
+    if (error.status === 413) res.setHeader('connection', 'close');
+    res.end(text);
+  }
+}
+
+function queryError(error: z.ZodError, given: Record<string, string>): CovenantError {
+  const first = error.issues[0];
+  const name = first?.path[0];
+  if (typeof name === 'string' && !(name in given)) return httpErrors.missingQuery(name);
+  return httpErrors.invalidQuery(zodIssuesMessage(error, 'query parameter'));
+}
+
+/** Reads the whole body, refusing (413) as soon as it exceeds the limit. */
+function readBody(req: IncomingMessage, limitBytes: number): Promise<Buffer> {
+  const declared = Number(req.headers['content-length'] ?? 0);
+  if (declared > limitBytes) {
+    req.resume();
+    return Promise.reject(httpErrors.payloadTooLarge(limitBytes));
+  }
+  if (declared === 0 && req.headers['transfer-encoding'] === undefined) {
+    req.resume();
+    return Promise.resolve(Buffer.alloc(0));
+  }
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let received = 0;
+    let refused = false;
+    req.on('data', (chunk: Buffer) => {
+      if (refused) return;
+      received += chunk.length;
+      if (received > limitBytes) {
+        refused = true;
+        reject(httpErrors.payloadTooLarge(limitBytes));
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('end', () => {
+      if (!refused) resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+    });
+    req.on('error', (e) => {
+      if (!refused) reject(new CovenantError('RequestAborted', `request body could not be read: ${e.message}`, 400));
+    });
+  });
+}
+
+/** Turns an async iterable or buffer into a Readable (for streamed file answers). */
+export function toReadable(source: Iterable<Uint8Array> | AsyncIterable<Uint8Array>): Readable {
+  return Readable.from(source);
+}

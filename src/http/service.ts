@@ -1,0 +1,96 @@
+/**
+ * Composes the frontends of one node onto its RPC interfaces: the operator frontend (/node), the
+ * application (/app), and later governance (/gov). The route table is shared by every interface;
+ * operator features decide per interface which download routes exist.
+ */
+import type { Logger } from '../base/log.js';
+import type { NodeConfig } from '../config/index.js';
+import type { CovenantNode } from '../node/node.js';
+import { Tables } from '../node/tables.js';
+import { jsonCodec } from '../kv/index.js';
+import { StoreAuthenticator } from './auth.js';
+import { operatorRoutes } from './frontends/operator.js';
+import { openApiDocument } from './openapi.js';
+import type { OperatorFeature, Route } from './route.js';
+import { Router } from './router.js';
+import { RpcInterface, type TlsIdentity } from './server.js';
+
+export interface NodeServerOptions {
+  readonly node: CovenantNode;
+  readonly config: NodeConfig;
+  readonly logger: Logger;
+  readonly appRoutes: (node: CovenantNode) => Route[];
+  readonly tls: TlsIdentity;
+}
+
+const anyCodec = jsonCodec<unknown>();
+
+export class NodeServer {
+  readonly interfaces: RpcInterface[] = [];
+  private readonly router: Router;
+
+  constructor(private readonly options: NodeServerOptions) {
+    const { node } = options;
+    let routes: Route[] = [];
+    const openApi = () => openApiDocument(routes, { title: 'Covenant node API', version: node.init.version });
+    routes = [
+      ...operatorRoutes({ node, openApi, primaryAddress: () => this.primaryAddress() }),
+      ...options.appRoutes(node),
+    ];
+    this.router = new Router(routes);
+    const authenticator = new StoreAuthenticator({
+      isUser: (id) => node.executeRead((tx) => tx.map(Tables.usersCerts, anyCodec).has(id)),
+      isMember: (id) => node.executeRead((tx) => tx.map(Tables.membersCerts, anyCodec).has(id)),
+    });
+    for (const [name, iface] of Object.entries(options.config.rpc_interfaces)) {
+      const { host, port } = splitHostPort(iface.bind_address);
+      this.interfaces.push(
+        new RpcInterface({
+          name,
+          host,
+          port,
+          tls: options.tls,
+          router: this.router,
+          enabledFeatures: iface.enabled_operator_features as OperatorFeature[],
+          maxBodySizeBytes: iface.max_body_size,
+          maxOpenSessions: iface.max_open_sessions,
+          authenticator,
+          logger: options.logger.child({ interface: name }),
+        }),
+      );
+    }
+  }
+
+  /** Listens on every interface; returns name → actual "host:port" (port 0 resolved). */
+  async listen(): Promise<Map<string, string>> {
+    const out = new Map<string, string>();
+    for (const iface of this.interfaces) {
+      const address = await iface.listen();
+      const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+      out.set(iface.name, `${host}:${address.port}`);
+    }
+    return out;
+  }
+
+  setTlsIdentity(tls: TlsIdentity): void {
+    for (const iface of this.interfaces) iface.setTlsIdentity(tls);
+  }
+
+  private primaryAddress(): string | undefined {
+    const primary = this.options.node.listNodes().find((n) => n.primary);
+    if (!primary) return undefined;
+    const first = Object.values(primary.rpc_interfaces)[0];
+    return first?.published_address;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.interfaces.map((i) => i.close()));
+  }
+}
+
+export function splitHostPort(address: string): { host: string; port: number } {
+  const i = address.lastIndexOf(':');
+  let host = address.slice(0, i);
+  if (host.startsWith('[') && host.endsWith(']')) host = host.slice(1, -1);
+  return { host, port: Number(address.slice(i + 1)) };
+}

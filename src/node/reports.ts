@@ -1,0 +1,49 @@
+/** Shapes of the operator reports served under /node (the node computes them; src/http serves them). */
+import type { NodeLifecycleState } from './lifecycle.js';
+import type { NodeStatus, ServiceStatus } from './tables.js';
+
+export interface NodeStateReport {
+  node_id: string;
+  state: NodeLifecycleState;
+  last_signed_seqno: number;
+  startup_seqno: number;
+  /** Only while recovering: the seqno up to which the public ledger has been read. */
+  last_recovered_seqno?: number;
+}
+
+export interface ConsensusReport {
+  current_view: number;
+  primary_id: string | undefined;
+  role: 'Primary' | 'Backup' | 'Candidate' | 'None';
+  commit_seqno: number;
+  last_seqno: number;
+  configs: { seqno: number; nodes: Record<string, { address: string }> }[];
+  acks: Record<string, { seqno: number }>;
+}
+
+export interface NetworkReport {
+  service_status: ServiceStatus;
+  service_certificate: string;
+  recovery_count: number;
+  service_data: unknown;
+  current_view: number;
+  primary_id: string | undefined;
+  current_service_create_txid: string | undefined;
+}
+
+export interface NodeSummary {
+  node_id: string;
+  status: NodeStatus;
+  primary: boolean;
+  rpc_interfaces: Record<string, { bind_address: string; published_address: string; enabled_operator_features: string[] }>;
+  node_data: unknown;
+  last_written: number;
+  retired_committed?: boolean;
+}
+
+export interface VersionReport {
+  version: string;
+  unsafe: boolean;
+  quote_format: string;
+  runtime: string;
+}

@@ -1,0 +1,67 @@
+/**
+ * Names of the service's tables (KV maps). `public:` maps are in clear in the ledger; the others
+ * are encrypted with the ledger secret. Governance tables follow CCF's layout under `svc`.
+ */
+export const Tables = {
+  serviceInfo: 'public:svc.gov.service.info',
+  serviceConfig: 'public:svc.gov.service.config',
+  previousServiceIdentity: 'public:svc.gov.service.previous_service_identity',
+  constitution: 'public:svc.gov.constitution',
+  nodesInfo: 'public:svc.gov.nodes.info',
+  nodesEndorsedCertificates: 'public:svc.gov.nodes.endorsed_certificates',
+  membersCerts: 'public:svc.gov.members.certs',
+  membersInfo: 'public:svc.gov.members.info',
+  membersEncryptionPublicKeys: 'public:svc.gov.members.encryption_public_keys',
+  usersCerts: 'public:svc.gov.users.certs',
+  usersInfo: 'public:svc.gov.users.info',
+  hostData: 'public:svc.gov.nodes.snp.host_data',
+  signatures: 'public:svc.internal.signatures',
+  snapshotEvidence: 'public:svc.internal.snapshot_evidence',
+  // The application's own tables.
+  appPublicLog: 'public:records',
+  appPrivateLog: 'records',
+} as const;
+
+/** The key under which single-value tables store their value. */
+export const SINGLETON_KEY = '0';
+
+export type ServiceStatus = 'Opening' | 'Open' | 'WaitingForRecoveryShares' | 'Recovering';
+export type NodeStatus = 'Pending' | 'Trusted' | 'Retired';
+
+export interface ServiceInfo {
+  status: ServiceStatus;
+  cert: string;
+  recovery_count: number;
+  service_data: unknown;
+  current_service_create_txid?: string;
+  previous_service_identity_version?: number;
+}
+
+export interface NodeInfo {
+  status: NodeStatus;
+  public_key: string;
+  node_data: unknown;
+  rpc_interfaces: Record<string, { bind_address: string; published_address: string; enabled_operator_features: string[] }>;
+  node_to_node_interface?: { bind_address: string; published_address: string };
+  quote_info: { format: string; quote: string; endorsements: string };
+  retired_committed?: boolean;
+  ledger_secret_seqno?: number;
+}
+
+export interface MemberInfo {
+  status: 'Accepted' | 'Active';
+  member_data: unknown;
+}
+
+export interface SignatureRecord {
+  view: number;
+  seqno: number;
+  /** Hex of the Merkle root over every entry before this one (the signature entry's own seqno is not covered). */
+  root: string;
+  /** Base64 DER ECDSA signature over the 32 root bytes with the node key. */
+  sig: string;
+  node: string;
+  commit_seqno: number;
+  commit_view: number;
+  cert: string;
+}

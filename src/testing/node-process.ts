@@ -1,0 +1,147 @@
+/**
+ * Runs real node processes for end-to-end tests and benchmarks: a temp folder per node, a
+ * configuration written like an operator would, the compiled `covenant node` in its own OS
+ * process, discovery of the bound port through output_files, and a clean stop (or SIGKILL).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { generateIdentity, type Identity } from '../crypto/index.js';
+import { HttpsClient, type ClientIdentity } from './https-client.js';
+
+export const CLI_ENTRY = fileURLToPath(new URL('../cli/main.js', import.meta.url));
+
+export interface StartedNode {
+  readonly dir: string;
+  readonly configPath: string;
+  readonly address: string;
+  readonly serviceCertificatePem: string;
+  readonly process: ChildProcess;
+  readonly client: HttpsClient;
+  readonly user: ClientIdentity & { id: string };
+  readonly member: ClientIdentity & { id: string };
+  output(): string;
+  stop(): Promise<number | null>;
+  kill(): Promise<void>;
+}
+
+export interface StartNodeOptions {
+  /** Deep-merged over the generated configuration (objects merge, other values replace). */
+  readonly configPatch?: Record<string, unknown>;
+  readonly dir?: string;
+  readonly readyTimeoutMs?: number;
+}
+
+function merge(base: Record<string, unknown>, patch: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...base };
+  for (const [k, v] of Object.entries(patch)) {
+    const b = out[k];
+    out[k] =
+      v && typeof v === 'object' && !Array.isArray(v) && b && typeof b === 'object' && !Array.isArray(b)
+        ? merge(b as Record<string, unknown>, v as Record<string, unknown>)
+        : v;
+  }
+  return out;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function asClient(identity: Identity): ClientIdentity & { id: string } {
+  return { certificatePem: identity.certificatePem, privateKeyPem: identity.privateKeyPem, id: identity.id };
+}
+
+/** Writes identities and a Start configuration into a fresh folder; returns paths and identities. */
+export async function prepareStartNode(options: StartNodeOptions = {}) {
+  const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'covenant-node-'));
+  mkdirSync(dir, { recursive: true });
+  const [member, user] = await Promise.all([generateIdentity({ commonName: 'member0' }), generateIdentity({ commonName: 'user0' })]);
+  writeFileSync(join(dir, 'member0_cert.pem'), member.certificatePem);
+  writeFileSync(join(dir, 'user0_cert.pem'), user.certificatePem);
+  const config = merge(
+    {
+      command: {
+        type: 'Start',
+        service_certificate_file: 'service_cert.pem',
+        start: { members: [{ certificate_file: 'member0_cert.pem' }], users: [{ certificate_file: 'user0_cert.pem' }] },
+      },
+      node_certificate: { subject_alt_names: ['iPAddress:127.0.0.1'] },
+      node_certificate_file: 'node_cert.pem',
+      rpc_interfaces: {
+        primary: { bind_address: '127.0.0.1:0', enabled_operator_features: ['LedgerChunkRead', 'SnapshotRead', 'SnapshotCreate'] },
+      },
+      node_to_node_interface: { bind_address: '127.0.0.1:0' },
+      ledger: { directory: 'ledger' },
+      snapshots: { directory: 'snapshots' },
+      output_files: { rpc_addresses_file: 'rpc_addresses.json' },
+    },
+    options.configPatch ?? {},
+  );
+  const configPath = join(dir, 'node.json');
+  writeFileSync(configPath, JSON.stringify(config, null, 2));
+  return { dir, configPath, member: asClient(member), user: asClient(user) };
+}
+
+/** Runs `covenant node --config <path>` and returns the process and a way to read its output. */
+export function spawnNode(configPath: string, cwd: string): { process: ChildProcess; output: () => string } {
+  let output = '';
+  const child = spawn(process.execPath, ['--enable-source-maps', CLI_ENTRY, 'node', '--config', configPath], {
+    cwd,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
+  return { process: child, output: () => output };
+}
+
+export function waitForExit(child: ChildProcess): Promise<number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
+  return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+}
+
+export async function startNode(options: StartNodeOptions = {}): Promise<StartedNode> {
+  const prepared = await prepareStartNode(options);
+  const { dir, configPath } = prepared;
+  const spawned = spawnNode(configPath, dir);
+  const child = spawned.process;
+  const addressesFile = join(dir, 'rpc_addresses.json');
+  const deadline = Date.now() + (options.readyTimeoutMs ?? 30_000);
+  let address = '';
+  while (!address) {
+    if (child.exitCode !== null) throw new Error(`node exited with ${child.exitCode}:\n${spawned.output()}`);
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`node did not become ready:\n${spawned.output()}`);
+    }
+    if (existsSync(addressesFile)) address = Object.values(JSON.parse(readFileSync(addressesFile, 'utf8')) as Record<string, string>)[0]!;
+    else await sleep(50);
+  }
+  const serviceCertificatePem = readFileSync(join(dir, 'service_cert.pem'), 'utf8');
+  const client = new HttpsClient(address, serviceCertificatePem);
+  return {
+    dir,
+    configPath,
+    address,
+    serviceCertificatePem,
+    process: child,
+    client,
+    user: prepared.user,
+    member: prepared.member,
+    output: spawned.output,
+    async stop() {
+      client.close();
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      return waitForExit(child);
+    },
+    async kill() {
+      client.close();
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await waitForExit(child);
+    },
+  };
+}
+
+export function removeDir(dir: string): void {
+  rmSync(dir, { recursive: true, force: true });
+}

@@ -1,0 +1,277 @@
+/**
+ * End to end: one real node process over TLS. Every operator endpoint, the logging application,
+ * the bad-input answers, and the ledger files the node leaves on disk.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createHash, X509Certificate } from 'node:crypto';
+import { generateIdentity } from '../../src/crypto/index.js';
+import { removeDir, startNode, type StartedNode } from '../../src/testing/node-process.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await fn();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(25);
+  }
+}
+
+describe('a single node', () => {
+  let node: StartedNode;
+
+  before(async () => {
+    node = await startNode({
+      configPatch: {
+        ledger: { chunk_size: '4KB' },
+        ledger_signatures: { tx_count: 10, delay: '50ms' },
+        rpc_interfaces: { primary: { max_body_size: '2KB' } },
+      },
+    });
+  });
+
+  after(async () => {
+    const code = await node.stop();
+    assert.equal(code, 0, `node stops cleanly on SIGTERM:\n${node.output()}`);
+    removeDir(node.dir);
+  });
+
+  const get = (path: string) => node.client.request('GET', path);
+
+  test('state, version and identity', async () => {
+    const state = await get('/node/state');
+    assert.equal(state.status, 200);
+    assert.equal(state.body.state, 'PartOfNetwork');
+    assert.match(state.body.node_id, /^[0-9a-f]{64}$/);
+    assert.ok(state.body.last_signed_seqno >= 2);
+    assert.equal(state.body.startup_seqno, 0);
+
+    // node_id = SHA-256 of the DER SubjectPublicKeyInfo of the node certificate's key.
+    const nodeCert = new X509Certificate(readFileSync(join(node.dir, 'node_cert.pem')));
+    const spki = nodeCert.publicKey.export({ type: 'spki', format: 'der' });
+    assert.equal(state.body.node_id, createHash('sha256').update(spki).digest('hex'));
+    // The node certificate is endorsed by the service certificate.
+    assert.ok(nodeCert.verify(new X509Certificate(node.serviceCertificatePem).publicKey));
+    assert.ok(nodeCert.subjectAltName?.includes('IP Address:127.0.0.1'));
+
+    const version = await get('/node/version');
+    assert.equal(version.status, 200);
+    assert.match(version.body.version, /^\d+\.\d+\.\d+/);
+  });
+
+  test('commit, consensus and network reports', async () => {
+    const commit = await get('/node/commit');
+    assert.equal(commit.status, 200);
+    assert.match(commit.body.transaction_id, /^\d+\.\d+$/);
+    const withHistory = await get('/node/commit?view_history=true');
+    assert.ok(Array.isArray(withHistory.body.view_history));
+    assert.ok(withHistory.body.view_history.length >= 1);
+    const badHistory = await get('/node/commit?view_history_since=abc');
+    assert.equal(badHistory.status, 400);
+    assert.equal(badHistory.body.error.code, 'InvalidQueryParameterValue');
+
+    const consensus = await get('/node/consensus');
+    assert.equal(consensus.status, 200);
+    assert.equal(typeof consensus.body.current_view, 'number');
+    assert.equal(consensus.body.configs.length, 1);
+
+    const network = await get('/node/network');
+    assert.equal(network.status, 200);
+    assert.equal(network.body.service_status, 'Opening');
+    assert.equal(network.body.recovery_count, 0);
+    assert.equal(network.body.service_certificate.trim(), node.serviceCertificatePem.trim());
+    const state = await get('/node/state');
+    assert.equal(network.body.primary_id, state.body.node_id);
+  });
+
+  test('node listing with filters, self, primary, by id', async () => {
+    const state = await get('/node/state');
+    const nodeId = state.body.node_id as string;
+    const all = await get('/node/network/nodes');
+    assert.equal(all.status, 200);
+    assert.equal(all.body.nodes.length, 1);
+    assert.equal(all.body.nodes[0].node_id, nodeId);
+    assert.equal(all.body.nodes[0].status, 'Trusted');
+    assert.equal(all.body.nodes[0].primary, true);
+
+    const [host, port] = node.address.split(':');
+    assert.equal((await get(`/node/network/nodes?host=${host}&port=${port}`)).body.nodes.length, 1);
+    assert.equal((await get(`/node/network/nodes?host=10.9.9.9`)).body.nodes.length, 0);
+    assert.equal((await get('/node/network/nodes?status=Trusted')).body.nodes.length, 1);
+    assert.equal((await get('/node/network/nodes?status=Pending')).body.nodes.length, 0);
+    assert.equal((await get('/node/network/nodes?status=Bogus')).status, 400);
+
+    assert.equal((await get('/node/network/nodes/self')).body.node_id, nodeId);
+    assert.equal((await get('/node/network/nodes/primary')).body.node_id, nodeId);
+    assert.equal((await get(`/node/network/nodes/${nodeId}`)).body.node_id, nodeId);
+    const unknown = await get(`/node/network/nodes/${'0'.repeat(64)}`);
+    assert.equal(unknown.status, 404);
+    assert.equal(unknown.body.error.code, 'ResourceNotFound');
+    assert.deepEqual((await get('/node/network/removable_nodes')).body.nodes, []);
+    const del = await node.client.request('DELETE', `/node/network/nodes/${nodeId}`);
+    assert.equal(del.status, 400);
+    assert.equal(del.body.error.code, 'NodeNotRetired');
+  });
+
+  test('primary redirect, readiness, certificates, configuration and attestation', async () => {
+    const head = await node.client.request('HEAD', '/node/primary');
+    assert.equal(head.status, 308);
+    assert.equal(head.headers.location, `https://${node.address}/node/primary`);
+
+    const app = await get('/node/ready/app');
+    assert.equal(app.status, 204);
+    assert.equal(app.text, '');
+    assert.equal((await get('/node/ready/gov')).status, 204);
+
+    const selfSigned = await get('/node/self_signed_certificate');
+    assert.match(selfSigned.body.self_signed_certificate, /BEGIN CERTIFICATE/);
+    const configuration = await get('/node/service/configuration');
+    assert.equal(configuration.status, 200);
+    assert.equal(configuration.body.recovery_threshold, 1);
+    const previous = await get('/node/service/previous_identity');
+    assert.equal(previous.status, 404);
+
+    const state = await get('/node/state');
+    for (const path of ['/node/quotes/self', '/node/attestations/self']) {
+      const quote = await get(path);
+      assert.equal(quote.status, 200);
+      assert.equal(quote.body.format, 'Insecure_Virtual');
+      assert.match(quote.body.measurement, /^[0-9a-f]{64}$/);
+      assert.match(quote.body.host_data, /^[0-9a-f]{64}$/);
+      // report_data binds the node's public key, whose digest is the node id.
+      assert.equal(quote.body.report_data, state.body.node_id);
+    }
+    assert.equal((await get('/node/attestations')).status, 200);
+    for (const path of ['/node/historical_cache', '/node/index/strategies', '/node/js_metrics', '/node/jwt_keys/refresh/metrics']) {
+      assert.equal((await get(path)).status, 200, path);
+    }
+  });
+
+  test('/node/api lists every operator route of the spec', async () => {
+    const api = await get('/node/api');
+    assert.equal(api.status, 200);
+    assert.equal(api.body.openapi, '3.0.0');
+    const expected: [string, string][] = [
+      ['get', '/node/api'], ['get', '/node/attestations'], ['get', '/node/attestations/self'], ['get', '/node/commit'],
+      ['get', '/node/consensus'], ['get', '/node/historical_cache'], ['get', '/node/index/strategies'], ['get', '/node/js_metrics'],
+      ['get', '/node/jwt_keys/refresh/metrics'], ['get', '/node/ledger_chunk'], ['head', '/node/ledger_chunk'],
+      ['get', '/node/ledger_chunk/{chunk_name}'], ['head', '/node/ledger_chunk/{chunk_name}'], ['get', '/node/network/nodes'],
+      ['get', '/node/network/nodes/primary'], ['get', '/node/network/nodes/self'], ['get', '/node/network/nodes/{node_id}'],
+      ['delete', '/node/network/nodes/{node_id}'], ['get', '/node/network/removable_nodes'], ['head', '/node/primary'],
+      ['get', '/node/quotes/self'], ['get', '/node/ready/app'], ['get', '/node/ready/gov'], ['get', '/node/receipt'],
+      ['get', '/node/receipt/cose'], ['get', '/node/self_signed_certificate'], ['get', '/node/service/configuration'],
+      ['get', '/node/service/previous_identity'], ['get', '/node/snapshot'], ['head', '/node/snapshot'],
+      ['get', '/node/snapshot/{snapshot_name}'], ['head', '/node/snapshot/{snapshot_name}'], ['post', '/node/snapshot:create'],
+      ['get', '/node/state'], ['get', '/node/version'], ['get', '/node/network'], ['post', '/app/log/private'], ['get', '/app/tx'],
+    ];
+    for (const [method, path] of expected) assert.ok(api.body.paths[path]?.[method], `${method.toUpperCase()} ${path} is documented`);
+    assert.ok(api.body.paths['/node/receipt'].get.parameters.some((p: any) => p.name === 'transaction_id' && p.required));
+  });
+
+  test('endpoints of later capabilities answer a JSON error naming what is missing', async () => {
+    for (const path of ['/node/receipt?transaction_id=1.1', '/node/receipt/cose?transaction_id=1.1', '/node/ledger_chunk?since=1', '/node/snapshot']) {
+      const answer = await get(path);
+      assert.equal(answer.status, 501, path);
+      assert.equal(answer.body.error.code, 'NotImplemented');
+    }
+    const create = await node.client.request('POST', '/node/snapshot:create');
+    assert.equal(create.status, 501);
+    assert.match(create.body.error.message, /snapshot/);
+    assert.equal((await get('/node/receipt')).body.error.code, 'MissingRequiredQueryParameter');
+  });
+
+  test('the logging app writes, reads, deletes and reports transaction status', async () => {
+    const user = node.user;
+    const write = await node.client.request('POST', '/app/log/private', { body: { id: 42, msg: 'hello private' }, identity: user });
+    assert.equal(write.status, 200);
+    const txId = write.headers['x-covenant-transaction-id'] as string;
+    assert.match(txId, /^\d+\.\d+$/);
+    const pub = await node.client.request('POST', '/app/log/public', { body: { id: 42, msg: 'hello public' }, identity: user });
+    assert.equal(pub.status, 200);
+
+    const status = await until('commit', async () => {
+      const answer = await node.client.request('GET', `/app/tx?transaction_id=${txId}`);
+      return answer.body.status === 'Committed' ? answer.body.status : undefined;
+    });
+    assert.equal(status, 'Committed');
+    const [view, seqno] = txId.split('.').map(Number) as [number, number];
+    assert.equal((await get(`/app/tx?transaction_id=${view}.${seqno + 100000}`)).body.status, 'Unknown');
+    assert.equal((await get(`/app/tx?transaction_id=${view + 5}.${seqno}`)).body.status, 'Invalid');
+    assert.equal((await get('/app/tx?transaction_id=nonsense')).status, 400);
+
+    const read = await node.client.request('GET', '/app/log/private?id=42', { identity: user });
+    assert.equal(read.status, 200);
+    assert.equal(read.body.msg, 'hello private');
+    assert.equal((await node.client.request('GET', '/app/log/public?id=42', { identity: user })).body.msg, 'hello public');
+
+    const del = await node.client.request('DELETE', '/app/log/private?id=42', { identity: user });
+    assert.equal(del.status, 200);
+    assert.match(del.headers['x-covenant-transaction-id'] as string, /^\d+\.\d+$/);
+    const gone = await node.client.request('GET', '/app/log/private?id=42', { identity: user });
+    assert.equal(gone.status, 404);
+    assert.equal(gone.body.error.code, 'ResourceNotFound');
+  });
+
+  test('bad input gets the right JSON error, writes nothing, and the node keeps serving', async () => {
+    const user = node.user;
+    const before = (await get('/node/commit')).body.transaction_id;
+    const cases: [string, Promise<{ status: number; body: any }>, number, string][] = [
+      ['malformed JSON', node.client.request('POST', '/app/log/private', { rawBody: '{"id": 1, "msg":', identity: user }), 400, 'InvalidJsonBody'],
+      ['wrong types', node.client.request('POST', '/app/log/private', { body: { id: 'one', msg: 5 }, identity: user }), 400, 'InvalidInput'],
+      ['unknown field', node.client.request('POST', '/app/log/private', { body: { id: 1, msg: 'x', extra: true }, identity: user }), 400, 'InvalidInput'],
+      ['unknown path', node.client.request('GET', '/app/nothing-here'), 404, 'ResourceNotFound'],
+      ['wrong method', node.client.request('PUT', '/node/state'), 405, 'UnsupportedHttpVerb'],
+      ['missing query parameter', node.client.request('GET', '/app/log/private', { identity: user }), 400, 'MissingRequiredQueryParameter'],
+      ['body over the limit', node.client.request('POST', '/app/log/private', { body: { id: 1, msg: 'x'.repeat(4096) }, identity: user }), 413, 'RequestBodyTooLarge'],
+      ['no client certificate', node.client.request('POST', '/app/log/private', { body: { id: 1, msg: 'x' } }), 401, 'InvalidAuthenticationInfo'],
+    ];
+    const stranger = await generateIdentity({ commonName: 'stranger' });
+    cases.push([
+      'unknown client certificate',
+      node.client.request('POST', '/app/log/private', { body: { id: 1, msg: 'x' }, identity: stranger }),
+      401,
+      'InvalidAuthenticationInfo',
+    ]);
+    for (const [name, answer, status, code] of cases) {
+      const { status: got, body } = await answer;
+      assert.equal(got, status, name);
+      assert.equal(body?.error?.code, code, name);
+      assert.equal(typeof body.error.message, 'string', name);
+    }
+    await sleep(150);
+    const read = await node.client.request('GET', '/app/log/private?id=1', { identity: user });
+    assert.equal(read.status, 404, 'no bad request wrote record 1');
+    const state = await get('/node/state');
+    assert.equal(state.body.state, 'PartOfNetwork');
+    // Only signatures may have been added since: the commit moved by at most signature entries.
+    assert.ok((await get('/node/commit')).body.transaction_id >= before);
+  });
+
+  test('ledger files: chunks end on signatures, committed chunks are renamed', async () => {
+    const user = node.user;
+    let lastTx = '';
+    for (let i = 0; i < 120; i++) {
+      const answer = await node.client.request('POST', '/app/log/private', { body: { id: 1000 + i, msg: 'm'.repeat(100) }, identity: user });
+      assert.equal(answer.status, 200);
+      lastTx = answer.headers['x-covenant-transaction-id'] as string;
+    }
+    await until('commit of the last write', async () => {
+      const answer = await get(`/app/tx?transaction_id=${lastTx}`);
+      return answer.body.status === 'Committed' ? true : undefined;
+    });
+    const files = readdirSync(join(node.dir, 'ledger')).sort();
+    const committed = files.filter((f) => f.endsWith('.committed'));
+    assert.ok(committed.length >= 2, `several committed chunks with a 4KB chunk size: ${files.join(', ')}`);
+    for (const name of files) assert.match(name, /^ledger_\d+(-\d+)?(\.committed)?$/);
+    // Consecutive ranges without gaps, starting at 1.
+    const ranges = committed.map((f) => /^ledger_(\d+)-(\d+)\.committed$/.exec(f)!).map((m) => [Number(m[1]), Number(m[2])] as const);
+    ranges.sort((a, b) => a[0] - b[0]);
+    assert.equal(ranges[0]![0], 1);
+    for (let i = 1; i < ranges.length; i++) assert.equal(ranges[i]![0], ranges[i - 1]![1] + 1);
+  });
+});
