@@ -156,6 +156,7 @@ class TxMapImpl<K, V> extends MapReaderImpl<K, V> implements TxMap<K, V> {
 const TX_WRITES = Symbol('writes');
 const TX_WRITE = Symbol('write');
 const STORE_COMMIT = Symbol('commit');
+const VIEW_STATE = Symbol('state');
 
 /** A read-only view of the store at one version. */
 export class StoreView {
@@ -173,6 +174,10 @@ export class StoreView {
   map(name: string, a: KeyCodec<unknown> | Codec<unknown>, b?: Codec<unknown>): MapReader<unknown, unknown> {
     const [keyCodec, valueCodec] = b === undefined ? [stringKeyCodec, a as Codec<unknown>] : [a as KeyCodec<unknown>, b];
     return new MapReaderImpl(name, this.#state.get(name) ?? EMPTY_MAP, keyCodec, valueCodec);
+  }
+
+  get [VIEW_STATE](): KvState {
+    return this.#state;
   }
 
   /** Names of the maps that hold at least one key, in UTF-8 byte order. */
@@ -399,6 +404,20 @@ export class Store {
       this.#states = this.#states.slice(this.#committedIndex);
       this.#committedIndex = 0;
     }
+  }
+
+  /**
+   * Recovery: installs the private maps of `source` (a store that replayed the private domain of
+   * the ledger) into the current state, which must hold no private maps yet. No version is
+   * consumed and retained older versions keep no private maps; open transactions conflict.
+   */
+  adoptPrivateMaps(source: StoreView): void {
+    let state = this.#current;
+    for (const name of state.keys()) assert(isPublicMapName(name), () => `adopting private maps over existing private map ${name}`);
+    const sourceState = source[VIEW_STATE];
+    for (const [name, map] of sourceState) if (!isPublicMapName(name)) state = state.set(name, map);
+    this.#states[this.#states.length - 1] = state;
+    this.#generation++;
   }
 
   /** Called after every local commit and applied write set; listeners must not commit. Returns an unsubscribe. */

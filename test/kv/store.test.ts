@@ -253,3 +253,33 @@ test('a public-only replay leaves private maps out', () => {
   replay.applyWriteSet(version, encodeWriteSet(writeSet).publicBytes);
   assert.deepEqual(replay.current().mapNames(), ['public:a']);
 });
+
+test('recovery adopts the private maps of a private replay without consuming a version', () => {
+  const primary = new Store();
+  const entries = [];
+  for (const [map, key] of [
+    ['public:nodes', 'n1'],
+    ['records', 'r1'],
+    ['records', 'r2'],
+  ]) {
+    const tx = primary.beginTx();
+    tx.map(map!, stringCodec).put(key!, `${map}/${key}`);
+    const { version, writeSet } = tx.commit()!;
+    entries.push({ version, ...encodeWriteSet(writeSet) });
+  }
+  const publicReplay = new Store();
+  const privateReplay = new Store();
+  for (const { version, publicBytes, privateBytes } of entries) {
+    publicReplay.applyWriteSet(version, publicBytes);
+    privateReplay.applyWriteSet(version, new Uint8Array(0), privateBytes);
+  }
+  assert.deepEqual(publicReplay.current().mapNames(), ['public:nodes']);
+  const open = publicReplay.beginTx();
+  open.map('public:nodes', stringCodec).put('n2', 'x');
+  publicReplay.adoptPrivateMaps(privateReplay.current());
+  assert.equal(publicReplay.version, 3);
+  assert.deepEqual(dumpView(publicReplay.current()), dumpView(primary.current()));
+  assert.throws(() => open.commit(), { code: KvErrorCode.TransactionConflict });
+  // Adopting twice would overwrite private state: a programmer error.
+  assert.throws(() => publicReplay.adoptPrivateMaps(privateReplay.current()), InvariantError);
+});
