@@ -154,10 +154,7 @@ export class RpcInterface {
       body = parsed.data;
     }
 
-    const socket = req.socket as TLSSocket;
-    let clientCertificateDer: Buffer | undefined;
-    const peer = typeof socket.getPeerCertificate === 'function' ? socket.getPeerCertificate() : undefined;
-    if (peer && peer.raw) clientCertificateDer = peer.raw;
+    const clientCertificateDer = peerCertificateDer(req.socket as TLSSocket);
 
     const policy = route.auth ?? 'none';
     const caller = policy === 'none' ? ANONYMOUS : this.options.authenticator.authenticate(policy, { headers: req.headers, clientCertificateDer });
@@ -242,6 +239,18 @@ export class RpcInterface {
     if (error.status === 413) res.setHeader('connection', 'close');
     res.end(text);
   }
+}
+
+/** The client certificate of a connection, read once per TLS session (getPeerCertificate is costly). */
+const peerCertificates = new WeakMap<TLSSocket, Buffer | null>();
+function peerCertificateDer(socket: TLSSocket): Buffer | undefined {
+  let der = peerCertificates.get(socket);
+  if (der === undefined) {
+    const peer = typeof socket.getPeerCertificate === 'function' ? socket.getPeerCertificate() : undefined;
+    der = peer && peer.raw ? peer.raw : null;
+    peerCertificates.set(socket, der);
+  }
+  return der ?? undefined;
 }
 
 function queryError(error: z.ZodError, given: Record<string, string>): CovenantError {

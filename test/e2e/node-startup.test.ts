@@ -1,0 +1,158 @@
+/**
+ * End to end: starting a node the way an operator does. Bad configurations are refused with the
+ * key named and nothing written; a Start refuses an existing ledger; JSON logs carry the spec's
+ * fields; and the ledger the node leaves on disk verifies offline (frames, chunk boundaries,
+ * Merkle roots and node signatures).
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readdirSync, writeFileSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { utf8 } from '../../src/base/bytes.js';
+import { loadPublicKey, verifyEcdsa } from '../../src/crypto/index.js';
+import { decodeWriteSet } from '../../src/kv/index.js';
+import { EntryFlags, hasFlag, readLedgerDirectories, writeSetDigest } from '../../src/ledger/index.js';
+import { HistoryTree, leafDigest } from '../../src/merkle/index.js';
+import { FsDisk } from '../../src/platform/fs-disk.js';
+import { Tables, type SignatureRecord } from '../../src/node/tables.js';
+import { prepareStartNode, removeDir, spawnNode, startNode, waitForExit } from '../../src/testing/node-process.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function listTree(dir: string): string[] {
+  return readdirSync(dir, { recursive: true }).map(String).sort();
+}
+
+async function runToExit(configPath: string, dir: string): Promise<{ code: number | null; output: string }> {
+  const spawned = spawnNode(configPath, dir);
+  const code = await waitForExit(spawned.process);
+  return { code, output: spawned.output() };
+}
+
+test('a bad configuration exits non-zero, names the key, and writes nothing', async () => {
+  const { dir, configPath } = await prepareStartNode();
+  try {
+    const good = JSON.parse(readFileSync(configPath, 'utf8'));
+    const cases: [string, (c: any) => void, RegExp][] = [
+      ['unknown key', (c) => (c.ledger.chunksize = '1MB'), /ledger\.chunksize/],
+      ['wrong type', (c) => (c.ledger_signatures = { tx_count: 'many' }), /ledger_signatures\.tx_count/],
+      ['bad size', (c) => (c.ledger.chunk_size = '5XB'), /ledger\.chunk_size/],
+      ['bad duration', (c) => (c.ledger_signatures = { delay: 'soon' }), /ledger_signatures\.delay/],
+      ['missing data file', (c) => (c.node_data_json_file = 'nowhere.json'), /node_data_json_file/],
+      ['bad command', (c) => (c.command.type = 'Begin'), /command\.type/],
+    ];
+    for (const [name, mutate, keyPattern] of cases) {
+      const config = structuredClone(good);
+      mutate(config);
+      writeFileSync(configPath, JSON.stringify(config));
+      const before = listTree(dir);
+      const { code, output } = await runToExit(configPath, dir);
+      assert.notEqual(code, 0, name);
+      assert.match(output, keyPattern, name);
+      assert.deepEqual(listTree(dir), before, `${name}: nothing written`);
+    }
+  } finally {
+    removeDir(dir);
+  }
+});
+
+test('Start refuses a ledger directory that already holds a ledger', async () => {
+  const node = await startNode();
+  try {
+    assert.equal(await node.stop(), 0);
+    const { code, output } = await runToExit(node.configPath, node.dir);
+    assert.notEqual(code, 0);
+    assert.match(output, /already holds a ledger/);
+  } finally {
+    removeDir(node.dir);
+  }
+});
+
+test('JSON logs carry the spec fields; node and service data are recorded', async () => {
+  const prepared = await prepareStartNode({
+    configPatch: {
+      logging: { format: 'Json' },
+      node_data_json_file: 'node_data.json',
+      service_data_json_file: 'service_data.json',
+    },
+  });
+  writeFileSync(join(prepared.dir, 'node_data.json'), JSON.stringify({ correlation: 'rack-7' }));
+  writeFileSync(join(prepared.dir, 'service_data.json'), JSON.stringify({ owner: 'consortium' }));
+  const node = await startNode({ dir: prepared.dir, configPatch: { logging: { format: 'Json' }, node_data_json_file: 'node_data.json', service_data_json_file: 'service_data.json' } });
+  try {
+    const self = await node.client.request('GET', '/node/network/nodes/self');
+    assert.deepEqual(self.body.node_data, { correlation: 'rack-7' });
+    const network = await node.client.request('GET', '/node/network');
+    assert.deepEqual(network.body.service_data, { owner: 'consortium' });
+    await sleep(100);
+    const lines = node.output().split('\n').filter((l) => l.trim().length > 0);
+    assert.ok(lines.length >= 3);
+    for (const line of lines) {
+      const record = JSON.parse(line);
+      assert.match(record.h_ts, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/);
+      assert.equal(typeof record.file, 'string');
+      assert.equal(typeof record.number, 'number');
+      assert.ok(['info', 'debug', 'trace', 'fail', 'fatal'].includes(record.level));
+      assert.equal(typeof record.msg, 'string');
+    }
+  } finally {
+    await node.stop();
+    removeDir(node.dir);
+  }
+});
+
+test('the ledger on disk verifies offline: chunk boundaries, Merkle roots and signatures', async () => {
+  const node = await startNode({ configPatch: { ledger: { chunk_size: '2KB' }, ledger_signatures: { tx_count: 7, delay: '20ms' } } });
+  try {
+    let last = '';
+    for (let i = 0; i < 80; i++) {
+      const answer = await node.client.request('POST', i % 2 ? '/app/log/public' : '/app/log/private', {
+        body: { id: i, msg: `message ${i}` },
+        identity: node.user,
+      });
+      assert.equal(answer.status, 200);
+      last = answer.headers['x-covenant-transaction-id'] as string;
+    }
+    for (;;) {
+      const status = await node.client.request('GET', `/app/tx?transaction_id=${last}`);
+      if (status.body.status === 'Committed') break;
+      await sleep(20);
+    }
+  } finally {
+    assert.equal(await node.stop(), 0);
+  }
+  try {
+    const disk = new FsDisk();
+    const nodeKey = loadPublicKey(readFileSync(join(node.dir, 'node_cert.pem'), 'utf8'));
+    const tree = new HistoryTree();
+    let signatures = 0;
+    let privateSeen = false;
+    let entries = 0;
+    for (const { entry } of readLedgerDirectories(disk, [join(node.dir, 'ledger')])) {
+      entries++;
+      assert.equal(entry.seqno, entries, 'seqnos are contiguous from 1');
+      if (hasFlag(entry.flags, EntryFlags.SIGNATURE)) {
+        const writes = decodeWriteSet(entry.publicBytes);
+        const record = JSON.parse(utf8.decode(writes.get(Tables.signatures)!.get('0')!)) as SignatureRecord;
+        assert.equal(record.seqno, entry.seqno);
+        // The signature covers the root of every entry before it, signed with the node key.
+        assert.equal(record.root, Buffer.from(tree.root()).toString('hex'), `root at signature ${entry.seqno}`);
+        assert.ok(verifyEcdsa(nodeKey, tree.root(), Buffer.from(record.sig, 'base64'), 'der'), `signature ${entry.seqno} verifies`);
+        signatures++;
+      }
+      if (entry.privateBytes.length > 0) {
+        privateSeen = true;
+        // Private records are encrypted: the message text never appears in clear.
+        assert.ok(!Buffer.from(entry.privateBytes).toString('latin1').includes('message'));
+      }
+      tree.append(leafDigest(writeSetDigest(entry), entry.commitEvidenceDigest, entry.claimsDigest));
+    }
+    assert.ok(entries > 80);
+    assert.ok(signatures >= 10);
+    assert.ok(privateSeen);
+    const committed = readdirSync(join(node.dir, 'ledger')).filter((f) => f.endsWith('.committed'));
+    assert.ok(committed.length >= 3, 'a 2KB chunk size cuts several committed chunks');
+  } finally {
+    removeDir(node.dir);
+  }
+});
