@@ -11,7 +11,7 @@
  * produce byte-identical files.
  */
 import { assert, type Seqno, type View } from '../base/index.js';
-import { decodeEntry, EntryFlags, hasFlag } from './entry.js';
+import { checkEntry, EntryFlags, hasFlag } from './entry.js';
 import { LedgerError } from './errors.js';
 
 export const CHUNK_MAGIC = 'CVLG';
@@ -65,6 +65,17 @@ export class ChunkIndex {
     this.#count++;
   }
 
+  /**
+   * Every `stride`-th offset, and the end: enough to find any entry with one short read, at
+   * 1/stride of the memory of the full index.
+   */
+  sparse(stride: number): Float64Array {
+    const out = new Float64Array(Math.ceil(this.#count / stride) + 1);
+    for (let j = 0; j * stride < this.#count; j++) out[j] = this.#offsets[j * stride]!;
+    out[out.length - 1] = this.endBytes;
+    return out;
+  }
+
   has(seqno: Seqno): boolean {
     return seqno >= this.first && seqno <= this.last;
   }
@@ -109,7 +120,7 @@ function corrupted(file: string, offsetBytes: number, message: string): LedgerEr
  * tail or corruption. Damage that no torn write can produce (a wrong magic, crc-valid frames
  * that do not follow each other) throws LedgerCorrupted with the file and offset.
  */
-export function scanChunk(bytes: Uint8Array, file: string): ChunkScan {
+export function scanChunk(bytes: Uint8Array, file: string, verifyCrc = true): ChunkScan {
   const empty = (damage: ChunkDamage | undefined, validBytes: number): ChunkScan => ({
     index: undefined,
     lastView: 0,
@@ -132,7 +143,7 @@ export function scanChunk(bytes: Uint8Array, file: string): ChunkScan {
   while (offset < bytes.byteLength) {
     let entry;
     try {
-      entry = decodeEntry(bytes, offset);
+      entry = checkEntry(bytes, offset, verifyCrc);
     } catch (e) {
       if (!(e instanceof LedgerError)) throw e;
       const reason = e.code === 'TruncatedLedgerEntry' ? 'TruncatedLedgerEntry' : 'MalformedLedgerEntry';

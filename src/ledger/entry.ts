@@ -76,7 +76,40 @@ function checkDigest(value: Uint8Array, name: string): void {
   if (value.byteLength !== DIGEST_BYTES) throw new TypeError(`${name} must be ${DIGEST_BYTES} bytes, got ${value.byteLength}`);
 }
 
-/** Serialises one entry. On the primary's hot path: one allocation, no intermediate copies. */
+/**
+ * Frames are carved from shared slabs: allocating one small ArrayBuffer per entry costs more
+ * than encoding it. A slab only ever holds frames, so a frame's backing buffer exposes nothing
+ * but other (already public or encrypted) ledger frames; a slab stays alive while any of its
+ * frames does.
+ */
+const SLAB_BYTES = 1024 * 1024;
+const SLAB_FRAME_BYTES_MAX = 64 * 1024;
+let slab = new ArrayBuffer(SLAB_BYTES);
+let slabUsedBytes = 0;
+
+function allocateFrame(sizeBytes: number): Uint8Array {
+  if (sizeBytes > SLAB_FRAME_BYTES_MAX) return new Uint8Array(sizeBytes);
+  if (slabUsedBytes + sizeBytes > SLAB_BYTES) {
+    slab = new ArrayBuffer(SLAB_BYTES);
+    slabUsedBytes = 0;
+  }
+  const out = new Uint8Array(slab, slabUsedBytes, sizeBytes);
+  slabUsedBytes += sizeBytes;
+  return out;
+}
+
+function writeU32(out: Uint8Array, at: number, value: number): void {
+  out[at] = value;
+  out[at + 1] = value >>> 8;
+  out[at + 2] = value >>> 16;
+  out[at + 3] = value >>> 24;
+}
+
+function readU32(bytes: Uint8Array, at: number): number {
+  return (bytes[at]! | (bytes[at + 1]! << 8) | (bytes[at + 2]! << 16) | (bytes[at + 3]! << 24)) >>> 0;
+}
+
+/** Serialises one entry. On the primary's hot path: one slab carve, no intermediate copies. */
 export function encodeEntry(fields: EntryFields): Uint8Array {
   const { view, seqno, flags, claimsDigest, commitEvidenceDigest, publicBytes, privateBytes } = fields;
   checkU64(view, 'view');
@@ -87,24 +120,24 @@ export function encodeEntry(fields: EntryFields): Uint8Array {
   const totalBytes = ENTRY_OVERHEAD_BYTES + publicBytes.byteLength + privateBytes.byteLength;
   if (totalBytes > ENTRY_FRAME_BYTES_MAX) throw new RangeError(`entry of ${totalBytes} bytes exceeds ${ENTRY_FRAME_BYTES_MAX}`);
 
-  const out = new Uint8Array(totalBytes);
-  const dv = new DataView(out.buffer, out.byteOffset, totalBytes);
-  dv.setUint32(0, totalBytes - 4, true);
+  const out = allocateFrame(totalBytes);
+  writeU32(out, 0, totalBytes - 4);
   out[4] = ENTRY_FORMAT_VERSION;
   out[5] = flags;
-  // bytes 6..7 reserved, already zero
-  dv.setUint32(8, view >>> 0, true);
-  dv.setUint32(12, Math.floor(view / 0x1_0000_0000), true);
-  dv.setUint32(16, seqno >>> 0, true);
-  dv.setUint32(20, Math.floor(seqno / 0x1_0000_0000), true);
+  out[6] = 0;
+  out[7] = 0;
+  writeU32(out, 8, view >>> 0);
+  writeU32(out, 12, Math.floor(view / 0x1_0000_0000));
+  writeU32(out, 16, seqno >>> 0);
+  writeU32(out, 20, Math.floor(seqno / 0x1_0000_0000));
   out.set(claimsDigest, 24);
   out.set(commitEvidenceDigest, 56);
-  dv.setUint32(88, publicBytes.byteLength, true);
-  dv.setUint32(92, privateBytes.byteLength, true);
+  writeU32(out, 88, publicBytes.byteLength);
+  writeU32(out, 92, privateBytes.byteLength);
   out.set(publicBytes, ENTRY_HEADER_BYTES);
   out.set(privateBytes, ENTRY_HEADER_BYTES + publicBytes.byteLength);
   const crcEnd = totalBytes - ENTRY_CRC_BYTES;
-  dv.setUint32(crcEnd, crc32(out.subarray(4, crcEnd)), true);
+  writeU32(out, crcEnd, crc32(out.subarray(4, crcEnd)));
   return out;
 }
 
@@ -112,9 +145,9 @@ function malformed(message: string, offsetBytes: number): LedgerError {
   return new LedgerError('MalformedLedgerEntry', `malformed ledger entry at offset ${offsetBytes}: ${message}`, { offsetBytes, problem: message });
 }
 
-function readU64(dv: DataView, at: number, name: string, offsetBytes: number): number {
-  const low = dv.getUint32(at, true);
-  const high = dv.getUint32(at + 4, true);
+function readU64(bytes: Uint8Array, at: number, name: string, offsetBytes: number): number {
+  const low = readU32(bytes, at);
+  const high = readU32(bytes, at + 4);
   if (high > U64_HIGH_MAX) throw malformed(`${name} exceeds 2^53`, offsetBytes);
   return high * 0x1_0000_0000 + low;
 }
@@ -128,16 +161,25 @@ export function peekFrameSizeBytes(bytes: Uint8Array, offset = 0): number {
     const problem = 'no room for the length field';
     throw new LedgerError('TruncatedLedgerEntry', `truncated ledger entry at offset ${offset}: ${problem}`, { offsetBytes: offset, problem });
   }
-  const frameLength = (bytes[offset]! | (bytes[offset + 1]! << 8) | (bytes[offset + 2]! << 16) | (bytes[offset + 3]! << 24)) >>> 0;
-  return frameLength + 4;
+  return readU32(bytes, offset) + 4;
+}
+
+/** The fixed-size facts of a frame, without the views decodeEntry makes. */
+export interface EntryHeader {
+  view: View;
+  seqno: Seqno;
+  flags: number;
+  publicLength: number;
+  frameSizeBytes: number;
 }
 
 /**
- * Decodes and checks the frame at `offset` (crc included). Returns subarrays of `bytes`, no
- * copies. Any inconsistency throws MalformedLedgerEntry or TruncatedLedgerEntry naming the
- * offset; the work is bounded by the input size whatever the input.
+ * Checks the frame at `offset` whole (crc included unless a caller that already checked this
+ * very file opts out) and returns its header fields. The work is
+ * bounded by the input size whatever the input; any inconsistency throws MalformedLedgerEntry
+ * or TruncatedLedgerEntry naming the offset.
  */
-export function decodeEntry(bytes: Uint8Array, offset = 0): DecodedEntry {
+export function checkEntry(bytes: Uint8Array, offset = 0, verifyCrc = true): EntryHeader {
   const frameSizeBytes = peekFrameSizeBytes(bytes, offset);
   if (frameSizeBytes < ENTRY_OVERHEAD_BYTES) throw malformed(`frame length ${frameSizeBytes - 4} is below the minimum`, offset);
   if (frameSizeBytes > ENTRY_FRAME_BYTES_MAX) throw malformed(`frame length ${frameSizeBytes - 4} exceeds the maximum`, offset);
@@ -149,24 +191,31 @@ export function decodeEntry(bytes: Uint8Array, offset = 0): DecodedEntry {
       problem,
     });
   }
-  const frameBytes = bytes.subarray(offset, offset + frameSizeBytes);
-  const dv = new DataView(frameBytes.buffer, frameBytes.byteOffset, frameSizeBytes);
-  const crcEnd = frameSizeBytes - ENTRY_CRC_BYTES;
+  const crcEnd = offset + frameSizeBytes - ENTRY_CRC_BYTES;
   // The crc first: a torn or garbage frame is reported as such, not as whichever field broke.
-  const crcStored = dv.getUint32(crcEnd, true);
-  if (crc32(frameBytes.subarray(4, crcEnd)) !== crcStored) throw malformed('crc mismatch', offset);
-  const version = frameBytes[4]!;
+  if (verifyCrc && crc32(bytes.subarray(offset + 4, crcEnd)) !== readU32(bytes, crcEnd)) throw malformed('crc mismatch', offset);
+  const version = bytes[offset + 4]!;
   if (version !== ENTRY_FORMAT_VERSION) throw malformed(`unsupported format version ${version}`, offset);
-  const flags = frameBytes[5]!;
+  const flags = bytes[offset + 5]!;
   if ((flags & ~KNOWN_FLAGS) !== 0) throw malformed(`unknown flags 0x${flags.toString(16)}`, offset);
-  if (frameBytes[6] !== 0 || frameBytes[7] !== 0) throw malformed('reserved bytes are not zero', offset);
-  const view = readU64(dv, 8, 'view', offset);
-  const seqno = readU64(dv, 16, 'seqno', offset);
-  const publicLength = dv.getUint32(88, true);
-  const privateLength = dv.getUint32(92, true);
+  if (bytes[offset + 6] !== 0 || bytes[offset + 7] !== 0) throw malformed('reserved bytes are not zero', offset);
+  const view = readU64(bytes, offset + 8, 'view', offset);
+  const seqno = readU64(bytes, offset + 16, 'seqno', offset);
+  const publicLength = readU32(bytes, offset + 88);
+  const privateLength = readU32(bytes, offset + 92);
   if (ENTRY_OVERHEAD_BYTES + publicLength + privateLength !== frameSizeBytes) {
     throw malformed(`write set lengths ${publicLength}+${privateLength} do not match the frame length`, offset);
   }
+  return { view, seqno, flags, publicLength, frameSizeBytes };
+}
+
+/**
+ * Decodes and checks the frame at `offset` (crc included). Returns subarrays of `bytes`, no
+ * copies. Errors as checkEntry.
+ */
+export function decodeEntry(bytes: Uint8Array, offset = 0): DecodedEntry {
+  const { view, seqno, flags, publicLength, frameSizeBytes } = checkEntry(bytes, offset);
+  const frameBytes = bytes.subarray(offset, offset + frameSizeBytes);
   const privateStart = ENTRY_HEADER_BYTES + publicLength;
   return {
     view,
@@ -175,7 +224,7 @@ export function decodeEntry(bytes: Uint8Array, offset = 0): DecodedEntry {
     claimsDigest: frameBytes.subarray(24, 56),
     commitEvidenceDigest: frameBytes.subarray(56, 88),
     publicBytes: frameBytes.subarray(ENTRY_HEADER_BYTES, privateStart),
-    privateBytes: frameBytes.subarray(privateStart, privateStart + privateLength),
+    privateBytes: frameBytes.subarray(privateStart, frameSizeBytes - ENTRY_CRC_BYTES),
     frameBytes,
     frameSizeBytes,
   };

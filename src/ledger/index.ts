@@ -2,6 +2,7 @@
 export { DiskError, type Disk, type DiskErrorCode, type DiskFile } from './disk.js';
 export { LedgerError, type LedgerErrorCode, type LedgerErrorDetails } from './errors.js';
 export {
+  checkEntry,
   decodeEntry,
   DIGEST_BYTES,
   encodeEntry,
@@ -15,6 +16,7 @@ export {
   writeSetDigest,
   type DecodedEntry,
   type EntryFields,
+  type EntryHeader,
 } from './entry.js';
 export { CHUNK_FORMAT_VERSION, CHUNK_HEADER_BYTES, CHUNK_MAGIC, chunkFileHeader } from './chunk-file.js';
 export { formatChunkName, isChunkFileName, parseChunkName, type ChunkName } from './chunk-name.js';

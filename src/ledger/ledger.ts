@@ -16,7 +16,7 @@ import { assert, type Seqno, type View } from '../base/index.js';
 import { ChunkIndex, chunkFileHeader, CHUNK_HEADER_BYTES, scanChunk, type ChunkDamage } from './chunk-file.js';
 import { formatChunkName, isChunkFileName, parseChunkName, RECOVERY_SUFFIX, type ChunkName } from './chunk-name.js';
 import type { Disk, DiskFile } from './disk.js';
-import { decodeEntry, EntryFlags, hasFlag, type DecodedEntry } from './entry.js';
+import { checkEntry, decodeEntry, ENTRY_OVERHEAD_BYTES, EntryFlags, hasFlag, peekFrameSizeBytes, type DecodedEntry } from './entry.js';
 import { asFileCorruption, LedgerError } from './errors.js';
 
 export interface LedgerOptions {
@@ -78,7 +78,12 @@ export interface ChunkListing {
   sizeBytes: number;
 }
 
-export const DEFAULT_INDEX_CACHE_ENTRIES_MAX = 1 << 18;
+export const DEFAULT_INDEX_CACHE_ENTRIES_MAX = 1 << 20;
+/**
+ * A chunk whose full index is evicted keeps every 64th offset (1/64 of the memory), so a
+ * random read of it costs one read of at most 64 frames instead of a scan of the whole file.
+ */
+const SPARSE_INDEX_STRIDE = 64;
 
 /**
  * Primary-side chunking policy: a chunk ends only on a signature (spec invariant 1), once the
@@ -100,6 +105,10 @@ interface Chunk {
   /** Open while the chunk is written to, and after that until the next sync makes it durable. */
   file: DiskFile | undefined;
   sizeBytes: number | undefined;
+  /** The whole file passed a crc check once: rebuilding its index after eviction skips the crc. */
+  verified: boolean;
+  /** Kept when the full index is evicted (see SPARSE_INDEX_STRIDE). */
+  sparse: Float64Array | undefined;
 }
 
 interface WriteChunk {
@@ -265,7 +274,7 @@ export class Ledger {
     let view = this.#lastView;
     for (let i = 0; i < frames.length; i++) {
       const frame = frames[i]!;
-      const entry = decodeEntry(frame);
+      const entry = checkEntry(frame);
       if (entry.frameSizeBytes !== frame.byteLength) {
         throw new LedgerError('MalformedLedgerEntry', `appended frame has ${frame.byteLength - entry.frameSizeBytes} trailing bytes`, {
           seqno: entry.seqno,
@@ -407,6 +416,7 @@ export class Ledger {
       chunk.file?.close();
       chunk.file = undefined;
       this.#dropCachedIndex(chunk);
+      chunk.sparse = undefined;
       this.#write = undefined;
       this.#disk.truncate(this.#pathOf(chunk), endBytes);
       index.truncateAfter(afterSeqno);
@@ -469,7 +479,9 @@ export class Ledger {
   getEntry(seqno: Seqno): Uint8Array {
     this.#checkOpen();
     const chunk = this.#chunkHolding(seqno);
-    return this.#readEntry(chunk, this.#indexOf(chunk), seqno).frameBytes;
+    const dense = this.#cachedIndexOf(chunk);
+    if (dense === undefined && chunk.sparse !== undefined) return this.#readViaSparse(chunk, chunk.sparse, seqno).frameBytes;
+    return this.#readEntry(chunk, dense ?? this.#indexOf(chunk), seqno).frameBytes;
   }
 
   /**
@@ -537,7 +549,7 @@ export class Ledger {
   }
 
   #chunkFromName(directory: string, name: string, parsed: ChunkName): Chunk {
-    return { directory, name, first: parsed.first, last: parsed.last, committed: parsed.committed, recovery: parsed.recovery, file: undefined, sizeBytes: undefined };
+    return { directory, name, first: parsed.first, last: parsed.last, committed: parsed.committed, recovery: parsed.recovery, file: undefined, sizeBytes: undefined, verified: false, sparse: undefined };
   }
 
   #pathOf(chunk: Chunk): string {
@@ -598,6 +610,7 @@ export class Ledger {
       const path = this.#pathOf(chunk);
       const bytes = disk.readAll(path);
       const scan = scanChunk(bytes, chunk.name);
+      chunk.verified = true;
       const index = scan.index;
       if (index !== undefined && index.first !== chunk.first) {
         throw new LedgerError('LedgerCorrupted', `${chunk.name} at offset ${CHUNK_HEADER_BYTES}: starts with seqno ${index.first}`, {
@@ -675,6 +688,8 @@ export class Ledger {
       recovery: this.#recoveryMode,
       file: undefined,
       sizeBytes: undefined,
+      verified: true,
+      sparse: undefined,
     };
     const file = this.#disk.createFile(this.#pathOf(chunk));
     chunk.file = file;
@@ -735,14 +750,19 @@ export class Ledger {
     return chunk;
   }
 
-  #indexOf(chunk: Chunk): ChunkIndex {
+  #cachedIndexOf(chunk: Chunk): ChunkIndex | undefined {
     if (this.#write?.chunk === chunk) return this.#write.index;
     const cached = this.#indexCache.get(chunk);
     if (cached !== undefined) {
       this.#indexCache.delete(chunk);
       this.#indexCache.set(chunk, cached);
-      return cached;
     }
+    return cached;
+  }
+
+  #indexOf(chunk: Chunk): ChunkIndex {
+    const cached = this.#cachedIndexOf(chunk);
+    if (cached !== undefined) return cached;
     const index = this.#verify(chunk);
     this.#cacheIndex(chunk, index);
     return index;
@@ -751,7 +771,7 @@ export class Ledger {
   /** Scans a completed chunk whole; any damage in it is corruption, reported with file and offset. */
   #verify(chunk: Chunk): ChunkIndex {
     const bytes = this.#disk.readAll(this.#pathOf(chunk));
-    const scan = scanChunk(bytes, chunk.name);
+    const scan = scanChunk(bytes, chunk.name, !chunk.verified);
     const fail = (offsetBytes: number, message: string) =>
       new LedgerError('LedgerCorrupted', `${chunk.name} at offset ${offsetBytes}: ${message}`, { file: chunk.name, offsetBytes });
     if (scan.damage !== undefined) throw fail(scan.damage.offsetBytes, scan.damage.message);
@@ -761,6 +781,7 @@ export class Ledger {
     if (index.last !== chunk.last) throw fail(index.endBytes, `ends with seqno ${index.last}`);
     if (!hasFlag(scan.lastFlags, EntryFlags.SIGNATURE)) throw fail(index.offsetOf(index.last), 'does not end on a signature');
     chunk.sizeBytes = bytes.byteLength;
+    chunk.verified = true;
     return index;
   }
 
@@ -770,6 +791,7 @@ export class Ledger {
     this.#indexCacheEntries += index.count;
     for (const [oldest, oldIndex] of this.#indexCache) {
       if (this.#indexCacheEntries <= this.#indexCacheEntriesMax || oldest === chunk) break;
+      oldest.sparse ??= oldIndex.sparse(SPARSE_INDEX_STRIDE);
       this.#indexCache.delete(oldest);
       this.#indexCacheEntries -= oldIndex.count;
     }
@@ -791,6 +813,31 @@ export class Ledger {
       });
     }
     return bytes;
+  }
+
+  /** Reads the stretch of at most SPARSE_INDEX_STRIDE frames holding `seqno` and walks to it. */
+  #readViaSparse(chunk: Chunk, sparse: Float64Array, seqno: Seqno): DecodedEntry {
+    const j = Math.floor((seqno - chunk.first) / SPARSE_INDEX_STRIDE);
+    const start = sparse[j]!;
+    const bytes = this.#read(chunk, start, sparse[j + 1]! - start);
+    let offset = 0;
+    for (let k = j * SPARSE_INDEX_STRIDE; k < seqno - chunk.first; k++) {
+      let size: number;
+      try {
+        size = peekFrameSizeBytes(bytes, offset);
+      } catch (e) {
+        if (!(e instanceof LedgerError)) throw e;
+        throw asFileCorruption(e, chunk.name, start + offset);
+      }
+      if (size < ENTRY_OVERHEAD_BYTES || offset + size > bytes.byteLength) {
+        throw new LedgerError('LedgerCorrupted', `${chunk.name} at offset ${start + offset}: frame length ${size} does not fit`, {
+          file: chunk.name,
+          offsetBytes: start + offset,
+        });
+      }
+      offset += size;
+    }
+    return this.#decodeAt(chunk, bytes, offset, start, seqno);
   }
 
   #readEntry(chunk: Chunk, index: ChunkIndex, seqno: Seqno): DecodedEntry {
