@@ -486,3 +486,22 @@ test('sync makes appended bytes durable and a crash after sync loses nothing', (
   disk.crash(() => 0);
   assert.equal(openLedger(disk).ledger.lastSeqno, 7);
 });
+
+test('reads of an evicted chunk go through its sparse index and still detect damage', () => {
+  const disk = new MemoryDisk();
+  const { ledger } = openLedger(disk, { indexCacheEntriesMax: 100 });
+  ledger.append(entries(1, 400, [200, 400]));
+  ledger.commit(400);
+  // Reading the second chunk whole evicts the first one's full index.
+  assert.equal(ledger.getEntries(201, 400).length, 200);
+  assert.equal(ledger.cachedIndexEntries, 200, 'only the last chunk read stays cached');
+  assert.deepEqual(ledger.getEntry(130), entry(130));
+  let offset = CHUNK_HEADER_BYTES;
+  for (let s = 1; s < 150; s++) offset += entry(s).byteLength;
+  disk.corrupt(`${DIR}/ledger_1-200.committed`, offset + 100);
+  assert.throws(
+    () => ledger.getEntry(150),
+    (e: unknown) => e instanceof LedgerError && e.code === 'LedgerCorrupted' && e.file === 'ledger_1-200.committed' && e.offsetBytes === offset,
+  );
+  assert.deepEqual(ledger.getEntry(151), entry(151));
+});
