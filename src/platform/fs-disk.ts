@@ -82,7 +82,42 @@ class FsFile implements DiskFile {
   }
 }
 
+/** Read descriptors kept open: random reads of a few hot chunks should not pay an open each. */
+const READ_DESCRIPTORS_MAX = 16;
+
 export class FsDisk implements Disk {
+  /** path → read-only descriptor, least recently used first. Dropped on rename and remove. */
+  readonly #readDescriptors = new Map<string, number>();
+
+  #readDescriptor(target: string): number {
+    const cached = this.#readDescriptors.get(target);
+    if (cached !== undefined) {
+      this.#readDescriptors.delete(target);
+      this.#readDescriptors.set(target, cached);
+      return cached;
+    }
+    const fd = fs.openSync(target, 'r');
+    this.#readDescriptors.set(target, fd);
+    if (this.#readDescriptors.size > READ_DESCRIPTORS_MAX) {
+      const [oldestPath, oldestFd] = this.#readDescriptors.entries().next().value!;
+      this.#readDescriptors.delete(oldestPath);
+      fs.closeSync(oldestFd);
+    }
+    return fd;
+  }
+
+  #forget(target: string): void {
+    const fd = this.#readDescriptors.get(target);
+    if (fd === undefined) return;
+    this.#readDescriptors.delete(target);
+    io('close', target, () => fs.closeSync(fd));
+  }
+
+  /** Closes the cached read descriptors. */
+  close(): void {
+    for (const target of [...this.#readDescriptors.keys()]) this.#forget(target);
+  }
+
   join(directory: string, name: string): string {
     return path.join(directory, name);
   }
@@ -110,19 +145,15 @@ export class FsDisk implements Disk {
 
   read(target: string, positionBytes: number, lengthBytes: number): Uint8Array {
     return io('read', target, () => {
-      const fd = fs.openSync(target, 'r');
-      try {
-        const out = new Uint8Array(lengthBytes);
-        let got = 0;
-        while (got < lengthBytes) {
-          const n = fs.readSync(fd, out, got, lengthBytes - got, positionBytes + got);
-          if (n === 0) break;
-          got += n;
-        }
-        return got === lengthBytes ? out : out.subarray(0, got);
-      } finally {
-        fs.closeSync(fd);
+      const fd = this.#readDescriptor(target);
+      const out = new Uint8Array(lengthBytes);
+      let got = 0;
+      while (got < lengthBytes) {
+        const n = fs.readSync(fd, out, got, lengthBytes - got, positionBytes + got);
+        if (n === 0) break;
+        got += n;
       }
+      return got === lengthBytes ? out : out.subarray(0, got);
     });
   }
 
@@ -147,10 +178,13 @@ export class FsDisk implements Disk {
   }
 
   rename(fromPath: string, toPath: string): void {
+    this.#forget(fromPath);
+    this.#forget(toPath);
     io('rename', fromPath, () => fs.renameSync(fromPath, toPath));
   }
 
   remove(target: string): void {
+    this.#forget(target);
     io('remove', target, () => fs.rmSync(target, { force: true }));
   }
 

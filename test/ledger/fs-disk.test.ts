@@ -127,3 +127,29 @@ test('a damaged committed file on the real disk is reported with its name and of
     );
   });
 });
+
+test('FsDisk reads never come from a stale descriptor after a rename or removal', () => {
+  withTempDir((dir) => {
+    const disk = new FsDisk();
+    const a = disk.join(dir, 'a');
+    const b = disk.join(dir, 'b');
+    const write = (target: string, byte: number) => {
+      const f = disk.createFile(target);
+      f.append([new Uint8Array([byte, byte])]);
+      f.close();
+    };
+    write(a, 1);
+    assert.deepEqual([...disk.read(a, 0, 2)], [1, 1]);
+    disk.rename(a, b);
+    write(a, 2);
+    assert.deepEqual([...disk.read(a, 0, 2)], [2, 2]);
+    assert.deepEqual([...disk.read(b, 0, 2)], [1, 1]);
+    disk.remove(a);
+    write(a, 3);
+    assert.deepEqual([...disk.read(a, 0, 2)], [3, 3]);
+    // More files than descriptors kept open: every read still answers from the right file.
+    for (let i = 0; i < 40; i++) write(disk.join(dir, `f${i}`), i);
+    for (let i = 0; i < 40; i++) assert.equal(disk.read(disk.join(dir, `f${i}`), 1, 1)[0], i);
+    disk.close();
+  });
+});
