@@ -3,7 +3,7 @@
  *
  *   message  = u8 version(=1) | u8 type | str from | str to | u53 view | body
  *   append          = u53 prevSeqno | u53 prevView | u53 commitSeqno | u32 count | entry*count
- *   append-response = u8 success(0|1) | u53 lastSeqno
+ *   append-response = u8 success(0|1) | u53 lastSeqno | u53 commitSeqno
  *   request-vote    = u8 flags(bit0 preVote, bit1 force) | u53 lastSignatureView | u53 lastSignatureSeqno
  *   vote-response   = u8 flags(bit0 preVote, bit1 granted)
  *   propose-vote    = (empty)
@@ -234,6 +234,7 @@ export function encodeMessage(m: Message): Uint8Array {
     case 'append-response':
       w.u8(m.success ? 1 : 0);
       w.u53(m.lastSeqno);
+      w.u53(m.commitSeqno);
       break;
     case 'request-vote':
       w.u8((m.preVote ? 1 : 0) | (m.force ? 2 : 0));
@@ -285,7 +286,8 @@ export function decodeMessage(bytes: Uint8Array): Message {
     case 'append-response': {
       const success = r.u8('success');
       if (success > 1) throw new ConsensusMessageError('success is not a boolean');
-      message = { type, from, to, view, success: success === 1, lastSeqno: r.u53('lastSeqno') };
+      const lastSeqno = r.u53('lastSeqno');
+      message = { type, from, to, view, success: success === 1, lastSeqno, commitSeqno: r.u53('commitSeqno') };
       break;
     }
     case 'request-vote': {

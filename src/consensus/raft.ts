@@ -108,13 +108,13 @@ interface Progress {
   inflight: Seqno[];
   heartbeatsSinceAck: number;
   recentActive: boolean;
+  /** The peer's commit seqno as of its last answer. */
+  commit: Seqno;
   needsSnapshot: boolean;
 }
 
 const DEFAULT_MAX_INFLIGHT_BATCHES = 4;
 const DEFAULT_MAX_OUTBOX_MESSAGES = 65_536;
-/** Retransmit after this many heartbeats without an acknowledgement. */
-const HEARTBEATS_BEFORE_RETRANSMIT = 2;
 
 export function createRaft(init: RaftInit): Raft {
   return new RaftMachine(init);
@@ -134,6 +134,8 @@ class RaftMachine implements Raft {
   private readonly maxUncommittedEntries: number;
   private readonly maxInflightBatches: number;
   private readonly maxOutboxMessages: number;
+  /** Heartbeats without an acknowledgement before batches in flight count as lost: a quarter of an election timeout, and at least two. */
+  private readonly heartbeatsBeforeRetransmit: number;
   private readonly bugs: ReadonlySet<KnownBug>;
   private readonly log: RaftLog;
 
@@ -184,6 +186,7 @@ class RaftMachine implements Raft {
     checkPositiveInteger(this.maxInflightBatches, 'maxInflightBatches');
     checkPositiveInteger(this.maxOutboxMessages, 'maxOutboxMessages');
     this.bugs = new Set(init.bugs ?? []);
+    this.heartbeatsBeforeRetransmit = Math.max(2, Math.ceil(init.electionTimeoutTicks / 4 / init.heartbeatTicks));
 
     const initial = init.initial;
     const startSeqno = initial.startSeqno ?? 0;
@@ -249,7 +252,15 @@ class RaftMachine implements Raft {
     } else if (message.view < this.view) {
       if (message.type === 'append') {
         // Tell the stale primary about the newer view so that it steps down.
-        this.send({ type: 'append-response', from: this.selfId, to: message.from, view: this.view, success: false, lastSeqno: this.log.lastSeqno });
+        this.send({
+          type: 'append-response',
+          from: this.selfId,
+          to: message.from,
+          view: this.view,
+          success: false,
+          lastSeqno: this.log.lastSeqno,
+          commitSeqno: this.commitSeqno,
+        });
       } else if (message.type === 'request-vote' && message.preVote) {
         this.send({ type: 'vote-response', from: this.selfId, to: message.from, view: this.view, preVote: true, granted: false });
       }
@@ -365,7 +376,7 @@ class RaftMachine implements Raft {
     const peers: PeerStatus[] = [];
     if (this.role === 'Primary') {
       for (const [id, p] of this.progress) {
-        peers.push({ id, matchSeqno: p.match, nextSeqno: p.next, needsSnapshot: p.needsSnapshot, recentlyActive: p.recentActive });
+        peers.push({ id, matchSeqno: p.match, nextSeqno: p.next, commitSeqno: p.commit, needsSnapshot: p.needsSnapshot, recentlyActive: p.recentActive });
       }
     }
     return {
@@ -556,7 +567,9 @@ class RaftMachine implements Raft {
       prevSeqno += skip;
       prevView = this.log.viewAt(prevSeqno);
       if (prevSeqno < this.commitSeqno) {
-        this.reply(m, true, prevSeqno);
+        // Nothing new, and our committed prefix matches any current primary's log: say so, so
+        // that a primary that knows nothing of us yet skips straight past it.
+        this.reply(m, true, this.commitSeqno);
         return;
       }
     }
@@ -580,7 +593,7 @@ class RaftMachine implements Raft {
   }
 
   private reply(m: AppendEntries, success: boolean, lastSeqno: Seqno): void {
-    this.send({ type: 'append-response', from: this.selfId, to: m.from, view: this.view, success, lastSeqno });
+    this.send({ type: 'append-response', from: this.selfId, to: m.from, view: this.view, success, lastSeqno, commitSeqno: this.commitSeqno });
   }
 
   /** Where the primary should retry after a mismatch at prevSeqno: before the conflicting view, never below commit. */
@@ -605,6 +618,10 @@ class RaftMachine implements Raft {
     const p = this.progress.get(m.from);
     if (p === undefined) return;
     p.recentActive = true;
+    const learntRetirement = p.commit < m.commitSeqno && this.log.recordedAtSeqno(m.from) !== undefined;
+    p.commit = Math.max(p.commit, m.commitSeqno);
+    if (learntRetirement) this.syncProgress();
+    if (!this.progress.has(m.from)) return;
     if (m.success) {
       if (m.lastSeqno > p.match) {
         assert(m.lastSeqno <= this.log.lastSeqno, 'a peer acknowledges only what the primary sent');
@@ -615,7 +632,8 @@ class RaftMachine implements Raft {
       p.inflight = p.inflight.filter((s) => s > p.match);
       if (p.next <= p.match) p.next = p.match + 1;
       this.maybeCommit();
-      if (this.role === 'Primary') this.fillPipeline(m.from, p);
+      // Committing may have ended this primary's role or this peer's membership.
+      if (this.role === 'Primary' && this.progress.get(m.from) === p) this.fillPipeline(m.from, p);
       if (this.handingOver) this.tryHandOver();
       return;
     }
@@ -629,7 +647,7 @@ class RaftMachine implements Raft {
 
   private heartbeat(): void {
     for (const [id, p] of this.progress) {
-      if (p.inflight.length > 0 && ++p.heartbeatsSinceAck >= HEARTBEATS_BEFORE_RETRANSMIT) {
+      if (p.inflight.length > 0 && ++p.heartbeatsSinceAck >= this.heartbeatsBeforeRetransmit) {
         // Batches or their acknowledgements were lost: resend from the last known match (or
         // probe again from the end when nothing is known to match within this log).
         p.next = p.match >= this.log.startSeqno ? p.match + 1 : this.log.lastSeqno + 1;
@@ -753,18 +771,23 @@ class RaftMachine implements Raft {
     return active;
   }
 
-  /** Replicate to every node of an active configuration, and to retiring nodes until their retirement is recorded. */
+  /**
+   * Replicate to every node of an active configuration, and to retiring nodes until they know
+   * that the record of their retirement is committed. (A primary elected after that record
+   * committed does not go looking for them: they may well be shut down already.)
+   */
   private syncProgress(): void {
     const peers = new Set(nodesOf(this.configs()));
     for (const id of this.log.removals().keys()) {
       const recordedAt = this.log.recordedAtSeqno(id);
-      if (recordedAt === undefined || recordedAt > this.commitSeqno) peers.add(id);
+      const known = this.progress.get(id);
+      if (recordedAt === undefined || recordedAt > this.commitSeqno || (known !== undefined && known.commit < recordedAt)) peers.add(id);
     }
     peers.delete(this.selfId);
     for (const id of this.progress.keys()) if (!peers.has(id)) this.progress.delete(id);
     for (const id of peers) {
       if (!this.progress.has(id)) {
-        this.progress.set(id, { match: 0, next: this.log.lastSeqno + 1, inflight: [], heartbeatsSinceAck: 0, recentActive: true, needsSnapshot: false });
+        this.progress.set(id, { match: 0, next: this.log.lastSeqno + 1, inflight: [], heartbeatsSinceAck: 0, recentActive: true, needsSnapshot: false, commit: 0 });
         this.broadcastPending = true;
       }
     }

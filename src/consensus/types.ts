@@ -82,6 +82,8 @@ export interface AppendResponse extends MessageBase {
   readonly success: boolean;
   /** On success: the seqno up to which the log now matches the primary's. On rejection: a hint, the seqno to retry after. */
   readonly lastSeqno: Seqno;
+  /** The responder's commit seqno: tells the primary when a retired node has learnt of its retirement. */
+  readonly commitSeqno: Seqno;
 }
 
 export interface RequestVote extends MessageBase {
@@ -116,6 +118,8 @@ export interface PeerStatus {
   readonly nextSeqno: Seqno;
   /** The peer lags behind the start of this node's log: only a snapshot can catch it up. */
   readonly needsSnapshot: boolean;
+  /** The peer's commit seqno, as of its last acknowledgement. */
+  readonly commitSeqno: Seqno;
   /** Heard from within the current check-quorum period. */
   readonly recentlyActive: boolean;
 }

@@ -100,6 +100,22 @@ export function drawParameters(seed: number, options: Pick<SwarmOptions, 'nodes'
   return parameters;
 }
 
+/**
+ * How long the healed cluster may take to commit again: a few elections, plus the time to
+ * replicate the uncommitted backlog with the run's (possibly tiny) batches and round trips.
+ */
+function livenessBoundTicks(parameters: SwarmParameters, cluster: Cluster): number {
+  let longestLog = 0;
+  for (const node of cluster.nodes.values()) longestLog = Math.max(longestLog, node.disk.lastSeqno);
+  const backlogEntries = Math.max(0, longestLog - cluster.checker.committedSeqno);
+  const { maxBatchEntries, maxBatchBytes, maxInflightBatches = 1, electionTimeoutTicks, heartbeatTicks } = parameters.raft;
+  // Simulated entries take about 32 bytes; a batch always carries at least one.
+  const entriesPerBatch = Math.max(1, Math.min(maxBatchEntries, Math.floor(maxBatchBytes / 32)));
+  const roundTripTicks = 2 * parameters.network.maxDelayTicks + heartbeatTicks + 2;
+  const replicationTicks = Math.ceil(backlogEntries / entriesPerBatch / maxInflightBatches) * roundTripTicks * 2;
+  return 40 * electionTimeoutTicks + 400 + replicationTicks;
+}
+
 export function runSwarm(options: SwarmOptions): SwarmResult {
   const parameters = drawParameters(options.seed, options);
   const root = new Prng(options.seed);
@@ -264,7 +280,7 @@ export function runSwarm(options: SwarmOptions): SwarmResult {
     for (const node of cluster.nodes.values()) cluster.restart(node);
     cluster.trace.add('liveness phase: network healed, every node up');
     const baseline = cluster.checker.committedSeqno;
-    const boundTicks = 40 * parameters.raft.electionTimeoutTicks + 400;
+    const boundTicks = livenessBoundTicks(parameters, cluster);
     let progressed = false;
     for (let t = 0; t < boundTicks && !progressed; t++) {
       tickAll();
