@@ -654,8 +654,10 @@ class RaftMachine implements Raft {
         p.inflight = [];
         p.heartbeatsSinceAck = 0;
       }
-      if (p.next <= this.log.lastSeqno) this.fillPipeline(id, p);
-      else this.sendHeartbeat(id, p);
+      // Always a heartbeat, even when batches fill the pipeline: it keeps the peer's election
+      // timer at bay and its answer counts for CheckQuorum, however slow the batches are.
+      this.sendHeartbeat(id, p);
+      this.fillPipeline(id, p);
     }
   }
 

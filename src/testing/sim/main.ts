@@ -155,7 +155,7 @@ function main(): void {
     committed += result.committedSeqno;
     if (cli.trace) printTrace(result.trace, cli.traceLines);
     if (result.violation === undefined) {
-      if (runs % 500 === 0) process.stdout.write(`  ${runs} runs, no violation so far\n`);
+      if (runs % 500 === 0) process.stdout.write(`  ${runs} runs, ${failures} with a violation so far\n`);
       continue;
     }
     failures++;
