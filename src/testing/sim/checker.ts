@@ -13,7 +13,8 @@
  *   lands on a signature;
  * - same-applied-prefix: every node applies exactly the committed entries, in order;
  * - joint-majority: when a primary advances its commit, a majority of every active configuration
- *   (the last committed one and every later one in its log) holds the entry on disk.
+ *   (the last committed one and every later one in its log) holds the entry on disk; and a node
+ *   becomes primary only with votes from a majority of every configuration active in its log.
  */
 import type { NodeId, Seqno, View } from '../../base/index.js';
 import type { Configuration, Entry, EntryKind, Message, Raft } from '../../consensus/index.js';
@@ -188,6 +189,7 @@ export class Checker implements DiskListener {
     if (known === undefined) {
       this.primaries.set(status.view, node.id);
       this.checkLeaderCompleteness(node, status.view);
+      this.checkElectionQuorum(node, status.view, status.commitSeqno, status.lastSeqno);
     } else if (known !== node.id) {
       throw new Violation('one-primary-per-view', `${known} and ${node.id} are both primary in view ${status.view}`);
     }
@@ -213,6 +215,38 @@ export class Checker implements DiskListener {
     }
   }
 
+  /** The votes sent for this node in this view (its own included) form a majority of every active configuration. */
+  private checkElectionQuorum(node: ObservedNode, view: View, commitSeqno: Seqno, lastSeqno: Seqno): void {
+    for (const c of this.activeConfigs(node, commitSeqno, lastSeqno)) {
+      const voters = c.nodes.filter((id) => id === node.id || this.votes.get(`${id}@${view}`) === node.id);
+      if (voters.length * 2 <= c.nodes.length) {
+        throw new Violation(
+          'joint-majority',
+          `${node.id} became primary of view ${view} with votes of only [${voters.join(' ')}] of configuration @${c.seqno} [${c.nodes.join(' ')}]`,
+        );
+      }
+    }
+  }
+
+  /**
+   * Configurations active in a node's log: the last one at or below its commit (known committed,
+   * or validated when the commit advanced, though maybe not applied anywhere yet) and every later one.
+   */
+  private activeConfigs(node: ObservedNode, commitSeqno: Seqno, lastSeqno: Seqno): Configuration[] {
+    const knownCommitted = Math.min(commitSeqno, this.committedSeqno);
+    let lastCommittedConfig = this.committedConfigAt(knownCommitted);
+    const configs: Configuration[] = [];
+    const raft = node.raft!;
+    for (let s = Math.max(knownCommitted, node.disk.start.seqno) + 1; s <= lastSeqno; s++) {
+      const c = raft.entry(s)?.configuration;
+      if (c === undefined) continue;
+      if (s <= commitSeqno) lastCommittedConfig = c;
+      else configs.push(c);
+    }
+    configs.unshift(lastCommittedConfig);
+    return configs;
+  }
+
   private checkJointMajority(
     primary: ObservedNode,
     previousCommitSeqno: Seqno,
@@ -220,19 +254,7 @@ export class Checker implements DiskListener {
     lastSeqno: Seqno,
     nodes: ReadonlyMap<NodeId, ObservedNode>,
   ): void {
-    // Active: the last configuration at or below the previous commit (which the previous check
-    // validated, though no node may have applied it yet) and every later one in the primary's log.
-    const knownCommitted = Math.min(previousCommitSeqno, this.committedSeqno);
-    let lastCommittedConfig = this.committedConfigAt(knownCommitted);
-    const configs: Configuration[] = [];
-    const raft = primary.raft!;
-    for (let s = Math.max(knownCommitted, primary.disk.start.seqno) + 1; s <= lastSeqno; s++) {
-      const c = raft.entry(s)?.configuration;
-      if (c === undefined) continue;
-      if (s <= previousCommitSeqno) lastCommittedConfig = c;
-      else configs.push(c);
-    }
-    configs.unshift(lastCommittedConfig);
+    const configs = this.activeConfigs(primary, previousCommitSeqno, lastSeqno);
     const chainHash = primary.disk.chainAt(commitSeqno);
     if (chainHash === undefined) throw new Violation('committed-never-lost', `${primary.id} commits ${commitSeqno} that it has not persisted`);
     const holds = (id: NodeId): boolean => {
