@@ -28,6 +28,7 @@ import type {
   PeerStatus,
   ProposeVote,
   RaftStatus,
+  RaftSummary,
   RandomSource,
   Ready,
   RequestVote,
@@ -97,6 +98,8 @@ export interface Raft {
   ready(): Ready;
   advance(ready: Ready): void;
   status(): RaftStatus;
+  /** The cheap subset of status(). */
+  summary(): RaftSummary;
   /** An entry of this node's log (persisted or not), or undefined outside it. */
   entry(seqno: Seqno): Entry | undefined;
 }
@@ -394,6 +397,17 @@ class RaftMachine implements Raft {
       viewHistory: this.log.viewHistory(),
       retirementStage: this.retirementStage(),
       droppedMessages: this.droppedMessages,
+    };
+  }
+
+  summary(): RaftSummary {
+    return {
+      view: this.view,
+      role: this.role,
+      primaryId: this.primaryId,
+      commitSeqno: this.commitSeqno,
+      lastSeqno: this.log.lastSeqno,
+      lastSignatureSeqno: this.log.lastSignatureSeqno,
     };
   }
 

@@ -147,6 +147,16 @@ export interface RaftStatus {
   readonly droppedMessages: number;
 }
 
+/** The few fields a caller checks on every request, without the allocations of status(). */
+export interface RaftSummary {
+  readonly view: View;
+  readonly role: Role;
+  readonly primaryId: NodeId | undefined;
+  readonly commitSeqno: Seqno;
+  readonly lastSeqno: Seqno;
+  readonly lastSignatureSeqno: Seqno;
+}
+
 export interface RoleChange {
   readonly role: Role;
   readonly view: View;

@@ -180,7 +180,7 @@ export class Checker implements DiskListener {
     const raft = node.raft;
     if (raft === undefined) return;
     this.checks++;
-    const status = raft.status();
+    const status = raft.summary();
     const primary = status.role === 'Primary';
     const last = this.observed.get(node.id);
     this.observed.set(node.id, { view: status.view, primary, commitSeqno: status.commitSeqno });

@@ -143,7 +143,7 @@ export class Cluster {
 
   /** Live nodes that believe they are primary. */
   primaries(): SimNode[] {
-    return this.liveNodes().filter((n) => n.raft!.status().role === 'Primary');
+    return this.liveNodes().filter((n) => n.raft!.summary().role === 'Primary');
   }
 
   // ---- Driving the cores -------------------------------------------------------------------
@@ -224,7 +224,7 @@ export class Cluster {
   ): Entry | undefined {
     const raft = node.raft;
     if (raft === undefined) return undefined;
-    const status = raft.status();
+    const status = raft.summary();
     if (status.role !== 'Primary') return undefined;
     const seqno = status.lastSeqno + 1;
     node.proposals++;

@@ -162,14 +162,19 @@ export function runSwarm(options: SwarmOptions): SwarmResult {
 
   const clientActivity = (proposalRate: number, allowReconfiguration: boolean): void => {
     const primaries = cluster.primaries();
-    for (const p of primaries) views.add(p.raft!.status().view);
+    for (const p of primaries) views.add(p.raft!.summary().view);
     if (primaries.length === 0) return;
     const primary = faultRng.client.pick(primaries);
     if (faultRng.client.chance(proposalRate)) {
       const count = faultRng.client.int(1, 3);
-      for (let i = 0; i < count; i++) cluster.propose(primary, 'normal');
+      for (let i = 0; i < count; i++) {
+        // A client backs off when the primary is full; now and then it tries anyway (and is refused).
+        const s = primary.raft!.summary();
+        if (s.lastSeqno - s.commitSeqno >= parameters.raft.maxUncommittedEntries && !faultRng.client.chance(0.1)) break;
+        cluster.propose(primary, 'normal');
+      }
     }
-    const status = primary.raft!.status();
+    const status = primary.raft!.summary();
     if (status.lastSignatureSeqno < status.lastSeqno && faultRng.client.chance(parameters.signatureRate)) cluster.propose(primary, 'signature');
     if (allowReconfiguration && faultRng.reconfiguration.chance(parameters.reconfigurationRate)) {
       if (reconfigure(primary)) membershipChanges++;
