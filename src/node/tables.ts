@@ -17,6 +17,17 @@ export const Tables = {
   hostData: 'public:svc.gov.nodes.snp.host_data',
   signatures: 'public:svc.internal.signatures',
   snapshotEvidence: 'public:svc.internal.snapshot_evidence',
+  // Governance (src/gov/tables.ts names the same tables).
+  proposals: 'public:svc.gov.proposals',
+  proposalsInfo: 'public:svc.gov.proposals_info',
+  history: 'public:svc.gov.history',
+  membersAcks: 'public:svc.gov.members.acks',
+  recentProposals: 'public:svc.gov.cose_recent_proposals',
+  joinPolicy: 'public:svc.gov.nodes.join_policy',
+  jwtIssuers: 'public:svc.gov.jwt.issuers',
+  jwtPublicSigningKeys: 'public:svc.gov.jwt.public_signing_keys_metadata_v2',
+  caCertBundles: 'public:svc.gov.tls.ca_cert_bundles',
+  snapshotRequests: 'public:svc.gov.snapshot_requests',
   // The application's own tables.
   appPublicLog: 'public:records',
   appPrivateLog: 'records',

@@ -1,0 +1,250 @@
+/**
+ * What the constitution sees of the service: `svc.kv`, `svc.crypto` and `svc.node`, built by a
+ * prelude over a few host functions. Table access is limited to `public:svc.gov.*` tables; writes
+ * are allowed only while `apply` runs and never to the governance history.
+ *
+ * Writes do not go to the transaction directly: they are staged, and flushed only when the whole
+ * `apply` succeeded, so a proposal whose apply throws half-way leaves nothing behind but its own
+ * Failed record (DESIGN decision 11: nothing half-written). Effects outside the store (a ledger
+ * chunk request) are likewise collected and run by the caller after the transaction commits.
+ */
+import { CovenantError } from '../base/errors.js';
+import { certificateId, loadPublicKey, parseCertificate, splitPemCertificates } from '../crypto/index.js';
+import { jsonCodec, type Tx } from '../kv/index.js';
+import type { HostFunctions } from './sandbox.js';
+import { GOV_TABLES_READ_ONLY_FOR_CONSTITUTION } from './tables.js';
+
+/** Effects of accepted proposals that happen outside the store, after the transaction commits. */
+export type GovEffect = 'trigger_ledger_chunk';
+
+const GOV_TABLE_PREFIX = 'public:svc.gov.';
+const TABLE_KEYS_MAX = 100_000;
+const anyJson = jsonCodec<unknown>();
+
+export class StagedKv {
+  private readonly staged = new Map<string, Map<string, unknown | null>>();
+
+  constructor(private readonly tx: Tx) {}
+
+  get(table: string, key: string): unknown {
+    const writes = this.staged.get(table);
+    if (writes?.has(key)) return writes.get(key) ?? undefined;
+    return this.tx.map(table, anyJson).get(key);
+  }
+
+  has(table: string, key: string): boolean {
+    return this.get(table, key) !== undefined;
+  }
+
+  keys(table: string): string[] {
+    const out = new Set<string>();
+    let count = 0;
+    this.tx.map(table, anyJson).forEach((_value, key) => {
+      if (++count > TABLE_KEYS_MAX) throw new Error(`table ${table} has more than ${TABLE_KEYS_MAX} keys`);
+      out.add(key);
+    });
+    for (const [key, value] of this.staged.get(table) ?? []) {
+      if (value === null) out.delete(key);
+      else out.add(key);
+    }
+    return [...out].sort();
+  }
+
+  put(table: string, key: string, value: unknown): void {
+    let writes = this.staged.get(table);
+    if (!writes) this.staged.set(table, (writes = new Map()));
+    writes.set(key, value);
+  }
+
+  remove(table: string, key: string): boolean {
+    const had = this.has(table, key);
+    let writes = this.staged.get(table);
+    if (!writes) this.staged.set(table, (writes = new Map()));
+    writes.set(key, null);
+    return had;
+  }
+
+  flush(): void {
+    for (const [table, writes] of this.staged) {
+      const map = this.tx.map(table, anyJson);
+      for (const [key, value] of writes) {
+        if (value === null) map.remove(key);
+        else map.put(key, value);
+      }
+    }
+    this.staged.clear();
+  }
+}
+
+export interface ConstitutionHost {
+  readonly prelude: string;
+  readonly functions: HostFunctions;
+  readonly kv: StagedKv;
+  readonly effects: GovEffect[];
+  /** Writes are refused unless apply is running. */
+  setWritable(writable: boolean): void;
+}
+
+const HOST_NAMES = [
+  '__svc_kv_get',
+  '__svc_kv_has',
+  '__svc_kv_keys',
+  '__svc_kv_put',
+  '__svc_kv_remove',
+  '__svc_crypto_certificate',
+  '__svc_crypto_rsa_public_key',
+  '__svc_crypto_certificate_bundle',
+  '__svc_crypto_certificate_from_base64_der',
+  '__svc_node_trigger_ledger_chunk',
+] as const;
+
+// Runs before the constitution: takes the raw host functions off the global object and exposes a
+// frozen `svc` whose methods take and return plain values.
+const PRELUDE = `(() => {
+  const g = globalThis;
+  const h = {};
+  for (const name of ${JSON.stringify(HOST_NAMES)}) { h[name] = g[name]; delete g[name]; }
+  const parse = JSON.parse;
+  const stringify = JSON.stringify;
+  const call = (name, ...args) => {
+    const texts = args.map((a) => {
+      const t = stringify(a);
+      if (t === undefined) throw new TypeError('svc: argument has no JSON form');
+      return t;
+    });
+    const out = h[name](...texts);
+    return out === undefined ? undefined : parse(out);
+  };
+  g.svc = Object.freeze({
+    kv: Object.freeze({
+      get: (table, key) => call('__svc_kv_get', table, key),
+      has: (table, key) => call('__svc_kv_has', table, key),
+      keys: (table) => call('__svc_kv_keys', table),
+      put: (table, key, value) => { call('__svc_kv_put', table, key, value); },
+      remove: (table, key) => call('__svc_kv_remove', table, key),
+    }),
+    crypto: Object.freeze({
+      certificate: (pem) => call('__svc_crypto_certificate', pem),
+      rsaPublicKey: (pem) => call('__svc_crypto_rsa_public_key', pem),
+      certificateBundle: (pem) => call('__svc_crypto_certificate_bundle', pem),
+      certificateFromBase64Der: (b64) => call('__svc_crypto_certificate_from_base64_der', b64),
+    }),
+    node: Object.freeze({
+      triggerLedgerChunk: () => { call('__svc_node_trigger_ledger_chunk'); },
+    }),
+  });
+})();`;
+
+function text(json: string | undefined, what: string): string {
+  const value = json === undefined ? undefined : (JSON.parse(json) as unknown);
+  if (typeof value !== 'string') throw new TypeError(`${what} must be a string`);
+  return value;
+}
+
+function checkTable(table: string): void {
+  if (!table.startsWith(GOV_TABLE_PREFIX)) throw new Error(`table "${table}" is not a governance table (${GOV_TABLE_PREFIX}*)`);
+}
+
+export function createConstitutionHost(tx: Tx): ConstitutionHost {
+  const kv = new StagedKv(tx);
+  const effects: GovEffect[] = [];
+  let writable = false;
+  const checkWrite = (table: string) => {
+    checkTable(table);
+    if (!writable) throw new Error('the constitution may write tables only in apply');
+    if (GOV_TABLES_READ_ONLY_FOR_CONSTITUTION.has(table)) throw new Error(`table "${table}" is written only by the service`);
+  };
+  const functions: HostFunctions = {
+    __svc_kv_get: (t, k) => {
+      const table = text(t, 'table');
+      checkTable(table);
+      const value = kv.get(table, text(k, 'key'));
+      return value === undefined ? undefined : JSON.stringify(value);
+    },
+    __svc_kv_has: (t, k) => {
+      const table = text(t, 'table');
+      checkTable(table);
+      return JSON.stringify(kv.has(table, text(k, 'key')));
+    },
+    __svc_kv_keys: (t) => {
+      const table = text(t, 'table');
+      checkTable(table);
+      return JSON.stringify(kv.keys(table));
+    },
+    __svc_kv_put: (t, k, v) => {
+      const table = text(t, 'table');
+      checkWrite(table);
+      kv.put(table, text(k, 'key'), JSON.parse(v!) as unknown);
+      return undefined;
+    },
+    __svc_kv_remove: (t, k) => {
+      const table = text(t, 'table');
+      checkWrite(table);
+      return JSON.stringify(kv.remove(table, text(k, 'key')));
+    },
+    __svc_crypto_certificate: (p) => JSON.stringify(describeCertificate(text(p, 'certificate'))),
+    __svc_crypto_rsa_public_key: (p) => {
+      const pem = text(p, 'public key');
+      let bits: number | undefined;
+      try {
+        const key = loadPublicKey(pem);
+        if (key.asymmetricKeyType !== 'rsa') throw new Error(`a ${key.asymmetricKeyType ?? 'unknown'} key`);
+        bits = key.asymmetricKeyDetails?.modulusLength;
+      } catch (e) {
+        throw new Error(`not an RSA public key PEM: ${(e as Error).message}`);
+      }
+      if (bits === undefined || bits < 2048) throw new Error(`RSA encryption keys need at least 2048 bits, got ${bits ?? 'unknown'}`);
+      return JSON.stringify({ bits });
+    },
+    __svc_crypto_certificate_bundle: (p) => {
+      const bundle = text(p, 'certificate bundle');
+      const pems = splitPemCertificates(bundle);
+      if (pems.length === 0) throw new Error('the bundle holds no PEM certificate');
+      pems.forEach((pem, i) => {
+        try {
+          parseCertificate(pem);
+        } catch (e) {
+          throw new Error(`certificate ${i} of the bundle is invalid: ${(e as Error).message}`);
+        }
+      });
+      return JSON.stringify(pems.length);
+    },
+    __svc_crypto_certificate_from_base64_der: (b) => {
+      const b64 = text(b, 'base64 certificate');
+      if (!/^[A-Za-z0-9+/]+={0,2}$/.test(b64)) throw new Error('x5c entries are base64 (not base64url) DER certificates');
+      const pem = `-----BEGIN CERTIFICATE-----\n${b64.match(/.{1,64}/g)!.join('\n')}\n-----END CERTIFICATE-----\n`;
+      describeCertificate(pem);
+      return JSON.stringify(pem);
+    },
+    __svc_node_trigger_ledger_chunk: () => {
+      if (!writable) throw new Error('triggerLedgerChunk is available only in apply');
+      if (!effects.includes('trigger_ledger_chunk')) effects.push('trigger_ledger_chunk');
+      return undefined;
+    },
+  };
+  return {
+    prelude: PRELUDE,
+    functions,
+    kv,
+    effects,
+    setWritable(value) {
+      writable = value;
+    },
+  };
+}
+
+/** Parses exactly one PEM certificate: its id and the type of its key. */
+export function describeCertificate(pem: string): { id: string; key_type: string; curve: string | null } {
+  const count = splitPemCertificates(pem).length;
+  if (count !== 1) throw new Error(`expected exactly one PEM certificate, found ${count}`);
+  try {
+    const parsed = parseCertificate(pem);
+    const keyType = parsed.publicKey.asymmetricKeyType ?? 'unknown';
+    const namedCurve = parsed.publicKey.asymmetricKeyDetails?.namedCurve;
+    const curve = namedCurve === 'secp384r1' ? 'P-384' : namedCurve === 'prime256v1' ? 'P-256' : (namedCurve ?? null);
+    return { id: certificateId(pem), key_type: keyType, curve };
+  } catch (e) {
+    if (e instanceof CovenantError) throw new Error(`invalid certificate: ${e.message}`);
+    throw new Error(`invalid certificate: ${(e as Error).message}`);
+  }
+}

@@ -1,0 +1,503 @@
+/**
+ * Governance over one KV transaction: signed requests in, table writes out. Every method runs
+ * synchronously inside the caller's transaction (DESIGN decision 2); a method that throws leaves
+ * the transaction to be discarded, so a refused request writes nothing.
+ *
+ * Flow of a proposal: the request is verified (signature, type, created_at, replay); the
+ * constitution's `validate` checks it; it is stored Open; then, at creation and after each ballot,
+ * every ballot is evaluated (each in a fresh sandbox context), the constitution's `resolve` turns
+ * the votes into a state and, when Accepted, its `apply` writes the tables (staged, flushed only
+ * if the whole apply succeeds). A ballot or constitution function that throws, loops or exhausts
+ * memory makes the proposal Failed with the reason recorded.
+ */
+import { CovenantError } from '../base/errors.js';
+import { toHex, utf8 } from '../base/bytes.js';
+import { sha256 } from '../crypto/index.js';
+import { jsonCodec, type Tx } from '../kv/index.js';
+import { createConstitutionHost, type GovEffect } from './constitution-host.js';
+import { verifyGovRequest, type GovMessageType, type VerifiedGovRequest } from './cose-request.js';
+import { DEFAULT_CONSTITUTION } from './default-constitution.js';
+import { type JsEngine, type LoadedModule, SandboxError, type SandboxLimits } from './sandbox.js';
+import {
+  GOV_SINGLETON_KEY,
+  GovTables,
+  type HistoryRecord,
+  type MemberAck,
+  type MemberInfoRecord,
+  type ProposalBody,
+  type ProposalInfo,
+  type ProposalState,
+} from './tables.js';
+
+export interface GovernanceInit {
+  readonly engine: JsEngine;
+  /** The node's clock (ms since the Unix epoch), for created_at checks. */
+  readonly nowMs: () => number;
+  readonly sandboxLimits?: SandboxLimits;
+  readonly createdAtWindowSeconds?: number;
+  /** How many recent proposal requests are remembered to refuse replays. */
+  readonly recentProposalsMax?: number;
+}
+
+/** A governance write as it arrives: the raw body and its content type. */
+export interface GovRequest {
+  readonly body: Uint8Array;
+  readonly contentType: string | undefined;
+}
+
+export interface GovOutcome<T> {
+  readonly body: T;
+  /** Effects to run once the transaction has committed locally. */
+  readonly effects: readonly GovEffect[];
+  /** Who signed the request (for logs). */
+  readonly memberId: string;
+}
+
+export interface ProposalSummary {
+  proposal_id: string;
+  proposer_id: string;
+  state: ProposalState;
+  ballot_count: number;
+  final_votes?: Record<string, boolean>;
+  vote_failures?: Record<string, { reason: string }>;
+  failure?: { reason: string };
+}
+
+export interface MemberSummary {
+  member_id: string;
+  status: MemberInfoRecord['status'];
+  member_data: unknown;
+  certificate: string;
+  public_encryption_key?: string;
+}
+
+/** Function names the stored constitution must export. */
+export const CONSTITUTION_EXPORTS = ['validate', 'resolve', 'apply'] as const;
+/** A join policy exports `policy(transparentStatements)`. */
+export const JOIN_POLICY_EXPORTS = ['policy'] as const;
+export const BALLOT_EXPORTS = ['vote'] as const;
+
+export const RECENT_PROPOSALS_MAX = 100;
+const CREATED_AT_DIGITS = 16;
+
+const json = jsonCodec<any>();
+
+function notFound(message: string): CovenantError {
+  return new CovenantError('ResourceNotFound', message, 404);
+}
+
+function badRequest(code: string, message: string): CovenantError {
+  return new CovenantError(code, message, 400);
+}
+
+function parseJsonPayload(payload: Uint8Array, what: string): unknown {
+  try {
+    return JSON.parse(utf8.decode(payload)) as unknown;
+  } catch (e) {
+    throw badRequest('InvalidInput', `${what} payload is not JSON: ${(e as Error).message}`);
+  }
+}
+
+function failureReason(e: unknown): string {
+  if (e instanceof SandboxError) return `${e.kind}: ${e.message}`;
+  if (e instanceof Error) return e.message;
+  return String(e);
+}
+
+export class Governance {
+  private readonly engine: JsEngine;
+  private readonly init: GovernanceInit;
+
+  constructor(init: GovernanceInit) {
+    this.init = init;
+    this.engine = init.engine;
+  }
+
+  // ------------------------------------------------------------------ writes
+
+  createProposal(tx: Tx, request: GovRequest): GovOutcome<ProposalSummary> {
+    const verified = this.verify(tx, request, 'proposal', {});
+    this.requireActive(tx, verified.memberId, 'propose');
+    const requestDigest = toHex(sha256(request.body));
+    this.checkReplay(tx, requestDigest, verified.createdAtSeconds);
+
+    const proposalText = utf8.decode(verified.payload);
+    const parsed = parseJsonPayload(verified.payload, 'proposal');
+    this.checkCodeCarryingActions(parsed);
+
+    // The id binds the request (with its randomised signature) to the state it was made in.
+    const proposalId = toHex(sha256(utf8.encode(`${requestDigest}:${tx.startVersion}`)));
+    if (tx.map(GovTables.proposalsInfo, json).has(proposalId)) throw badRequest('ProposalReplay', `proposal ${proposalId} already exists`);
+
+    const info: ProposalInfo = { proposer_id: verified.memberId, state: 'Open', created_at: verified.createdAtSeconds, ballots: {} };
+    const constitution = this.ensureConstitution(tx);
+    const effects = this.withConstitution(tx, constitution, (module, host) => {
+      let verdict: unknown;
+      try {
+        verdict = module.call('validate', [proposalText]);
+      } catch (e) {
+        throw badRequest('ProposalFailedToValidate', `the constitution's validate failed: ${failureReason(e)}`);
+      }
+      const v = verdict as { valid?: unknown; description?: unknown } | null;
+      if (typeof v !== 'object' || v === null || typeof v.valid !== 'boolean') {
+        throw badRequest('ProposalFailedToValidate', "the constitution's validate did not answer {valid, description}");
+      }
+      if (!v.valid) throw badRequest('ProposalFailedToValidate', `proposal is invalid: ${typeof v.description === 'string' ? v.description : 'no reason given'}`);
+
+      tx.map(GovTables.proposals, json).put(proposalId, parsed);
+      tx.map(GovTables.proposalsInfo, json).put(proposalId, info);
+      this.resolveWith(module, host, tx, proposalId, info, proposalText, []);
+    });
+    this.rememberProposal(tx, requestDigest, verified.createdAtSeconds, proposalId);
+    this.recordHistory(tx, verified, request.body, proposalId);
+    return { body: summary(proposalId, tx.map(GovTables.proposalsInfo, json).get(proposalId) as ProposalInfo), effects, memberId: verified.memberId };
+  }
+
+  submitBallot(tx: Tx, request: GovRequest, proposalId: string, memberIdInPath: string): GovOutcome<ProposalSummary> {
+    const verified = this.verify(tx, request, 'ballot', { proposalId, memberIdInPath });
+    this.requireActive(tx, verified.memberId, 'vote');
+    const info = this.openProposal(tx, proposalId);
+    if (info.ballots[verified.memberId] !== undefined) {
+      throw badRequest('VoteAlreadyExists', `member ${verified.memberId} has already submitted a ballot for proposal ${proposalId}`);
+    }
+    const body = parseJsonPayload(verified.payload, 'ballot') as { ballot?: unknown } | null;
+    if (typeof body !== 'object' || body === null || typeof body.ballot !== 'string' || Object.keys(body).length !== 1) {
+      throw badRequest('InvalidBallot', 'a ballot request is {"ballot": "export function vote(proposal, proposerId) { ... }"}');
+    }
+    try {
+      this.engine.checkModule(body.ballot, 'ballot', BALLOT_EXPORTS, this.init.sandboxLimits);
+    } catch (e) {
+      if (e instanceof SandboxError && e.kind === 'Unavailable') throw e;
+      throw badRequest('InvalidBallot', `ballot cannot be used: ${failureReason(e)}`);
+    }
+    info.ballots[verified.memberId] = body.ballot;
+    tx.map(GovTables.proposalsInfo, json).put(proposalId, info);
+    const proposalText = JSON.stringify(tx.map(GovTables.proposals, json).get(proposalId));
+    const effects = this.evaluate(tx, proposalId, info, proposalText);
+    this.recordHistory(tx, verified, request.body, proposalId);
+    return { body: summary(proposalId, tx.map(GovTables.proposalsInfo, json).get(proposalId) as ProposalInfo), effects, memberId: verified.memberId };
+  }
+
+  withdrawProposal(tx: Tx, request: GovRequest, proposalId: string): GovOutcome<ProposalSummary> {
+    const verified = this.verify(tx, request, 'withdrawal', { proposalId });
+    const info = this.openProposal(tx, proposalId);
+    if (info.proposer_id !== verified.memberId) {
+      throw new CovenantError('Forbidden', `only the proposer (${info.proposer_id}) may withdraw proposal ${proposalId}`, 403);
+    }
+    info.state = 'Withdrawn';
+    tx.map(GovTables.proposalsInfo, json).put(proposalId, info);
+    this.recordHistory(tx, verified, request.body, proposalId);
+    return { body: summary(proposalId, info), effects: [], memberId: verified.memberId };
+  }
+
+  /** Records the digest a member must acknowledge (`:update`); answers it. */
+  updateStateDigest(tx: Tx, request: GovRequest, memberIdInPath: string, stateDigestHex: string): GovOutcome<MemberAck> {
+    const verified = this.verify(tx, request, 'state_digest', { memberIdInPath });
+    const ack: MemberAck = { state_digest: stateDigestHex };
+    tx.map(GovTables.membersAcks, json).put(verified.memberId, ack);
+    this.recordHistory(tx, verified, request.body, undefined);
+    return { body: ack, effects: [], memberId: verified.memberId };
+  }
+
+  /** Acknowledges the recorded digest (`:ack`): an Accepted member becomes Active. */
+  ackStateDigest(tx: Tx, request: GovRequest, memberIdInPath: string): GovOutcome<MemberSummary> {
+    const verified = this.verify(tx, request, 'ack', { memberIdInPath });
+    const body = parseJsonPayload(verified.payload, 'ack') as { state_digest?: unknown } | null;
+    if (typeof body !== 'object' || body === null || typeof body.state_digest !== 'string') {
+      throw badRequest('InvalidInput', 'an ack request is {"state_digest": "<hex digest from :update>"}');
+    }
+    const recorded = tx.map(GovTables.membersAcks, json).get(verified.memberId) as MemberAck | undefined;
+    if (recorded === undefined) {
+      throw badRequest('StateDigestNotRequested', `member ${verified.memberId} has no state digest to acknowledge; call state-digests/{member_id}:update first`);
+    }
+    if (recorded.state_digest !== body.state_digest) {
+      throw badRequest('StateDigestMismatch', `acknowledged digest ${body.state_digest} is not the recorded ${recorded.state_digest}; update and ack again`);
+    }
+    const infoMap = tx.map(GovTables.membersInfo, json);
+    const info = infoMap.get(verified.memberId) as MemberInfoRecord;
+    if (info.status === 'Accepted') infoMap.put(verified.memberId, { ...info, status: 'Active' });
+    this.recordHistory(tx, verified, request.body, undefined);
+    return { body: this.member(tx, verified.memberId), effects: [], memberId: verified.memberId };
+  }
+
+  // ------------------------------------------------------------------ reads
+
+  listProposals(tx: Tx): ProposalSummary[] {
+    const out: ProposalSummary[] = [];
+    tx.map(GovTables.proposalsInfo, json).forEach((info: ProposalInfo, id: string) => {
+      out.push(summary(id, info));
+    });
+    return out;
+  }
+
+  proposal(tx: Tx, proposalId: string): ProposalSummary {
+    return summary(proposalId, this.proposalInfo(tx, proposalId));
+  }
+
+  proposalActions(tx: Tx, proposalId: string): ProposalBody {
+    const body = tx.map(GovTables.proposals, json).get(proposalId) as ProposalBody | undefined;
+    if (body === undefined) throw notFound(`no proposal with id ${proposalId}`);
+    return body;
+  }
+
+  ballot(tx: Tx, proposalId: string, memberId: string): { ballot: string } {
+    const info = this.proposalInfo(tx, proposalId);
+    const ballot = info.ballots[memberId];
+    if (ballot === undefined) throw notFound(`member ${memberId} has no ballot for proposal ${proposalId}`);
+    return { ballot };
+  }
+
+  members(tx: Tx): MemberSummary[] {
+    const out: MemberSummary[] = [];
+    tx.map(GovTables.membersInfo, json).forEach((_info: MemberInfoRecord, id: string) => {
+      out.push(this.member(tx, id));
+    });
+    return out;
+  }
+
+  member(tx: Tx, memberId: string): MemberSummary {
+    const info = tx.map(GovTables.membersInfo, json).get(memberId) as MemberInfoRecord | undefined;
+    if (info === undefined) throw notFound(`no member with id ${memberId}`);
+    const out: MemberSummary = {
+      member_id: memberId,
+      status: info.status,
+      member_data: info.member_data ?? null,
+      certificate: tx.map(GovTables.membersCerts, json).get(memberId) as string,
+    };
+    const encryptionKey = tx.map(GovTables.membersEncryptionPublicKeys, json).get(memberId) as string | undefined;
+    if (encryptionKey !== undefined) out.public_encryption_key = encryptionKey;
+    return out;
+  }
+
+  stateDigest(tx: Tx, memberId: string): MemberAck {
+    const ack = tx.map(GovTables.membersAcks, json).get(memberId) as MemberAck | undefined;
+    if (ack === undefined) throw notFound(`member ${memberId} has no recorded state digest`);
+    return ack;
+  }
+
+  /** The constitution in force (the built-in default until one is stored). */
+  constitution(tx: Tx): string {
+    return (tx.map(GovTables.constitution, json).get(GOV_SINGLETON_KEY) as string | undefined) ?? DEFAULT_CONSTITUTION;
+  }
+
+  // ------------------------------------------------------------------ internals
+
+  private verify(tx: Tx, request: GovRequest, type: GovMessageType, opts: { proposalId?: string; memberIdInPath?: string }): VerifiedGovRequest {
+    const certs = tx.map(GovTables.membersCerts, json);
+    return verifyGovRequest(request.body, {
+      contentType: request.contentType,
+      expectedType: type,
+      nowMs: this.init.nowMs(),
+      memberCertificate: (id) => certs.get(id) as string | undefined,
+      ...(opts.proposalId !== undefined ? { proposalId: opts.proposalId } : {}),
+      ...(opts.memberIdInPath !== undefined ? { memberIdInPath: opts.memberIdInPath } : {}),
+      ...(this.init.createdAtWindowSeconds !== undefined ? { createdAtWindowSeconds: this.init.createdAtWindowSeconds } : {}),
+    });
+  }
+
+  private requireActive(tx: Tx, memberId: string, what: string): void {
+    const info = tx.map(GovTables.membersInfo, json).get(memberId) as MemberInfoRecord | undefined;
+    if (info?.status !== 'Active') {
+      throw new CovenantError(
+        'MemberNotActive',
+        `member ${memberId} is ${info?.status ?? 'unknown'}; only Active members ${what} (acknowledge the state digest first)`,
+        403,
+      );
+    }
+  }
+
+  private proposalInfo(tx: Tx, proposalId: string): ProposalInfo {
+    const info = tx.map(GovTables.proposalsInfo, json).get(proposalId) as ProposalInfo | undefined;
+    if (info === undefined) throw notFound(`no proposal with id ${proposalId}`);
+    return info;
+  }
+
+  private openProposal(tx: Tx, proposalId: string): ProposalInfo {
+    const info = this.proposalInfo(tx, proposalId);
+    if (info.state !== 'Open') throw badRequest('ProposalNotOpen', `proposal ${proposalId} is ${info.state}, not Open`);
+    return info;
+  }
+
+  /**
+   * Replays: the digest of every recent proposal request is remembered (a bounded table). Once
+   * the table is full, a request older than everything it remembers cannot be told apart from a
+   * replay and is refused as well.
+   */
+  private checkReplay(tx: Tx, requestDigest: string, createdAtSeconds: number): void {
+    const recent = tx.map(GovTables.recentProposals, json);
+    let oldest = Number.POSITIVE_INFINITY;
+    let replayOf: string | undefined;
+    recent.forEach((value: { proposal_id: string }, key: string) => {
+      const [createdAt, digest] = key.split(':');
+      oldest = Math.min(oldest, Number(createdAt));
+      if (digest === requestDigest) replayOf = value.proposal_id;
+    });
+    if (replayOf !== undefined) throw badRequest('ProposalReplay', `this proposal request was already submitted (proposal ${replayOf})`);
+    if (recent.size >= this.recentMax() && createdAtSeconds < oldest) {
+      throw badRequest('ProposalCreatedTooLongAgo', `created_at ${createdAtSeconds} is older than every remembered recent proposal (${oldest}); sign it again`);
+    }
+  }
+
+  private rememberProposal(tx: Tx, requestDigest: string, createdAtSeconds: number, proposalId: string): void {
+    const recent = tx.map(GovTables.recentProposals, json);
+    recent.put(`${String(createdAtSeconds).padStart(CREATED_AT_DIGITS, '0')}:${requestDigest}`, { proposal_id: proposalId });
+    // Keys sort by created_at (fixed-width digits): evict from the front.
+    let excess = recent.size - this.recentMax();
+    const evict: string[] = [];
+    recent.forEach((_v, key: string) => {
+      if (excess-- <= 0) return false;
+      evict.push(key);
+      return true;
+    });
+    for (const key of evict) recent.remove(key);
+  }
+
+  private recentMax(): number {
+    return this.init.recentProposalsMax ?? RECENT_PROPOSALS_MAX;
+  }
+
+  private recordHistory(tx: Tx, verified: VerifiedGovRequest, body: Uint8Array, proposalId: string | undefined): void {
+    const record: HistoryRecord = {
+      cose_sign1: Buffer.from(body).toString('base64'),
+      type: verified.type,
+      created_at: verified.createdAtSeconds,
+      ...(proposalId !== undefined ? { proposal_id: proposalId } : {}),
+    };
+    tx.map(GovTables.history, json).put(verified.memberId, record);
+  }
+
+  /** The first governance write stores the default constitution, so the ledger shows the rules used. */
+  private ensureConstitution(tx: Tx): string {
+    const map = tx.map(GovTables.constitution, json);
+    const stored = map.get(GOV_SINGLETON_KEY) as string | undefined;
+    if (stored !== undefined) return stored;
+    map.put(GOV_SINGLETON_KEY, DEFAULT_CONSTITUTION);
+    return DEFAULT_CONSTITUTION;
+  }
+
+  /** Code carried by actions must compile in the sandbox and export what its users call. */
+  private checkCodeCarryingActions(parsed: unknown): void {
+    const actions = (parsed as { actions?: unknown } | null)?.actions;
+    if (!Array.isArray(actions)) return; // the constitution's validate explains the shape
+    actions.forEach((action: unknown, i) => {
+      const a = action as { name?: unknown; args?: Record<string, unknown> } | null;
+      const check = (source: unknown, filename: string, exports: readonly string[]) => {
+        if (typeof source !== 'string') return; // validate reports the type
+        try {
+          this.engine.checkModule(source, filename, exports, this.init.sandboxLimits);
+        } catch (e) {
+          if (e instanceof SandboxError && e.kind === 'Unavailable') throw e;
+          throw badRequest('ProposalFailedToValidate', `actions[${i}] (${String(a?.name)}): ${failureReason(e)}`);
+        }
+      };
+      if (a?.name === 'set_constitution') check(a.args?.constitution, 'constitution', CONSTITUTION_EXPORTS);
+      if (a?.name === 'set_node_join_policy') check(a.args?.policy, 'join_policy', JOIN_POLICY_EXPORTS);
+    });
+  }
+
+  private withConstitution(tx: Tx, constitution: string, body: (module: LoadedModule, host: ReturnType<typeof createConstitutionHost>) => void): GovEffect[] {
+    const host = createConstitutionHost(tx);
+    try {
+      this.engine.run(
+        { source: constitution, filename: 'constitution', prelude: host.prelude, host: host.functions, ...(this.init.sandboxLimits ? { limits: this.init.sandboxLimits } : {}) },
+        (module) => body(module, host),
+      );
+    } catch (e) {
+      if (e instanceof SandboxError && e.kind !== 'Unavailable') {
+        throw new CovenantError('ConstitutionFailure', `the constitution could not be loaded: ${failureReason(e)}`, 500);
+      }
+      throw e;
+    }
+    return host.effects;
+  }
+
+  /** Evaluates every ballot, then resolves (and maybe applies) with the constitution. */
+  private evaluate(tx: Tx, proposalId: string, info: ProposalInfo, proposalText: string): GovEffect[] {
+    const votes: { member_id: string; vote: boolean }[] = [];
+    const failures: Record<string, { reason: string }> = {};
+    for (const [memberId, ballot] of Object.entries(info.ballots)) {
+      try {
+        const vote = this.engine.run({ source: ballot, filename: `ballot of ${memberId.slice(0, 12)}`, ...(this.init.sandboxLimits ? { limits: this.init.sandboxLimits } : {}) }, (m) =>
+          m.call('vote', [proposalText, info.proposer_id]),
+        );
+        if (typeof vote !== 'boolean') throw new Error(`vote returned ${JSON.stringify(vote) ?? 'undefined'}, not a boolean`);
+        votes.push({ member_id: memberId, vote });
+      } catch (e) {
+        if (e instanceof SandboxError && e.kind === 'Unavailable') throw e;
+        failures[memberId] = { reason: failureReason(e) };
+      }
+    }
+    if (Object.keys(failures).length > 0) {
+      const first = Object.entries(failures)[0]!;
+      const failed: ProposalInfo = {
+        ...info,
+        state: 'Failed',
+        final_votes: Object.fromEntries(votes.map((v) => [v.member_id, v.vote])),
+        vote_failures: failures,
+        failure: { reason: `ballot of member ${first[0]} failed: ${first[1].reason}` },
+      };
+      tx.map(GovTables.proposalsInfo, json).put(proposalId, failed);
+      return [];
+    }
+    return this.withConstitution(tx, this.constitution(tx), (module, host) => this.resolveWith(module, host, tx, proposalId, info, proposalText, votes));
+  }
+
+  private resolveWith(
+    module: LoadedModule,
+    host: ReturnType<typeof createConstitutionHost>,
+    tx: Tx,
+    proposalId: string,
+    info: ProposalInfo,
+    proposalText: string,
+    votes: { member_id: string; vote: boolean }[],
+  ): void {
+    const next: ProposalInfo = { ...info, final_votes: Object.fromEntries(votes.map((v) => [v.member_id, v.vote])) };
+    delete next.failure;
+    delete next.vote_failures;
+    let state: unknown;
+    try {
+      state = module.call('resolve', [proposalText, info.proposer_id, votes]);
+    } catch (e) {
+      if (e instanceof SandboxError && e.kind === 'Unavailable') throw e;
+      next.state = 'Failed';
+      next.failure = { reason: `resolve failed: ${failureReason(e)}` };
+      tx.map(GovTables.proposalsInfo, json).put(proposalId, next);
+      return;
+    }
+    if (state !== 'Open' && state !== 'Accepted' && state !== 'Rejected') {
+      next.state = 'Failed';
+      next.failure = { reason: `resolve returned ${JSON.stringify(state) ?? 'undefined'}; expected "Open", "Accepted" or "Rejected"` };
+      tx.map(GovTables.proposalsInfo, json).put(proposalId, next);
+      return;
+    }
+    next.state = state;
+    if (state === 'Accepted') {
+      host.setWritable(true);
+      try {
+        module.call('apply', [proposalText, proposalId]);
+        host.kv.flush();
+      } catch (e) {
+        if (e instanceof SandboxError && e.kind === 'Unavailable') throw e;
+        host.effects.length = 0;
+        next.state = 'Failed';
+        next.failure = { reason: `apply failed: ${failureReason(e)}` };
+      } finally {
+        host.setWritable(false);
+      }
+    }
+    tx.map(GovTables.proposalsInfo, json).put(proposalId, next);
+  }
+}
+
+function summary(proposalId: string, info: ProposalInfo): ProposalSummary {
+  const out: ProposalSummary = {
+    proposal_id: proposalId,
+    proposer_id: info.proposer_id,
+    state: info.state,
+    ballot_count: Object.keys(info.ballots).length,
+  };
+  if (info.final_votes !== undefined) out.final_votes = info.final_votes;
+  if (info.vote_failures !== undefined) out.vote_failures = info.vote_failures;
+  if (info.failure !== undefined) out.failure = info.failure;
+  return out;
+}

@@ -1,0 +1,15 @@
+/**
+ * Governance: signed member requests (COSE_Sign1), proposals and ballots resolved by a constitution
+ * that runs in a JavaScript sandbox, and the governance tables. Wired to a node by
+ * src/http/frontends/governance.ts.
+ */
+export { Governance, CONSTITUTION_EXPORTS, JOIN_POLICY_EXPORTS, BALLOT_EXPORTS, RECENT_PROPOSALS_MAX } from './governance.js';
+export type { GovernanceInit, GovRequest, GovOutcome, ProposalSummary, MemberSummary } from './governance.js';
+export { signGovRequest, verifyGovRequest, COSE_CONTENT_TYPE, CREATED_AT_WINDOW_SECONDS, GOV_MESSAGE_TYPES, GovHeader } from './cose-request.js';
+export type { GovMessageType, SignGovRequestOptions, VerifiedGovRequest, VerifyGovRequestOptions } from './cose-request.js';
+export { JsEngine, loadJsEngine, SandboxError, DEFAULT_SANDBOX_LIMITS } from './sandbox.js';
+export type { SandboxLimits, SandboxFailureKind, HostFunctions, LoadedModule, RunOptions } from './sandbox.js';
+export { DEFAULT_CONSTITUTION } from './default-constitution.js';
+export type { GovEffect } from './constitution-host.js';
+export { GovTables, GOV_SINGLETON_KEY, PROPOSAL_STATES } from './tables.js';
+export type { ProposalState, ProposalInfo, ProposalBody, ProposalAction, MemberInfoRecord, MemberAck, HistoryRecord } from './tables.js';

@@ -1,0 +1,80 @@
+/**
+ * The governance tables and their record shapes. src/gov sits below src/node, so it names the
+ * tables it reads and writes itself; src/node/tables.ts lists the same names (a test checks that
+ * the two agree).
+ */
+export const GovTables = {
+  // Written at genesis and by governance actions.
+  serviceInfo: 'public:svc.gov.service.info',
+  serviceConfig: 'public:svc.gov.service.config',
+  constitution: 'public:svc.gov.constitution',
+  nodesInfo: 'public:svc.gov.nodes.info',
+  nodesEndorsedCertificates: 'public:svc.gov.nodes.endorsed_certificates',
+  membersCerts: 'public:svc.gov.members.certs',
+  membersInfo: 'public:svc.gov.members.info',
+  membersEncryptionPublicKeys: 'public:svc.gov.members.encryption_public_keys',
+  usersCerts: 'public:svc.gov.users.certs',
+  usersInfo: 'public:svc.gov.users.info',
+  hostData: 'public:svc.gov.nodes.snp.host_data',
+  // Governance's own tables.
+  proposals: 'public:svc.gov.proposals',
+  proposalsInfo: 'public:svc.gov.proposals_info',
+  history: 'public:svc.gov.history',
+  membersAcks: 'public:svc.gov.members.acks',
+  recentProposals: 'public:svc.gov.cose_recent_proposals',
+  joinPolicy: 'public:svc.gov.nodes.join_policy',
+  jwtIssuers: 'public:svc.gov.jwt.issuers',
+  jwtPublicSigningKeys: 'public:svc.gov.jwt.public_signing_keys_metadata_v2',
+  caCertBundles: 'public:svc.gov.tls.ca_cert_bundles',
+  snapshotRequests: 'public:svc.gov.snapshot_requests',
+} as const;
+
+export const GOV_SINGLETON_KEY = '0';
+
+/** Tables the constitution may not write: they are the evidence of who asked for what. */
+export const GOV_TABLES_READ_ONLY_FOR_CONSTITUTION: ReadonlySet<string> = new Set([GovTables.history, GovTables.recentProposals]);
+
+export const PROPOSAL_STATES = ['Open', 'Accepted', 'Rejected', 'Withdrawn', 'Failed', 'Dropped'] as const;
+export type ProposalState = (typeof PROPOSAL_STATES)[number];
+
+export interface ProposalAction {
+  name: string;
+  args?: unknown;
+}
+
+export interface ProposalBody {
+  actions: ProposalAction[];
+}
+
+export interface ProposalInfo {
+  proposer_id: string;
+  state: ProposalState;
+  /** created_at of the proposal request (seconds). */
+  created_at: number;
+  /** member id → ballot source. */
+  ballots: Record<string, string>;
+  /** member id → vote, once the proposal is no longer Open (or after each evaluation). */
+  final_votes?: Record<string, boolean>;
+  /** member id → why that member's ballot could not be evaluated. */
+  vote_failures?: Record<string, { reason: string }>;
+  /** Why the proposal Failed (validation at resolution, resolve or apply threw). */
+  failure?: { reason: string };
+}
+
+export interface MemberInfoRecord {
+  status: 'Accepted' | 'Active';
+  member_data: unknown;
+}
+
+export interface MemberAck {
+  /** Hex digest the member must sign to become Active (or to acknowledge again). */
+  state_digest: string;
+}
+
+export interface HistoryRecord {
+  /** Base64 of the whole COSE_Sign1 request, so the ledger alone proves who asked for what. */
+  cose_sign1: string;
+  type: string;
+  created_at: number;
+  proposal_id?: string;
+}
