@@ -290,7 +290,9 @@ class RaftMachine implements Raft {
   }
 
   propose(entry: Entry): void {
-    if (this.role !== 'Primary' || this.handingOver) throw notPrimary(this.handingOver ? undefined : this.primaryId);
+    if (this.role !== 'Primary') throw notPrimary(this.primaryId);
+    // A retiring primary signs what it has (so that a successor can catch up to it), nothing more.
+    if (this.handingOver && entry.kind !== 'signature') throw notPrimary(undefined);
     assert(entry.view === this.view, () => `a proposal carries the current view ${this.view} (got ${entry.view})`);
     assert(entry.seqno === this.log.lastSeqno + 1, () => `a proposal carries the next seqno ${this.log.lastSeqno + 1} (got ${entry.seqno})`);
     const uncommitted = this.log.lastSeqno - this.commitSeqno;
@@ -481,17 +483,21 @@ class RaftMachine implements Raft {
     this.syncProgress();
     // Probe every peer at once: the empty append asserts leadership and finds where logs match.
     for (const id of this.progress.keys()) this.sendAppend(id);
+    if (this.retirementStage() === 'Completed') this.handingOver = true;
   }
 
   /**
-   * Any member of an active configuration may stand, retiring ones included until their removal
-   * commits: otherwise an uncommitted configuration whose new members lag could leave no one able
-   * to win both majorities.
+   * Any member of an active configuration may stand, retiring ones included: otherwise an
+   * uncommitted configuration whose new members lag could leave no one able to win both
+   * majorities. So may a node whose retirement is Completed but not yet recorded: it may hold
+   * the only copy of the freshest signed log (a retiring primary cut off before it could hand
+   * over), without which no remaining node could win its vote. Such a primary only hands over.
    */
   private canCampaign(): boolean {
-    if (!this.configs().some((c) => c.nodes.includes(this.selfId))) return false;
     const stage = this.retirementStage();
-    return stage !== 'Completed' && stage !== 'RetiredCommitted';
+    if (stage === 'RetiredCommitted') return false;
+    if (stage === 'Completed') return true;
+    return this.configs().some((c) => c.nodes.includes(this.selfId));
   }
 
   private isRetired(): boolean {
@@ -644,7 +650,9 @@ class RaftMachine implements Raft {
         p.needsSnapshot = false;
       }
       p.inflight = p.inflight.filter((s) => s > p.match);
-      if (p.next <= p.match) p.next = p.match + 1;
+      // With nothing in flight, everything after the match is still to send (a probe may have
+      // pushed `next` optimistically to the end of the log).
+      if (p.next <= p.match || (p.inflight.length === 0 && p.match >= this.log.startSeqno)) p.next = p.match + 1;
       this.maybeCommit();
       // Committing may have ended this primary's role or this peer's membership.
       if (this.role === 'Primary' && this.progress.get(m.from) === p) this.fillPipeline(m.from, p);
