@@ -218,6 +218,8 @@ class RaftMachine implements Raft {
       this.heartbeatElapsedTicks++;
       if (this.electionElapsedTicks >= this.electionTimeoutTicks) {
         this.electionElapsedTicks = 0;
+        // Ask again, once per period, for retirement records the node layer has not yet written.
+        this.reportedRetirementsKey = '';
         if (!this.checkQuorum()) {
           // CheckQuorum: a primary cut off from a majority steps down, so that clients look elsewhere.
           this.becomeBackup(this.view, undefined);
@@ -839,9 +841,10 @@ class RaftMachine implements Raft {
     return 'Ordered';
   }
 
-  /** Nodes whose retirement is committed but not yet recorded in this log. */
+  /** Nodes whose retirement is committed but not yet recorded in this log (a primary handing over records nothing). */
   private retirementsToRecord(): NodeId[] {
     const ids: NodeId[] = [];
+    if (this.handingOver) return ids;
     for (const [id, removedAt] of this.log.removals()) {
       if (removedAt <= this.commitSeqno && this.log.recordedAtSeqno(id) === undefined) ids.push(id);
     }
