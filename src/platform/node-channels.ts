@@ -17,8 +17,9 @@
  *
  * Sending: each peer has one queue bounded in bytes (frames waiting for the connection or for
  * 'drain', plus what the socket holds). Frames that do not fit are dropped and counted: consensus
- * retransmits. Frames sent in one synchronous burst go out in one write (cork until the
- * microtask queue runs), which measured about 2.5x the throughput of one write per frame.
+ * retransmits. Frames are written one by one: while a write is in progress the socket buffers
+ * the next ones and hands them to TLS together (writev), so corking each synchronous burst of
+ * sends into one write measured no faster (bench/channels.ts) and was left out.
  * Once a peer has been sent to, its connection is kept up, re-established after a failure with
  * exponential backoff (with jitter) that resets once a connection has lasted reconnect.maxMs.
  */
@@ -65,10 +66,17 @@ export interface TlsNodeChannelsInit {
   readonly reconnect?: Partial<ReconnectOptions>;
   /** Time allowed to connect and complete the TLS handshake, both directions. Default 5 s. */
   readonly handshakeTimeoutMs?: number;
+  /**
+   * An outgoing connection with frames to write on which no write completed for this long is
+   * closed and re-established: a peer that vanished without a reset would otherwise hold its
+   * connection (and fill its queue) until TCP gives up, many minutes later. Default 10 s.
+   */
+  readonly stallTimeoutMs?: number;
 }
 
 const DEFAULT_RECONNECT: ReconnectOptions = { initialMs: 50, maxMs: 2000 };
 const DEFAULT_HANDSHAKE_TIMEOUT_MS = 5000;
+const DEFAULT_STALL_TIMEOUT_MS = 10_000;
 /** TCP keep-alive probes start after this idle time, so that a vanished peer is noticed. */
 const KEEPALIVE_DELAY_MS = 10_000;
 /** Each delay is scaled by a factor in [1 - J, 1 + J], so that nodes do not retry in lockstep. */
@@ -174,8 +182,6 @@ class Peer {
   connectedAtMs = 0;
   /** The outbound socket refused a write: hold frames in `pending` until 'drain'. */
   waitingDrain = false;
-  /** The socket corked for the current synchronous burst of sends. */
-  corkedSocket: tls.TLSSocket | undefined;
   /** Frames waiting for a connection or for 'drain'; [pendingHead, length) are live. */
   pending: Buffer[] = [];
   pendingHead = 0;
@@ -254,6 +260,7 @@ export class TlsNodeChannels implements NodeChannels {
   private readonly maxQueueBytesPerPeer: number;
   private readonly reconnect: ReconnectOptions;
   private readonly handshakeTimeoutMs: number;
+  private readonly stallTimeoutMs: number;
 
   /** Use createTlsNodeChannels, which also starts listening. */
   constructor(
@@ -268,6 +275,7 @@ export class TlsNodeChannels implements NodeChannels {
     this.maxQueueBytesPerPeer = init.maxQueueBytesPerPeer ?? DEFAULT_MAX_QUEUE_BYTES_PER_PEER;
     this.reconnect = { ...DEFAULT_RECONNECT, ...init.reconnect };
     this.handshakeTimeoutMs = init.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS;
+    this.stallTimeoutMs = init.stallTimeoutMs ?? DEFAULT_STALL_TIMEOUT_MS;
     assert(Number.isInteger(this.maxFrameBytes) && this.maxFrameBytes >= 1 && this.maxFrameBytes <= 0xffff_ffff, 'maxFrameBytes must be in [1, 2^32)');
     assert(this.maxQueueBytesPerPeer >= FRAME_HEADER_BYTES, 'maxQueueBytesPerPeer must hold at least one frame header');
     assert(this.reconnect.initialMs > 0 && this.reconnect.maxMs >= this.reconnect.initialMs, 'reconnect delays must satisfy 0 < initialMs <= maxMs');
@@ -394,12 +402,20 @@ export class TlsNodeChannels implements NodeChannels {
     peer.verified = false;
     socket.setNoDelay(true);
     socket.setKeepAlive(true, KEEPALIVE_DELAY_MS);
-    socket.setTimeout(this.handshakeTimeoutMs, () => {
-      peer.lastError = `no TLS handshake within ${this.handshakeTimeoutMs} ms`;
-      socket.destroy();
+    // Inactivity timer: first the handshake deadline, then (once verified) the stall deadline.
+    socket.setTimeout(this.handshakeTimeoutMs);
+    socket.on('timeout', () => {
+      if (!peer.verified) {
+        peer.lastError = `no TLS handshake within ${this.handshakeTimeoutMs} ms`;
+        socket.destroy();
+      } else if (peer.waitingDrain || socket.writableLength > 0) {
+        peer.lastError = `no write completed for ${this.stallTimeoutMs} ms`;
+        this.log.info('node-to-node connection stalled', { peer: peer.nodeId, address: peer.address, queued_bytes: peer.queuedBytes() });
+        socket.destroy();
+      }
     });
     socket.once('secureConnect', () => {
-      socket.setTimeout(0);
+      socket.setTimeout(this.stallTimeoutMs);
       const certificate = socket.getPeerX509Certificate();
       const presented = certificate === undefined ? undefined : nodeIdFromPublicKey(certificate.publicKey);
       if (presented !== peer.nodeId) {
@@ -455,19 +471,9 @@ export class TlsNodeChannels implements NodeChannels {
     }, delayMs);
   }
 
-  /** Writes one frame in the current burst: the socket stays corked until the microtasks run. */
   private write(peer: Peer, frame: Buffer): void {
-    const socket = peer.outbound!;
-    if (peer.corkedSocket !== socket) {
-      peer.corkedSocket = socket;
-      socket.cork();
-      queueMicrotask(() => {
-        if (peer.corkedSocket === socket) peer.corkedSocket = undefined;
-        socket.uncork();
-      });
-    }
     peer.sent++;
-    if (!socket.write(frame)) peer.waitingDrain = true;
+    if (!peer.outbound!.write(frame)) peer.waitingDrain = true;
   }
 
   /** Moves pending frames to the socket until it pushes back. */

@@ -15,6 +15,9 @@ import { createEndorsedCertificate, createSelfSignedCertificate, generateEcKeyPa
 import { createTlsNodeChannels, encodeFrame, FrameDecoder, type TlsNodeChannelsInit } from '../../src/platform/node-channels.js';
 import { MemoryChannelNetwork } from '../../src/testing/memory-channels.js';
 
+/** A broken channel tends to hang rather than fail: bound each suite. */
+const TEST_TIMEOUT_MS = 30_000;
+
 interface TestIdentity extends ChannelIdentity {
   readonly keyPair: KeyPair;
 }
@@ -45,6 +48,7 @@ interface StartOptions {
   readonly maxQueueBytesPerPeer?: number;
   readonly maxFrameBytes?: number;
   readonly bindAddress?: string;
+  readonly stallTimeoutMs?: number;
 }
 
 /** One implementation under the shared contract. */
@@ -84,6 +88,7 @@ const tlsHarness: Harness = {
       reconnect: { initialMs: 10, maxMs: 100 },
       ...(options.maxQueueBytesPerPeer === undefined ? {} : { maxQueueBytesPerPeer: options.maxQueueBytesPerPeer }),
       ...(options.maxFrameBytes === undefined ? {} : { maxFrameBytes: options.maxFrameBytes }),
+      ...(options.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: options.stallTimeoutMs }),
     };
     const { channels, boundAddress } = await createTlsNodeChannels(init);
     t.after(() => channels.close());
@@ -115,7 +120,7 @@ function memoryHarness(): Harness {
 
 function contract(makeHarness: () => Harness): void {
   const name = makeHarness().name;
-  describe(`NodeChannels contract (${name})`, () => {
+  describe(`NodeChannels contract (${name})`, { timeout: TEST_TIMEOUT_MS }, () => {
     test('two nodes exchange frames both ways, in order, with the sender authenticated', async (t) => {
       const h = makeHarness();
       const a = await h.start(t, idA);
@@ -268,7 +273,23 @@ async function roundTrip(a: Started, b: Started, label: string): Promise<void> {
   assert.deepEqual(a.frames.at(-1), { from: b.identity.nodeId, kind: 3, text: label });
 }
 
-describe('TLS node-to-node channels', () => {
+/** A TLS server presenting `identity` that accepts connections and never reads from them. */
+async function nonReadingServer(t: TestContext, identity: ChannelIdentity): Promise<{ address: string; accepted: tls.TLSSocket[] }> {
+  const accepted: tls.TLSSocket[] = [];
+  const server = tls.createServer({ key: identity.privateKeyPem, cert: identity.certificatePem, requestCert: true, rejectUnauthorized: false }, (socket) => {
+    socket.pause();
+    socket.on('error', () => undefined);
+    accepted.push(socket);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    for (const s of accepted) s.destroy();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  return { address: `127.0.0.1:${(server.address() as net.AddressInfo).port}`, accepted };
+}
+
+describe('TLS node-to-node channels', { timeout: TEST_TIMEOUT_MS }, () => {
   test('a client without a certificate is refused', async (t) => {
     const [a, b] = await healthyPair(t);
     const socket = await rawClient(t, a.address);
@@ -358,18 +379,7 @@ describe('TLS node-to-node channels', () => {
     const a = await tlsHarness.start(t, idA, { maxQueueBytesPerPeer: queueBound });
     const b = await tlsHarness.start(t, idB);
     // S accepts A's connection and never reads from it.
-    const stalled: tls.TLSSocket[] = [];
-    const slow = tls.createServer({ key: idS.privateKeyPem, cert: idS.certificatePem, requestCert: true, rejectUnauthorized: false }, (socket) => {
-      socket.pause();
-      socket.on('error', () => undefined);
-      stalled.push(socket);
-    });
-    await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
-    t.after(() => {
-      for (const s of stalled) s.destroy();
-      return new Promise<void>((resolve) => slow.close(() => resolve()));
-    });
-    const slowAddress = `127.0.0.1:${(slow.address() as net.AddressInfo).port}`;
+    const { address: slowAddress } = await nonReadingServer(t, idS);
     a.channels.setPeers([peer(a), peer(b), { nodeId: idS.nodeId, address: slowAddress }]);
     b.channels.setPeers([peer(a), peer(b), { nodeId: idS.nodeId, address: slowAddress }]);
     // S also connects to A and stalls in the middle of a frame, never reading.
@@ -394,6 +404,21 @@ describe('TLS node-to-node channels', () => {
     assert.equal(s.connected, true, 'S is connected, just not reading');
     assert.ok(s.dropped > 0);
     assert.equal(a.channels.stats().peers[idB.nodeId]!.dropped, 0);
+  });
+
+  test('an outgoing connection on which no write completes for stallTimeoutMs is re-established', async (t) => {
+    const a = await tlsHarness.start(t, idA, { maxQueueBytesPerPeer: 1024 * 1024, stallTimeoutMs: 200 });
+    const slow = await nonReadingServer(t, idS);
+    a.channels.setPeers([{ nodeId: idS.nodeId, address: slow.address }]);
+    const big = new Uint8Array(64 * 1024);
+    await waitFor('a second connection after the first stalled', () => {
+      for (let j = 0; j < 16; j++) a.channels.send(idS.nodeId, 1, big);
+      return slow.accepted.length >= 2;
+    });
+    const line = a.logger.entries.find((e) => e.msg === 'node-to-node connection stalled');
+    assert.ok(line);
+    assert.equal(line.fields['peer'], idS.nodeId);
+    assert.ok(a.logger.entries.some((e) => e.msg === 'node-to-node connection lost' && String(e.fields['error']).includes('no write completed')));
   });
 
   test('setIdentity: new connections in both directions present the new certificate', async (t) => {
