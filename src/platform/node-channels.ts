@@ -220,7 +220,7 @@ class Peer {
   }
 }
 
-/** Parsed and checked identity: the key and certificate TLS will present. */
+/** Checks that the certificate carries the key whose hash is the node id. */
 function checkIdentity(identity: ChannelIdentity): void {
   let presented: string;
   try {
