@@ -16,13 +16,14 @@ const allowed = {
   jwt: ['base', 'crypto', 'kv'],
   gov: ['base', 'crypto', 'kv', 'merkle'],
   recovery: ['base', 'crypto', 'kv', 'merkle', 'ledger'],
+  audit: ['base', 'crypto', 'merkle', 'kv', 'ledger'],
   config: ['base'],
   platform: ['base', 'crypto', 'ledger', 'config'],
   node: ['base', 'crypto', 'merkle', 'consensus', 'kv', 'ledger', 'attestation', 'jwt', 'gov', 'recovery', 'config'],
   http: ['base', 'crypto', 'merkle', 'consensus', 'kv', 'ledger', 'attestation', 'jwt', 'gov', 'recovery', 'config', 'node', 'platform'],
   apps: ['base', 'crypto', 'kv', 'http', 'node'],
-  testing: ['base', 'crypto', 'merkle', 'consensus', 'kv', 'ledger', 'attestation', 'jwt', 'gov', 'recovery', 'config', 'node', 'platform', 'http', 'apps'],
-  cli: ['base', 'crypto', 'merkle', 'consensus', 'kv', 'ledger', 'attestation', 'jwt', 'gov', 'recovery', 'config', 'node', 'platform', 'http', 'apps'],
+  testing: ['base', 'crypto', 'merkle', 'consensus', 'kv', 'ledger', 'attestation', 'jwt', 'gov', 'recovery', 'config', 'node', 'platform', 'http', 'apps', 'audit'],
+  cli: ['base', 'crypto', 'merkle', 'consensus', 'kv', 'ledger', 'attestation', 'jwt', 'gov', 'recovery', 'config', 'node', 'platform', 'http', 'apps', 'audit'],
 };
 
 const folders = Object.keys(allowed);

@@ -10,7 +10,7 @@ import { Tables } from '../node/tables.js';
 import { jsonCodec } from '../kv/index.js';
 import { StoreAuthenticator } from './auth.js';
 import { operatorRoutes } from './frontends/operator.js';
-import { downloadRoutes } from './frontends/downloads.js';
+import { downloadDepsOf, downloadRoutes } from './frontends/downloads.js';
 import { openApiDocument } from './openapi.js';
 import type { OperatorFeature, Route } from './route.js';
 import { Router } from './router.js';
@@ -36,7 +36,7 @@ export class NodeServer {
     const openApi = () => openApiDocument(routes, { title: 'Covenant node API', version: node.init.version });
     routes = [
       ...operatorRoutes({ node, openApi, primaryAddress: () => this.primaryAddress() }),
-      ...downloadRoutes(),
+      ...downloadRoutes(downloadDepsOf(options.config, { isPrimary: () => node.isPrimary(), primaryAddress: () => this.primaryAddress() })),
       ...options.appRoutes(node),
     ];
     this.router = new Router(routes);

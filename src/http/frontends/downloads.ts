@@ -1,18 +1,139 @@
 /**
  * Ledger chunk and snapshot downloads (spec endpoint rules 1-7) and snapshot requests (rule 10).
  * Each family exists only on interfaces whose enabled_operator_features list its feature.
+ *
+ * Only committed files are served, found by name in the configured directories (the writable
+ * one first, then the read-only ones operators move committed files to). Names are matched
+ * against the spec's exact shapes before any path is built, so no request can name another file.
  */
+import { readdir } from 'node:fs/promises';
+import { join } from 'node:path';
 import { z } from 'zod';
 import { CovenantError } from '../../base/errors.js';
-import type { Route } from '../route.js';
+import { parseChunkName } from '../../ledger/index.js';
+import { FileDigestCache, serveImmutableFile } from '../file-download.js';
+import type { NodeConfig } from '../../config/index.js';
+import { type RequestContext, type Route, type RouteResponse } from '../route.js';
 
 const integerQuery = z.string().regex(/^\d+$/, 'must be a non-negative integer').transform(Number);
+
+/** The chunk name header of rule 3 (`vendor-service` is `covenant`). */
+export const LEDGER_CHUNK_NAME_HEADER = 'x-covenant-ledger-chunk-name';
+export const SNAPSHOT_NAME_HEADER = 'x-covenant-snapshot-name';
+
+export interface DownloadDeps {
+  /** Where committed chunks may be: ledger.directory, then ledger.read_only_directories. */
+  readonly ledgerDirectories: readonly string[];
+  /** snapshots.directory, then snapshots.read_only_directory. */
+  readonly snapshotDirectories: readonly string[];
+  /** `https://<primary address>` when this node is not the primary, so a missing file is asked there. */
+  readonly redirectBase: () => string | undefined;
+  /** Digests of served files; a fresh bounded cache by default. */
+  readonly digestCache?: FileDigestCache;
+}
 
 function notImplemented(what: string): never {
   throw new CovenantError('NotImplemented', `${what} is not available in this version of the node`, 501);
 }
 
-export function downloadRoutes(): Route[] {
+const COMMITTED_CHUNK_NAME = /^ledger_[1-9]\d{0,15}-[1-9]\d{0,15}\.committed$/;
+const COMMITTED_SNAPSHOT_NAME = /^snapshot_(0|[1-9]\d{0,15})_(0|[1-9]\d{0,15})\.committed$/;
+
+interface CommittedChunk {
+  readonly name: string;
+  readonly first: number;
+  readonly last: number;
+}
+
+interface CommittedSnapshot {
+  readonly name: string;
+  readonly seqno: number;
+  readonly evidenceSeqno: number;
+}
+
+export function parseCommittedChunkName(name: string): CommittedChunk | undefined {
+  if (!COMMITTED_CHUNK_NAME.test(name)) return undefined;
+  try {
+    const parsed = parseChunkName(name);
+    return { name, first: parsed.first, last: parsed.last! };
+  } catch (e) {
+    // parseChunkName refuses what the pattern lets through (last before first, too large).
+    if (e instanceof CovenantError) return undefined;
+    throw e;
+  }
+}
+
+export function parseCommittedSnapshotName(name: string): CommittedSnapshot | undefined {
+  const m = COMMITTED_SNAPSHOT_NAME.exec(name);
+  if (!m) return undefined;
+  const seqno = Number(m[1]);
+  const evidenceSeqno = Number(m[2]);
+  if (!Number.isSafeInteger(seqno) || !Number.isSafeInteger(evidenceSeqno) || evidenceSeqno < seqno) return undefined;
+  return { name, seqno, evidenceSeqno };
+}
+
+async function listNames(directories: readonly string[]): Promise<string[]> {
+  const names: string[] = [];
+  for (const directory of directories) {
+    try {
+      names.push(...(await readdir(directory)));
+    } catch (e) {
+      // A directory that does not exist yet (no snapshot taken, no read-only copy) holds nothing.
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+    }
+  }
+  return names;
+}
+
+/** The deps of a node: directories from its configuration, the primary from its view of the network. */
+export function downloadDepsOf(
+  config: Pick<NodeConfig, 'ledger' | 'snapshots'>,
+  node: { isPrimary(): boolean; primaryAddress(): string | undefined },
+): DownloadDeps {
+  const snapshotsReadOnly = config.snapshots.read_only_directory;
+  return {
+    ledgerDirectories: [config.ledger.directory, ...config.ledger.read_only_directories],
+    snapshotDirectories: snapshotsReadOnly === undefined ? [config.snapshots.directory] : [config.snapshots.directory, snapshotsReadOnly],
+    redirectBase: () => {
+      if (node.isPrimary()) return undefined;
+      const address = node.primaryAddress();
+      return address === undefined ? undefined : `https://${address}`;
+    },
+  };
+}
+
+function redirect(location: string): RouteResponse {
+  return { status: 308, headers: { location, 'content-length': 0 }, bodyKind: 'none' };
+}
+
+function notFound(code: string, message: string): never {
+  throw new CovenantError(code, message, 404);
+}
+
+async function serveNamed(
+  ctx: RequestContext,
+  directories: readonly string[],
+  name: string,
+  nameHeader: string,
+  cache: FileDigestCache,
+): Promise<RouteResponse | undefined> {
+  for (const directory of directories) {
+    const answer = await serveImmutableFile(
+      { method: ctx.method === 'HEAD' ? 'HEAD' : 'GET', path: join(directory, name), headers: ctx.headers, nameHeaders: { [nameHeader]: name } },
+      cache,
+    );
+    if (answer !== undefined) return answer;
+  }
+  return undefined;
+}
+
+export function downloadRoutes(deps: DownloadDeps): Route[] {
+  const cache = deps.digestCache ?? new FileDigestCache();
+  const redirectTo = (path: string, query: string): RouteResponse | undefined => {
+    const base = deps.redirectBase();
+    return base === undefined ? undefined : redirect(`${base}${path}${query}`);
+  };
+
   return [
     {
       method: ['GET', 'HEAD'],
@@ -21,15 +142,30 @@ export function downloadRoutes(): Route[] {
       feature: 'LedgerChunkRead',
       query: z.object({ since: integerQuery }).strict(),
       responses: { 308: 'Redirect to the chunk', 404: 'No matching chunk' },
-      handler: () => notImplemented('ledger chunk download'),
+      handler: async (ctx: RequestContext<{ since: number }>) => {
+        const since = ctx.query.since;
+        for (const name of await listNames(deps.ledgerDirectories)) {
+          const chunk = parseCommittedChunkName(name);
+          if (chunk !== undefined && chunk.first <= since && since <= chunk.last) return redirect(`/node/ledger_chunk/${chunk.name}`);
+        }
+        return (
+          redirectTo('/node/ledger_chunk', `?since=${since}`) ??
+          notFound('LedgerChunkNotFound', `no committed ledger chunk holds seqno ${since}`)
+        );
+      },
     },
     {
       method: ['GET', 'HEAD'],
       path: '/node/ledger_chunk/{chunk_name}',
       summary: 'A committed ledger chunk (Range, ETag, If-None-Match, Want-Repr-Digest)',
       feature: 'LedgerChunkRead',
-      responses: { 200: 'The chunk', 206: 'A range of the chunk', 304: 'Not modified', 404: 'No such chunk' },
-      handler: () => notImplemented('ledger chunk download'),
+      responses: { 200: 'The chunk', 206: 'A range of the chunk', 304: 'Not modified', 404: 'No such chunk', 416: 'Range not satisfiable' },
+      handler: async (ctx) => {
+        const name = ctx.params['chunk_name'] ?? '';
+        const missing = () => notFound('LedgerChunkNotFound', `no committed ledger chunk is named ${JSON.stringify(name)}`);
+        if (parseCommittedChunkName(name) === undefined) return missing();
+        return (await serveNamed(ctx, deps.ledgerDirectories, name, LEDGER_CHUNK_NAME_HEADER, cache)) ?? missing();
+      },
     },
     {
       method: ['GET', 'HEAD'],
@@ -38,15 +174,37 @@ export function downloadRoutes(): Route[] {
       feature: 'SnapshotRead',
       query: z.object({ since: integerQuery.optional() }).strict(),
       responses: { 308: 'Redirect to the snapshot', 404: 'No matching snapshot' },
-      handler: () => notImplemented('snapshot download'),
+      handler: async (ctx: RequestContext<{ since?: number }>) => {
+        const since = ctx.query.since;
+        let latest: CommittedSnapshot | undefined;
+        for (const name of await listNames(deps.snapshotDirectories)) {
+          const snapshot = parseCommittedSnapshotName(name);
+          if (snapshot === undefined || (since !== undefined && snapshot.seqno <= since)) continue;
+          if (
+            latest === undefined ||
+            snapshot.seqno > latest.seqno ||
+            (snapshot.seqno === latest.seqno && snapshot.evidenceSeqno > latest.evidenceSeqno)
+          ) {
+            latest = snapshot;
+          }
+        }
+        if (latest !== undefined) return redirect(`/node/snapshot/${latest.name}`);
+        const what = since === undefined ? 'no committed snapshot' : `no committed snapshot is newer than seqno ${since}`;
+        return redirectTo('/node/snapshot', since === undefined ? '' : `?since=${since}`) ?? notFound('SnapshotNotFound', what);
+      },
     },
     {
       method: ['GET', 'HEAD'],
       path: '/node/snapshot/{snapshot_name}',
       summary: 'A committed snapshot (Range, ETag, If-None-Match, Want-Repr-Digest)',
       feature: 'SnapshotRead',
-      responses: { 200: 'The snapshot', 206: 'A range of the snapshot', 304: 'Not modified', 404: 'No such snapshot' },
-      handler: () => notImplemented('snapshot download'),
+      responses: { 200: 'The snapshot', 206: 'A range of the snapshot', 304: 'Not modified', 404: 'No such snapshot', 416: 'Range not satisfiable' },
+      handler: async (ctx) => {
+        const name = ctx.params['snapshot_name'] ?? '';
+        const missing = () => notFound('SnapshotNotFound', `no committed snapshot is named ${JSON.stringify(name)}`);
+        if (parseCommittedSnapshotName(name) === undefined) return missing();
+        return (await serveNamed(ctx, deps.snapshotDirectories, name, SNAPSHOT_NAME_HEADER, cache)) ?? missing();
+      },
     },
     {
       method: 'POST',

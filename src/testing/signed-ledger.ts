@@ -1,0 +1,113 @@
+/**
+ * A ledger written with the ledger library the way a primary writes one: entries with write sets,
+ * a signature transaction every `signatureEveryEntries` (the Merkle root of every entry before it,
+ * signed with a node key whose certificate the service key endorsed), chunks cut on signatures.
+ * For tests and benchmarks of offline verification without running a node.
+ */
+import { createEndorsedCertificate, createSelfSignedCertificate, generateEcKeyPair, nodeIdFromPublicKey, signEcdsa, type KeyPair } from '../crypto/index.js';
+import { encodeWriteSet, type WriteSet } from '../kv/index.js';
+import { encodeEntry, EntryFlags, Ledger, shouldEndChunk, writeSetDigest, type Disk } from '../ledger/index.js';
+import { HistoryTree, leafDigest, NO_CLAIMS_DIGEST } from '../merkle/index.js';
+
+export const SIGNATURES_TABLE = 'public:svc.internal.signatures';
+
+export interface SigningIdentities {
+  readonly service: { keyPair: KeyPair; certificatePem: string };
+  readonly node: { keyPair: KeyPair; certificatePem: string; id: string };
+}
+
+export async function generateSigningIdentities(): Promise<SigningIdentities> {
+  const serviceKeys = generateEcKeyPair('P-384');
+  const serviceCert = await createSelfSignedCertificate({ keyPair: serviceKeys, subjectCommonName: 'service', validityDays: 30, isCa: true });
+  const nodeKeys = generateEcKeyPair('P-384');
+  const nodeCert = await createEndorsedCertificate({
+    subjectPublicKey: nodeKeys.publicKey,
+    subjectCommonName: 'node',
+    subjectAltNames: [],
+    issuerCertificatePem: serviceCert,
+    issuerPrivateKey: serviceKeys.privateKey,
+    validityDays: 30,
+  });
+  return {
+    service: { keyPair: serviceKeys, certificatePem: serviceCert },
+    node: { keyPair: nodeKeys, certificatePem: nodeCert, id: nodeIdFromPublicKey(nodeKeys.publicKey) },
+  };
+}
+
+export interface SignedLedgerOptions {
+  readonly disk: Disk;
+  readonly directory: string;
+  readonly identities: SigningIdentities;
+  readonly entries: number;
+  readonly signatureEveryEntries: number;
+  readonly chunkSizeBytes: number;
+  readonly payloadBytes?: number;
+  /** Entries appended per Ledger.append call. */
+  readonly batchEntries?: number;
+  /** Seqnos committed (chunks up to it are renamed .committed); the last entry by default. */
+  readonly commitSeqno?: number;
+  /** The signature at this seqno is made with another key than the certificate's (a forgery). */
+  readonly forgeSignatureAt?: number;
+}
+
+export interface SignedLedgerSummary {
+  readonly entries: number;
+  readonly signatures: number;
+  readonly bytes: number;
+}
+
+const VIEW = 2;
+
+/** Writes the ledger; the last entry is always a signature, so every chunk can complete. */
+export function writeSignedLedger(options: SignedLedgerOptions): SignedLedgerSummary {
+  const ledger = new Ledger({ disk: options.disk, directory: options.directory });
+  ledger.open();
+  const tree = new HistoryTree();
+  const payload = new Uint8Array(options.payloadBytes ?? 200).fill(0x5a);
+  const evidence = new Uint8Array(32);
+  const batchEntries = options.batchEntries ?? 1000;
+  let batch: Uint8Array[] = [];
+  let chunkBytes = 0;
+  let signatures = 0;
+  let bytes = 0;
+  for (let seqno = 1; seqno <= options.entries; seqno++) {
+    const isSignature = seqno % options.signatureEveryEntries === 0 || seqno === options.entries;
+    let writes: WriteSet;
+    if (isSignature) {
+      const root = tree.root();
+      const signingKey = seqno === options.forgeSignatureAt ? generateEcKeyPair('P-384').privateKey : options.identities.node.keyPair.privateKey;
+      const record = {
+        view: VIEW,
+        seqno,
+        root: Buffer.from(root).toString('hex'),
+        sig: Buffer.from(signEcdsa(signingKey, root, 'der')).toString('base64'),
+        node: options.identities.node.id,
+        commit_seqno: seqno - 1,
+        commit_view: VIEW,
+        cert: options.identities.node.certificatePem,
+      };
+      writes = new Map([[SIGNATURES_TABLE, new Map([['0', Buffer.from(JSON.stringify(record))]])]]);
+      signatures++;
+    } else {
+      writes = new Map([['public:records', new Map([[String(seqno % 1000), payload]])]]);
+    }
+    const { publicBytes } = encodeWriteSet(writes);
+    evidence.fill(seqno & 0xff);
+    let flags = isSignature ? EntryFlags.SIGNATURE : 0;
+    if (shouldEndChunk({ chunkBytesSoFar: chunkBytes, chunkSizeBytes: options.chunkSizeBytes, isSignature, forced: seqno === options.entries })) flags |= EntryFlags.CHUNK_END;
+    const fields = { view: VIEW, seqno, flags, claimsDigest: NO_CLAIMS_DIGEST, commitEvidenceDigest: evidence, publicBytes, privateBytes: new Uint8Array(0) };
+    const frame = encodeEntry(fields);
+    tree.append(leafDigest(writeSetDigest(fields), evidence, NO_CLAIMS_DIGEST));
+    chunkBytes = (flags & EntryFlags.CHUNK_END) !== 0 ? 0 : chunkBytes + frame.byteLength;
+    bytes += frame.byteLength;
+    batch.push(frame);
+    if (batch.length >= batchEntries) {
+      ledger.append(batch);
+      batch = [];
+    }
+  }
+  if (batch.length > 0) ledger.append(batch);
+  ledger.commit(options.commitSeqno ?? options.entries);
+  ledger.close();
+  return { entries: options.entries, signatures, bytes };
+}
