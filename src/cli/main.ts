@@ -1,6 +1,7 @@
 /** The `covenant` command. */
 import { Command, InvalidArgumentError } from 'commander';
 import { errorMessage } from '../base/errors.js';
+import { consoleOutput, runLedgerDownload, runLedgerVerify, runSnapshotInspect } from './ledger-tools.js';
 import { runNodeCommand } from './node-command.js';
 import { runSandbox } from './sandbox.js';
 import { COVENANT_VERSION } from './version.js';
@@ -42,6 +43,56 @@ program
     } catch (e) {
       process.stderr.write(`covenant sandbox: ${errorMessage(e)}\n`);
       process.exit(1);
+    }
+  });
+
+function nonNegativeInteger(value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n)) throw new InvalidArgumentError('must be a non-negative integer');
+  return n;
+}
+
+const ledger = program.command('ledger').description('inspect, verify and fetch ledger files offline');
+ledger
+  .command('verify')
+  .description('check every entry frame, chunk boundary, Merkle root and signature of a ledger')
+  .argument('<directories...>', 'ledger directories (the main one and read-only ones)')
+  .option('--service-cert <file>', 'service certificate that must endorse every signing node')
+  .option('--snapshot <file>', 'committed snapshot the ledger starts after')
+  .action((directories: string[], opts: { serviceCert?: string; snapshot?: string }) => {
+    try {
+      process.exitCode = runLedgerVerify(
+        { directories, ...(opts.serviceCert ? { serviceCertificateFile: opts.serviceCert } : {}), ...(opts.snapshot ? { snapshotFile: opts.snapshot } : {}) },
+        consoleOutput(),
+      );
+    } catch (e) {
+      process.stderr.write(`covenant ledger verify: ${errorMessage(e)}\n`);
+      process.exitCode = 2;
+    }
+  });
+ledger
+  .command('download')
+  .description('fetch committed ledger chunks from a node, each checked against its Repr-Digest')
+  .requiredOption('--from <host:port>', 'RPC address of any node (redirects are followed)')
+  .requiredOption('--since <seqno>', 'first seqno wanted', nonNegativeInteger)
+  .requiredOption('--to <dir>', 'directory the chunks are written to')
+  .requiredOption('--ca <file>', 'service certificate (TLS certificate authority)')
+  .action(async (opts: { from: string; since: number; to: string; ca: string }) => {
+    process.exitCode = await runLedgerDownload({ from: opts.from, since: opts.since, to: opts.to, caFile: opts.ca }, consoleOutput());
+  });
+
+program
+  .command('snapshot')
+  .description('snapshot files')
+  .command('inspect')
+  .description('print the header and the public maps of a snapshot file')
+  .argument('<file>', 'snapshot file')
+  .action((file: string) => {
+    try {
+      process.exitCode = runSnapshotInspect(file, consoleOutput());
+    } catch (e) {
+      process.stderr.write(`covenant snapshot inspect: ${errorMessage(e)}\n`);
+      process.exitCode = 2;
     }
   });
 
