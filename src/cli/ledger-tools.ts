@@ -193,13 +193,13 @@ async function saveVerified(response: IncomingMessage, directory: string, name: 
 }
 
 export async function runLedgerDownload(args: LedgerDownloadArgs, output: Output): Promise<number> {
-  const ca = readFileSync(args.caFile, 'utf8');
-  mkdirSync(args.to, { recursive: true });
   let since = args.since;
   let chunks = 0;
   let bytes = 0;
   const start = performance.now();
   try {
+    const ca = readFileSync(args.caFile, 'utf8');
+    mkdirSync(args.to, { recursive: true });
     for (let round = 0; ; round++) {
       const { response, url } = await getFollowing(new URL(`https://${args.from}/node/ledger_chunk?since=${since}`), ca, { 'want-repr-digest': 'sha-256=1' });
       const status = response.statusCode ?? 0;

@@ -10,6 +10,7 @@ import { encodeEntry, EntryFlags, Ledger, shouldEndChunk, writeSetDigest, type D
 import { HistoryTree, leafDigest, NO_CLAIMS_DIGEST } from '../merkle/index.js';
 
 export const SIGNATURES_TABLE = 'public:svc.internal.signatures';
+export const SNAPSHOT_EVIDENCE_TABLE = 'public:svc.internal.snapshot_evidence';
 
 export interface SigningIdentities {
   readonly service: { keyPair: KeyPair; certificatePem: string };
@@ -48,6 +49,8 @@ export interface SignedLedgerOptions {
   readonly commitSeqno?: number;
   /** The signature at this seqno is made with another key than the certificate's (a forgery). */
   readonly forgeSignatureAt?: number;
+  /** A snapshot_evidence record written at `seqno` (never a signature seqno). */
+  readonly snapshotEvidence?: { readonly seqno: number; readonly sha256Hex: string; readonly snapshotSeqno: number };
 }
 
 export interface SignedLedgerSummary {
@@ -88,6 +91,9 @@ export function writeSignedLedger(options: SignedLedgerOptions): SignedLedgerSum
       };
       writes = new Map([[SIGNATURES_TABLE, new Map([['0', Buffer.from(JSON.stringify(record))]])]]);
       signatures++;
+    } else if (seqno === options.snapshotEvidence?.seqno) {
+      const value = JSON.stringify({ hash: options.snapshotEvidence.sha256Hex, version: options.snapshotEvidence.snapshotSeqno });
+      writes = new Map([[SNAPSHOT_EVIDENCE_TABLE, new Map([['0', Buffer.from(value)]])]]);
     } else {
       writes = new Map([['public:records', new Map([[String(seqno % 1000), payload]])]]);
     }

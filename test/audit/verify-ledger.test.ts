@@ -8,6 +8,8 @@ import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync, w
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
+import { createHash } from 'node:crypto';
+import { LedgerEncryptor, stringCodec, Store } from '../../src/kv/index.js';
 import { SIGNATURES_TABLE, SNAPSHOT_EVIDENCE_TABLE, verifyLedger } from '../../src/audit/verify-ledger.js';
 import { CHUNK_HEADER_BYTES, ENTRY_HEADER_BYTES } from '../../src/ledger/index.js';
 import { Tables } from '../../src/node/tables.js';
@@ -129,4 +131,39 @@ test('missing files: a gap between chunks and a ledger not starting at 1', () =>
   const report = verifyLedger(disk, [headless]);
   assert.equal(report.problem?.code, 'MissingEntries');
   assert.match(report.problem!.message, /does not start at seqno 1/);
+});
+
+test('a ledger that starts after a snapshot verifies with it: signatures and the recorded evidence', () => {
+  const store = new Store();
+  const tx = store.beginTx();
+  tx.map('public:records', stringCodec).put('k', 'v');
+  tx.commit();
+  while (store.version < 20) {
+    const pad = store.beginTx();
+    pad.map('public:records', stringCodec).put('k', `v${store.version}`);
+    pad.commit();
+  }
+  const snapshot = store.serializeSnapshot(new LedgerEncryptor(new Uint8Array(32).fill(1)), 2);
+  const sha256Hex = createHash('sha256').update(snapshot).digest('hex');
+  const full = join(root, 'after-snapshot');
+  writeSignedLedger({ disk, directory: full, identities, entries: 80, signatureEveryEntries: 10, chunkSizeBytes: 1, snapshotEvidence: { seqno: 23, sha256Hex, snapshotSeqno: 20 } });
+  // Chunks end on every signature: drop those before the snapshot, as a node started from it has.
+  for (const name of committed(full)) if (Number(/-(\d+)\./.exec(name)![1]) <= 20) rmSync(join(full, name));
+  const good = verifyLedger(disk, [full], { snapshot: { name: 'snapshot_20_23.committed', bytes: snapshot } });
+  assert.equal(good.problem, undefined, good.problem?.message);
+  assert.equal(good.firstSeqno, 21);
+  assert.equal(good.rootsChecked, false);
+  assert.equal(good.signatures, 6);
+
+  const wrongEvidence = verifyLedger(disk, [full], { snapshot: { name: 'snapshot_20_24.committed', bytes: snapshot } });
+  assert.equal(wrongEvidence.problem?.code, 'SnapshotMismatch');
+  assert.equal(wrongEvidence.problem?.seqno, 24);
+  assert.ok(wrongEvidence.problem?.file?.endsWith('ledger_21-30.committed'));
+
+  const wrongName = verifyLedger(disk, [full], { snapshot: { name: 'snapshot_19_23.committed', bytes: snapshot } });
+  assert.equal(wrongName.problem?.code, 'SnapshotMismatch');
+  const damaged = Buffer.from(snapshot);
+  damaged[damaged.length - 1]! ^= 1;
+  assert.equal(verifyLedger(disk, [full], { snapshot: { name: 'snapshot_20_23.committed', bytes: damaged } }).problem?.code, 'SnapshotMismatch');
+  assert.equal(verifyLedger(disk, [full]).problem?.code, 'MissingEntries', 'without the snapshot the start is missing');
 });
