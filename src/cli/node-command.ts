@@ -10,7 +10,10 @@ import { loadNodeConfig, type NodeConfig } from '../config/index.js';
 import { FsDisk } from '../platform/fs-disk.js';
 import { createLogger } from '../platform/logger.js';
 import { systemClock } from '../platform/clock.js';
-import { CovenantNode, type RpcInterfaceAddress } from '../node/node.js';
+import { createTlsNodeChannels } from '../platform/node-channels.js';
+import { createJoinClient } from '../platform/join-client.js';
+import { CovenantNode, type NodeAddresses, type RpcInterfaceAddress } from '../node/node.js';
+import type { NodeChannels } from '../node/channels.js';
 import { NodeServer } from '../http/service.js';
 import { loggingAppRoutes } from '../apps/logging.js';
 import { COVENANT_VERSION } from './version.js';
@@ -22,6 +25,11 @@ export function writeFileAtomic(path: string, text: string): void {
   renameSync(tmp, path);
 }
 
+/** A published address with port 0 means "the port actually bound". */
+function published(configured: string, bound: string): string {
+  return configured.endsWith(':0') ? bound : configured;
+}
+
 export async function runNodeCommand(configPath: string): Promise<void> {
   let config: NodeConfig;
   try {
@@ -31,14 +39,15 @@ export async function runNodeCommand(configPath: string): Promise<void> {
     process.exit(2);
   }
   const logger = createLogger({ format: config.logging.format, level: config.logging.level });
-  if (config.command.type !== 'Start') {
-    logger.fatal(`command.type ${config.command.type} is not supported by this version of the node yet`);
+  if (config.command.type === 'Recover') {
+    logger.fatal('command.type Recover is not supported by this version of the node yet');
     process.exit(2);
   }
 
+  const disk = new FsDisk();
   const node = new CovenantNode({
     config,
-    disk: new FsDisk(),
+    disk,
     logger,
     clock: systemClock,
     randomBytes: (n) => new Uint8Array(randomBytes(n)),
@@ -48,11 +57,16 @@ export async function runNodeCommand(configPath: string): Promise<void> {
   });
 
   let server: NodeServer | undefined;
+  let channels: NodeChannels | undefined;
+  let stopping = false;
   const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
     logger.info(`received ${signal}, stopping`);
     try {
-      await server?.close();
       node.stop();
+      await Promise.all([server?.close(), channels?.close()]);
+      disk.close();
     } finally {
       process.exit(0);
     }
@@ -62,6 +76,13 @@ export async function runNodeCommand(configPath: string): Promise<void> {
 
   try {
     await node.prepareIdentity();
+    const created = await createTlsNodeChannels({
+      identity: { nodeId: node.nodeId, privateKeyPem: node.nodePrivateKeyPem, certificatePem: node.selfSignedCertificatePem },
+      bindAddress: config.node_to_node_interface.bind_address,
+      logger: logger.child({ component: 'channels' }),
+    });
+    channels = created.channels;
+    node.attachChannels(channels);
     server = new NodeServer({
       node,
       config,
@@ -70,25 +91,48 @@ export async function runNodeCommand(configPath: string): Promise<void> {
       tls: { keyPem: node.nodePrivateKeyPem, certificatePem: node.selfSignedCertificatePem },
     });
     const bound = await server.listen();
-    const addresses: RpcInterfaceAddress[] = Object.entries(config.rpc_interfaces).map(([name, iface]) => {
+    const rpc: RpcInterfaceAddress[] = Object.entries(config.rpc_interfaces).map(([name, iface]) => {
       const actual = bound.get(name)!;
-      const published = iface.published_address.endsWith(':0') ? actual : iface.published_address;
-      return { name, bindAddress: actual, publishedAddress: published, enabledOperatorFeatures: iface.enabled_operator_features };
+      return { name, bindAddress: actual, publishedAddress: published(iface.published_address, actual), enabledOperatorFeatures: iface.enabled_operator_features };
     });
-    await node.startNewService(addresses);
-    server.setTlsIdentity({ keyPem: node.nodePrivateKeyPem, certificatePem: node.nodeCertificatePem });
+    const addresses: NodeAddresses = {
+      rpc,
+      nodeToNode: { bindAddress: created.boundAddress, publishedAddress: published(config.node_to_node_interface.published_address, created.boundAddress) },
+    };
     const outputs = config.output_files;
-    if (outputs?.rpc_addresses_file) {
+    if (outputs.pid_file) writeFileAtomic(outputs.pid_file, `${process.pid}\n`);
+    if (outputs.node_to_node_address_file) {
+      writeFileAtomic(outputs.node_to_node_address_file, JSON.stringify({ [node.nodeId]: addresses.nodeToNode.publishedAddress }, null, 2) + '\n');
+    }
+    if (outputs.rpc_addresses_file) {
       const record: Record<string, string> = {};
-      for (const a of addresses) record[a.name] = a.publishedAddress;
+      for (const a of rpc) record[a.name] = a.publishedAddress;
       writeFileAtomic(outputs.rpc_addresses_file, JSON.stringify(record, null, 2) + '\n');
     }
-    for (const a of addresses) logger.info(`RPC interface ${a.name} listening on ${a.bindAddress} (published ${a.publishedAddress})`);
+    for (const a of rpc) logger.info(`RPC interface ${a.name} listening on ${a.bindAddress} (published ${a.publishedAddress})`);
+    logger.info(`node-to-node interface listening on ${addresses.nodeToNode.bindAddress}`);
+
+    const endorse = () => {
+      server!.setTlsIdentity({ keyPem: node.nodePrivateKeyPem, certificatePem: node.nodeCertificatePem });
+      channels!.setIdentity({ nodeId: node.nodeId, privateKeyPem: node.nodePrivateKeyPem, certificatePem: node.nodeCertificatePem });
+    };
+    if (config.command.type === 'Start') {
+      await node.startNewService(addresses);
+      endorse();
+    } else {
+      const client = createJoinClient(() => ({
+        serviceCertificatePem: readFileSync(config.command.service_certificate_file, 'utf8'),
+        certificatePem: node.selfSignedCertificatePem,
+        privateKeyPem: node.nodePrivateKeyPem,
+      }));
+      await node.joinNetwork(addresses, client, endorse);
+    }
   } catch (e) {
     const message = isCovenantError(e) ? `${e.code}: ${e.message}` : errorMessage(e);
     logger.fatal(`node failed to start: ${message}`);
     if (!isCovenantError(e) && e instanceof Error && e.stack) process.stderr.write(e.stack + '\n');
-    await server?.close();
+    node.stop();
+    await Promise.all([server?.close(), channels?.close()]);
     process.exit(1);
   }
 }

@@ -53,6 +53,11 @@ export interface Route<Q = any, B = any> {
   readonly body?: z.ZodType<B>;
   /** The route exists only on interfaces whose enabled_operator_features include this one. */
   readonly feature?: OperatorFeature;
+  /**
+   * Whether a backup forwards this route to the primary. Default: writes (POST, PUT, DELETE) are
+   * forwarded, reads are served locally.
+   */
+  readonly forward?: boolean;
   /** Response statuses documented in OpenAPI. */
   readonly responses?: Readonly<Record<number, string>>;
   readonly handler: RouteHandler<Q, B>;

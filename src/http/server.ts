@@ -8,12 +8,12 @@ import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import type { AddressInfo } from 'node:net';
-import { Readable } from 'node:stream';
+import { Readable, pipeline } from 'node:stream';
 import { z } from 'zod';
 import { CovenantError } from '../base/errors.js';
 import type { Logger } from '../base/log.js';
 import type { Router } from './router.js';
-import type { AuthPolicy, Caller, HttpMethod, OperatorFeature, RequestContext, RouteResponse } from './route.js';
+import type { AuthPolicy, Caller, HttpMethod, OperatorFeature, RequestContext, Route, RouteResponse } from './route.js';
 import { httpErrors, toCovenantError, zodIssuesMessage } from './errors.js';
 
 export interface TlsIdentity {
@@ -24,6 +24,12 @@ export interface TlsIdentity {
 export interface Authenticator {
   /** Returns the caller for a policy or throws a 401 CovenantError. */
   authenticate(policy: AuthPolicy, request: { headers: IncomingMessage['headers']; clientCertificateDer: Buffer | undefined }): Caller;
+}
+
+/** Sends requests that need the primary to it when this node is a backup (see forwarding.ts). */
+export interface RequestForwarder {
+  shouldForward(route: Route, method: HttpMethod): boolean;
+  forward(route: Route, ctx: RequestContext, rawQuery: string): Promise<RouteResponse>;
 }
 
 export interface RpcInterfaceOptions {
@@ -38,6 +44,7 @@ export interface RpcInterfaceOptions {
   readonly maxOpenSessions?: number;
   readonly authenticator: Authenticator;
   readonly logger: Logger;
+  readonly forwarder?: RequestForwarder;
 }
 
 const KNOWN_METHODS = new Set<HttpMethod>(['GET', 'HEAD', 'POST', 'PUT', 'DELETE']);
@@ -125,52 +132,26 @@ export class RpcInterface {
       );
     }
 
-    const rawBody = await readBody(req, this.options.maxBodySizeBytes);
-
-    const searchParams = new URLSearchParams(q === -1 ? '' : rawUrl.slice(q + 1));
-    const queryObject: Record<string, string> = {};
-    for (const [k, v] of searchParams) queryObject[k] = v;
-    let query: unknown = queryObject;
-    if (route.query) {
-      const parsed = route.query.safeParse(queryObject);
-      if (!parsed.success) throw queryError(parsed.error, queryObject);
-      query = parsed.data;
-    }
-
-    let body: unknown = undefined;
-    if (route.body) {
-      let value: unknown;
-      if (rawBody.length === 0) {
-        value = undefined;
-      } else {
-        try {
-          value = JSON.parse(rawBody.toString('utf8'));
-        } catch (e) {
-          throw httpErrors.invalidJson((e as Error).message);
-        }
-      }
-      const parsed = route.body.safeParse(value);
-      if (!parsed.success) throw httpErrors.invalidBody(zodIssuesMessage(parsed.error, 'body'));
-      body = parsed.data;
-    }
-
     const clientCertificateDer = peerCertificateDer(req.socket as TLSSocket);
-
     const policy = route.auth ?? 'none';
     const caller = policy === 'none' ? ANONYMOUS : this.options.authenticator.authenticate(policy, { headers: req.headers, clientCertificateDer });
-
-    const ctx: RequestContext = {
+    const rawBody = await readBody(req, this.options.maxBodySizeBytes);
+    const ctx = buildRequestContext(route, {
       method,
       path,
       params,
-      query: query as Record<string, string>,
-      body,
+      rawQuery: q === -1 ? '' : rawUrl.slice(q + 1),
       rawBody,
       headers: req.headers,
       caller,
       clientCertificateDer,
       interfaceName: this.options.name,
-    };
+    });
+    const forwarder = this.options.forwarder;
+    if (forwarder && forwarder.shouldForward(route, method)) {
+      this.send(res, await forwarder.forward(route, ctx, q === -1 ? '' : rawUrl.slice(q + 1)), method === 'HEAD');
+      return;
+    }
     const response = await route.handler(ctx);
     this.send(res, response, method === 'HEAD');
   }
@@ -212,11 +193,12 @@ export class RpcInterface {
           res.end();
           return;
         }
-        source.on('error', (e) => {
-          this.options.logger.fail('response stream failed', { reason: (e as Error).message });
-          res.destroy(e as Error);
+        // pipeline closes the source (and its file handle) when the client goes away mid-download.
+        pipeline(source, res, (e) => {
+          if (e && (e as NodeJS.ErrnoException).code !== 'ERR_STREAM_PREMATURE_CLOSE') {
+            this.options.logger.fail('response stream failed', { reason: e.message });
+          }
         });
-        source.pipe(res);
         return;
       }
     }
@@ -251,6 +233,56 @@ function peerCertificateDer(socket: TLSSocket): Buffer | undefined {
     peerCertificates.set(socket, der);
   }
   return der ?? undefined;
+}
+
+export interface RequestParts {
+  readonly method: HttpMethod;
+  readonly path: string;
+  readonly params: Record<string, string>;
+  readonly rawQuery: string;
+  readonly rawBody: Buffer;
+  readonly headers: IncomingMessage['headers'];
+  readonly caller: Caller;
+  readonly clientCertificateDer: Buffer | undefined;
+  readonly interfaceName: string;
+}
+
+/** Validates the query and body of a request for its route (also used for forwarded requests). */
+export function buildRequestContext(route: Route, parts: RequestParts): RequestContext {
+  const queryObject: Record<string, string> = {};
+  for (const [k, v] of new URLSearchParams(parts.rawQuery)) queryObject[k] = v;
+  let query: unknown = queryObject;
+  if (route.query) {
+    const parsed = route.query.safeParse(queryObject);
+    if (!parsed.success) throw queryError(parsed.error, queryObject);
+    query = parsed.data;
+  }
+  let body: unknown = undefined;
+  if (route.body) {
+    let value: unknown;
+    if (parts.rawBody.length > 0) {
+      try {
+        value = JSON.parse(parts.rawBody.toString('utf8'));
+      } catch (e) {
+        throw httpErrors.invalidJson((e as Error).message);
+      }
+    }
+    const parsed = route.body.safeParse(value);
+    if (!parsed.success) throw httpErrors.invalidBody(zodIssuesMessage(parsed.error, 'body'));
+    body = parsed.data;
+  }
+  return {
+    method: parts.method,
+    path: parts.path,
+    params: parts.params,
+    query: query as Record<string, string>,
+    body,
+    rawBody: parts.rawBody,
+    headers: parts.headers,
+    caller: parts.caller,
+    clientCertificateDer: parts.clientCertificateDer,
+    interfaceName: parts.interfaceName,
+  };
 }
 
 function queryError(error: z.ZodError, given: Record<string, string>): CovenantError {

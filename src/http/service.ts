@@ -10,11 +10,13 @@ import { Tables } from '../node/tables.js';
 import { jsonCodec } from '../kv/index.js';
 import { StoreAuthenticator } from './auth.js';
 import { operatorRoutes } from './frontends/operator.js';
+import { governanceRoutes } from './frontends/governance.js';
 import { downloadDepsOf, downloadRoutes } from './frontends/downloads.js';
 import { openApiDocument } from './openapi.js';
 import type { OperatorFeature, Route } from './route.js';
 import { Router } from './router.js';
 import { RpcInterface, type TlsIdentity } from './server.js';
+import { PrimaryForwarder } from './forwarding.js';
 
 export interface NodeServerOptions {
   readonly node: CovenantNode;
@@ -29,6 +31,7 @@ const anyCodec = jsonCodec<unknown>();
 export class NodeServer {
   readonly interfaces: RpcInterface[] = [];
   private readonly router: Router;
+  private readonly forwarder: PrimaryForwarder;
 
   constructor(private readonly options: NodeServerOptions) {
     const { node } = options;
@@ -37,9 +40,11 @@ export class NodeServer {
     routes = [
       ...operatorRoutes({ node, openApi, primaryAddress: () => this.primaryAddress() }),
       ...downloadRoutes(downloadDepsOf(options.config, { isPrimary: () => node.isPrimary(), primaryAddress: () => this.primaryAddress() })),
+      ...governanceRoutes(node, { nowMs: () => node.init.clock.nowMs() }),
       ...options.appRoutes(node),
     ];
     this.router = new Router(routes);
+    this.forwarder = new PrimaryForwarder(node, () => this.router, options.logger.child({ component: 'forwarding' }));
     const authenticator = new StoreAuthenticator({
       isUser: (id) => node.executeRead((tx) => tx.map(Tables.usersCerts, anyCodec).has(id)),
       isMember: (id) => node.executeRead((tx) => tx.map(Tables.membersCerts, anyCodec).has(id)),
@@ -57,6 +62,7 @@ export class NodeServer {
           maxBodySizeBytes: iface.max_body_size,
           maxOpenSessions: iface.max_open_sessions,
           authenticator,
+          forwarder: this.forwarder,
           logger: options.logger.child({ interface: name }),
         }),
       );
@@ -86,6 +92,7 @@ export class NodeServer {
   }
 
   async close(): Promise<void> {
+    this.forwarder.close();
     await Promise.all(this.interfaces.map((i) => i.close()));
   }
 }

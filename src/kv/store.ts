@@ -222,6 +222,11 @@ export class Tx {
     return this.#writes !== undefined;
   }
 
+  /** Whether the transaction has written to the named map (hooks such as reconfiguration use it). */
+  wroteTo(name: string): boolean {
+    return this.#writes?.has(name) ?? false;
+  }
+
   get [TX_WRITES](): Map<string, Map<string, Write>> | undefined {
     return this.#writes;
   }

@@ -1,16 +1,19 @@
 /**
- * One Covenant node: its identity, the store, the ledger, the Merkle history and the commit
- * pipeline. Transactions execute synchronously on the primary (DESIGN decision 2); their entries
- * are appended to the ledger in batches once the current burst of synchronous work is done, and
- * commit advances to signature transactions (DESIGN decision 4).
+ * One Covenant node: its identity, the store, the ledger, the Merkle history, and the driver of
+ * the consensus core. Transactions execute synchronously on the primary (DESIGN decision 2);
+ * their entries go to the Raft core, which hands them back to be persisted and replicated in
+ * batches (persist before send, apply commit after persist), and commit advances to signature
+ * transactions held by a majority of every active configuration (DESIGN decision 4).
  *
- * Everything time- or I/O-related comes in through NodeInit (clock, disk, randomness, logger).
+ * Everything time- or I/O-related comes in through NodeInit (clock, disk, randomness, logger,
+ * node-to-node channels, the join client).
  */
 import { assert } from '../base/assert.js';
 import { concatBytes, toHex, utf8 } from '../base/bytes.js';
-import { CovenantError } from '../base/errors.js';
+import { CovenantError, errorMessage } from '../base/errors.js';
 import { formatTxId, type TxId } from '../base/ids.js';
 import type { Logger } from '../base/log.js';
+import type { Clock, TimerHandle } from '../base/clock.js';
 import type { NodeConfig } from '../config/index.js';
 import {
   certificateId,
@@ -18,20 +21,36 @@ import {
   createSelfSignedCertificate,
   generateEcKeyPair,
   type KeyPair,
+  loadPrivateKey,
+  loadPublicKey,
   nodeIdFromPublicKey,
   publicKeyDer,
+  publicKeyPem,
   sha256,
   signEcdsa,
+  verifyEcdsa,
 } from '../crypto/index.js';
 import { HistoryTree, createCommitEvidenceDeriver, formatCommitEvidence, leafDigest } from '../merkle/index.js';
-import { LedgerEncryptor, Store, type Tx, encodeWriteSet, jsonCodec } from '../kv/index.js';
-import { type Disk, EntryFlags, Ledger, decodeEntry, encodeEntry, shouldEndChunk, writeSetDigest } from '../ledger/index.js';
-import { codeMeasurement, createVirtualQuote, defaultHostData, type QuoteInfo } from '../attestation/virtual.js';
-import type { Clock, TimerHandle } from '../base/clock.js';
+import { LedgerEncryptor, Store, type Codec, type MapReader, type Tx, type WriteSet, decodeWriteSet, encodeWriteSet, jsonCodec } from '../kv/index.js';
+import { type Disk, EntryFlags, Ledger, decodeEntry, encodeEntry, hasFlag, shouldEndChunk, writeSetDigest } from '../ledger/index.js';
+import {
+  createRaft,
+  decodeMessage,
+  encodeMessage,
+  type Configuration,
+  type Entry,
+  type Raft,
+  type RaftStatus,
+  type RandomSource,
+  type Ready,
+} from '../consensus/index.js';
+import { codeMeasurement, createVirtualQuote, defaultHostData, type QuoteInfo, verifyVirtualQuote } from '../attestation/virtual.js';
+import type { NodeChannels } from './channels.js';
 import { canTransition, type NodeLifecycleState } from './lifecycle.js';
+import type { JoinClient, JoinRequest, JoinResponse, NetworkInfo } from './join.js';
 import type { ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, VersionReport } from './reports.js';
 import { SINGLETON_KEY, Tables, type MemberInfo, type NodeInfo, type ServiceInfo, type SignatureRecord } from './tables.js';
-import { txStatus, type TxStatus } from './tx-status.js';
+import { txStatus, viewOfSeqno, type TxStatus } from './tx-status.js';
 
 export interface NodeInit {
   readonly config: NodeConfig;
@@ -60,8 +79,56 @@ export interface RpcInterfaceAddress {
   readonly enabledOperatorFeatures: readonly string[];
 }
 
+export interface NodeAddresses {
+  readonly rpc: readonly RpcInterfaceAddress[];
+  readonly nodeToNode: { readonly bindAddress: string; readonly publishedAddress: string };
+}
+
+/** Frame kinds on the node-to-node channels. */
+export const FrameKind = {
+  Consensus: 1,
+  ForwardedRequest: 2,
+  ForwardedResponse: 3,
+} as const;
+
+/** Consensus runs on ticks of this length (election and heartbeat timeouts are counted in ticks). */
+const TICK_MS = 10;
 const ZERO_DIGEST = new Uint8Array(32);
 const json = jsonCodec<any>();
+const nodeInfoCodec = jsonCodec<NodeInfo>();
+
+class CryptoRandom implements RandomSource {
+  private buffer: Uint8Array = new Uint8Array(0);
+  private offset = 0;
+  constructor(private readonly randomBytes: (n: number) => Uint8Array) {}
+  nextUint32(): number {
+    if (this.offset + 4 > this.buffer.length) {
+      this.buffer = this.randomBytes(1024);
+      this.offset = 0;
+    }
+    const b = this.buffer;
+    const value = (b[this.offset]! | (b[this.offset + 1]! << 8) | (b[this.offset + 2]! << 16) | (b[this.offset + 3]! << 24)) >>> 0;
+    this.offset += 4;
+    return value;
+  }
+}
+
+function trustedSet(reader: { map(name: string, codec: Codec<NodeInfo>): MapReader<string, NodeInfo> }): string[] {
+  const ids: string[] = [];
+  reader.map(Tables.nodesInfo, nodeInfoCodec).forEach((info: NodeInfo, id: string) => {
+    if (info.status === 'Trusted') ids.push(id);
+  });
+  return ids.sort();
+}
+
+function configurationOf(writeSet: WriteSet): Configuration | undefined {
+  const raw = writeSet.get(Tables.configurations)?.get(SINGLETON_KEY);
+  return raw ? (JSON.parse(utf8.decode(raw)) as Configuration) : undefined;
+}
+
+function sameNodes(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
 
 export class CovenantNode {
   readonly init: NodeInit;
@@ -74,10 +141,11 @@ export class CovenantNode {
   selfSignedCertificatePem = '';
   nodeCertificatePem = '';
   serviceCertificatePem = '';
-  private serviceKeys: KeyPair | undefined;
+  private servicePrivateKeyPem: string | undefined;
   quoteInfo: QuoteInfo | undefined;
   readonly measurement: string;
   readonly hostData: string;
+  private addresses: NodeAddresses | undefined;
 
   // State
   readonly store = new Store();
@@ -86,22 +154,30 @@ export class CovenantNode {
   private encryptor: LedgerEncryptor | undefined;
   private ledgerSecret: Uint8Array | undefined;
   private commitEvidenceNonce: ((view: number, seqno: number) => Uint8Array) | undefined;
-  private view = 1;
-  private readonly viewStarts: { view: number; seqno: number }[] = [];
+  private raft: Raft | undefined;
   private lastSignedSeqno = 0;
   private commitSeqno = 0;
   private startupSeqno = 0;
-  private rpcAddresses: RpcInterfaceAddress[] = [];
+  private genesisConfiguration: { seqno: number; nodes: string[] } | undefined;
+  private channels: NodeChannels | undefined;
+  private peersDirty = true;
+  /** Peers learnt from the join answer, used until the replicated node table names them. */
+  private bootstrapPeers: { nodeId: string; address: string }[] = [];
+  /** Identity of the signer of each signature we applied, by node id (public key PEM). */
+  private readonly signerKeys = new Map<string, string>();
 
-  // Commit pipeline
-  private pendingEntries: Uint8Array[] = [];
+  // Commit pipeline (primary)
   private unsignedCount = 0;
   private chunkBytes = 0;
   private forceChunkEnd = false;
-  private flushScheduled = false;
+  private pumpScheduled = false;
   private signatureTimer: TimerHandle | undefined;
+  private tickTimer: TimerHandle | undefined;
   private readonly commitWaiters: { seqno: number; resolve: () => void }[] = [];
   private readonly commitListeners: ((seqno: number) => void)[] = [];
+  private readonly roleListeners: ((isPrimary: boolean) => void)[] = [];
+  private frameHandlers = new Map<number, (from: string, payload: Uint8Array) => void>();
+  private stopped = false;
 
   constructor(init: NodeInit) {
     this.init = init;
@@ -109,6 +185,12 @@ export class CovenantNode {
     this.measurement = codeMeasurement(init.version);
     this.hostData = defaultHostData();
     this.transition('Initialized');
+    this.store.onRollback(() => {
+      this.peersDirty = true;
+    });
+    this.store.onMapCommit(Tables.nodesInfo, () => {
+      this.peersDirty = true;
+    });
   }
 
   get state(): NodeLifecycleState {
@@ -121,53 +203,23 @@ export class CovenantNode {
     this.lifecycle = to;
   }
 
-  /** Opens the ledger directory; a Start node refuses a directory that already holds a ledger. */
+  /** Opens the ledger directory; a Start or Join node refuses a directory that already holds a ledger. */
   private openLedger(): void {
-    const { ledger } = this.init.config;
+    const { ledger, command } = this.init.config;
     this.ledger = new Ledger({ disk: this.init.disk, directory: ledger.directory, readOnlyDirectories: ledger.read_only_directories });
-    this.ledger.open();
-  }
-
-  /** Starts a new service with this node as its first, primary node (command.type Start). */
-  async startNewService(addresses: readonly RpcInterfaceAddress[]): Promise<void> {
-    const config = this.init.config;
-    this.rpcAddresses = [...addresses];
-    this.openLedger();
+    const report = this.ledger.open();
+    if (report.tornTail) this.logger.fail(`ledger: torn tail cut at ${report.tornTail.file}:${report.tornTail.offsetBytes}`);
     if (this.ledger.lastSeqno > 0) {
       throw new CovenantError(
         'LedgerAlreadyExists',
-        `ledger directory "${config.ledger.directory}" already holds a ledger (up to seqno ${this.ledger.lastSeqno}); ` +
-          'command.type Start needs an empty ledger directory (use Recover to restore a service from an existing ledger)',
+        `ledger directory "${ledger.directory}" already holds a ledger (up to seqno ${this.ledger.lastSeqno}); ` +
+          `command.type ${command.type} needs an empty ledger directory (use Recover to restore a service from an existing ledger)`,
         400,
       );
     }
-    assert(this.nodeKeys, 'prepareIdentity() runs before startNewService()');
-    const serviceKeys = generateEcKeyPair('P-384');
-    this.serviceKeys = serviceKeys;
-    const validityDays = config.command.start?.initial_service_certificate_validity_days ?? 1;
-    this.serviceCertificatePem = await createSelfSignedCertificate({
-      keyPair: serviceKeys,
-      subjectCommonName: 'Covenant Service',
-      validityDays,
-      isCa: true,
-    });
-    this.nodeCertificatePem = await this.endorseNodeCertificate();
-    this.ledgerSecret = this.init.randomBytes(32);
-    this.encryptor = new LedgerEncryptor(this.ledgerSecret);
-    this.commitEvidenceNonce = createCommitEvidenceDeriver(this.ledgerSecret);
-    this.viewStarts.push({ view: this.view, seqno: 1 });
-
-    this.init.writeTextFile(config.command.service_certificate_file, this.serviceCertificatePem);
-    this.init.writeTextFile(config.node_certificate_file, this.nodeCertificatePem);
-
-    this.executeWrite((tx) => this.writeGenesis(tx));
-    this.emitSignature();
-    this.transition('PartOfNetwork');
-    this.flush();
-    this.logger.info(`service started; node ${this.nodeId} is primary at ${formatTxId(this.commitTxId())}`);
   }
 
-  /** Creates the node's key, self-signed certificate and quote (before its RPC interfaces listen). */
+  /** Creates the node's key, self-signed certificate and quote (before its interfaces listen). */
   async prepareIdentity(): Promise<void> {
     this.nodeKeys = generateEcKeyPair('P-384');
     this.nodeId = nodeIdFromPublicKey(this.nodeKeys.publicKey);
@@ -186,21 +238,242 @@ export class CovenantNode {
     return [...this.init.config.node_certificate.subject_alt_names];
   }
 
-  private async endorseNodeCertificate(): Promise<string> {
-    assert(this.serviceKeys && this.nodeKeys, 'keys exist before endorsement');
+  get nodePrivateKeyPem(): string {
+    assert(this.nodeKeys, 'node identity exists');
+    return this.nodeKeys.privateKeyPem;
+  }
+
+  /** The certificate this node presents (endorsed once it is part of a network). */
+  get presentedCertificatePem(): string {
+    return this.nodeCertificatePem || this.selfSignedCertificatePem;
+  }
+
+  attachChannels(channels: NodeChannels): void {
+    this.channels = channels;
+    channels.onFrame((from: string, kind: number, payload: Uint8Array) => {
+      if (this.stopped) return;
+      if (kind === FrameKind.Consensus) {
+        this.onConsensusFrame(from, payload);
+        return;
+      }
+      const handler = this.frameHandlers.get(kind);
+      if (handler) handler(from, payload);
+      else this.logger.debug(`dropping node-to-node frame of unknown kind ${kind} from ${from}`);
+    });
+  }
+
+  /** Registers the handler of one frame kind (request forwarding lives in the HTTP layer). */
+  onFrame(kind: number, handler: (from: string, payload: Uint8Array) => void): void {
+    this.frameHandlers.set(kind, handler);
+  }
+
+  sendFrame(to: string, kind: number, payload: Uint8Array): boolean {
+    return this.channels?.send(to, kind, payload) ?? false;
+  }
+
+  // ---------------------------------------------------------------- start and join
+
+  /** Starts a new service with this node as its first, primary node (command.type Start). */
+  async startNewService(addresses: NodeAddresses): Promise<void> {
+    const config = this.init.config;
+    this.addresses = addresses;
+    this.openLedger();
+    assert(this.nodeKeys, 'prepareIdentity() runs before startNewService()');
+    const serviceKeys = generateEcKeyPair('P-384');
+    this.servicePrivateKeyPem = serviceKeys.privateKeyPem;
+    const validityDays = config.command.start?.initial_service_certificate_validity_days ?? 1;
+    this.serviceCertificatePem = await createSelfSignedCertificate({
+      keyPair: serviceKeys,
+      subjectCommonName: 'Covenant Service',
+      validityDays,
+      isCa: true,
+    });
+    this.nodeCertificatePem = await this.endorse(this.nodeKeys.publicKeyPem, this.subjectAltNames());
+    this.installLedgerSecret(this.init.randomBytes(32));
+    this.genesisConfiguration = { seqno: 0, nodes: [this.nodeId] };
+
+    this.init.writeTextFile(config.command.service_certificate_file, this.serviceCertificatePem);
+    this.init.writeTextFile(config.node_certificate_file, this.nodeCertificatePem);
+
+    this.createConsensus();
+    // A lone node wins its own election at once.
+    this.raft!.campaign();
+    this.pump();
+    assert(this.isPrimary(), 'the first node is primary after campaigning alone');
+    this.transition('PartOfNetwork');
+    this.executeWrite((tx) => this.writeGenesis(tx));
+    // Sign the genesis at once: the service exists, committed, before the first client arrives.
+    this.emitSignature();
+    this.pump();
+    this.startTicking();
+    this.logger.info(`service started; node ${this.nodeId} is primary`);
+  }
+
+  /**
+   * Joins an existing network (command.type Join): sends the join request to the target until
+   * the node is trusted, then takes the service identity and secrets and starts replicating.
+   */
+  async joinNetwork(addresses: NodeAddresses, client: JoinClient, onEndorsed: () => void): Promise<void> {
+    const config = this.init.config;
+    const join = config.command.join;
+    assert(join, 'Join configuration is present');
+    this.addresses = addresses;
+    this.openLedger();
+    assert(this.nodeKeys, 'prepareIdentity() runs before joinNetwork()');
+    this.serviceCertificatePem = this.init.readTextFile(config.command.service_certificate_file);
+    const request: JoinRequest = {
+      public_key: this.nodeKeys.publicKeyPem,
+      quote_info: this.quoteInfo!,
+      node_data: config.node_data ?? null,
+      rpc_interfaces: this.rpcInterfacesRecord(),
+      node_to_node_interface: { bind_address: addresses.nodeToNode.bindAddress, published_address: addresses.nodeToNode.publishedAddress },
+      startup_seqno: this.startupSeqno,
+      subject_alt_names: this.subjectAltNames(),
+    };
+    let target = join.target_rpc_address;
+    let pendingLogged = false;
+    for (let attempt = 0; !this.stopped; attempt++) {
+      let answer: { status: number; body: unknown; location?: string };
+      try {
+        answer = await client.postJoin(target, request);
+      } catch (e) {
+        this.logger.info(`join request to ${target} failed: ${errorMessage(e)}; retrying in ${join.retry_timeout}ms`);
+        await this.sleep(join.retry_timeout);
+        continue;
+      }
+      if (answer.status >= 300 && answer.status < 400 && answer.location) {
+        const url = new URL(answer.location);
+        target = url.host;
+        this.logger.info(`join redirected to ${target}`);
+        continue;
+      }
+      if (answer.status !== 200) {
+        const error = (answer.body as { error?: { code?: string; message?: string } } | undefined)?.error;
+        throw new CovenantError(error?.code ?? 'JoinFailed', `join refused by ${target} (${answer.status}): ${error?.message ?? 'no reason given'}`, 400);
+      }
+      const response = answer.body as JoinResponse;
+      if (response.node_status === 'Pending' || !response.network_info) {
+        if (!pendingLogged) {
+          this.transition('Pending');
+          this.logger.info(`node ${this.nodeId} is Pending: waiting for members to trust it (polling every ${join.retry_timeout}ms)`);
+          pendingLogged = true;
+        }
+        await this.sleep(join.retry_timeout);
+        continue;
+      }
+      this.adoptNetworkInfo(response.network_info);
+      onEndorsed();
+      this.createConsensus();
+      this.transition('PartOfNetwork');
+      this.startTicking();
+      this.pump();
+      this.logger.info(`node ${this.nodeId} joined the network after ${attempt + 1} join request(s)`);
+      return;
+    }
+  }
+
+  private adoptNetworkInfo(info: NetworkInfo): void {
+    this.serviceCertificatePem = info.service_certificate;
+    this.servicePrivateKeyPem = info.service_key;
+    this.nodeCertificatePem = info.endorsed_certificate;
+    this.genesisConfiguration = info.genesis_configuration;
+    this.bootstrapPeers = info.peers.filter((p) => p.node_id !== this.nodeId).map((p) => ({ nodeId: p.node_id, address: p.address }));
+    this.peersDirty = true;
+    const first = info.ledger_secrets[0];
+    assert(first, 'a ledger secret comes with the network information');
+    this.installLedgerSecret(new Uint8Array(Buffer.from(first.secret, 'base64')));
+    this.init.writeTextFile(this.init.config.node_certificate_file, this.nodeCertificatePem);
+  }
+
+  private installLedgerSecret(secret: Uint8Array): void {
+    this.ledgerSecret = secret;
+    this.encryptor = new LedgerEncryptor(secret);
+    this.commitEvidenceNonce = createCommitEvidenceDeriver(secret);
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => this.init.clock.setTimer(ms, resolve));
+  }
+
+  private async endorse(publicKey: string, subjectAltNames: string[]): Promise<string> {
+    assert(this.servicePrivateKeyPem, 'the service key is held before endorsing');
     return createEndorsedCertificate({
-      subjectPublicKey: this.nodeKeys.publicKey,
+      subjectPublicKey: loadPublicKey(publicKey),
       subjectCommonName: 'Covenant Node',
-      subjectAltNames: this.subjectAltNames(),
+      subjectAltNames,
       issuerCertificatePem: this.serviceCertificatePem,
-      issuerPrivateKey: this.serviceKeys.privateKey,
+      issuerPrivateKey: loadPrivateKey(this.servicePrivateKeyPem),
       validityDays: this.init.config.node_certificate.initial_validity_days,
     });
   }
 
-  get nodePrivateKeyPem(): string {
-    assert(this.nodeKeys, 'node identity exists');
-    return this.nodeKeys.privateKeyPem;
+  /**
+   * Handles a join request on the primary (POST /node/join). `clientPublicKeyDer` is the key of
+   * the TLS client certificate: the joiner proves it holds the key it asks to be recorded with.
+   */
+  async handleJoin(request: JoinRequest, clientPublicKeyDer: Uint8Array | undefined): Promise<JoinResponse> {
+    if (!this.isPrimary()) throw new CovenantError('NotPrimary', 'join requests are handled by the primary', 503);
+    let publicKey: ReturnType<typeof loadPublicKey>;
+    try {
+      publicKey = loadPublicKey(request.public_key);
+    } catch {
+      throw new CovenantError('InvalidNodeKey', 'public_key is not a PEM public key', 400);
+    }
+    const der = publicKeyDer(publicKey);
+    if (!clientPublicKeyDer || Buffer.compare(Buffer.from(der), Buffer.from(clientPublicKeyDer)) !== 0) {
+      throw new CovenantError('InvalidAuthenticationInfo', 'the TLS client certificate of a join request must carry the public key being joined', 401);
+    }
+    const verdict = verifyVirtualQuote(request.quote_info as QuoteInfo, der);
+    if (!verdict.ok) {
+      this.logger.info(`join refused: ${verdict.reason}`);
+      throw new CovenantError('InvalidQuote', `quote verification failed: ${verdict.reason}`, 403);
+    }
+    const trustedHostData = this.executeRead((tx) => tx.map(Tables.hostData, json).has(verdict.quote.host_data));
+    if (!trustedHostData) {
+      this.logger.info(`join refused: host data ${verdict.quote.host_data} is not trusted`);
+      throw new CovenantError('UntrustedHostData', `host data ${verdict.quote.host_data} is not trusted by the service (add_snp_host_data)`, 403);
+    }
+    const nodeId = nodeIdFromPublicKey(publicKey);
+    const existing = this.executeRead((tx) => tx.map(Tables.nodesInfo, json).get(nodeId) as NodeInfo | undefined);
+    if (existing?.status === 'Retired') throw new CovenantError('NodeRetired', `node ${nodeId} is retired and cannot join again`, 403);
+    const opening = this.serviceInfo()?.status !== 'Open';
+    const willBeTrusted = existing?.status === 'Trusted' || (existing === undefined && opening);
+    let endorsed = this.executeRead((tx) => tx.map(Tables.nodesEndorsedCertificates, json).get(nodeId) as string | undefined);
+    if (willBeTrusted && !endorsed) endorsed = await this.endorse(request.public_key, request.subject_alt_names);
+    if (!this.isPrimary()) throw new CovenantError('NotPrimary', 'this node stopped being primary while handling the join', 503);
+    this.executeWrite((tx) => {
+      const nodes = tx.map(Tables.nodesInfo, json);
+      const current = nodes.get(nodeId) as NodeInfo | undefined;
+      if (!current) {
+        const info: NodeInfo = {
+          status: willBeTrusted ? 'Trusted' : 'Pending',
+          public_key: request.public_key,
+          node_data: request.node_data ?? null,
+          rpc_interfaces: request.rpc_interfaces,
+          node_to_node_interface: request.node_to_node_interface,
+          quote_info: request.quote_info as QuoteInfo,
+          retired_committed: false,
+        };
+        nodes.put(nodeId, info);
+        this.logger.info(`node ${nodeId} joins as ${info.status}`);
+      }
+      if (willBeTrusted && endorsed && !tx.map(Tables.nodesEndorsedCertificates, json).has(nodeId)) {
+        tx.map(Tables.nodesEndorsedCertificates, json).put(nodeId, endorsed);
+      }
+    });
+    if (!willBeTrusted) return { node_id: nodeId, node_status: 'Pending' };
+    return {
+      node_id: nodeId,
+      node_status: 'Trusted',
+      network_info: {
+        service_certificate: this.serviceCertificatePem,
+        service_key: this.servicePrivateKeyPem!,
+        ledger_secrets: [{ from_seqno: 0, secret: Buffer.from(this.ledgerSecret!).toString('base64') }],
+        endorsed_certificate: endorsed!,
+        genesis_configuration: this.genesisConfiguration!,
+        peers: this.trustedPeers(),
+      },
+    };
   }
 
   private writeGenesis(tx: Tx): void {
@@ -212,7 +485,7 @@ export class CovenantNode {
       cert: this.serviceCertificatePem,
       recovery_count: 0,
       service_data: config.service_data ?? null,
-      current_service_create_txid: `${this.view}.1`,
+      current_service_create_txid: `${this.raft!.status().view}.${this.store.version + 1}`,
     };
     tx.map(Tables.serviceInfo, json).put(SINGLETON_KEY, service);
     tx.map(Tables.serviceConfig, json).put(SINGLETON_KEY, {
@@ -224,6 +497,10 @@ export class CovenantNode {
       public_key: this.nodeKeys!.publicKeyPem,
       node_data: config.node_data ?? null,
       rpc_interfaces: this.rpcInterfacesRecord(),
+      node_to_node_interface: {
+        bind_address: this.addresses!.nodeToNode.bindAddress,
+        published_address: this.addresses!.nodeToNode.publishedAddress,
+      },
       quote_info: this.quoteInfo!,
       retired_committed: false,
     };
@@ -257,10 +534,210 @@ export class CovenantNode {
 
   private rpcInterfacesRecord(): NodeInfo['rpc_interfaces'] {
     const out: NodeInfo['rpc_interfaces'] = {};
-    for (const a of this.rpcAddresses) {
+    for (const a of this.addresses?.rpc ?? []) {
       out[a.name] = { bind_address: a.bindAddress, published_address: a.publishedAddress, enabled_operator_features: [...a.enabledOperatorFeatures] };
     }
     return out;
+  }
+
+  // ---------------------------------------------------------------- consensus driver
+
+  private createConsensus(): void {
+    const { election_timeout, message_timeout } = this.init.config.consensus;
+    const heartbeatTicks = Math.max(1, Math.round(message_timeout / TICK_MS));
+    const electionTimeoutTicks = Math.max(heartbeatTicks * 2 + 1, Math.round(election_timeout / TICK_MS));
+    assert(this.genesisConfiguration, 'the genesis configuration is known before consensus starts');
+    this.raft = createRaft({
+      selfId: this.nodeId,
+      random: new CryptoRandom(this.init.randomBytes),
+      storage: { entryAt: (seqno) => this.entryFromLedger(seqno) },
+      electionTimeoutTicks,
+      heartbeatTicks,
+      maxBatchEntries: 1000,
+      maxBatchBytes: 4 * 1024 * 1024,
+      maxUncommittedEntries: 50_000,
+      initial: { configs: [this.genesisConfiguration], startSeqno: 0, lastSeqno: 0 },
+    });
+  }
+
+  /** Rebuilds a consensus entry from the ledger (for append batches the core no longer holds). */
+  private entryFromLedger(seqno: number): Entry | undefined {
+    if (seqno < 1 || seqno > this.ledger.lastSeqno) return undefined;
+    const bytes = this.ledger.getEntry(seqno);
+    const decoded = decodeEntry(bytes);
+    if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) return { view: decoded.view, seqno, kind: 'signature', bytes };
+    if (!hasFlag(decoded.flags, EntryFlags.RECONFIGURATION)) return { view: decoded.view, seqno, kind: 'normal', bytes };
+    const configuration = configurationOf(decodeWriteSet(decoded.publicBytes));
+    assert(configuration, `reconfiguration entry ${seqno} records its configuration`);
+    return { view: decoded.view, seqno, kind: 'reconfiguration', configuration, bytes };
+  }
+
+  private startTicking(): void {
+    const tick = () => {
+      if (this.stopped) return;
+      this.raft?.tick();
+      this.pump();
+      this.tickTimer = this.init.clock.setTimer(TICK_MS, tick);
+    };
+    this.tickTimer = this.init.clock.setTimer(TICK_MS, tick);
+  }
+
+  private onConsensusFrame(from: string, payload: Uint8Array): void {
+    if (!this.raft) return;
+    let message;
+    try {
+      message = decodeMessage(payload);
+    } catch (e) {
+      this.logger.info(`dropping a malformed consensus message from ${from}: ${errorMessage(e)}`);
+      return;
+    }
+    if (message.from !== from) {
+      this.logger.info(`dropping a consensus message from ${from} claiming to be from ${message.from}`);
+      return;
+    }
+    this.raft.step(message);
+    this.schedulePump();
+  }
+
+  private schedulePump(): void {
+    if (this.pumpScheduled) return;
+    this.pumpScheduled = true;
+    this.init.clock.defer(() => {
+      this.pumpScheduled = false;
+      this.pump();
+    });
+  }
+
+  /** Does the work the consensus core asks for until it has none left. */
+  private pump(): void {
+    const raft = this.raft;
+    if (!raft || this.stopped) return;
+    for (let rounds = 0; raft.hasReady() && rounds < 1000; rounds++) {
+      const ready = raft.ready();
+      this.handleReady(ready);
+      raft.advance(ready);
+    }
+    if (this.peersDirty) this.refreshPeers();
+  }
+
+  private handleReady(ready: Ready): void {
+    if (ready.truncateAfterSeqno !== undefined && ready.truncateAfterSeqno < this.store.version) {
+      this.rollbackTo(ready.truncateAfterSeqno);
+    }
+    if (ready.entriesToPersist.length > 0) {
+      const frames: Uint8Array[] = [];
+      for (const entry of ready.entriesToPersist) {
+        if (entry.seqno > this.store.version) this.applyReplicated(entry);
+        frames.push(entry.bytes);
+      }
+      if (ready.truncateAfterSeqno !== undefined && ready.truncateAfterSeqno < this.ledger.lastSeqno) this.ledger.truncate(ready.truncateAfterSeqno);
+      this.ledger.append(frames);
+    } else if (ready.truncateAfterSeqno !== undefined && ready.truncateAfterSeqno < this.ledger.lastSeqno) {
+      this.ledger.truncate(ready.truncateAfterSeqno);
+    }
+    if (ready.hardState) this.persistHardState(ready);
+    for (const message of ready.messages) {
+      if (!this.channels) continue;
+      this.channels.send(message.to, FrameKind.Consensus, encodeMessage(message));
+    }
+    if (ready.committedSeqno > this.commitSeqno) this.advanceCommit(Math.min(ready.committedSeqno, this.ledger.lastSeqno));
+    if (ready.roleChange) {
+      const { role, view, primaryId } = ready.roleChange;
+      this.logger.info(`consensus: ${role} in view ${view}${primaryId ? ` (primary ${primaryId.slice(0, 12)})` : ''}`);
+      const isPrimary = role === 'Primary';
+      if (!isPrimary) this.cancelSignatureTimer();
+      for (const listener of this.roleListeners) listener(isPrimary);
+    }
+    if (ready.signatureRequested && this.isPrimary()) this.emitSignature();
+    if (ready.retirementsToRecord.length > 0 && this.isPrimary()) this.recordRetirements(ready.retirementsToRecord);
+  }
+
+  private persistHardState(ready: Ready): void {
+    // View and vote survive restarts once node state persistence lands; until then the ledger holds the log.
+    void ready;
+  }
+
+  /** Rolls the store, the Merkle tree and the pipeline back to `seqno` (an unsigned suffix dropped by a view change). */
+  private rollbackTo(seqno: number): void {
+    assert(seqno >= this.commitSeqno, `never roll back below commit (${seqno} < ${this.commitSeqno})`);
+    this.logger.info(`rolling back uncommitted entries after seqno ${seqno} (had ${this.store.version})`);
+    this.store.rollback(seqno);
+    this.tree.truncate(seqno);
+    this.lastSignedSeqno = Math.min(this.lastSignedSeqno, seqno);
+    this.unsignedCount = 0;
+  }
+
+  /** Applies an entry received from the primary: decrypts, applies the write set, checks signatures. */
+  private applyReplicated(entry: Entry): void {
+    assert(entry.seqno === this.store.version + 1, `replicated entries apply in order (${entry.seqno} after ${this.store.version})`);
+    const decoded = decodeEntry(entry.bytes);
+    assert(decoded.seqno === entry.seqno && decoded.view === entry.view, 'entry frame matches its consensus metadata');
+    const privatePlain =
+      decoded.privateBytes.length > 0 ? this.encryptor!.decryptPrivate(decoded.view, decoded.seqno, decoded.privateBytes) : new Uint8Array(0);
+    if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) this.checkSignature(decoded.publicBytes, decoded.seqno);
+    this.store.applyWriteSet(decoded.seqno, decoded.publicBytes, privatePlain);
+    this.tree.append(leafDigest(writeSetDigest(decoded), decoded.commitEvidenceDigest, decoded.claimsDigest));
+    if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) {
+      this.lastSignedSeqno = decoded.seqno;
+      this.chunkBytes = 0;
+    }
+  }
+
+  /** A backup checks each signature transaction against its own Merkle tree before accepting it. */
+  private checkSignature(publicBytes: Uint8Array, seqno: number): void {
+    const writes = decodeWriteSet(publicBytes);
+    const raw = writes.get(Tables.signatures)?.get(SINGLETON_KEY);
+    assert(raw, `signature entry ${seqno} carries a signature record`);
+    const record = JSON.parse(utf8.decode(raw)) as SignatureRecord;
+    const root = this.tree.root();
+    if (record.root !== toHex(root)) {
+      this.logger.fatal(`signature at seqno ${seqno} signs root ${record.root}, but this node's tree root is ${toHex(root)}`);
+      assert(false, `Merkle root of signature ${seqno} matches the local tree`);
+    }
+    const key = publicKeyPem(loadPublicKey(record.cert));
+    if (!verifyEcdsa(key, root, Buffer.from(record.sig, 'base64'), 'der')) {
+      this.logger.fatal(`signature at seqno ${seqno} by ${record.node} does not verify`);
+      assert(false, `signature ${seqno} verifies`);
+    }
+    this.signerKeys.set(record.node, key);
+  }
+
+  private refreshPeers(): void {
+    this.peersDirty = false;
+    if (!this.channels) return;
+    const peers: { nodeId: string; address: string }[] = [];
+    this.executeRead((tx) =>
+      tx.map(Tables.nodesInfo, json).forEach((info: NodeInfo, id: string) => {
+        if (id !== this.nodeId && info.node_to_node_interface && info.status !== 'Pending') {
+          peers.push({ nodeId: id, address: info.node_to_node_interface.published_address });
+        }
+      }),
+    );
+    // Until replication brings the node table, a joiner knows the network from its join answer.
+    for (const p of this.bootstrapPeers) if (!peers.some((q) => q.nodeId === p.nodeId)) peers.push(p);
+    this.channels.setPeers(peers);
+  }
+
+  private trustedPeers(): { node_id: string; address: string }[] {
+    const out: { node_id: string; address: string }[] = [];
+    this.executeRead((tx) =>
+      tx.map(Tables.nodesInfo, json).forEach((info: NodeInfo, id: string) => {
+        if (info.status === 'Trusted' && info.node_to_node_interface) out.push({ node_id: id, address: info.node_to_node_interface.published_address });
+      }),
+    );
+    return out;
+  }
+
+  private recordRetirements(nodeIds: readonly string[]): void {
+    const tx = this.store.beginTx();
+    const nodes = tx.map(Tables.nodesInfo, json);
+    for (const id of nodeIds) {
+      const info = nodes.get(id) as NodeInfo | undefined;
+      if (info) nodes.put(id, { ...info, retired_committed: true });
+    }
+    const committed = tx.commit();
+    if (!committed) return;
+    this.proposeCommitted(committed.version, committed.writeSet, 0, [...nodeIds]);
   }
 
   // ---------------------------------------------------------------- transactions
@@ -273,12 +750,26 @@ export class CovenantNode {
     this.assertWritable();
     const tx = this.store.beginTx();
     const result = fn(tx);
+    if (tx.wroteTo(Tables.nodesInfo)) this.recordConfigurationChange(tx);
     const committed = tx.commit();
     if (committed === undefined) return { result, txId: undefined };
-    const txId = this.appendTransaction(committed.version, committed.writeSet, 0);
+    const txId = this.proposeCommitted(committed.version, committed.writeSet, 0, undefined);
     this.unsignedCount++;
     this.afterWrite();
     return { result, txId };
+  }
+
+  /**
+   * A transaction that changes the set of trusted nodes is a reconfiguration (one-transaction
+   * reconfiguration): it records the new configuration so that the entry carries it on any node,
+   * and from the ledger alone.
+   */
+  private recordConfigurationChange(tx: Tx): void {
+    const nodes = trustedSet(tx);
+    const active = this.raft?.status().configs.at(-1)?.nodes ?? [];
+    if (sameNodes(nodes, [...active].sort())) return;
+    const configuration: Configuration = { seqno: this.store.version + 1, nodes };
+    tx.map(Tables.configurations, json).put(SINGLETON_KEY, configuration);
   }
 
   /** Runs a read-only function over the current state. */
@@ -288,21 +779,29 @@ export class CovenantNode {
   }
 
   private assertWritable(): void {
-    if (this.lifecycle !== 'PartOfNetwork' && this.lifecycle !== 'Initialized') {
-      throw new CovenantError('NodeNotReady', `node is ${this.lifecycle} and cannot execute writes`, 503);
+    if (!this.isPrimary()) {
+      throw new CovenantError('NotPrimary', `node is ${this.lifecycle} and not the primary: writes go to the primary`, 503);
     }
   }
 
-  /** Serialises, encrypts and frames a committed-locally transaction, and feeds the Merkle tree. */
-  private appendTransaction(seqno: number, writeSet: Parameters<typeof encodeWriteSet>[0], flags: number): TxId {
-    const view = this.view;
+  /**
+   * Frames a transaction committed locally in the store, hands it to consensus and feeds the
+   * Merkle tree. If consensus refuses it (no longer primary, too many pending entries), the store
+   * is rolled back so nothing half-written remains.
+   */
+  private proposeCommitted(seqno: number, writeSet: WriteSet, flags: number, retiredCommitted: string[] | undefined): TxId {
+    const raft = this.raft!;
+    const view = raft.status().view;
+    let entryFlags = flags;
+    const configuration = configurationOf(writeSet);
+    if (configuration) {
+      assert(configuration.seqno === seqno, 'a configuration takes effect at its own entry');
+      entryFlags |= EntryFlags.RECONFIGURATION;
+    }
     const encoded = encodeWriteSet(writeSet);
-    const encryptor = this.encryptor;
-    assert(encryptor, 'a ledger secret exists before transactions');
-    const privateBytes = encoded.privateBytes.length > 0 ? encryptor.encryptPrivate(view, seqno, encoded.privateBytes) : new Uint8Array(0);
+    const privateBytes = encoded.privateBytes.length > 0 ? this.encryptor!.encryptPrivate(view, seqno, encoded.privateBytes) : new Uint8Array(0);
     const commitEvidence = formatCommitEvidence(view, seqno, this.commitEvidenceNonce!(view, seqno));
     const commitEvidenceDigest = sha256(utf8.encode(commitEvidence));
-    let entryFlags = flags;
     if ((flags & EntryFlags.SIGNATURE) !== 0) {
       const end = shouldEndChunk({
         chunkBytesSoFar: this.chunkBytes,
@@ -312,23 +811,30 @@ export class CovenantNode {
       });
       if (end) entryFlags |= EntryFlags.CHUNK_END;
     }
-    const entry = encodeEntry({
+    const bytes = encodeEntry({ view, seqno, flags: entryFlags, claimsDigest: ZERO_DIGEST, commitEvidenceDigest, publicBytes: encoded.publicBytes, privateBytes });
+    const kind = (flags & EntryFlags.SIGNATURE) !== 0 ? 'signature' : configuration ? 'reconfiguration' : 'normal';
+    const entry: Entry = {
       view,
       seqno,
-      flags: entryFlags,
-      claimsDigest: ZERO_DIGEST,
-      commitEvidenceDigest,
-      publicBytes: encoded.publicBytes,
-      privateBytes,
-    });
+      kind,
+      bytes,
+      ...(configuration ? { configuration } : {}),
+      ...(retiredCommitted ? { retiredCommitted } : {}),
+    };
+    try {
+      raft.propose(entry);
+    } catch (e) {
+      this.store.rollback(seqno - 1);
+      throw e;
+    }
     if ((entryFlags & EntryFlags.CHUNK_END) !== 0) {
       this.chunkBytes = 0;
       this.forceChunkEnd = false;
     } else {
-      this.chunkBytes += entry.byteLength;
+      this.chunkBytes += bytes.byteLength;
     }
     this.tree.append(leafDigest(sha256(concatBytes([encoded.publicBytes, privateBytes])), commitEvidenceDigest, ZERO_DIGEST));
-    this.pendingEntries.push(entry);
+    this.schedulePump();
     return { view, seqno };
   }
 
@@ -339,13 +845,19 @@ export class CovenantNode {
     } else if (this.signatureTimer === undefined) {
       this.signatureTimer = this.init.clock.setTimer(delay, () => {
         this.signatureTimer = undefined;
-        if (this.unsignedCount > 0 && this.lifecycle === 'PartOfNetwork') {
+        if (this.unsignedCount > 0 && this.isPrimary()) {
           this.emitSignature();
-          this.scheduleFlush();
+          this.pump();
         }
       });
     }
-    this.scheduleFlush();
+  }
+
+  private cancelSignatureTimer(): void {
+    if (this.signatureTimer) {
+      this.signatureTimer.cancel();
+      this.signatureTimer = undefined;
+    }
   }
 
   /** Requests that the next signature ends the current ledger chunk (trigger_ledger_chunk). */
@@ -353,57 +865,35 @@ export class CovenantNode {
     this.forceChunkEnd = true;
   }
 
-  /** A signature transaction: the Merkle root over every entry so far, signed with the node key. */
+  /** A signature transaction: the Merkle root over every entry before it, signed with the node key. */
   private emitSignature(): void {
     assert(this.nodeKeys, 'node identity exists');
-    if (this.signatureTimer) {
-      this.signatureTimer.cancel();
-      this.signatureTimer = undefined;
-    }
+    this.cancelSignatureTimer();
+    const raft = this.raft!;
+    const status = raft.status();
     const root = this.tree.root();
     const seqno = this.store.version + 1;
     const record: SignatureRecord = {
-      view: this.view,
+      view: status.view,
       seqno,
       root: toHex(root),
       sig: Buffer.from(signEcdsa(this.nodeKeys.privateKey, root, 'der')).toString('base64'),
       node: this.nodeId,
       commit_seqno: this.commitSeqno,
-      commit_view: this.view,
+      commit_view: this.viewOf(this.commitSeqno),
       cert: this.nodeCertificatePem,
     };
     const tx = this.store.beginTx();
     tx.map(Tables.signatures, json).put(SINGLETON_KEY, record);
     const committed = tx.commit();
     assert(committed && committed.version === seqno, 'signature transaction takes the next seqno');
-    this.appendTransaction(seqno, committed.writeSet, EntryFlags.SIGNATURE);
+    this.proposeCommitted(seqno, committed.writeSet, EntryFlags.SIGNATURE, undefined);
     this.unsignedCount = 0;
     this.lastSignedSeqno = seqno;
   }
 
-  private scheduleFlush(): void {
-    if (this.flushScheduled) return;
-    this.flushScheduled = true;
-    this.init.clock.defer(() => {
-      this.flushScheduled = false;
-      this.flush();
-    });
-  }
-
-  /** Appends pending entries to the ledger, then (single node) commits up to the last signature. */
-  private flush(): void {
-    if (this.pendingEntries.length > 0) {
-      const batch = this.pendingEntries;
-      this.pendingEntries = [];
-      this.ledger.append(batch);
-    }
-    if (this.lastSignedSeqno > this.commitSeqno && this.ledger.lastSeqno >= this.lastSignedSeqno) {
-      this.advanceCommit(this.lastSignedSeqno);
-    }
-  }
-
   private advanceCommit(seqno: number): void {
-    assert(seqno >= this.commitSeqno, 'commit never goes back');
+    if (seqno <= this.commitSeqno) return;
     this.commitSeqno = seqno;
     this.ledger.commit(seqno);
     this.store.compact(seqno);
@@ -416,7 +906,6 @@ export class CovenantNode {
   waitForCommit(seqno: number): Promise<void> {
     if (seqno <= this.commitSeqno) return Promise.resolve();
     return new Promise((resolve) => {
-      // Waiters arrive in seqno order on the primary; keep the queue sorted regardless.
       let i = this.commitWaiters.length;
       while (i > 0 && this.commitWaiters[i - 1]!.seqno > seqno) i--;
       this.commitWaiters.splice(i, 0, { seqno, resolve });
@@ -427,28 +916,42 @@ export class CovenantNode {
     this.commitListeners.push(listener);
   }
 
+  onRoleChange(listener: (isPrimary: boolean) => void): void {
+    this.roleListeners.push(listener);
+  }
+
   // ---------------------------------------------------------------- reports
+
+  consensusStatus(): RaftStatus | undefined {
+    return this.raft?.status();
+  }
+
+  private viewStarts(): { view: number; seqno: number }[] {
+    const history = this.raft?.status().viewHistory ?? [];
+    return history.map((seqno, i) => ({ view: i + 1, seqno }));
+  }
+
+  private viewOf(seqno: number): number {
+    return viewOfSeqno({ viewStarts: this.viewStarts() }, seqno) ?? 0;
+  }
 
   commitTxId(): TxId {
     return { view: this.viewOf(this.commitSeqno), seqno: this.commitSeqno };
   }
 
-  private viewOf(seqno: number): number {
-    let view = this.viewStarts[0]?.view ?? 0;
-    for (const s of this.viewStarts) if (s.seqno <= seqno) view = s.view;
-    return view;
-  }
-
   viewHistory(since = 0): string[] {
-    return this.viewStarts.filter((s) => s.view >= since).map((s) => `${s.view}.${s.seqno}`);
+    return this.viewStarts()
+      .filter((s) => s.view >= since)
+      .map((s) => `${s.view}.${s.seqno}`);
   }
 
   statusOf(txId: TxId): TxStatus {
+    const status = this.raft?.status();
     return txStatus(txId, {
-      currentView: this.view,
+      currentView: status?.view ?? 0,
       lastSeqno: this.store.version,
       commitSeqno: this.commitSeqno,
-      history: { viewStarts: this.viewStarts },
+      history: { viewStarts: this.viewStarts() },
     });
   }
 
@@ -457,20 +960,37 @@ export class CovenantNode {
   }
 
   isPrimary(): boolean {
-    return this.lifecycle === 'PartOfNetwork';
+    return this.raft?.status().role === 'Primary';
+  }
+
+  primaryId(): string | undefined {
+    return this.raft?.status().primaryId;
   }
 
   consensusReport(): ConsensusReport {
-    const nodes: Record<string, { address: string }> = {};
-    nodes[this.nodeId] = { address: this.init.config.node_to_node_interface.published_address };
+    const status = this.raft?.status();
+    const addressOf = new Map<string, string>();
+    this.executeRead((tx) =>
+      tx.map(Tables.nodesInfo, json).forEach((info: NodeInfo, id: string) => {
+        addressOf.set(id, info.node_to_node_interface?.published_address ?? '');
+      }),
+    );
+    const configs = (status?.configs ?? []).map((c) => {
+      const nodes: Record<string, { address: string }> = {};
+      for (const id of c.nodes) nodes[id] = { address: addressOf.get(id) ?? '' };
+      return { seqno: c.seqno, nodes };
+    });
+    const acks: Record<string, { seqno: number }> = {};
+    for (const peer of status?.peers ?? []) acks[peer.id] = { seqno: peer.matchSeqno };
+    const role = status?.role;
     return {
-      current_view: this.view,
-      primary_id: this.isPrimary() ? this.nodeId : undefined,
-      role: this.isPrimary() ? 'Primary' : 'None',
+      current_view: status?.view ?? 0,
+      primary_id: status?.primaryId,
+      role: role === 'Primary' ? 'Primary' : role === 'Backup' ? 'Backup' : role ? 'Candidate' : 'None',
       commit_seqno: this.commitSeqno,
       last_seqno: this.store.version,
-      configs: [{ seqno: 1, nodes }],
-      acks: {},
+      configs,
+      acks,
     };
   }
 
@@ -485,20 +1005,21 @@ export class CovenantNode {
       service_certificate: info?.cert ?? this.serviceCertificatePem,
       recovery_count: info?.recovery_count ?? 0,
       service_data: info?.service_data ?? null,
-      current_view: this.view,
-      primary_id: this.isPrimary() ? this.nodeId : undefined,
+      current_view: this.raft?.status().view ?? 0,
+      primary_id: this.primaryId(),
       current_service_create_txid: info?.current_service_create_txid,
     };
   }
 
   listNodes(): NodeSummary[] {
+    const primary = this.primaryId();
     return this.executeRead((tx) => {
       const out: NodeSummary[] = [];
       tx.map(Tables.nodesInfo, json).forEach((info: NodeInfo, id: string) => {
         out.push({
           node_id: id,
           status: info.status,
-          primary: id === this.nodeId && this.isPrimary(),
+          primary: id === primary,
           rpc_interfaces: info.rpc_interfaces,
           node_data: info.node_data,
           last_written: 0,
@@ -521,19 +1042,17 @@ export class CovenantNode {
     return { version: this.init.version, unsafe: true, quote_format: 'Insecure_Virtual', runtime: `node ${process.versions.node}` };
   }
 
-  /** The ledger entry bytes of a seqno (for receipts and historical queries). */
-  ledgerEntry(seqno: number): ReturnType<typeof decodeEntry> {
-    return decodeEntry(this.ledger.getEntry(seqno));
-  }
-
-  writeSetDigestOf(seqno: number): Uint8Array {
-    return writeSetDigest(this.ledgerEntry(seqno));
-  }
-
   stop(): void {
-    if (this.signatureTimer) this.signatureTimer.cancel();
-    if (this.pendingEntries.length > 0) this.flush();
-    if (this.ledger) this.ledger.sync();
+    if (this.stopped) return;
+    this.stopped = true;
+    this.cancelSignatureTimer();
+    this.tickTimer?.cancel();
+    if (this.ledger) {
+      this.ledger.sync();
+      this.ledger.close();
+    }
     this.lifecycle = 'Stopped';
   }
 }
+
+export { formatTxId };

@@ -16,6 +16,8 @@ export const Tables = {
   usersInfo: 'public:svc.gov.users.info',
   hostData: 'public:svc.gov.nodes.snp.host_data',
   signatures: 'public:svc.internal.signatures',
+  /** Written by every transaction that changes the set of trusted nodes: the new configuration. */
+  configurations: 'public:svc.internal.configurations',
   snapshotEvidence: 'public:svc.internal.snapshot_evidence',
   // Governance (src/gov/tables.ts names the same tables).
   proposals: 'public:svc.gov.proposals',

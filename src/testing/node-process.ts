@@ -114,10 +114,18 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Started
       child.kill('SIGKILL');
       throw new Error(`node did not become ready:\n${spawned.output()}`);
     }
-    if (existsSync(addressesFile)) address = Object.values(JSON.parse(readFileSync(addressesFile, 'utf8')) as Record<string, string>)[0]!;
-    else await sleep(50);
+    // The addresses are written when the interfaces listen; the service certificate once the service exists.
+    if (existsSync(addressesFile) && existsSync(join(dir, 'service_cert.pem'))) {
+      address = Object.values(JSON.parse(readFileSync(addressesFile, 'utf8')) as Record<string, string>)[0]!;
+    } else await sleep(50);
   }
-  const serviceCertificatePem = readFileSync(join(dir, 'service_cert.pem'), 'utf8');
+  let serviceCertificatePem: string;
+  try {
+    serviceCertificatePem = readFileSync(join(dir, 'service_cert.pem'), 'utf8');
+  } catch (e) {
+    child.kill('SIGKILL');
+    throw e;
+  }
   const client = new HttpsClient(address, serviceCertificatePem);
   return {
     dir,
@@ -128,6 +136,97 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Started
     client,
     user: prepared.user,
     member: prepared.member,
+    output: spawned.output,
+    async stop() {
+      client.close();
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      return waitForExit(child);
+    },
+    async kill() {
+      client.close();
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await waitForExit(child);
+    },
+  };
+}
+
+export interface JoinNodeOptions {
+  /** RPC address of a node of the network. */
+  readonly target: string;
+  readonly serviceCertificatePem: string;
+  readonly configPatch?: Record<string, unknown>;
+  readonly dir?: string;
+  /** Wait until the node answers with the service certificate as CA (it joined and was endorsed). */
+  readonly waitUntilJoined?: boolean;
+  readonly readyTimeoutMs?: number;
+  readonly user: ClientIdentity & { id: string };
+  readonly member: ClientIdentity & { id: string };
+}
+
+/** Starts a node with command.type Join against `target`. */
+export async function startJoiningNode(options: JoinNodeOptions): Promise<StartedNode> {
+  const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'covenant-join-'));
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'service_cert.pem'), options.serviceCertificatePem);
+  const config = merge(
+    {
+      command: {
+        type: 'Join',
+        service_certificate_file: 'service_cert.pem',
+        join: { target_rpc_address: options.target, retry_timeout: '100ms' },
+      },
+      node_certificate: { subject_alt_names: ['iPAddress:127.0.0.1'] },
+      node_certificate_file: 'node_cert.pem',
+      rpc_interfaces: {
+        primary: { bind_address: '127.0.0.1:0', enabled_operator_features: ['LedgerChunkRead', 'SnapshotRead', 'SnapshotCreate'] },
+      },
+      node_to_node_interface: { bind_address: '127.0.0.1:0' },
+      ledger: { directory: 'ledger' },
+      snapshots: { directory: 'snapshots' },
+      output_files: { rpc_addresses_file: 'rpc_addresses.json' },
+    },
+    options.configPatch ?? {},
+  );
+  const configPath = join(dir, 'node.json');
+  writeFileSync(configPath, JSON.stringify(config, null, 2));
+  const spawned = spawnNode(configPath, dir);
+  const child = spawned.process;
+  const addressesFile = join(dir, 'rpc_addresses.json');
+  const deadline = Date.now() + (options.readyTimeoutMs ?? 30_000);
+  let address = '';
+  const fail = (why: string) => {
+    child.kill('SIGKILL');
+    return new Error(`${why}:\n${spawned.output()}`);
+  };
+  while (!address) {
+    if (child.exitCode !== null) throw new Error(`joining node exited with ${child.exitCode}:\n${spawned.output()}`);
+    if (Date.now() > deadline) throw fail('joining node did not listen in time');
+    if (existsSync(addressesFile)) address = Object.values(JSON.parse(readFileSync(addressesFile, 'utf8')) as Record<string, string>)[0]!;
+    else await sleep(50);
+  }
+  const client = new HttpsClient(address, options.serviceCertificatePem);
+  if (options.waitUntilJoined ?? true) {
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`joining node exited with ${child.exitCode}:\n${spawned.output()}`);
+      if (Date.now() > deadline) throw fail('joining node did not join in time');
+      try {
+        const state = await client.request('GET', '/node/state', { timeoutMs: 2000 });
+        if (state.status === 200 && state.body.state === 'PartOfNetwork') break;
+      } catch {
+        // Not endorsed yet: the service certificate does not verify its TLS certificate.
+      }
+      await sleep(50);
+    }
+  }
+  return {
+    dir,
+    configPath,
+    address,
+    serviceCertificatePem: options.serviceCertificatePem,
+    process: child,
+    client,
+    user: options.user,
+    member: options.member,
     output: spawned.output,
     async stop() {
       client.close();

@@ -174,7 +174,7 @@ describe('a single node', () => {
   });
 
   test('endpoints of later capabilities answer a JSON error naming what is missing', async () => {
-    for (const path of ['/node/receipt?transaction_id=1.1', '/node/receipt/cose?transaction_id=1.1', '/node/ledger_chunk?since=1', '/node/snapshot']) {
+    for (const path of ['/node/receipt?transaction_id=1.1', '/node/receipt/cose?transaction_id=1.1']) {
       const answer = await get(path);
       assert.equal(answer.status, 501, path);
       assert.equal(answer.body.error.code, 'NotImplemented');

@@ -5,9 +5,13 @@
  */
 import { z } from 'zod';
 import { CovenantError } from '../../base/errors.js';
-import { parseTxId } from '../../base/ids.js';
+import { formatTxId, parseTxId } from '../../base/ids.js';
+import { jsonCodec } from '../../kv/index.js';
 import type { CovenantNode } from '../../node/node.js';
 import type { NodeSummary } from '../../node/reports.js';
+import { Tables, type NodeInfo } from '../../node/tables.js';
+import { X509Certificate } from 'node:crypto';
+import { JoinRequestSchema } from '../../node/join.js';
 import { json, noContent, type Route } from '../route.js';
 
 const booleanQuery = z.enum(['true', 'false']).transform((v) => v === 'true');
@@ -37,6 +41,30 @@ export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFronte
       path: '/node/api',
       summary: 'OpenAPI document of every route this node serves',
       handler: () => json(200, openApi()),
+    },
+    {
+      method: 'POST',
+      path: '/node/join',
+      summary: 'A joining node asks to be recorded (and, once trusted, receives the network secrets)',
+      body: JoinRequestSchema,
+      forward: false,
+      responses: { 200: 'Join answer: Pending, or Trusted with the network information', 308: 'Redirect to the primary' },
+      handler: async ({ body, clientCertificateDer }) => {
+        if (!node.isPrimary()) {
+          const address = primaryAddress();
+          if (!address) throw new CovenantError('NoPrimary', 'no primary is known at the moment: retry the join shortly', 503);
+          return { status: 308, headers: { location: `https://${address}/node/join` }, bodyKind: 'none' };
+        }
+        let publicKeyDer: Uint8Array | undefined;
+        if (clientCertificateDer) {
+          try {
+            publicKeyDer = new X509Certificate(clientCertificateDer).publicKey.export({ type: 'spki', format: 'der' });
+          } catch {
+            publicKeyDer = undefined;
+          }
+        }
+        return json(200, await node.handleJoin(body, publicKeyDer));
+      },
     },
     {
       method: 'GET',
@@ -134,13 +162,26 @@ export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFronte
       path: '/node/network/nodes/{node_id}',
       summary: 'Deletes a retired node listed in removable_nodes',
       handler: ({ params }) => {
-        const found = nodeSummaries().find((n) => n.node_id === params.node_id);
-        if (!found) throw nodeNotFound(params.node_id!);
-        throw new CovenantError(
-          'NodeNotRetired',
-          `Node ${params.node_id} is ${found.status}; only retired nodes listed in /node/network/removable_nodes can be deleted`,
-          400,
-        );
+        // A direct table write, not a proposal: members already retired the node, and its
+        // retirement is committed (retired_committed), so only the record is left to remove.
+        const id = params.node_id!;
+        const { txId } = node.executeWrite((tx) => {
+          const nodes = tx.map(Tables.nodesInfo, jsonCodec<NodeInfo>());
+          const info = nodes.get(id);
+          if (!info) throw nodeNotFound(id);
+          if (info.status !== 'Retired' || info.retired_committed !== true) {
+            throw new CovenantError(
+              info.status === 'Retired' ? 'NodeNotRemovable' : 'NodeNotRetired',
+              info.status === 'Retired'
+                ? `Node ${id} is Retired but its retirement is not committed yet; wait until it is listed in /node/network/removable_nodes`
+                : `Node ${id} is ${info.status}; only retired nodes listed in /node/network/removable_nodes can be deleted`,
+              400,
+            );
+          }
+          nodes.remove(id);
+          tx.map(Tables.nodesEndorsedCertificates, jsonCodec<unknown>()).remove(id);
+        });
+        return json(200, { node_id: id, deleted: true }, txId ? { 'x-covenant-transaction-id': formatTxId(txId) } : undefined);
       },
     },
     {

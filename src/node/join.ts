@@ -1,0 +1,53 @@
+/**
+ * The join protocol between a joining node and the service (spec "States and transitions",
+ * "Authentication" 2-3): the joiner POSTs /node/join to the target's RPC interface, presenting
+ * its self-signed identity certificate as TLS client certificate. The primary checks the quote
+ * and records the node; once the node is trusted the answer carries what it needs to become
+ * part of the network (ledger secrets, service key, its endorsed certificate).
+ */
+import { z } from 'zod';
+
+export const JoinRequestSchema = z
+  .object({
+    public_key: z.string().min(1).max(4096),
+    quote_info: z.object({ format: z.string(), quote: z.string().max(65536), endorsements: z.string().max(65536) }).strict(),
+    node_data: z.unknown().optional(),
+    rpc_interfaces: z.record(
+      z.string(),
+      z
+        .object({ bind_address: z.string(), published_address: z.string(), enabled_operator_features: z.array(z.string()) })
+        .strict(),
+    ),
+    node_to_node_interface: z.object({ bind_address: z.string(), published_address: z.string() }).strict(),
+    startup_seqno: z.number().int().nonnegative(),
+    subject_alt_names: z.array(z.string()).max(64),
+  })
+  .strict();
+
+export type JoinRequest = z.infer<typeof JoinRequestSchema>;
+
+export interface NetworkInfo {
+  /** PEM of the service certificate (the joiner's trust anchor from now on). */
+  service_certificate: string;
+  /** PEM of the service private key (a trusted node endorses later joiners with it). */
+  service_key: string;
+  /** Ledger secrets, base64, with the seqno from which each applies. */
+  ledger_secrets: { from_seqno: number; secret: string }[];
+  /** The joiner's identity certificate, endorsed by the service key. */
+  endorsed_certificate: string;
+  /** The configuration in force at seqno 0 (the genesis node), where replication starts. */
+  genesis_configuration: { seqno: number; nodes: string[] };
+  /** Trusted nodes and their node-to-node addresses, to talk to before the node table is replicated. */
+  peers: { node_id: string; address: string }[];
+}
+
+export interface JoinResponse {
+  node_id: string;
+  node_status: 'Pending' | 'Trusted';
+  network_info?: NetworkInfo;
+}
+
+/** How a joining node reaches the target: one POST, answered (30x answers are followed by the caller). */
+export interface JoinClient {
+  postJoin(targetAddress: string, request: JoinRequest): Promise<{ status: number; body: unknown; location?: string }>;
+}
