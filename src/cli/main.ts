@@ -2,6 +2,7 @@
 import { Command, InvalidArgumentError } from 'commander';
 import { errorMessage } from '../base/errors.js';
 import { consoleOutput, runLedgerDownload, runLedgerVerify, runSnapshotInspect } from './ledger-tools.js';
+import { registerMemberCommands } from './member.js';
 import { runNodeCommand } from './node-command.js';
 import { runSandbox } from './sandbox.js';
 import { COVENANT_VERSION } from './version.js';
@@ -95,5 +96,7 @@ program
       process.exitCode = 2;
     }
   });
+
+registerMemberCommands(program);
 
 await program.parseAsync(process.argv);

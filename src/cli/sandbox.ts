@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { errorMessage } from '../base/errors.js';
 import { deepMerge } from '../config/index.js';
 import { generateIdentity, generateRsaKeyPair } from '../crypto/index.js';
+import { openService } from './member.js';
 import { writeFileAtomic } from './node-command.js';
 
 export interface SandboxOptions {
@@ -182,6 +183,21 @@ export async function runSandbox(options: SandboxOptions): Promise<void> {
       }
       await sleep(100);
     }
+  }
+
+  // The sandbox is for trying the service as a user: its member acknowledges and opens it.
+  print('Opening the service: member0 acknowledges the state digest and votes transition_service_to_open');
+  try {
+    await openService({
+      address: nodes[0]!.rpc_address,
+      caPem: readFileSync(serviceCert, 'utf8'),
+      certificatePem: readFileSync(member.cert, 'utf8'),
+      privateKeyPem: readFileSync(member.private_key, 'utf8'),
+      memberId: member.id,
+    });
+  } catch (e) {
+    stopAll();
+    throw new Error(`the service could not be opened: ${errorMessage(e)}`);
   }
 
   const network: NetworkJson = {

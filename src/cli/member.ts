@@ -1,0 +1,299 @@
+/**
+ * `covenant member ...`: signs governance requests with a member's key files and sends them, so
+ * nobody builds COSE_Sign1 envelopes by hand. The member, the node address and the service
+ * certificate come from a sandbox's network.json (`--network`, `--member`) or from explicit
+ * `--cert/--key/--address/--ca` flags (which override it).
+ */
+import { readFileSync } from 'node:fs';
+import https from 'node:https';
+import { type Command, InvalidArgumentError } from 'commander';
+import { errorMessage } from '../base/errors.js';
+import { certificateId } from '../crypto/index.js';
+import { COSE_CONTENT_TYPE, signGovRequest, type GovMessageType } from '../gov/index.js';
+import type { NetworkJson } from './sandbox.js';
+
+export interface MemberConnection {
+  /** host:port of a node's RPC interface. */
+  readonly address: string;
+  /** Service certificate: the only CA trusted for TLS. */
+  readonly caPem: string;
+  readonly certificatePem: string;
+  readonly privateKeyPem: string;
+  readonly memberId: string;
+}
+
+export interface GovAnswer {
+  readonly status: number;
+  readonly transactionId: string | undefined;
+  readonly body: any;
+}
+
+export const ACCEPT_BALLOT = 'export function vote(proposal, proposerId) { return true }';
+export const REJECT_BALLOT = 'export function vote(proposal, proposerId) { return false }';
+
+const REQUEST_TIMEOUT_MS = 30_000;
+
+export class GovRequestFailed extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(`${code} (${status}): ${message}`);
+    this.name = 'GovRequestFailed';
+  }
+}
+
+/** One HTTPS request to a node; JSON answer. Non-2xx answers become GovRequestFailed. */
+export function govRequest(connection: MemberConnection, method: string, path: string, body?: Uint8Array): Promise<GovAnswer> {
+  const i = connection.address.lastIndexOf(':');
+  const headers: Record<string, string | number> = {};
+  if (body !== undefined) {
+    headers['content-type'] = COSE_CONTENT_TYPE;
+    headers['content-length'] = body.byteLength;
+  }
+  return new Promise((resolve, reject) => {
+    const req = https.request(
+      {
+        host: connection.address.slice(0, i).replace(/^\[|\]$/g, ''),
+        port: Number(connection.address.slice(i + 1)),
+        method,
+        path,
+        headers,
+        ca: connection.caPem,
+        timeout: REQUEST_TIMEOUT_MS,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let parsed: any = undefined;
+          try {
+            parsed = text.length > 0 ? JSON.parse(text) : undefined;
+          } catch {
+            parsed = text;
+          }
+          const status = res.statusCode ?? 0;
+          if (status < 200 || status >= 300) {
+            const error = parsed?.error as { code?: string; message?: string } | undefined;
+            reject(new GovRequestFailed(status, error?.code ?? 'HttpError', error?.message ?? text));
+            return;
+          }
+          const txId = res.headers['x-covenant-transaction-id'];
+          resolve({ status, transactionId: typeof txId === 'string' ? txId : undefined, body: parsed });
+        });
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.on('timeout', () => req.destroy(new Error(`${method} ${path} timed out after ${REQUEST_TIMEOUT_MS}ms`)));
+    req.end(body);
+  });
+}
+
+/** Signs `payload` as a governance message of `type` and POSTs it. */
+export function signedPost(connection: MemberConnection, path: string, type: GovMessageType, payload: unknown, proposalId?: string): Promise<GovAnswer> {
+  const body = signGovRequest({
+    type,
+    payload: payload === undefined ? '' : JSON.stringify(payload),
+    privateKeyPem: connection.privateKeyPem,
+    memberId: connection.memberId,
+    createdAtSeconds: Math.floor(Date.now() / 1000),
+    ...(proposalId !== undefined ? { proposalId } : {}),
+  });
+  return govRequest(connection, 'POST', path, body);
+}
+
+export function propose(connection: MemberConnection, actions: unknown[]): Promise<GovAnswer> {
+  return signedPost(connection, '/gov/members/proposals:create', 'proposal', { actions });
+}
+
+export function vote(connection: MemberConnection, proposalId: string, ballot: string): Promise<GovAnswer> {
+  return signedPost(connection, `/gov/members/proposals/${proposalId}/ballots/${connection.memberId}:submit`, 'ballot', { ballot }, proposalId);
+}
+
+export function withdraw(connection: MemberConnection, proposalId: string): Promise<GovAnswer> {
+  return signedPost(connection, `/gov/members/proposals/${proposalId}:withdraw`, 'withdrawal', undefined, proposalId);
+}
+
+/** Fetches the state digest (`:update`) and acknowledges it (`:ack`): the member becomes Active. */
+export async function ack(connection: MemberConnection): Promise<GovAnswer> {
+  const update = await signedPost(connection, `/gov/members/state-digests/${connection.memberId}:update`, 'state_digest', undefined);
+  const digest = (update.body as { state_digest: string }).state_digest;
+  return signedPost(connection, `/gov/members/state-digests/${connection.memberId}:ack`, 'ack', { state_digest: digest });
+}
+
+/**
+ * Opens the service with one member: acknowledge (if not Active yet), propose
+ * transition_service_to_open, vote for it. Resolves once the service reports Open.
+ */
+export async function openService(connection: MemberConnection): Promise<{ proposalId: string }> {
+  const me = await govRequest(connection, 'GET', `/gov/members/${connection.memberId}`);
+  if ((me.body as { status: string }).status !== 'Active') await ack(connection);
+  const proposal = await propose(connection, [{ name: 'transition_service_to_open', args: {} }]);
+  const proposalId = (proposal.body as { proposal_id: string }).proposal_id;
+  let state = (proposal.body as { state: string }).state;
+  if (state === 'Open') state = ((await vote(connection, proposalId, ACCEPT_BALLOT)).body as { state: string }).state;
+  if (state !== 'Accepted') {
+    const info = (await govRequest(connection, 'GET', `/gov/members/proposals/${proposalId}`)).body as { failure?: { reason: string } };
+    throw new Error(`the proposal to open the service is ${state}${info.failure ? `: ${info.failure.reason}` : ''} (more members may need to vote)`);
+  }
+  const service = await govRequest(connection, 'GET', '/gov/service/info');
+  if ((service.body as { status: string }).status !== 'Open') throw new Error(`the service is ${(service.body as { status: string }).status} after the proposal was accepted`);
+  return { proposalId };
+}
+
+// ------------------------------------------------------------------ command line
+
+interface ConnectionFlags {
+  network?: string;
+  member: number;
+  cert?: string;
+  key?: string;
+  address?: string;
+  ca?: string;
+}
+
+/** Builds the connection from network.json and/or explicit files. */
+export function resolveConnection(flags: ConnectionFlags): MemberConnection {
+  let network: NetworkJson | undefined;
+  if (flags.network !== undefined) network = JSON.parse(readFileSync(flags.network, 'utf8')) as NetworkJson;
+  const member = network?.members[flags.member];
+  if (network && !member && (flags.cert === undefined || flags.key === undefined)) {
+    throw new Error(`${flags.network} has no member ${flags.member} (it lists ${network.members.length})`);
+  }
+  const certFile = flags.cert ?? member?.cert;
+  const keyFile = flags.key ?? member?.private_key;
+  const caFile = flags.ca ?? network?.service_certificate;
+  const address = flags.address ?? network?.nodes.find((n) => n.rpc_address)?.rpc_address;
+  const missing = [
+    certFile === undefined ? '--cert' : undefined,
+    keyFile === undefined ? '--key' : undefined,
+    caFile === undefined ? '--ca' : undefined,
+    address === undefined ? '--address' : undefined,
+  ].filter((x) => x !== undefined);
+  if (missing.length > 0) throw new Error(`give --network <network.json> or ${missing.join(', ')}`);
+  const certificatePem = readFileSync(certFile!, 'utf8');
+  return { address: address!, caPem: readFileSync(caFile!, 'utf8'), certificatePem, privateKeyPem: readFileSync(keyFile!, 'utf8'), memberId: certificateId(certificatePem) };
+}
+
+function memberIndex(value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n)) throw new InvalidArgumentError('must be a member index (0, 1, ...)');
+  return n;
+}
+
+function withConnectionFlags(command: Command): Command {
+  return command
+    .option('--network <file>', 'network.json written by `covenant sandbox`')
+    .option('--member <index>', 'which member of network.json signs', memberIndex, 0)
+    .option('--cert <file>', "member's certificate (PEM)")
+    .option('--key <file>', "member's private key (PEM)")
+    .option('--address <host:port>', "a node's RPC address")
+    .option('--ca <file>', 'service certificate (TLS certificate authority)');
+}
+
+function print(answer: GovAnswer): void {
+  const out = answer.transactionId === undefined ? answer.body : { ...(answer.body as object), transaction_id: answer.transactionId };
+  process.stdout.write(JSON.stringify(out, null, 2) + '\n');
+}
+
+async function run(what: string, fn: () => Promise<GovAnswer | void>): Promise<void> {
+  try {
+    const answer = await fn();
+    if (answer) print(answer);
+  } catch (e) {
+    process.stderr.write(`covenant member ${what}: ${errorMessage(e)}\n`);
+    process.exitCode = 1;
+  }
+}
+
+function readActions(opts: { actions?: string; action?: string; args?: string }): unknown[] {
+  if ((opts.actions === undefined) === (opts.action === undefined)) throw new Error('give either --actions <file> or --action <name> [--args <json>]');
+  if (opts.actions !== undefined) {
+    const parsed = JSON.parse(readFileSync(opts.actions, 'utf8')) as unknown;
+    if (Array.isArray(parsed)) return parsed;
+    const actions = (parsed as { actions?: unknown } | null)?.actions;
+    if (!Array.isArray(actions)) throw new Error(`${opts.actions} must hold an array of actions or {"actions": [...]}`);
+    return actions;
+  }
+  let args: unknown = {};
+  if (opts.args !== undefined) {
+    try {
+      args = JSON.parse(opts.args) as unknown;
+    } catch (e) {
+      throw new Error(`--args is not JSON: ${errorMessage(e)}`);
+    }
+  }
+  return [{ name: opts.action, args }];
+}
+
+function readBallot(ballot: string): string {
+  if (ballot === 'accept') return ACCEPT_BALLOT;
+  if (ballot === 'reject') return REJECT_BALLOT;
+  return readFileSync(ballot, 'utf8');
+}
+
+type Flags = ConnectionFlags & Record<string, any>;
+
+export function registerMemberCommands(program: Command): void {
+  const member = program.command('member').description('sign and send governance requests as a consortium member');
+
+  withConnectionFlags(member.command('propose'))
+    .description('create a proposal')
+    .option('--actions <file>', 'JSON file: [{"name", "args"}, ...] or {"actions": [...]}')
+    .option('--action <name>', 'a single action')
+    .option('--args <json>', 'arguments of --action (JSON)')
+    .action((opts: Flags) => run('propose', () => propose(resolveConnection(opts), readActions(opts as { actions?: string; action?: string; args?: string }))));
+
+  withConnectionFlags(member.command('vote'))
+    .description('submit a ballot on a proposal')
+    .requiredOption('--proposal <id>', 'proposal id')
+    .requiredOption('--ballot <accept|reject|file>', 'accept, reject, or a JavaScript file exporting vote(proposal, proposerId)')
+    .action((opts: Flags) => run('vote', () => vote(resolveConnection(opts), opts.proposal as string, readBallot(opts.ballot as string))));
+
+  withConnectionFlags(member.command('withdraw'))
+    .description('withdraw one of your open proposals')
+    .requiredOption('--proposal <id>', 'proposal id')
+    .action((opts: Flags) => run('withdraw', () => withdraw(resolveConnection(opts), opts.proposal as string)));
+
+  withConnectionFlags(member.command('ack'))
+    .description('acknowledge the state digest (an Accepted member becomes Active)')
+    .action((opts: Flags) => run('ack', () => ack(resolveConnection(opts))));
+
+  withConnectionFlags(member.command('open-service'))
+    .description('acknowledge if needed, propose transition_service_to_open and vote for it')
+    .action((opts: Flags) =>
+      run('open-service', async () => {
+        const { proposalId } = await openService(resolveConnection(opts));
+        process.stdout.write(`service is Open (proposal ${proposalId})\n`);
+      }),
+    );
+
+  const shows: Record<string, (id?: string) => string> = {
+    proposals: (id) => (id ? `/gov/members/proposals/${id}` : '/gov/members/proposals'),
+    actions: (id) => `/gov/members/proposals/${required(id, 'actions <proposal id>')}/actions`,
+    members: (id) => (id ? `/gov/members/${id}` : '/gov/members'),
+    service: () => '/gov/service/info',
+    constitution: () => '/gov/service/constitution',
+    nodes: (id) => (id ? `/gov/service/nodes/${id}` : '/gov/service/nodes'),
+    'join-policy': () => '/gov/service/join-policy',
+  };
+  withConnectionFlags(member.command('show'))
+    .description(`show governance state: ${Object.keys(shows).join(', ')} [id]`)
+    .argument('<what>', Object.keys(shows).join(' | '))
+    .argument('[id]', 'a proposal, member or node id')
+    .action((what: string, id: string | undefined, opts: Flags) =>
+      run('show', async () => {
+        const path = shows[what];
+        if (!path) throw new Error(`cannot show "${what}"; choose one of ${Object.keys(shows).join(', ')}`);
+        return govRequest(resolveConnection(opts), 'GET', path(id));
+      }),
+    );
+}
+
+function required(id: string | undefined, usage: string): string {
+  if (id === undefined) throw new Error(`usage: show ${usage}`);
+  return id;
+}

@@ -1,0 +1,225 @@
+/**
+ * The governance frontend (/gov): wires src/gov to a node. Writes are COSE_Sign1 envelopes
+ * (content-type application/cose) verified and applied inside one synchronous node transaction;
+ * a refused request writes nothing and leaves one log line. Every write answer carries
+ * x-covenant-transaction-id. Reads are plain JSON and need no authentication: the governance
+ * tables are public in the ledger anyway.
+ *
+ * The sandbox engine is loaded asynchronously once; handlers await it *before* their transaction
+ * begins, so the transaction itself stays synchronous (DESIGN decision 2).
+ */
+import { CovenantError, isCovenantError } from '../../base/errors.js';
+import { toHex } from '../../base/bytes.js';
+import { formatTxId } from '../../base/ids.js';
+import { Governance, type GovOutcome, type GovRequest, loadJsEngine, type SandboxLimits } from '../../gov/index.js';
+import { jsonCodec, type Tx } from '../../kv/index.js';
+import type { CovenantNode } from '../../node/node.js';
+import { SINGLETON_KEY, Tables, type NodeInfo, type ServiceInfo } from '../../node/tables.js';
+import { json, type RequestContext, type Route } from '../route.js';
+
+export const TRANSACTION_ID_HEADER = 'x-covenant-transaction-id';
+
+export interface GovernanceFrontendOptions {
+  /** The node's clock (ms since the Unix epoch), against which created_at is checked. */
+  readonly nowMs: () => number;
+  readonly sandboxLimits?: SandboxLimits;
+}
+
+const anyJson = jsonCodec<any>();
+
+export function governanceRoutes(node: CovenantNode, options: GovernanceFrontendOptions): Route[] {
+  // Start loading at once so that the first governance request does not wait for it.
+  const governance: Promise<Governance> = loadJsEngine().then(
+    (engine) => new Governance({ engine, nowMs: options.nowMs, ...(options.sandboxLimits ? { sandboxLimits: options.sandboxLimits } : {}) }),
+  );
+  governance.catch((e: unknown) => node.logger.fail('governance sandbox could not be loaded', { reason: (e as Error).message }));
+
+  const request = (ctx: RequestContext): GovRequest => {
+    const contentType = ctx.headers['content-type'];
+    return { body: new Uint8Array(ctx.rawBody.buffer, ctx.rawBody.byteOffset, ctx.rawBody.byteLength), contentType };
+  };
+
+  /** Runs a governance write in one transaction; logs refusals; runs post-commit effects. */
+  const write = async <T>(ctx: RequestContext, fn: (gov: Governance, tx: Tx, req: GovRequest) => GovOutcome<T>) => {
+    const gov = await governance;
+    const req = request(ctx);
+    let written: { result: GovOutcome<T>; txId: ReturnType<CovenantNode['executeWrite']>['txId'] };
+    try {
+      written = node.executeWrite((tx) => fn(gov, tx, req));
+    } catch (e) {
+      if (isCovenantError(e)) node.logger.info('governance request refused', { path: ctx.path, code: e.code, reason: e.message });
+      throw e;
+    }
+    const { result, txId } = written;
+    for (const effect of result.effects) {
+      if (effect === 'trigger_ledger_chunk') node.forceLedgerChunk();
+    }
+    node.logger.info('governance request accepted', { path: ctx.path, member_id: result.memberId, ...(txId ? { transaction_id: formatTxId(txId) } : {}) });
+    return json(200, result.body, txId ? { [TRANSACTION_ID_HEADER]: formatTxId(txId) } : undefined);
+  };
+
+  const read = async <T>(fn: (gov: Governance, tx: Tx) => T) => {
+    const gov = await governance;
+    return json(200, node.executeRead((tx) => fn(gov, tx)));
+  };
+
+  const cose = { 401: 'Not signed by a known member, or badly signed', 415: 'Not application/cose' } as const;
+
+  return [
+    {
+      method: 'POST',
+      path: '/gov/members/proposals:create',
+      summary: 'Creates a proposal {"actions": [{"name", "args"}]} (COSE_Sign1, msg type "proposal")',
+      responses: cose,
+      handler: (ctx) => write(ctx, (gov, tx, req) => gov.createProposal(tx, req)),
+    },
+    {
+      method: 'GET',
+      path: '/gov/members/proposals',
+      summary: 'Every proposal with its state',
+      handler: () => read((gov, tx) => ({ proposals: gov.listProposals(tx) })),
+    },
+    {
+      method: 'GET',
+      path: '/gov/members/proposals/{proposal_id}',
+      summary: 'One proposal: proposer, state, ballot count, votes and failures',
+      handler: ({ params }) => read((gov, tx) => gov.proposal(tx, params.proposal_id!)),
+    },
+    {
+      method: 'GET',
+      path: '/gov/members/proposals/{proposal_id}/actions',
+      summary: 'The actions of a proposal',
+      handler: ({ params }) => read((gov, tx) => gov.proposalActions(tx, params.proposal_id!)),
+    },
+    {
+      method: 'POST',
+      path: '/gov/members/proposals/{proposal_id}/ballots/{member_id}:submit',
+      summary: 'Submits a ballot {"ballot": "export function vote(proposal, proposerId) {...}"} (msg type "ballot")',
+      responses: cose,
+      handler: (ctx) => write(ctx, (gov, tx, req) => gov.submitBallot(tx, req, ctx.params.proposal_id!, ctx.params.member_id!)),
+    },
+    {
+      method: 'GET',
+      path: '/gov/members/proposals/{proposal_id}/ballots/{member_id}',
+      summary: "A member's ballot on a proposal",
+      handler: ({ params }) => read((gov, tx) => gov.ballot(tx, params.proposal_id!, params.member_id!)),
+    },
+    {
+      method: 'POST',
+      path: '/gov/members/proposals/{proposal_id}:withdraw',
+      summary: 'Withdraws an open proposal (proposer only; msg type "withdrawal")',
+      responses: cose,
+      handler: (ctx) => write(ctx, (gov, tx, req) => gov.withdrawProposal(tx, req, ctx.params.proposal_id!)),
+    },
+    {
+      method: 'POST',
+      path: '/gov/members/state-digests/{member_id}:update',
+      summary: 'Records and returns the state digest the member must acknowledge (msg type "state_digest")',
+      responses: cose,
+      handler: (ctx) => write(ctx, (gov, tx, req) => gov.updateStateDigest(tx, req, ctx.params.member_id!, toHex(node.tree.root()))),
+    },
+    {
+      method: 'POST',
+      path: '/gov/members/state-digests/{member_id}:ack',
+      summary: 'Acknowledges the recorded state digest {"state_digest"}; an Accepted member becomes Active (msg type "ack")',
+      responses: cose,
+      handler: (ctx) => write(ctx, (gov, tx, req) => gov.ackStateDigest(tx, req, ctx.params.member_id!)),
+    },
+    {
+      method: 'GET',
+      path: '/gov/members/state-digests/{member_id}',
+      summary: 'The state digest recorded for a member',
+      handler: ({ params }) => read((gov, tx) => gov.stateDigest(tx, params.member_id!)),
+    },
+    {
+      method: 'GET',
+      path: '/gov/members',
+      summary: 'Every member: status, data, certificate, encryption key',
+      handler: () => read((gov, tx) => ({ members: gov.members(tx) })),
+    },
+    {
+      method: 'GET',
+      path: '/gov/members/{member_id}',
+      summary: 'One member',
+      handler: ({ params }) => read((gov, tx) => gov.member(tx, params.member_id!)),
+    },
+    {
+      method: 'GET',
+      path: '/gov/service/info',
+      summary: 'Service status, certificate, recovery count and data',
+      handler: () => read((_gov, tx) => serviceInfoBody(tx)),
+    },
+    {
+      method: 'GET',
+      path: '/gov/service/constitution',
+      summary: 'The constitution in force (JavaScript)',
+      handler: () => read((gov, tx) => ({ constitution: gov.constitution(tx) })),
+    },
+    {
+      method: 'GET',
+      path: '/gov/service/members',
+      summary: 'Every member of the consortium',
+      handler: () => read((gov, tx) => ({ members: gov.members(tx) })),
+    },
+    {
+      method: 'GET',
+      path: '/gov/service/nodes',
+      summary: 'Every node with its governance status',
+      handler: () => read((_gov, tx) => ({ nodes: nodeRecords(tx) })),
+    },
+    {
+      method: 'GET',
+      path: '/gov/service/nodes/{node_id}',
+      summary: 'One node with its governance status',
+      handler: ({ params }) =>
+        read((_gov, tx) => {
+          const found = nodeRecords(tx).find((n) => n.node_id === params.node_id);
+          if (!found) throw new CovenantError('ResourceNotFound', `No node with id ${params.node_id} is known to the service`, 404);
+          return found;
+        }),
+    },
+    {
+      method: 'GET',
+      path: '/gov/service/join-policy',
+      summary: 'Trusted host data and the node join policy',
+      handler: () =>
+        read((_gov, tx) => {
+          const hostData: Record<string, unknown> = {};
+          tx.map(Tables.hostData, anyJson).forEach((value: unknown, key: string) => {
+            hostData[key] = value;
+          });
+          const policy = (tx.map(Tables.joinPolicy, anyJson).get(SINGLETON_KEY) as string | undefined) ?? null;
+          return { host_data: hostData, policy };
+        }),
+    },
+  ];
+}
+
+function serviceInfoBody(tx: Tx): Record<string, unknown> {
+  const info = tx.map(Tables.serviceInfo, anyJson).get(SINGLETON_KEY) as ServiceInfo | undefined;
+  if (!info) throw new CovenantError('ServiceNotStarted', 'the service record does not exist yet', 503);
+  return {
+    status: info.status,
+    certificate: info.cert,
+    recovery_count: info.recovery_count,
+    service_data: info.service_data ?? null,
+    current_service_create_txid: info.current_service_create_txid ?? null,
+    configuration: tx.map(Tables.serviceConfig, anyJson).get(SINGLETON_KEY) ?? {},
+  };
+}
+
+function nodeRecords(tx: Tx): Record<string, unknown>[] & { node_id: string }[] {
+  const out: ({ node_id: string } & Record<string, unknown>)[] = [];
+  const certs = tx.map(Tables.nodesEndorsedCertificates, anyJson);
+  tx.map(Tables.nodesInfo, anyJson).forEach((info: NodeInfo, id: string) => {
+    out.push({
+      node_id: id,
+      status: info.status,
+      retired_committed: info.retired_committed ?? false,
+      node_data: info.node_data ?? null,
+      rpc_interfaces: info.rpc_interfaces,
+      certificate: (certs.get(id) as string | undefined) ?? null,
+    });
+  });
+  return out;
+}
