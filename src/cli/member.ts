@@ -10,7 +10,6 @@ import { type Command, InvalidArgumentError } from 'commander';
 import { errorMessage } from '../base/errors.js';
 import { certificateId } from '../crypto/index.js';
 import { COSE_CONTENT_TYPE, signGovRequest, type GovMessageType } from '../gov/index.js';
-import type { NetworkJson } from './sandbox.js';
 
 export interface MemberConnection {
   /** host:port of a node's RPC interface. */
@@ -146,6 +145,13 @@ export async function openService(connection: MemberConnection): Promise<{ propo
 
 // ------------------------------------------------------------------ command line
 
+/** The part of the sandbox's network.json (see NetworkJson in sandbox.ts) that member commands read. */
+interface NetworkFile {
+  service_certificate: string;
+  nodes: { rpc_address: string }[];
+  members: { cert: string; private_key: string }[];
+}
+
 interface ConnectionFlags {
   network?: string;
   member: number;
@@ -157,8 +163,8 @@ interface ConnectionFlags {
 
 /** Builds the connection from network.json and/or explicit files. */
 export function resolveConnection(flags: ConnectionFlags): MemberConnection {
-  let network: NetworkJson | undefined;
-  if (flags.network !== undefined) network = JSON.parse(readFileSync(flags.network, 'utf8')) as NetworkJson;
+  let network: NetworkFile | undefined;
+  if (flags.network !== undefined) network = JSON.parse(readFileSync(flags.network, 'utf8')) as NetworkFile;
   const member = network?.members[flags.member];
   if (network && !member && (flags.cert === undefined || flags.key === undefined)) {
     throw new Error(`${flags.network} has no member ${flags.member} (it lists ${network.members.length})`);
