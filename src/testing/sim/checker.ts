@@ -3,7 +3,8 @@
  * messages sent, statuses) against an independent record of what was committed, and throw a
  * Violation naming the property that broke:
  *
- * - one-primary-per-view: at most one node is ever primary in a given view;
+ * - one-primary-per-view: at most one node is ever primary in a given view (once its vote for
+ *   itself is persisted: before that it has sent nothing and a crash makes it forget the view);
  * - vote-once-per-view: no node grants its vote to two candidates in one view;
  * - log-matching: two logs holding an entry of the same view at the same seqno agree on it and on
  *   everything before it;
@@ -185,6 +186,10 @@ export class Checker implements DiskListener {
     const last = this.observed.get(node.id);
     this.observed.set(node.id, { view: status.view, primary, commitSeqno: status.commitSeqno });
     if (!primary) return;
+    // A node is primary for the world once its vote for itself in this view is on disk: before
+    // that it has sent nothing (persist before send), and a crash makes it forget the view.
+    const durable = node.disk.hard.view === status.view && node.disk.hard.votedFor === node.id;
+    if (!durable) return;
     const known = this.primaries.get(status.view);
     if (known === undefined) {
       this.primaries.set(status.view, node.id);
