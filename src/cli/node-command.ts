@@ -3,7 +3,7 @@
  * A bad configuration exits with status 2 and a message naming the key, having written nothing.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, renameSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, readFileSync, writeFileSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { errorMessage, isCovenantError } from '../base/errors.js';
 import { loadNodeConfig, type NodeConfig } from '../config/index.js';
@@ -18,10 +18,24 @@ import { NodeServer } from '../http/service.js';
 import { loggingAppRoutes } from '../apps/logging.js';
 import { COVENANT_VERSION } from './version.js';
 
-export function writeFileAtomic(path: string, text: string): void {
+export function writeFileAtomic(path: string, text: string, mode = 0o644): void {
   mkdirSync(dirname(path), { recursive: true });
   const tmp = `${path}.tmp-${process.pid}`;
-  writeFileSync(tmp, text, { mode: 0o644 });
+  writeFileSync(tmp, text, { mode });
+  renameSync(tmp, path);
+}
+
+/** Atomic and durable: the data reaches the disk before the rename makes it visible. */
+function writeSecretFile(path: string, text: string): void {
+  mkdirSync(dirname(path), { recursive: true });
+  const tmp = `${path}.tmp-${process.pid}`;
+  const fd = openSync(tmp, 'w', 0o600);
+  try {
+    writeSync(fd, text);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
   renameSync(tmp, path);
 }
 
@@ -53,7 +67,8 @@ export async function runNodeCommand(configPath: string): Promise<void> {
     randomBytes: (n) => new Uint8Array(randomBytes(n)),
     version: COVENANT_VERSION,
     readTextFile: (path) => readFileSync(path, 'utf8'),
-    writeTextFile: writeFileAtomic,
+    writeTextFile: (path, text) => writeFileAtomic(path, text),
+    writeSecretFile,
   });
 
   let server: NodeServer | undefined;
@@ -125,7 +140,8 @@ export async function runNodeCommand(configPath: string): Promise<void> {
         certificatePem: node.selfSignedCertificatePem,
         privateKeyPem: node.nodePrivateKeyPem,
       }));
-      await node.joinNetwork(addresses, client, endorse);
+      if (node.hasPersistedState()) await node.resumeFromLedger(addresses, client, endorse);
+      else await node.joinNetwork(addresses, client, endorse);
     }
   } catch (e) {
     const message = isCovenantError(e) ? `${e.code}: ${e.message}` : errorMessage(e);

@@ -64,7 +64,30 @@ export interface NodeInit {
   readonly readTextFile: (path: string) => string;
   /** Writes an output file (certificates) atomically. */
   readonly writeTextFile: (path: string, text: string) => void;
+  /** Writes a file only this node's user may read, atomically and durably (node state with keys). */
+  readonly writeSecretFile: (path: string, text: string) => void;
 }
+
+/**
+ * What a node keeps beside its ledger to restart as the same node: its identity, the service
+ * identity and ledger secrets it was given, and the consensus hard state. Virtual mode has no
+ * hardware sealing key, so the file is protected only by its permissions (0600).
+ */
+interface PersistedNodeState {
+  format: 1;
+  node_id: string;
+  private_key: string;
+  self_signed_certificate: string;
+  node_certificate: string;
+  service_certificate: string;
+  service_key: string;
+  ledger_secrets: { from_seqno: number; secret: string }[];
+  genesis_configuration: { seqno: number; nodes: string[] };
+  view: number;
+  voted_for: string | null;
+}
+
+export const NODE_STATE_FILE = '.node-state.json';
 
 export interface WriteResult<T> {
   readonly result: T;
@@ -219,8 +242,57 @@ export class CovenantNode {
     }
   }
 
+  private get statePath(): string {
+    return this.init.disk.join(this.init.config.ledger.directory, NODE_STATE_FILE);
+  }
+
+  /** Whether this node has state from an earlier run that it can resume (a Join node restarting). */
+  hasPersistedState(): boolean {
+    return this.init.config.command.type === 'Join' && this.init.disk.exists(this.statePath);
+  }
+
+  private loadPersistedState(): PersistedNodeState {
+    const text = utf8.decode(this.init.disk.readAll(this.statePath));
+    const state = JSON.parse(text) as PersistedNodeState;
+    if (state.format !== 1) throw new CovenantError('InvalidNodeState', `${this.statePath}: unknown node state format ${String(state.format)}`, 500);
+    return state;
+  }
+
+  private hardView = 0;
+  private hardVotedFor: string | undefined;
+
+  private persistState(): void {
+    if (!this.nodeKeys || !this.ledgerSecret || !this.servicePrivateKeyPem || !this.genesisConfiguration) return;
+    const state: PersistedNodeState = {
+      format: 1,
+      node_id: this.nodeId,
+      private_key: this.nodeKeys.privateKeyPem,
+      self_signed_certificate: this.selfSignedCertificatePem,
+      node_certificate: this.nodeCertificatePem,
+      service_certificate: this.serviceCertificatePem,
+      service_key: this.servicePrivateKeyPem,
+      ledger_secrets: [{ from_seqno: 0, secret: Buffer.from(this.ledgerSecret).toString('base64') }],
+      genesis_configuration: this.genesisConfiguration,
+      view: this.hardView,
+      voted_for: this.hardVotedFor ?? null,
+    };
+    this.init.writeSecretFile(this.statePath, JSON.stringify(state));
+  }
+
   /** Creates the node's key, self-signed certificate and quote (before its interfaces listen). */
   async prepareIdentity(): Promise<void> {
+    if (this.hasPersistedState()) {
+      const state = this.loadPersistedState();
+      const privateKey = loadPrivateKey(state.private_key);
+      const publicKey = loadPublicKey(state.private_key);
+      this.nodeKeys = { privateKey, publicKey, privateKeyPem: state.private_key, publicKeyPem: publicKeyPem(publicKey) };
+      this.nodeId = nodeIdFromPublicKey(publicKey);
+      assert(this.nodeId === state.node_id, 'the persisted node key matches the persisted node id');
+      this.selfSignedCertificatePem = state.self_signed_certificate;
+      this.quoteInfo = createVirtualQuote(publicKeyDer(publicKey), this.measurement, this.hostData);
+      this.logger.info(`node identity ${this.nodeId} restored from ${this.statePath}`);
+      return;
+    }
     this.nodeKeys = generateEcKeyPair('P-384');
     this.nodeId = nodeIdFromPublicKey(this.nodeKeys.publicKey);
     this.selfSignedCertificatePem = await createSelfSignedCertificate({
@@ -305,6 +377,7 @@ export class CovenantNode {
     // Sign the genesis at once: the service exists, committed, before the first client arrives.
     this.emitSignature();
     this.pump();
+    this.persistState();
     this.startTicking();
     this.logger.info(`service started; node ${this.nodeId} is primary`);
   }
@@ -318,9 +391,11 @@ export class CovenantNode {
     const join = config.command.join;
     assert(join, 'Join configuration is present');
     this.addresses = addresses;
-    this.openLedger();
+    if (!this.resumed) {
+      this.openLedger();
+      this.serviceCertificatePem = this.init.readTextFile(config.command.service_certificate_file);
+    }
     assert(this.nodeKeys, 'prepareIdentity() runs before joinNetwork()');
-    this.serviceCertificatePem = this.init.readTextFile(config.command.service_certificate_file);
     const request: JoinRequest = {
       public_key: this.nodeKeys.publicKeyPem,
       quote_info: this.quoteInfo!,
@@ -353,7 +428,7 @@ export class CovenantNode {
       }
       const response = answer.body as JoinResponse;
       if (response.node_status === 'Pending' || !response.network_info) {
-        if (!pendingLogged) {
+        if (!pendingLogged && !this.resumed) {
           this.transition('Pending');
           this.logger.info(`node ${this.nodeId} is Pending: waiting for members to trust it (polling every ${join.retry_timeout}ms)`);
           pendingLogged = true;
@@ -361,15 +436,68 @@ export class CovenantNode {
         await this.sleep(join.retry_timeout);
         continue;
       }
+      if (this.resumed) {
+        this.logger.info(`node ${this.nodeId} announced its addresses to the network again`);
+        return;
+      }
       this.adoptNetworkInfo(response.network_info);
       onEndorsed();
       this.createConsensus();
+      this.persistState();
       this.transition('PartOfNetwork');
       this.startTicking();
       this.pump();
       this.logger.info(`node ${this.nodeId} joined the network after ${attempt + 1} join request(s)`);
       return;
     }
+  }
+
+  private resumed = false;
+
+  /**
+   * Restarts a node from its ledger directory and persisted state (command.type Join with a
+   * ledger left by an earlier run of the same node): replays the ledger into the store and the
+   * Merkle tree, restores consensus from the ledger and the hard state, and announces its new
+   * addresses to the network with a join request; the primary then catches it up.
+   */
+  async resumeFromLedger(addresses: NodeAddresses, client: JoinClient, onEndorsed: () => void): Promise<void> {
+    const state = this.loadPersistedState();
+    this.addresses = addresses;
+    const { ledger } = this.init.config;
+    this.ledger = new Ledger({ disk: this.init.disk, directory: ledger.directory, readOnlyDirectories: ledger.read_only_directories });
+    const report = this.ledger.open();
+    if (report.tornTail) this.logger.fail(`ledger: torn tail cut at ${report.tornTail.file}:${report.tornTail.offsetBytes}`);
+    this.serviceCertificatePem = state.service_certificate;
+    this.servicePrivateKeyPem = state.service_key;
+    this.nodeCertificatePem = state.node_certificate;
+    this.genesisConfiguration = state.genesis_configuration;
+    this.installLedgerSecret(new Uint8Array(Buffer.from(state.ledger_secrets[0]!.secret, 'base64')));
+    this.hardView = state.view;
+    this.hardVotedFor = state.voted_for ?? undefined;
+    onEndorsed();
+    const last = this.ledger.lastSeqno;
+    const started = this.init.clock.monotonicMs();
+    for (let seqno = 1; seqno <= last; seqno++) this.replayEntry(this.ledger.getEntry(seqno));
+    this.commitSeqno = this.ledger.committedSeqno;
+    this.store.compact(this.commitSeqno);
+    this.logger.info(`replayed ${last} ledger entries in ${Math.round(this.init.clock.monotonicMs() - started)}ms (committed up to ${this.commitSeqno})`);
+    this.createConsensus({ lastSeqno: last, view: Math.max(state.view, this.ledger.lastView), votedFor: this.hardVotedFor, commitSeqno: this.commitSeqno });
+    this.resumed = true;
+    this.transition('PartOfNetwork');
+    this.startTicking();
+    this.pump();
+    await this.joinNetwork(addresses, client, () => undefined);
+  }
+
+  /** Applies one entry of the node's own ledger at restart (entries were checked when first written). */
+  private replayEntry(frame: Uint8Array): void {
+    const decoded = decodeEntry(frame);
+    const privatePlain =
+      decoded.privateBytes.length > 0 ? this.encryptor!.decryptPrivate(decoded.view, decoded.seqno, decoded.privateBytes) : new Uint8Array(0);
+    this.store.applyWriteSet(decoded.seqno, decoded.publicBytes, privatePlain);
+    this.tree.append(leafDigest(writeSetDigest(decoded), decoded.commitEvidenceDigest, decoded.claimsDigest));
+    if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) this.lastSignedSeqno = decoded.seqno;
+    if (this.store.version > this.store.committedVersion + 50_000) this.store.compact(Math.min(this.ledger.committedSeqno, this.store.version));
   }
 
   private adoptNetworkInfo(info: NetworkInfo): void {
@@ -444,6 +572,11 @@ export class CovenantNode {
     this.executeWrite((tx) => {
       const nodes = tx.map(Tables.nodesInfo, json);
       const current = nodes.get(nodeId) as NodeInfo | undefined;
+      if (current && current.node_to_node_interface?.published_address !== request.node_to_node_interface.published_address) {
+        // A node restarted from its ledger with new addresses: record where it is now.
+        nodes.put(nodeId, { ...current, rpc_interfaces: request.rpc_interfaces, node_to_node_interface: request.node_to_node_interface });
+        this.logger.info(`node ${nodeId} rejoined from ${request.node_to_node_interface.published_address}`);
+      }
       if (!current) {
         const info: NodeInfo = {
           status: willBeTrusted ? 'Trusted' : 'Pending',
@@ -542,7 +675,7 @@ export class CovenantNode {
 
   // ---------------------------------------------------------------- consensus driver
 
-  private createConsensus(): void {
+  private createConsensus(restored?: { lastSeqno: number; view: number; votedFor: string | undefined; commitSeqno: number }): void {
     const { election_timeout, message_timeout } = this.init.config.consensus;
     const heartbeatTicks = Math.max(1, Math.round(message_timeout / TICK_MS));
     const electionTimeoutTicks = Math.max(heartbeatTicks * 2 + 1, Math.round(election_timeout / TICK_MS));
@@ -556,7 +689,16 @@ export class CovenantNode {
       maxBatchEntries: 1000,
       maxBatchBytes: 4 * 1024 * 1024,
       maxUncommittedEntries: 50_000,
-      initial: { configs: [this.genesisConfiguration], startSeqno: 0, lastSeqno: 0 },
+      initial: restored
+        ? {
+            configs: [this.genesisConfiguration],
+            startSeqno: 0,
+            lastSeqno: restored.lastSeqno,
+            view: restored.view,
+            commitSeqno: restored.commitSeqno,
+            ...(restored.votedFor !== undefined ? { votedFor: restored.votedFor } : {}),
+          }
+        : { configs: [this.genesisConfiguration], startSeqno: 0, lastSeqno: 0 },
     });
   }
 
@@ -652,9 +794,13 @@ export class CovenantNode {
     if (ready.retirementsToRecord.length > 0 && this.isPrimary()) this.recordRetirements(ready.retirementsToRecord);
   }
 
+  /** View and vote must be durable before any message of this Ready is sent (a node never votes twice in a view). */
   private persistHardState(ready: Ready): void {
-    // View and vote survive restarts once node state persistence lands; until then the ledger holds the log.
-    void ready;
+    const hard = ready.hardState!;
+    if (hard.view === this.hardView && hard.votedFor === this.hardVotedFor) return;
+    this.hardView = hard.view;
+    this.hardVotedFor = hard.votedFor;
+    this.persistState();
   }
 
   /** Rolls the store, the Merkle tree and the pipeline back to `seqno` (an unsigned suffix dropped by a view change). */

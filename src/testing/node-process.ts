@@ -189,9 +189,11 @@ export async function startJoiningNode(options: JoinNodeOptions): Promise<Starte
   );
   const configPath = join(dir, 'node.json');
   writeFileSync(configPath, JSON.stringify(config, null, 2));
+  const addressesFile = join(dir, 'rpc_addresses.json');
+  // A restarted node binds new ports: never read the previous run's addresses.
+  rmSync(addressesFile, { force: true });
   const spawned = spawnNode(configPath, dir);
   const child = spawned.process;
-  const addressesFile = join(dir, 'rpc_addresses.json');
   const deadline = Date.now() + (options.readyTimeoutMs ?? 30_000);
   let address = '';
   const fail = (why: string) => {
