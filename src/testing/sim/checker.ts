@@ -74,6 +74,8 @@ export class Checker implements DiskListener {
   private readonly chainBySeqnoView = new Map<string, number>();
   private readonly votes = new Map<string, NodeId>();
   private readonly primaries = new Map<View, NodeId>();
+  /** `${node}@${view}` of every election won, judged once. */
+  private readonly elections = new Set<string>();
   private readonly observed = new Map<NodeId, LastObservation>();
   checks = 0;
 
@@ -186,6 +188,13 @@ export class Checker implements DiskListener {
     const last = this.observed.get(node.id);
     this.observed.set(node.id, { view: status.view, primary, commitSeqno: status.commitSeqno });
     if (!primary) return;
+    const election = `${node.id}@${status.view}`;
+    if (!this.elections.has(election)) {
+      // Judged as it wins, against the log it won with: the votes it counted were all sent.
+      this.elections.add(election);
+      this.checkLeaderCompleteness(node, status.view);
+      this.checkElectionQuorum(node, status.view, status.commitSeqno, status.lastSeqno);
+    }
     // A node is primary for the world once its vote for itself in this view is on disk: before
     // that it has sent nothing (persist before send), and a crash makes it forget the view.
     const durable = node.disk.hard.view === status.view && node.disk.hard.votedFor === node.id;
@@ -193,8 +202,6 @@ export class Checker implements DiskListener {
     const known = this.primaries.get(status.view);
     if (known === undefined) {
       this.primaries.set(status.view, node.id);
-      this.checkLeaderCompleteness(node, status.view);
-      this.checkElectionQuorum(node, status.view, status.commitSeqno, status.lastSeqno);
     } else if (known !== node.id) {
       throw new Violation('one-primary-per-view', `${known} and ${node.id} are both primary in view ${status.view}`);
     }
