@@ -901,7 +901,10 @@ export class CovenantNode {
     if (committed === undefined) return { result, txId: undefined };
     const txId = this.proposeCommitted(committed.version, committed.writeSet, 0, undefined);
     this.unsignedCount++;
-    this.afterWrite();
+    // A membership change commits only through a signature; until it does, elections need the
+    // old configurations too. Sign at once so that the new configuration takes over quickly.
+    if (committed.writeSet.has(Tables.configurations)) this.emitSignature();
+    else this.afterWrite();
     return { result, txId };
   }
 

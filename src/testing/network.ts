@@ -1,0 +1,66 @@
+/**
+ * A network of real node processes for end-to-end tests and benchmarks: one Start node, then
+ * Join nodes against it, each its own OS process with its own temp folder.
+ */
+import { removeDir, startJoiningNode, startNode, type StartedNode } from './node-process.js';
+
+export interface TestNetwork {
+  readonly nodes: StartedNode[];
+  /** The node currently reporting itself primary (polls until one does). */
+  primary(timeoutMs?: number): Promise<StartedNode>;
+  stopAll(): Promise<void>;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 20_000, intervalMs = 25): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    let value: T | undefined;
+    try {
+      value = await fn();
+    } catch {
+      value = undefined;
+    }
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(intervalMs);
+  }
+}
+
+export async function startNetwork(count: number, configPatch: Record<string, unknown> = {}): Promise<TestNetwork> {
+  const first = await startNode({ configPatch });
+  const nodes: StartedNode[] = [first];
+  const network: TestNetwork = {
+    nodes,
+    async primary(timeoutMs = 20_000) {
+      return until(
+        'a primary',
+        async () => {
+          for (const node of nodes) {
+            if (node.process.exitCode !== null || node.process.signalCode !== null) continue;
+            const state = await node.client.request('GET', '/node/consensus', { timeoutMs: 2000 }).catch(() => undefined);
+            if (state?.status === 200 && state.body.role === 'Primary') return node;
+          }
+          return undefined;
+        },
+        timeoutMs,
+      );
+    },
+    async stopAll() {
+      await Promise.all(nodes.map((n) => n.stop()));
+      for (const n of nodes) removeDir(n.dir);
+    },
+  };
+  try {
+    for (let i = 1; i < count; i++) {
+      nodes.push(
+        await startJoiningNode({ target: first.address, serviceCertificatePem: first.serviceCertificatePem, user: first.user, member: first.member, configPatch }),
+      );
+    }
+  } catch (e) {
+    await network.stopAll();
+    throw e;
+  }
+  return network;
+}
