@@ -27,7 +27,7 @@ program
 program
   .command('sandbox')
   .description('start a local network for trying Covenant; writes DIR/network.json when ready')
-  .option('--nodes <count>', 'number of nodes', positiveInteger, 1)
+  .option('--nodes <count>', 'number of nodes', positiveInteger, 3)
   .option('--dir <dir>', 'working folder', 'sandbox')
   .option('--node-config <file>', 'JSON fragment deep-merged into every node configuration')
   .option('--ready-timeout <seconds>', 'how long to wait for the service', positiveInteger, 60)

@@ -79,9 +79,6 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function runSandbox(options: SandboxOptions): Promise<void> {
   const dir = resolve(options.dir);
-  if (options.nodes !== 1) {
-    throw new Error(`--nodes ${options.nodes}: this version of the sandbox runs a single node (multi-node networks need joining)`);
-  }
   if (existsSync(join(dir, 'network.json'))) rmSync(join(dir, 'network.json'));
   const common = join(dir, 'common');
   mkdirSync(common, { recursive: true });
@@ -105,19 +102,12 @@ export async function runSandbox(options: SandboxOptions): Promise<void> {
   process.on('exit', stopAll);
 
   const nodes: NetworkJson['nodes'] = [];
-  for (let i = 0; i < options.nodes; i++) {
+  const spawnNode = (i: number, command: Record<string, unknown>) => {
     const nodeDir = join(dir, `node${i}`);
     rmSync(nodeDir, { recursive: true, force: true });
     mkdirSync(nodeDir, { recursive: true });
     const base = {
-      command: {
-        type: 'Start',
-        service_certificate_file: serviceCert,
-        start: {
-          members: [{ certificate_file: member.cert, encryption_public_key_file: memberEncPub }],
-          users: [{ certificate_file: user.cert }],
-        },
-      },
+      command,
       node_certificate: { subject_alt_names: ['iPAddress:127.0.0.1', 'dNSName:localhost'] },
       node_certificate_file: join(nodeDir, 'node_cert.pem'),
       rpc_interfaces: {
@@ -150,10 +140,11 @@ export async function runSandbox(options: SandboxOptions): Promise<void> {
       snapshots_dir: join(nodeDir, 'snapshots'),
       config: configPath,
     });
-  }
+  };
 
   const deadline = Date.now() + options.readyTimeoutSeconds * 1000;
-  for (let i = 0; i < nodes.length; i++) {
+  /** Waits until node i answers GET /node/state as PartOfNetwork with the service certificate as CA. */
+  const waitReady = async (i: number) => {
     const entry = nodes[i]!;
     const child = children[i]!;
     const addressesFile = join(dir, `node${i}`, 'rpc_addresses.json');
@@ -174,16 +165,36 @@ export async function runSandbox(options: SandboxOptions): Promise<void> {
           const body = state.body as { state?: string; node_id?: string };
           if (state.status === 200 && body.state === 'PartOfNetwork') {
             entry.node_id = body.node_id ?? '';
-            break;
+            return;
           }
         } catch (e) {
-          // Not answering yet.
+          // Not answering yet (or not yet endorsed by the service).
           void errorMessage(e);
         }
       }
       await sleep(100);
     }
+  };
+
+  // The first node starts the service; the others join it while it is still opening, so they
+  // are trusted at once.
+  spawnNode(0, {
+    type: 'Start',
+    service_certificate_file: serviceCert,
+    start: {
+      members: [{ certificate_file: member.cert, encryption_public_key_file: memberEncPub }],
+      users: [{ certificate_file: user.cert }],
+    },
+  });
+  await waitReady(0);
+  for (let i = 1; i < options.nodes; i++) {
+    spawnNode(i, {
+      type: 'Join',
+      service_certificate_file: serviceCert,
+      join: { target_rpc_address: nodes[0]!.rpc_address, retry_timeout: '200ms' },
+    });
   }
+  for (let i = 1; i < options.nodes; i++) await waitReady(i);
 
   // The sandbox is for trying the service as a user: its member acknowledges and opens it.
   print('Opening the service: member0 acknowledges the state digest and votes transition_service_to_open');

@@ -1,0 +1,84 @@
+/**
+ * End to end: `covenant sandbox` as a newcomer runs it. It starts its nodes as separate
+ * processes, opens the service, writes network.json only once ready, serves the application to
+ * its user, and stops every node on SIGINT.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { isAbsolute, join } from 'node:path';
+import { HttpsClient } from '../../src/testing/https-client.js';
+import { CLI_ENTRY, waitForExit } from '../../src/testing/node-process.js';
+import { until } from '../../src/testing/network.js';
+import type { NetworkJson } from '../../src/cli/sandbox.js';
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+test('covenant sandbox starts an open two-node network, describes it, and stops it on SIGINT', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'covenant-sandbox-'));
+  const fragment = join(dir, 'fragment.json');
+  writeFileSync(fragment, JSON.stringify({ ledger_signatures: { delay: '20ms' } }));
+  const child = spawn(process.execPath, [CLI_ENTRY, 'sandbox', '--nodes', '2', '--dir', join(dir, 'sb'), '--node-config', fragment], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
+  let network: NetworkJson | undefined;
+  try {
+    const networkFile = join(dir, 'sb', 'network.json');
+    await until('network.json', async () => (existsSync(networkFile) ? true : undefined), 60_000, 100);
+    network = JSON.parse(readFileSync(networkFile, 'utf8')) as NetworkJson;
+    assert.equal(network.nodes.length, 2);
+    assert.ok(isAbsolute(network.service_certificate));
+    for (const node of network.nodes) {
+      assert.match(node.node_id, /^[0-9a-f]{64}$/);
+      assert.match(node.rpc_address, /^127\.0\.0\.1:\d+$/);
+      assert.ok(processAlive(node.pid));
+      for (const path of [node.node_certificate, node.config]) assert.ok(existsSync(path), path);
+      // The fragment was deep-merged into every node's configuration.
+      assert.equal(JSON.parse(readFileSync(node.config, 'utf8')).ledger_signatures.delay, '20ms');
+    }
+    assert.equal(network.members.length, 1);
+    assert.equal(network.users.length, 1);
+    for (const path of [network.members[0]!.cert, network.members[0]!.private_key, network.members[0]!.encryption_private_key, network.users[0]!.private_key]) {
+      assert.ok(existsSync(path), path);
+    }
+    assert.match(output, /curl --cacert/);
+
+    const ca = readFileSync(network.service_certificate, 'utf8');
+    const user = { certificatePem: readFileSync(network.users[0]!.cert, 'utf8'), privateKeyPem: readFileSync(network.users[0]!.private_key, 'utf8') };
+    const clients = network.nodes.map((n) => new HttpsClient(n.rpc_address, ca));
+    try {
+      const service = await clients[1]!.request('GET', '/node/network');
+      assert.equal(service.body.service_status, 'Open', 'the sandbox opened the service');
+      const write = await clients[1]!.request('POST', '/app/log/private', { body: { id: 5, msg: 'from the sandbox user' }, identity: user });
+      assert.equal(write.status, 200);
+      const txId = write.headers['x-covenant-transaction-id'];
+      await until('commit', async () => {
+        const status = await clients[0]!.request('GET', `/app/tx?transaction_id=${txId}`);
+        return status.body.status === 'Committed' ? true : undefined;
+      });
+      assert.equal((await clients[0]!.request('GET', '/app/log/private?id=5', { identity: user })).body.msg, 'from the sandbox user');
+    } finally {
+      for (const c of clients) c.close();
+    }
+
+    child.kill('SIGINT');
+    assert.equal(await waitForExit(child), 0);
+    for (const node of network.nodes) await until(`node ${node.pid} to stop`, async () => (processAlive(node.pid) ? undefined : true), 10_000);
+  } finally {
+    if (child.exitCode === null) child.kill('SIGKILL');
+    for (const node of network?.nodes ?? []) if (processAlive(node.pid)) process.kill(node.pid, 'SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
