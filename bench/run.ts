@@ -1,10 +1,11 @@
 /**
- * `npm run bench`: committed logging-app writes against a one-node network (a real node process)
- * over keep-alive HTTPS, and in the same run the same load against a minimal node:https server
- * answering a constant JSON. Prints both throughputs, their ratio, and the commit latency
- * (write sent → commit observed through GET /node/commit, polled every 2 ms).
+ * `npm run bench`: committed logging-app writes against a one-node and a three-node network (real
+ * node processes) over keep-alive HTTPS, and in the same run the same load against a minimal
+ * node:https server answering a constant JSON. Prints the throughputs, their ratios to the bare
+ * server, the commit latency (write sent → commit observed through GET /node/commit, polled every
+ * 2 ms), and the time a three-node network takes to commit again after its primary is SIGKILLed.
  *
- *   npm run bench -- [--duration 10] [--connections 64] [--writes N]
+ *   npm run bench -- [--duration 10] [--connections 64] [--writes N] [--skip-network]
  *
  * With --writes N it instead writes N 200-byte messages over 1,000 ids and reports the node's RSS.
  */
@@ -14,17 +15,23 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createSelfSignedCertificate, generateEcKeyPair } from '../src/crypto/index.js';
 import { removeDir, startNode, type StartedNode } from '../src/testing/node-process.js';
+import { startNetwork, until } from '../src/testing/network.js';
 import { buildRequest, percentile, runLoad, type LoadTarget } from './load.js';
 
 interface Args {
   durationS: number;
   connections: number;
   writes: number;
+  skipNetwork: boolean;
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { durationS: 10, connections: 64, writes: 0 };
+  const args: Args = { durationS: 10, connections: 64, writes: 0, skipNetwork: false };
   for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === '--skip-network') {
+      args.skipNetwork = true;
+      continue;
+    }
     const value = Number(argv[i + 1]);
     if (argv[i] === '--duration') args.durationS = value;
     else if (argv[i] === '--connections') args.connections = value;
@@ -137,41 +144,115 @@ async function measureMemory(node: StartedNode, args: Args) {
   }
 }
 
+const ELECTION_TIMEOUT_MS = 1000;
+
+/** SIGKILLs the primary of a running network and times how long until a write commits again. */
+async function measureFailover(nodes: StartedNode[], primary: StartedNode) {
+  const oldId = (await primary.client.request('GET', '/node/state')).body.node_id as string;
+  const started = performance.now();
+  await primary.kill();
+  const survivors = nodes.filter((n) => n !== primary);
+  const newPrimary = await until(
+    'a new primary',
+    async () => {
+      for (const node of survivors) {
+        const c = await node.client.request('GET', '/node/consensus', { timeoutMs: 1000 });
+        if (c.body.role === 'Primary' && c.body.primary_id !== oldId) return node;
+      }
+      return undefined;
+    },
+    30_000,
+    5,
+  );
+  const elected = performance.now() - started;
+  const write = await newPrimary.client.request('POST', '/app/log/private', { body: { id: 1, msg: 'after failover' }, identity: newPrimary.user });
+  const txId = write.headers['x-covenant-transaction-id'];
+  await until('the write after failover to commit', async () => {
+    const status = await newPrimary.client.request('GET', `/app/tx?transaction_id=${txId}`);
+    return status.body.status === 'Committed' ? true : undefined;
+  }, 30_000, 2);
+  const committing = performance.now() - started;
+  return { electedMs: elected, committingMs: committing };
+}
+
+function round(value: number, digits = 2): number {
+  return Number(value.toFixed(digits));
+}
+
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
-  const node = await startNode({ configPatch: { logging: { level: 'fail' } } });
-  try {
-    if (args.writes > 0) {
+  if (args.writes > 0) {
+    const node = await startNode({ configPatch: { logging: { level: 'fail' } } });
+    try {
       await measureMemory(node, args);
-      return;
+    } finally {
+      await node.stop();
+      removeDir(node.dir);
     }
-    const single = await measureNode(node, args);
-    const bare = await measureBaseline(args, node.dir);
-    const ratio = single.requestsPerSecond / bare.requestsPerSecond;
-    const report = {
-      bench: 'one-node committed writes',
-      connections: args.connections,
-      duration_s: args.durationS,
-      bare_https_rps: Math.round(bare.requestsPerSecond),
-      node_rps: Math.round(single.requestsPerSecond),
-      ratio: Number(ratio.toFixed(3)),
-      node_errors: single.errors + single.non2xx,
-      commit_p50_ms: Number(single.commitP50Ms.toFixed(2)),
-      commit_p99_ms: Number(single.commitP99Ms.toFixed(2)),
-      commit_catch_up_ms: Math.round(single.commitCatchUpMs),
-      write_latency_p50_ms: Number(single.latencyP50Ms.toFixed(2)),
-      write_latency_p99_ms: Number(single.latencyP99Ms.toFixed(2)),
-      node_rss_mb: Number(single.rssMb.toFixed(1)),
-    };
-    console.log(JSON.stringify(report));
-    console.log(
-      `bare node:https ${report.bare_https_rps} req/s | covenant 1 node ${report.node_rps} committed writes/s | ratio ${report.ratio}\n` +
-        `commit latency p50 ${report.commit_p50_ms} ms, p99 ${report.commit_p99_ms} ms (caught up ${report.commit_catch_up_ms} ms after the load stopped)`,
-    );
-  } finally {
-    await node.stop();
-    removeDir(node.dir);
+    return;
   }
+
+  const single = await startNode({ configPatch: { logging: { level: 'fail' } } });
+  let one: Awaited<ReturnType<typeof measureNode>>;
+  let bare: Awaited<ReturnType<typeof measureBaseline>>;
+  try {
+    one = await measureNode(single, args);
+    bare = await measureBaseline(args, single.dir);
+  } finally {
+    await single.stop();
+    removeDir(single.dir);
+  }
+  const report: Record<string, unknown> = {
+    bench: 'committed writes',
+    connections: args.connections,
+    duration_s: args.durationS,
+    bare_https_rps: Math.round(bare.requestsPerSecond),
+    one_node_rps: Math.round(one.requestsPerSecond),
+    one_node_ratio: round(one.requestsPerSecond / bare.requestsPerSecond, 3),
+    one_node_errors: one.errors + one.non2xx,
+    one_node_commit_p50_ms: round(one.commitP50Ms),
+    one_node_commit_p99_ms: round(one.commitP99Ms),
+    one_node_commit_catch_up_ms: Math.round(one.commitCatchUpMs),
+    one_node_rss_mb: round(one.rssMb, 1),
+  };
+  console.log(
+    `bare node:https ${report.bare_https_rps} req/s | 1 node ${report.one_node_rps} committed writes/s (${report.one_node_ratio}x) | ` +
+      `commit p50 ${report.one_node_commit_p50_ms} ms p99 ${report.one_node_commit_p99_ms} ms`,
+  );
+
+  if (!args.skipNetwork) {
+    const network = await startNetwork(3, { logging: { level: 'fail' } });
+    try {
+      const primary = await network.primary();
+      const three = await measureNode(primary, args);
+      Object.assign(report, {
+        three_node_rps: Math.round(three.requestsPerSecond),
+        three_node_ratio: round(three.requestsPerSecond / bare.requestsPerSecond, 3),
+        three_node_vs_one: round(three.requestsPerSecond / one.requestsPerSecond, 3),
+        three_node_errors: three.errors + three.non2xx,
+        three_node_commit_p50_ms: round(three.commitP50Ms),
+        three_node_commit_p99_ms: round(three.commitP99Ms),
+        three_node_commit_catch_up_ms: Math.round(three.commitCatchUpMs),
+      });
+      console.log(
+        `3 nodes ${report.three_node_rps} committed writes/s (${report.three_node_ratio}x bare) | ` +
+          `commit p50 ${report.three_node_commit_p50_ms} ms p99 ${report.three_node_commit_p99_ms} ms`,
+      );
+      const failover = await measureFailover(network.nodes, primary);
+      Object.assign(report, {
+        failover_elected_ms: Math.round(failover.electedMs),
+        failover_committing_ms: Math.round(failover.committingMs),
+        failover_election_timeouts: round(failover.committingMs / ELECTION_TIMEOUT_MS),
+      });
+      console.log(
+        `failover: new primary after ${report.failover_elected_ms} ms, committing after ${report.failover_committing_ms} ms ` +
+          `(${report.failover_election_timeouts} election timeouts of ${ELECTION_TIMEOUT_MS} ms)`,
+      );
+    } finally {
+      await network.stopAll();
+    }
+  }
+  console.log(JSON.stringify(report));
 }
 
 await main();

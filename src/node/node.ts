@@ -87,7 +87,7 @@ interface PersistedNodeState {
   voted_for: string | null;
 }
 
-export const NODE_STATE_FILE = '.node-state.json';
+export const NODE_STATE_FILE = 'node_state.json';
 
 export interface WriteResult<T> {
   readonly result: T;
@@ -242,8 +242,14 @@ export class CovenantNode {
     }
   }
 
+  /**
+   * Beside the node certificate, never in the ledger directory: ledger files are copied around
+   * by operators (downloads, recovery), the node state holds secrets.
+   */
   private get statePath(): string {
-    return this.init.disk.join(this.init.config.ledger.directory, NODE_STATE_FILE);
+    const certificate = this.init.config.node_certificate_file;
+    const slash = certificate.lastIndexOf('/');
+    return this.init.disk.join(slash === -1 ? '.' : certificate.slice(0, slash), NODE_STATE_FILE);
   }
 
   /** Whether this node has state from an earlier run that it can resume (a Join node restarting). */

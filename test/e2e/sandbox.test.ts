@@ -53,6 +53,8 @@ test('covenant sandbox starts an open two-node network, describes it, and stops 
     for (const path of [network.members[0]!.cert, network.members[0]!.private_key, network.members[0]!.encryption_private_key, network.users[0]!.private_key]) {
       assert.ok(existsSync(path), path);
     }
+    // network.json is written just before the instructions are printed.
+    await until('the printed instructions', async () => (output.includes('Press Ctrl-C') ? true : undefined), 10_000);
     assert.match(output, /curl --cacert/);
 
     const ca = readFileSync(network.service_certificate, 'utf8');

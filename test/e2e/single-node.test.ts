@@ -179,9 +179,6 @@ describe('a single node', () => {
       assert.equal(answer.status, 501, path);
       assert.equal(answer.body.error.code, 'NotImplemented');
     }
-    const create = await node.client.request('POST', '/node/snapshot:create');
-    assert.equal(create.status, 501);
-    assert.match(create.body.error.message, /snapshot/);
     assert.equal((await get('/node/receipt')).body.error.code, 'MissingRequiredQueryParameter');
   });
 

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { toHex, fromHex } from '../../src/base/index.js';
 import { sha256 } from '../../src/crypto/index.js';
@@ -15,7 +15,10 @@ interface Vectors {
 }
 
 function documentedVectors(): Vectors {
-  const doc = readFileSync(fileURLToPath(new URL('../../docs/merkle.md', import.meta.url)), 'utf8');
+  // The test runs from test/ (tsx) or from dist/test/ (compiled): find docs/ above either.
+  const fromSource = fileURLToPath(new URL('../../docs/merkle.md', import.meta.url));
+  const path = existsSync(fromSource) ? fromSource : fileURLToPath(new URL('../../../docs/merkle.md', import.meta.url));
+  const doc = readFileSync(path, 'utf8');
   const match = /<!-- test-vectors:begin -->\s*```json\n([\s\S]*?)```\s*<!-- test-vectors:end -->/.exec(doc);
   assert.ok(match, 'docs/merkle.md has a test-vectors block');
   return JSON.parse(match[1]!) as Vectors;
