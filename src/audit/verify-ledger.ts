@@ -9,9 +9,9 @@
  * and what is wrong: after one bad entry every later root differs, so more reports add nothing.
  */
 import { assert, bytesEqual, errorMessage, isCovenantError, type Seqno } from '../base/index.js';
-import { loadPublicKey, nodeIdFromPublicKey, parseCertificate, sha256Hex, verifyCertificateSignedBy, verifyEcdsa } from '../crypto/index.js';
+import { loadPublicKey, nodeIdFromPublicKey, parseCertificate, verifyCertificateSignedBy, verifyEcdsa } from '../crypto/index.js';
 import { decodeWriteSet, readSnapshotHeader, Store } from '../kv/index.js';
-import { EntryFlags, hasFlag, isChunkFileName, LedgerError, parseChunkName, readLedgerDirectories, writeSetDigest, type DecodedEntry, type Disk } from '../ledger/index.js';
+import { EntryFlags, hasFlag, isChunkFileName, LedgerError, parseChunkName, parseSnapshotFile, readLedgerDirectories, writeSetDigest, type DecodedEntry, type Disk } from '../ledger/index.js';
 import { HistoryTree, leafDigest } from '../merkle/index.js';
 import type { KeyObject } from 'node:crypto';
 
@@ -315,17 +315,21 @@ function checkSnapshot(snapshot: { name: string; bytes: Uint8Array }): CheckedSn
   if (!m) return problem('not named snapshot_<seqno>_<evidence_seqno>[.committed]');
   const seqno = Number(m[1]);
   const evidenceSeqno = Number(m[2]);
+  let digestHex: string;
   try {
-    const header = readSnapshotHeader(snapshot.bytes);
+    // The snapshot file (docs/snapshots.md): the evidence is the SHA-256 of all but its receipt section.
+    const parts = parseSnapshotFile(snapshot.bytes);
+    const header = readSnapshotHeader(parts.kv);
     if (header.seqno !== seqno) return problem(`holds the state at seqno ${header.seqno}, its name says ${seqno}`);
     // Checks the body digest and that the public part decodes.
-    Store.fromSnapshot(snapshot.bytes);
+    Store.fromSnapshot(parts.kv);
+    digestHex = Buffer.from(parts.digest).toString('hex');
   } catch (e) {
     if (isCovenantError(e)) return problem(e.message);
     throw e;
   }
   assert(Number.isSafeInteger(seqno) && Number.isSafeInteger(evidenceSeqno), 'digits only');
-  return { seqno, evidenceSeqno, sha256Hex: sha256Hex(snapshot.bytes) };
+  return { seqno, evidenceSeqno, sha256Hex: digestHex };
 }
 
 /** The evidence entry must record the snapshot's SHA-256 (spec: the snapshot_evidence table). */

@@ -12,6 +12,7 @@ import { createLogger } from '../platform/logger.js';
 import { systemClock } from '../platform/clock.js';
 import { createTlsNodeChannels } from '../platform/node-channels.js';
 import { createJoinClient } from '../platform/join-client.js';
+import { fetchSnapshot } from '../platform/snapshot-fetch.js';
 import { CovenantNode, type NodeAddresses, type RpcInterfaceAddress } from '../node/node.js';
 import type { NodeChannels } from '../node/channels.js';
 import { NodeServer } from '../http/service.js';
@@ -135,11 +136,14 @@ export async function runNodeCommand(configPath: string): Promise<void> {
       await node.startNewService(addresses);
       endorse();
     } else {
-      const client = createJoinClient(() => ({
-        serviceCertificatePem: readFileSync(config.command.service_certificate_file, 'utf8'),
-        certificatePem: node.selfSignedCertificatePem,
-        privateKeyPem: node.nodePrivateKeyPem,
-      }));
+      const client = {
+        ...createJoinClient(() => ({
+          serviceCertificatePem: readFileSync(config.command.service_certificate_file, 'utf8'),
+          certificatePem: node.selfSignedCertificatePem,
+          privateKeyPem: node.nodePrivateKeyPem,
+        })),
+        fetchSnapshot: (target: string, since: number) => fetchSnapshot(target, since, readFileSync(config.command.service_certificate_file, 'utf8')),
+      };
       if (node.hasPersistedState()) await node.resumeFromLedger(addresses, client, endorse);
       else await node.joinNetwork(addresses, client, endorse);
     }

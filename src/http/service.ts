@@ -39,7 +39,7 @@ export class NodeServer {
     const openApi = () => openApiDocument(routes, { title: 'Covenant node API', version: node.init.version });
     routes = [
       ...operatorRoutes({ node, openApi, primaryAddress: () => this.primaryAddress() }),
-      ...downloadRoutes(downloadDepsOf(options.config, { isPrimary: () => node.isPrimary(), primaryAddress: () => this.primaryAddress() })),
+      ...downloadRoutes(downloadDepsOf(options.config, { isPrimary: () => node.isPrimary(), primaryAddress: () => this.primaryAddress(), requestSnapshot: () => node.requestSnapshot() })),
       ...governanceRoutes(node, { nowMs: () => node.init.clock.nowMs() }),
       ...options.appRoutes(node),
     ];

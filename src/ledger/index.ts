@@ -31,3 +31,14 @@ export {
   type TornTail,
 } from './ledger.js';
 export { readLedgerDirectories, type LedgerDirectoryEntry, type ReadLedgerDirectoriesOptions } from './read-directory.js';
+export {
+  encodeSnapshotFile,
+  encodeSnapshotReceipt,
+  formatSnapshotFileName,
+  parseSnapshotFile,
+  parseSnapshotFileName,
+  SNAPSHOT_FILE_FORMAT,
+  type SnapshotFileName,
+  type SnapshotFileParts,
+  type SnapshotMeta,
+} from './snapshot-file.js';

@@ -532,6 +532,22 @@ export class Ledger {
     return chunk !== undefined && chunk.committed ? this.#listing(chunk) : undefined;
   }
 
+  /**
+   * Reads committed chunk `name` from `directory` from now on: retention deletes a chunk from
+   * the ledger directory only once an identical copy is in a read-only directory, and the
+   * entries must stay readable (lagging peers, receipts). Returns false when no such committed
+   * chunk is held.
+   */
+  relocateCommittedChunk(name: string, directory: string): boolean {
+    this.#checkOpen();
+    const chunk = this.#chunks.find((c) => c.name === name && c.committed);
+    if (chunk === undefined) return false;
+    chunk.file?.close();
+    chunk.file = undefined;
+    chunk.directory = directory;
+    return true;
+  }
+
   /** Closes open files after making them durable. */
   close(): void {
     if (!this.#opened) return;

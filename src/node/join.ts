@@ -50,4 +50,9 @@ export interface JoinResponse {
 /** How a joining node reaches the target: one POST, answered (30x answers are followed by the caller). */
 export interface JoinClient {
   postJoin(targetAddress: string, request: JoinRequest): Promise<{ status: number; body: unknown; location?: string }>;
+  /**
+   * GET /node/snapshot?since=<seqno> on the target, following redirects, then the snapshot it
+   * names (spec "Join from a snapshot" 3). Undefined when no newer committed snapshot exists.
+   */
+  fetchSnapshot?(targetAddress: string, since: number): Promise<{ name: string; bytes: Uint8Array } | undefined>;
 }

@@ -51,6 +51,7 @@ import type { JoinClient, JoinRequest, JoinResponse, NetworkInfo } from './join.
 import type { ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, VersionReport } from './reports.js';
 import { SINGLETON_KEY, Tables, type MemberInfo, type NodeInfo, type ServiceInfo, type SignatureRecord } from './tables.js';
 import { txStatus, viewOfSeqno, type TxStatus } from './tx-status.js';
+import { SNAPSHOT_MARKER_TABLE, SnapshotManager, treeOfSnapshot, type StartupSnapshot } from './snapshots.js';
 
 export interface NodeInit {
   readonly config: NodeConfig;
@@ -171,8 +172,9 @@ export class CovenantNode {
   private addresses: NodeAddresses | undefined;
 
   // State
-  readonly store = new Store();
-  readonly tree = new HistoryTree();
+  // Replaced (once, before consensus starts) when the node starts from a snapshot.
+  store = new Store();
+  tree = new HistoryTree();
   private ledger!: Ledger;
   private encryptor: LedgerEncryptor | undefined;
   private ledgerSecret: Uint8Array | undefined;
@@ -181,6 +183,9 @@ export class CovenantNode {
   private lastSignedSeqno = 0;
   private commitSeqno = 0;
   private startupSeqno = 0;
+  private readonly snapshots: SnapshotManager;
+  /** The snapshot this node starts from (joining), until consensus is created from it. */
+  private startupSnapshot: StartupSnapshot | undefined;
   private genesisConfiguration: { seqno: number; nodes: string[] } | undefined;
   private channels: NodeChannels | undefined;
   private peersDirty = true;
@@ -208,11 +213,48 @@ export class CovenantNode {
     this.measurement = codeMeasurement(init.version);
     this.hostData = defaultHostData();
     this.transition('Initialized');
+    this.snapshots = new SnapshotManager({
+      config: init.config,
+      disk: init.disk,
+      logger: init.logger,
+      clock: init.clock,
+      store: () => this.store,
+      tree: () => this.tree,
+      encryptor: () => this.encryptor!,
+      serviceCertificatePem: () => this.serviceCertificatePem,
+      genesisConfiguration: () => this.genesisConfiguration!,
+      viewHistory: () => this.raft?.status().viewHistory ?? [],
+      commitEvidence: (view, seqno) => formatCommitEvidence(view, seqno, this.commitEvidenceNonce!(view, seqno)),
+      isPrimary: () => this.isPrimary(),
+      requestSignature: () => this.requestSignature(),
+    });
+    this.watchStore();
+  }
+
+  private watchStore(): void {
     this.store.onRollback(() => {
       this.peersDirty = true;
     });
     this.store.onMapCommit(Tables.nodesInfo, () => {
       this.peersDirty = true;
+    });
+    // trigger_snapshot: the primary snapshots at the next signature.
+    this.store.onMapCommit(Tables.snapshotRequests, () => {
+      if (this.isPrimary()) this.snapshots.request();
+    });
+  }
+
+  /** POST /node/snapshot:create: a snapshot at the next signature transaction. */
+  requestSnapshot(): void {
+    this.snapshots.request();
+  }
+
+  /** A signature soon, outside the current call (never from inside a KV transaction). */
+  private requestSignature(): void {
+    this.init.clock.defer(() => {
+      if (this.stopped || !this.isPrimary()) return;
+      this.emitSignature();
+      this.pump();
     });
   }
 
@@ -400,9 +442,11 @@ export class CovenantNode {
     if (!this.resumed) {
       this.openLedger();
       this.serviceCertificatePem = this.init.readTextFile(config.command.service_certificate_file);
+      this.startupSnapshot = this.snapshots.findStartupSnapshot(this.serviceCertificatePem);
+      this.startupSeqno = this.startupSnapshot?.seqno ?? 0;
     }
     assert(this.nodeKeys, 'prepareIdentity() runs before joinNetwork()');
-    const request: JoinRequest = {
+    let request: JoinRequest = {
       public_key: this.nodeKeys.publicKeyPem,
       quote_info: this.quoteInfo!,
       node_data: config.node_data ?? null,
@@ -430,6 +474,13 @@ export class CovenantNode {
       }
       if (answer.status !== 200) {
         const error = (answer.body as { error?: { code?: string; message?: string } } | undefined)?.error;
+        if (error?.code === 'StartupSeqnoIsOld' && join.fetch_recent_snapshot && client.fetchSnapshot && !this.resumed) {
+          // Spec "Join from a snapshot" 3: fetch a recent snapshot from the peer, then join again.
+          const fetched = await this.fetchStartupSnapshot(client, target);
+          if (fetched) request = { ...request, startup_seqno: this.startupSeqno };
+          else await this.sleep(join.retry_timeout);
+          continue;
+        }
         throw new CovenantError(error?.code ?? 'JoinFailed', `join refused by ${target} (${answer.status}): ${error?.message ?? 'no reason given'}`, 400);
       }
       const response = answer.body as JoinResponse;
@@ -448,6 +499,7 @@ export class CovenantNode {
       }
       this.adoptNetworkInfo(response.network_info);
       onEndorsed();
+      if (this.startupSnapshot) this.installStartupSnapshot(this.startupSnapshot);
       this.createConsensus();
       this.persistState();
       this.transition('PartOfNetwork');
@@ -459,6 +511,43 @@ export class CovenantNode {
   }
 
   private resumed = false;
+
+  /** Downloads a snapshot newer than startup_seqno from `target` and verifies it; false on any failure. */
+  private async fetchStartupSnapshot(client: JoinClient, target: string): Promise<boolean> {
+    let fetched: { name: string; bytes: Uint8Array } | undefined;
+    try {
+      fetched = await client.fetchSnapshot!(target, this.startupSeqno);
+    } catch (e) {
+      this.logger.info(`fetching a snapshot from ${target} failed: ${errorMessage(e)}`);
+      return false;
+    }
+    if (fetched === undefined) {
+      this.logger.info(`${target} has no committed snapshot newer than ${this.startupSeqno}`);
+      return false;
+    }
+    try {
+      this.startupSnapshot = this.snapshots.adoptFetchedSnapshot(fetched.name, fetched.bytes, this.serviceCertificatePem);
+    } catch (e) {
+      this.logger.fail(`snapshot ${fetched.name} fetched from ${target} is invalid: ${errorMessage(e)}`);
+      return false;
+    }
+    this.startupSeqno = this.startupSnapshot.seqno;
+    this.logger.info(`fetched snapshot ${fetched.name} from ${target}; joining from seqno ${this.startupSeqno}`);
+    return true;
+  }
+
+  /** Loads the store and the Merkle tree from the startup snapshot; the ledger continues after it. */
+  private installStartupSnapshot(snapshot: StartupSnapshot): void {
+    const started = this.init.clock.monotonicMs();
+    this.store = Store.fromSnapshot(snapshot.parts.kv, this.encryptor);
+    this.watchStore();
+    this.peersDirty = true;
+    this.tree = treeOfSnapshot(snapshot.parts.meta, this.store);
+    this.ledger.startAt(snapshot.seqno);
+    this.commitSeqno = snapshot.seqno;
+    this.lastSignedSeqno = snapshot.seqno;
+    this.logger.info(`store and Merkle tree loaded from ${snapshot.name} in ${Math.round(this.init.clock.monotonicMs() - started)}ms`);
+  }
 
   /**
    * Restarts a node from its ledger directory and persisted state (command.type Join with a
@@ -569,6 +658,14 @@ export class CovenantNode {
     }
     const nodeId = nodeIdFromPublicKey(publicKey);
     const existing = this.executeRead((tx) => tx.map(Tables.nodesInfo, json).get(nodeId) as NodeInfo | undefined);
+    // This node holds no entries before its own startup snapshot: a new node must start at or after it.
+    if (existing === undefined && request.startup_seqno < this.startupSeqno) {
+      throw new CovenantError(
+        'StartupSeqnoIsOld',
+        `the joining node starts at seqno ${request.startup_seqno}, older than this node's startup snapshot at ${this.startupSeqno}: join with a recent snapshot`,
+        400,
+      );
+    }
     if (existing?.status === 'Retired') throw new CovenantError('NodeRetired', `node ${nodeId} is retired and cannot join again`, 403);
     const opening = this.serviceInfo()?.status !== 'Open';
     const willBeTrusted = existing?.status === 'Trusted' || (existing === undefined && opening);
@@ -704,7 +801,17 @@ export class CovenantNode {
             commitSeqno: restored.commitSeqno,
             ...(restored.votedFor !== undefined ? { votedFor: restored.votedFor } : {}),
           }
-        : { configs: [this.genesisConfiguration], startSeqno: 0, lastSeqno: 0 },
+        : this.startupSnapshot
+          ? {
+              configs: this.startupSnapshot.parts.meta.configurations.map((c) => ({ seqno: c.seqno, nodes: [...c.nodes] })),
+              startSeqno: this.startupSnapshot.seqno,
+              startView: this.startupSnapshot.parts.meta.view,
+              viewHistory: [...this.startupSnapshot.parts.meta.view_history],
+              lastSeqno: this.startupSnapshot.seqno,
+              view: this.startupSnapshot.parts.meta.view,
+              commitSeqno: this.startupSnapshot.seqno,
+            }
+          : { configs: [this.genesisConfiguration], startSeqno: 0, lastSeqno: 0 },
     });
   }
 
@@ -721,6 +828,7 @@ export class CovenantNode {
   }
 
   private startTicking(): void {
+    this.snapshots.start();
     const tick = () => {
       if (this.stopped) return;
       this.raft?.tick();
@@ -815,6 +923,7 @@ export class CovenantNode {
     this.logger.info(`rolling back uncommitted entries after seqno ${seqno} (had ${this.store.version})`);
     this.store.rollback(seqno);
     this.tree.truncate(seqno);
+    this.snapshots.onRollback(seqno);
     this.lastSignedSeqno = Math.min(this.lastSignedSeqno, seqno);
     this.unsignedCount = 0;
   }
@@ -829,6 +938,7 @@ export class CovenantNode {
     if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) this.checkSignature(decoded.publicBytes, decoded.seqno);
     this.store.applyWriteSet(decoded.seqno, decoded.publicBytes, privatePlain);
     this.tree.append(leafDigest(writeSetDigest(decoded), decoded.commitEvidenceDigest, decoded.claimsDigest));
+    this.snapshots.afterEntry(decoded);
     if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) {
       this.lastSignedSeqno = decoded.seqno;
       this.chunkBytes = 0;
@@ -944,7 +1054,7 @@ export class CovenantNode {
    * Merkle tree. If consensus refuses it (no longer primary, too many pending entries), the store
    * is rolled back so nothing half-written remains.
    */
-  private proposeCommitted(seqno: number, writeSet: WriteSet, flags: number, retiredCommitted: string[] | undefined): TxId {
+  private proposeCommitted(seqno: number, writeSet: WriteSet, flags: number, retiredCommitted: string[] | undefined, claimsDigest: Uint8Array = ZERO_DIGEST): TxId {
     const raft = this.raft!;
     const view = raft.status().view;
     let entryFlags = flags;
@@ -966,7 +1076,7 @@ export class CovenantNode {
       });
       if (end) entryFlags |= EntryFlags.CHUNK_END;
     }
-    const bytes = encodeEntry({ view, seqno, flags: entryFlags, claimsDigest: ZERO_DIGEST, commitEvidenceDigest, publicBytes: encoded.publicBytes, privateBytes });
+    const bytes = encodeEntry({ view, seqno, flags: entryFlags, claimsDigest, commitEvidenceDigest, publicBytes: encoded.publicBytes, privateBytes });
     const kind = (flags & EntryFlags.SIGNATURE) !== 0 ? 'signature' : configuration ? 'reconfiguration' : 'normal';
     const entry: Entry = {
       view,
@@ -988,7 +1098,8 @@ export class CovenantNode {
     } else {
       this.chunkBytes += bytes.byteLength;
     }
-    this.tree.append(leafDigest(sha256(concatBytes([encoded.publicBytes, privateBytes])), commitEvidenceDigest, ZERO_DIGEST));
+    this.tree.append(leafDigest(sha256(concatBytes([encoded.publicBytes, privateBytes])), commitEvidenceDigest, claimsDigest));
+    this.snapshots.afterEntry(decodeEntry(bytes));
     this.schedulePump();
     return { view, seqno };
   }
@@ -1040,17 +1151,41 @@ export class CovenantNode {
     };
     const tx = this.store.beginTx();
     tx.map(Tables.signatures, json).put(SINGLETON_KEY, record);
+    // A snapshot point travels in the signature itself, which ends its chunk (ledger invariants 3, 4).
+    const snapshot = this.snapshots.dueAt(seqno);
+    if (snapshot) {
+      tx.map(SNAPSHOT_MARKER_TABLE, json).put(SINGLETON_KEY, seqno);
+      this.forceChunkEnd = true;
+    }
     const committed = tx.commit();
     assert(committed && committed.version === seqno, 'signature transaction takes the next seqno');
     this.proposeCommitted(seqno, committed.writeSet, EntryFlags.SIGNATURE, undefined);
     this.unsignedCount = 0;
     this.lastSignedSeqno = seqno;
+    if (snapshot) this.writeSnapshotEvidence(seqno);
+  }
+
+  /** The transaction after a snapshot signature: the snapshot's digest, also as claims digest. */
+  private writeSnapshotEvidence(seqno: number): void {
+    const evidence = this.snapshots.evidenceFor(seqno);
+    if (evidence === undefined) return;
+    const tx = this.store.beginTx();
+    tx.map(Tables.snapshotEvidence, json).put(SINGLETON_KEY, evidence.record);
+    const committed = tx.commit();
+    assert(committed && committed.version === seqno + 1, 'snapshot evidence directly follows its signature');
+    this.proposeCommitted(committed.version, committed.writeSet, EntryFlags.SNAPSHOT_EVIDENCE, undefined, evidence.digest);
+    this.unsignedCount++;
+    // Signed by the next signature, started from a fresh call so a snapshot can never recurse.
+    this.init.clock.defer(() => {
+      if (!this.stopped && this.isPrimary() && this.unsignedCount > 0) this.afterWrite();
+    });
   }
 
   private advanceCommit(seqno: number): void {
     if (seqno <= this.commitSeqno) return;
     this.commitSeqno = seqno;
     this.ledger.commit(seqno);
+    this.snapshots.onCommit(seqno);
     this.store.compact(seqno);
     this.tree.compactBefore(Math.max(0, seqno - 1));
     while (this.commitWaiters.length > 0 && this.commitWaiters[0]!.seqno <= seqno) this.commitWaiters.shift()!.resolve();
@@ -1202,6 +1337,7 @@ export class CovenantNode {
     this.stopped = true;
     this.cancelSignatureTimer();
     this.tickTimer?.cancel();
+    this.snapshots.stop();
     if (this.ledger) {
       this.ledger.sync();
       this.ledger.close();

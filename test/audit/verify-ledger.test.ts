@@ -11,7 +11,7 @@ import { crc32 } from 'node:zlib';
 import { createHash } from 'node:crypto';
 import { LedgerEncryptor, stringCodec, Store } from '../../src/kv/index.js';
 import { SIGNATURES_TABLE, SNAPSHOT_EVIDENCE_TABLE, verifyLedger } from '../../src/audit/verify-ledger.js';
-import { CHUNK_HEADER_BYTES, ENTRY_HEADER_BYTES } from '../../src/ledger/index.js';
+import { CHUNK_HEADER_BYTES, encodeSnapshotFile, ENTRY_HEADER_BYTES } from '../../src/ledger/index.js';
 import { Tables } from '../../src/node/tables.js';
 import { FsDisk } from '../../src/platform/fs-disk.js';
 import { generateSigningIdentities, writeSignedLedger, type SigningIdentities } from '../../src/testing/signed-ledger.js';
@@ -143,7 +143,15 @@ test('a ledger that starts after a snapshot verifies with it: signatures and the
     pad.map('public:records', stringCodec).put('k', `v${store.version}`);
     pad.commit();
   }
-  const snapshot = store.serializeSnapshot(new LedgerEncryptor(new Uint8Array(32).fill(1)), 2);
+  const kv = store.serializeSnapshot(new LedgerEncryptor(new Uint8Array(32).fill(1)), 2);
+  const snapshot = encodeSnapshotFile(kv, {
+    seqno: 20,
+    view: 2,
+    view_history: [1, 1],
+    configurations: [{ seqno: 0, nodes: ['n'] }],
+    service_certificate: '',
+    tree: { size: 20, compaction_point: 0, block_hashes: '', leaves: '' },
+  });
   const sha256Hex = createHash('sha256').update(snapshot).digest('hex');
   const full = join(root, 'after-snapshot');
   writeSignedLedger({ disk, directory: full, identities, entries: 80, signatureEveryEntries: 10, chunkSizeBytes: 1, snapshotEvidence: { seqno: 23, sha256Hex, snapshotSeqno: 20 } });

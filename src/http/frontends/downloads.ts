@@ -30,6 +30,8 @@ export interface DownloadDeps {
   readonly redirectBase: () => string | undefined;
   /** Digests of served files; a fresh bounded cache by default. */
   readonly digestCache?: FileDigestCache;
+  /** Asks for a snapshot at the next signature (POST /node/snapshot:create, forwarded to the primary). */
+  readonly requestSnapshot?: () => void;
 }
 
 function notImplemented(what: string): never {
@@ -88,7 +90,7 @@ async function listNames(directories: readonly string[]): Promise<string[]> {
 /** The deps of a node: directories from its configuration, the primary from its view of the network. */
 export function downloadDepsOf(
   config: Pick<NodeConfig, 'ledger' | 'snapshots'>,
-  node: { isPrimary(): boolean; primaryAddress(): string | undefined },
+  node: { isPrimary(): boolean; primaryAddress(): string | undefined; requestSnapshot?(): void },
 ): DownloadDeps {
   const snapshotsReadOnly = config.snapshots.read_only_directory;
   return {
@@ -99,6 +101,7 @@ export function downloadDepsOf(
       const address = node.primaryAddress();
       return address === undefined ? undefined : `https://${address}`;
     },
+    ...(node.requestSnapshot ? { requestSnapshot: () => node.requestSnapshot!() } : {}),
   };
 }
 
@@ -212,7 +215,11 @@ export function downloadRoutes(deps: DownloadDeps): Route[] {
       summary: 'Requests a snapshot at the next signature transaction',
       feature: 'SnapshotCreate',
       responses: { 204: 'Snapshot requested', 404: 'SnapshotCreate is not enabled on this interface' },
-      handler: () => notImplemented('POST /node/snapshot:create (snapshots)'),
+      handler: (): RouteResponse => {
+        if (deps.requestSnapshot === undefined) return notImplemented('POST /node/snapshot:create (snapshots)');
+        deps.requestSnapshot();
+        return { status: 204, headers: { 'content-length': 0 }, bodyKind: 'none' };
+      },
     },
   ];
 }

@@ -1,0 +1,444 @@
+/**
+ * Snapshots (spec "Snapshot", ledger invariants 3 and 4, "Join from a snapshot"; layout in
+ * docs/snapshots.md).
+ *
+ * Only the primary decides to snapshot, and the decision travels in the replicated signature
+ * entry (a write of its own seqno to SNAPSHOT_MARKER_TABLE; that signature also ends its chunk).
+ * Every node, on applying such a signature, writes the same bytes: the store at that seqno, the
+ * canonical Merkle tree of that many leaves, the view history and configuration at that seqno.
+ * The primary then records the file's SHA-256 in the next transaction (SNAPSHOT_EVIDENCE flag,
+ * the digest also as its claims digest, so a receipt for it binds the digest); backups check
+ * their own digest against it. At the first signature after the evidence every node builds the
+ * receipt; once that signature commits, the receipt is appended and the file becomes `.committed`.
+ */
+import { assert } from '../base/assert.js';
+import { bytesEqual, fromBase64, fromHex, toBase64, toHex, utf8 } from '../base/bytes.js';
+import { CovenantError, errorMessage } from '../base/errors.js';
+import type { Logger } from '../base/log.js';
+import type { Clock, TimerHandle } from '../base/clock.js';
+import type { NodeConfig } from '../config/index.js';
+import { sha256 } from '../crypto/index.js';
+import { BLOCK_LEAF_COUNT, buildReceipt, HistoryTree, verifyReceipt, type Receipt } from '../merkle/index.js';
+import { decodeWriteSet, jsonCodec, readSnapshotHeader, type LedgerEncryptor, type Store } from '../kv/index.js';
+import {
+  type DecodedEntry,
+  type Disk,
+  EntryFlags,
+  encodeSnapshotFile,
+  encodeSnapshotReceipt,
+  formatSnapshotFileName,
+  hasFlag,
+  parseSnapshotFile,
+  parseSnapshotFileName,
+  writeSetDigest,
+  type SnapshotFileParts,
+  type SnapshotMeta,
+} from '../ledger/index.js';
+import type { Configuration } from '../consensus/index.js';
+import { SINGLETON_KEY, Tables, type SignatureRecord } from './tables.js';
+
+/** Written by a signature transaction that is a snapshot point: the value is its own seqno. */
+export const SNAPSHOT_MARKER_TABLE = 'public:svc.internal.snapshot_marker';
+
+/** The record of Tables.snapshotEvidence (under SINGLETON_KEY): the latest snapshot's digest. */
+export interface SnapshotEvidenceRecord {
+  seqno: number;
+  /** Lower-case hex SHA-256 of the snapshot file without its receipt section. */
+  sha256: string;
+}
+
+/** What the snapshot manager needs from its node. */
+export interface SnapshotHost {
+  readonly config: NodeConfig;
+  readonly disk: Disk;
+  readonly logger: Logger;
+  readonly clock: Clock;
+  store(): Store;
+  tree(): HistoryTree;
+  encryptor(): LedgerEncryptor;
+  serviceCertificatePem(): string;
+  genesisConfiguration(): Configuration;
+  /** viewHistory of the consensus core (viewHistory[v - 1] = first seqno of view v). */
+  viewHistory(): readonly number[];
+  /** `ce:<view>.<seqno>:<hex>` of a transaction. */
+  commitEvidence(view: number, seqno: number): string;
+  isPrimary(): boolean;
+  /** Asks the primary for a signature transaction soon (outside the current call). */
+  requestSignature(): void;
+}
+
+/** A verified snapshot a node can start from. */
+export interface StartupSnapshot {
+  readonly name: string;
+  readonly seqno: number;
+  readonly evidenceSeqno: number;
+  readonly parts: SnapshotFileParts;
+}
+
+interface Pending {
+  readonly seqno: number;
+  readonly evidenceSeqno: number;
+  readonly digest: Uint8Array;
+  /** Path of the uncommitted file. */
+  readonly path: string;
+  evidence: { view: number; writeSetDigest: Uint8Array; claimsDigest: Uint8Array } | undefined;
+  receipt: { receipt: Receipt; signatureSeqno: number } | undefined;
+}
+
+const json = jsonCodec<any>();
+
+function valueOf<T>(publicBytes: Uint8Array, table: string): T | undefined {
+  const raw = decodeWriteSet(publicBytes).get(table)?.get(SINGLETON_KEY);
+  return raw ? (JSON.parse(utf8.decode(raw)) as T) : undefined;
+}
+
+/** Names of committed snapshots in `directories`, newest (highest seqno, then evidence) first. */
+export function listCommittedSnapshots(disk: Disk, directories: readonly string[]): { name: string; directory: string; seqno: number; evidenceSeqno: number }[] {
+  const out: { name: string; directory: string; seqno: number; evidenceSeqno: number }[] = [];
+  for (const directory of directories) {
+    if (!disk.exists(directory)) continue;
+    for (const name of disk.listDirectory(directory)) {
+      const parsed = parseSnapshotFileName(name);
+      if (parsed?.committed) out.push({ name, directory, seqno: parsed.seqno, evidenceSeqno: parsed.evidenceSeqno });
+    }
+  }
+  return out.sort((a, b) => b.seqno - a.seqno || b.evidenceSeqno - a.evidenceSeqno);
+}
+
+/**
+ * Checks a committed snapshot file on its own against the service certificate: its layout, that
+ * the store and tree it holds are at the seqno of its name, and that its receipt verifies and
+ * proves the evidence transaction of its name recorded exactly this file's digest.
+ */
+export function verifySnapshotFile(name: string, bytes: Uint8Array, serviceCertificatePem: string): StartupSnapshot {
+  const parsedName = parseSnapshotFileName(name);
+  const invalid = (why: string) => new CovenantError('InvalidSnapshot', `snapshot ${name}: ${why}`, 400);
+  if (!parsedName?.committed) throw invalid('not named snapshot_<seqno>_<evidence_seqno>.committed');
+  let parts: SnapshotFileParts;
+  try {
+    parts = parseSnapshotFile(bytes);
+    const header = readSnapshotHeader(parts.kv);
+    if (header.seqno !== parsedName.seqno) throw invalid(`holds the store at seqno ${header.seqno}`);
+  } catch (e) {
+    if (e instanceof CovenantError && e.code === 'InvalidSnapshot') throw e;
+    throw invalid(errorMessage(e));
+  }
+  const { meta, receipt } = parts;
+  if (meta.seqno !== parsedName.seqno || meta.tree.size !== parsedName.seqno) throw invalid('metadata is not at the seqno of the name');
+  if (receipt === undefined) throw invalid('has no receipt (its evidence was never committed)');
+  let verified;
+  try {
+    verified = verifyReceipt(receipt as Receipt, serviceCertificatePem);
+  } catch (e) {
+    throw invalid(errorMessage(e));
+  }
+  if (verified.seqno !== parsedName.evidenceSeqno) throw invalid(`receipt is for seqno ${verified.seqno}, not the evidence at ${parsedName.evidenceSeqno}`);
+  if ((receipt as Receipt).leaf_components.claims_digest !== toHex(parts.digest)) throw invalid('the evidence records another digest than this file has');
+  return { name, seqno: parsedName.seqno, evidenceSeqno: parsedName.evidenceSeqno, parts };
+}
+
+/** Rebuilds the Merkle tree a snapshot carries, checked against the signature in its store. */
+export function treeOfSnapshot(meta: SnapshotMeta, store: Store): HistoryTree {
+  const tree = HistoryTree.fromState({
+    size: meta.tree.size,
+    compactionPoint: meta.tree.compaction_point,
+    blockHashes: fromBase64(meta.tree.block_hashes),
+    leaves: fromBase64(meta.tree.leaves),
+  });
+  const signature = store.current().map(Tables.signatures, json).get(SINGLETON_KEY) as SignatureRecord | undefined;
+  if (signature === undefined || signature.seqno !== meta.seqno || signature.root !== toHex(tree.root(meta.seqno - 1))) {
+    throw new CovenantError('InvalidSnapshot', `snapshot at ${meta.seqno}: its Merkle tree does not match the signature it was taken at`, 400);
+  }
+  return tree;
+}
+
+export class SnapshotManager {
+  readonly #host: SnapshotHost;
+  readonly #pending: Pending[] = [];
+  #requested = false;
+  #intervalElapsed = false;
+  #timer: TimerHandle | undefined;
+  #stopped = false;
+
+  constructor(host: SnapshotHost) {
+    this.#host = host;
+  }
+
+  get #directory(): string {
+    return this.#host.config.snapshots.directory;
+  }
+
+  /** Starts the time_interval timer (a no-op when time-based snapshots are off). */
+  start(): void {
+    const intervalMs = this.#host.config.snapshots.time_interval;
+    if (intervalMs <= 0 || this.#timer !== undefined) return;
+    const fire = () => {
+      if (this.#stopped) return;
+      this.#intervalElapsed = true;
+      const store = this.#host.store();
+      // A signature now would be seqno version + 1: due if that is more than min_tx_count past the last.
+      if (this.#host.isPrimary() && store.version + 1 - this.lastSnapshotSeqno() > this.#host.config.snapshots.min_tx_count) this.#host.requestSignature();
+      this.#timer = this.#host.clock.setTimer(intervalMs, fire);
+    };
+    this.#timer = this.#host.clock.setTimer(intervalMs, fire);
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    this.#timer?.cancel();
+  }
+
+  /** POST /node/snapshot:create and trigger_snapshot: a snapshot at the next signature. */
+  request(): void {
+    this.#requested = true;
+    if (this.#host.isPrimary()) this.#host.requestSignature();
+  }
+
+  /** Seqno of the latest snapshot recorded in the replicated state (0 when none). */
+  lastSnapshotSeqno(): number {
+    const record = this.#host.store().current().map(Tables.snapshotEvidence, json).get(SINGLETON_KEY) as SnapshotEvidenceRecord | undefined;
+    return record?.seqno ?? 0;
+  }
+
+  /** Primary, before writing the signature at `seqno`: whether it is a snapshot point. */
+  dueAt(seqno: number): boolean {
+    const { tx_count, time_interval, min_tx_count } = this.#host.config.snapshots;
+    const since = seqno - this.lastSnapshotSeqno();
+    const due = this.#requested || since >= tx_count || (time_interval > 0 && this.#intervalElapsed && since > min_tx_count);
+    if (due) {
+      this.#requested = false;
+      this.#intervalElapsed = false;
+    }
+    return due;
+  }
+
+  /** The marker a snapshot signature writes (in the signature transaction). */
+  static markerValue(seqno: number): unknown {
+    return seqno;
+  }
+
+  /** Primary, after proposing the snapshot signature at `seqno`: the evidence to record next. */
+  evidenceFor(seqno: number): { record: SnapshotEvidenceRecord; digest: Uint8Array } | undefined {
+    const pending = this.#pending.find((p) => p.seqno === seqno && p.evidence === undefined);
+    return pending ? { record: { seqno, sha256: toHex(pending.digest) }, digest: pending.digest } : undefined;
+  }
+
+  /**
+   * Every entry, in order, once it is in the store and the Merkle tree (primary and backups alike).
+   * Cheap for entries that matter to no snapshot.
+   */
+  afterEntry(entry: DecodedEntry): void {
+    const isSignature = hasFlag(entry.flags, EntryFlags.SIGNATURE);
+    if (!isSignature && this.#pending.length === 0) return;
+    const awaiting = this.#pending.find((p) => p.evidenceSeqno === entry.seqno && p.evidence === undefined);
+    if (awaiting !== undefined) this.#checkEvidence(awaiting, entry);
+    if (!isSignature) return;
+    let record: SignatureRecord | undefined;
+    for (const p of this.#pending) {
+      if (p.evidence === undefined || p.receipt !== undefined || p.evidenceSeqno >= entry.seqno) continue;
+      record ??= valueOf<SignatureRecord>(entry.publicBytes, Tables.signatures);
+      assert(record, `signature entry ${entry.seqno} carries a signature record`);
+      p.receipt = { receipt: this.#receiptFor(p, record, entry.seqno), signatureSeqno: entry.seqno };
+    }
+    if (valueOf<number>(entry.publicBytes, SNAPSHOT_MARKER_TABLE) === entry.seqno) this.#generate(entry.seqno, entry.view);
+  }
+
+  /** The commit advanced: snapshots whose receipt's signature is committed become `.committed`. */
+  onCommit(seqno: number): void {
+    for (let i = 0; i < this.#pending.length; ) {
+      const p = this.#pending[i]!;
+      if (p.receipt !== undefined && p.receipt.signatureSeqno <= seqno) {
+        this.#pending.splice(i, 1);
+        this.#finish(p);
+      } else i++;
+    }
+  }
+
+  /** Entries after `seqno` were dropped (view change): so are snapshots and evidence after it. */
+  onRollback(seqno: number): void {
+    for (let i = 0; i < this.#pending.length; ) {
+      const p = this.#pending[i]!;
+      if (p.evidenceSeqno > seqno) {
+        this.#pending.splice(i, 1);
+        this.#discard(p, `rolled back to ${seqno}`);
+        continue;
+      }
+      if (p.receipt !== undefined && p.receipt.signatureSeqno > seqno) p.receipt = undefined;
+      i++;
+    }
+  }
+
+  #generate(seqno: number, view: number): void {
+    const started = this.#host.clock.monotonicMs();
+    const store = this.#host.store();
+    assert(store.version === seqno, `snapshot at ${seqno} taken with the store at ${store.version}`);
+    const kv = store.serializeSnapshot(this.#host.encryptor(), view, seqno);
+    const meta: SnapshotMeta = {
+      seqno,
+      view,
+      view_history: this.#viewHistoryAt(seqno, view),
+      configurations: [this.#configurationAt(store)],
+      service_certificate: this.#host.serviceCertificatePem(),
+      tree: this.#canonicalTree(seqno),
+    };
+    const bytes = encodeSnapshotFile(kv, meta);
+    const digest = sha256(bytes);
+    const name = formatSnapshotFileName({ seqno, evidenceSeqno: seqno + 1, committed: false });
+    const disk = this.#host.disk;
+    disk.ensureDirectory(this.#directory);
+    const path = disk.join(this.#directory, name);
+    if (disk.exists(path)) disk.remove(path);
+    const file = disk.createFile(path);
+    try {
+      file.append([bytes]);
+      file.sync();
+    } finally {
+      file.close();
+    }
+    this.#pending.push({ seqno, evidenceSeqno: seqno + 1, digest, path, evidence: undefined, receipt: undefined });
+    this.#host.logger.info(
+      `snapshot ${name}: ${bytes.byteLength} bytes, sha-256 ${toHex(digest)}, in ${Math.round(this.#host.clock.monotonicMs() - started)}ms`,
+    );
+  }
+
+  #viewHistoryAt(seqno: number, view: number): number[] {
+    const history = this.#host.viewHistory().slice(0, view);
+    assert(history.length === view && history.every((s) => s <= seqno), `view history reaches view ${view} at seqno ${seqno}`);
+    return history;
+  }
+
+  #configurationAt(store: Store): Configuration {
+    const recorded = store.current().map(Tables.configurations, json).get(SINGLETON_KEY) as Configuration | undefined;
+    const configuration = recorded ?? this.#host.genesisConfiguration();
+    return { seqno: configuration.seqno, nodes: [...configuration.nodes] };
+  }
+
+  /**
+   * Every node must write the same tree, whatever it compacted: all whole blocks below the one
+   * holding leaf seqno - 2 are compacted (so the root the signature at seqno signed, over
+   * seqno - 1 leaves, stays computable), the leaves above are listed.
+   */
+  #canonicalTree(seqno: number): SnapshotMeta['tree'] {
+    const tree = this.#host.tree();
+    assert(tree.size === seqno, `the tree holds ${tree.size} leaves at snapshot ${seqno}`);
+    const compactionPoint = seqno === 0 ? 0 : Math.floor((seqno - 1) / BLOCK_LEAF_COUNT) * BLOCK_LEAF_COUNT;
+    assert(compactionPoint >= tree.compactionPoint, 'the tree was not compacted past the snapshot');
+    const blocks = compactionPoint / BLOCK_LEAF_COUNT;
+    const blockHashes = new Uint8Array(blocks * 32);
+    for (let b = 0; b < blocks; b++) blockHashes.set(tree.blockHash(b), b * 32);
+    const leaves = new Uint8Array((seqno - compactionPoint) * 32);
+    for (let i = compactionPoint; i < seqno; i++) leaves.set(tree.leaf(i), (i - compactionPoint) * 32);
+    return { size: seqno, compaction_point: compactionPoint, block_hashes: toBase64(blockHashes), leaves: toBase64(leaves) };
+  }
+
+  #checkEvidence(p: Pending, entry: DecodedEntry): void {
+    if (!hasFlag(entry.flags, EntryFlags.SNAPSHOT_EVIDENCE)) {
+      // The primary that took the snapshot lost its role before recording the evidence.
+      this.#pending.splice(this.#pending.indexOf(p), 1);
+      this.#discard(p, `seqno ${entry.seqno} is not its evidence`);
+      return;
+    }
+    const record = valueOf<SnapshotEvidenceRecord>(entry.publicBytes, Tables.snapshotEvidence);
+    if (!bytesEqual(entry.claimsDigest, p.digest) || record?.sha256 !== toHex(p.digest) || record.seqno !== p.seqno) {
+      this.#host.logger.fail(
+        `snapshot at ${p.seqno}: evidence at ${entry.seqno} records sha-256 ${record?.sha256 ?? '?'}, this node's snapshot has ${toHex(p.digest)}`,
+      );
+      this.#pending.splice(this.#pending.indexOf(p), 1);
+      this.#discard(p, 'digest differs from the evidence');
+      return;
+    }
+    p.evidence = { view: entry.view, writeSetDigest: writeSetDigest(entry), claimsDigest: entry.claimsDigest };
+  }
+
+  #receiptFor(p: Pending, record: SignatureRecord, signatureSeqno: number): Receipt {
+    const evidence = p.evidence!;
+    // The signature at signatureSeqno signs the root over the signatureSeqno - 1 entries before it.
+    const proof = this.#host.tree().inclusionProof(p.evidenceSeqno - 1, signatureSeqno - 1);
+    return buildReceipt({
+      leafComponents: {
+        writeSetDigest: evidence.writeSetDigest,
+        commitEvidence: this.#host.commitEvidence(evidence.view, p.evidenceSeqno),
+        claimsDigest: evidence.claimsDigest,
+      },
+      proof,
+      signature: fromBase64(record.sig),
+      nodeCertificatePem: record.cert,
+      nodeId: record.node,
+      signedRoot: fromHex(record.root),
+    });
+  }
+
+  #finish(p: Pending): void {
+    const disk = this.#host.disk;
+    const committedPath = disk.join(this.#directory, formatSnapshotFileName({ seqno: p.seqno, evidenceSeqno: p.evidenceSeqno, committed: true }));
+    try {
+      const file = disk.openForAppend(p.path);
+      try {
+        file.append([encodeSnapshotReceipt(p.receipt!.receipt)]);
+        file.sync();
+      } finally {
+        file.close();
+      }
+      disk.rename(p.path, committedPath);
+      disk.syncDirectory(this.#directory);
+      this.#host.logger.info(`snapshot at ${p.seqno} committed: ${committedPath}`);
+    } catch (e) {
+      this.#host.logger.fail(`snapshot at ${p.seqno}: could not complete ${p.path}: ${errorMessage(e)}`);
+    }
+  }
+
+  #discard(p: Pending, why: string): void {
+    this.#host.logger.info(`snapshot at ${p.seqno} abandoned: ${why}`);
+    try {
+      if (this.#host.disk.exists(p.path)) this.#host.disk.remove(p.path);
+    } catch (e) {
+      this.#host.logger.fail(`could not remove ${p.path}: ${errorMessage(e)}`);
+    }
+  }
+
+  // ---------------------------------------------------------------- starting from a snapshot
+
+  /**
+   * The newest valid committed snapshot in snapshots.directory and snapshots.read_only_directory
+   * (spec "Join from a snapshot" 1): invalid ones in the writable directory are deleted and the
+   * next is tried.
+   */
+  findStartupSnapshot(serviceCertificatePem: string): StartupSnapshot | undefined {
+    const { directory, read_only_directory: readOnly } = this.#host.config.snapshots;
+    const disk = this.#host.disk;
+    for (const candidate of listCommittedSnapshots(disk, readOnly === undefined ? [directory] : [directory, readOnly])) {
+      const path = disk.join(candidate.directory, candidate.name);
+      try {
+        const found = verifySnapshotFile(candidate.name, disk.readAll(path), serviceCertificatePem);
+        this.#host.logger.info(`starting from snapshot ${path}`);
+        return found;
+      } catch (e) {
+        this.#host.logger.fail(`invalid snapshot ${path}: ${errorMessage(e)}`);
+        if (candidate.directory === directory) disk.remove(path);
+      }
+    }
+    return undefined;
+  }
+
+  /** Verifies a downloaded snapshot and keeps it in snapshots.directory. Throws InvalidSnapshot. */
+  adoptFetchedSnapshot(name: string, bytes: Uint8Array, serviceCertificatePem: string): StartupSnapshot {
+    const found = verifySnapshotFile(name, bytes, serviceCertificatePem);
+    const disk = this.#host.disk;
+    disk.ensureDirectory(this.#directory);
+    const path = disk.join(this.#directory, name);
+    if (!disk.exists(path)) {
+      const tmp = disk.join(this.#directory, `${name}.download`);
+      if (disk.exists(tmp)) disk.remove(tmp);
+      const file = disk.createFile(tmp);
+      try {
+        file.append([bytes]);
+        file.sync();
+      } finally {
+        file.close();
+      }
+      disk.rename(tmp, path);
+      disk.syncDirectory(this.#directory);
+    }
+    return found;
+  }
+}
