@@ -52,6 +52,7 @@ import type { ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, Vers
 import { SINGLETON_KEY, Tables, type MemberInfo, type NodeInfo, type ServiceInfo, type SignatureRecord } from './tables.js';
 import { txStatus, viewOfSeqno, type TxStatus } from './tx-status.js';
 import { SNAPSHOT_MARKER_TABLE, SnapshotManager, treeOfSnapshot, type StartupSnapshot } from './snapshots.js';
+import { FilesCleanup } from './cleanup.js';
 
 export interface NodeInit {
   readonly config: NodeConfig;
@@ -184,6 +185,7 @@ export class CovenantNode {
   private commitSeqno = 0;
   private startupSeqno = 0;
   private readonly snapshots: SnapshotManager;
+  readonly filesCleanup: FilesCleanup;
   /** The snapshot this node starts from (joining), until consensus is created from it. */
   private startupSnapshot: StartupSnapshot | undefined;
   private genesisConfiguration: { seqno: number; nodes: string[] } | undefined;
@@ -227,6 +229,16 @@ export class CovenantNode {
       commitEvidence: (view, seqno) => formatCommitEvidence(view, seqno, this.commitEvidenceNonce!(view, seqno)),
       isPrimary: () => this.isPrimary(),
       requestSignature: () => this.requestSignature(),
+    });
+    this.filesCleanup = new FilesCleanup({
+      config: init.config,
+      disk: init.disk,
+      logger: init.logger,
+      clock: init.clock,
+      relocateChunk: (name, directory) => {
+        this.ledger.relocateCommittedChunk(name, directory);
+      },
+      yieldControl: () => new Promise((resolve) => init.clock.setTimer(0, resolve)),
     });
     this.watchStore();
   }
@@ -829,6 +841,7 @@ export class CovenantNode {
 
   private startTicking(): void {
     this.snapshots.start();
+    this.filesCleanup.start();
     const tick = () => {
       if (this.stopped) return;
       this.raft?.tick();
@@ -1338,6 +1351,7 @@ export class CovenantNode {
     this.cancelSignatureTimer();
     this.tickTimer?.cancel();
     this.snapshots.stop();
+    this.filesCleanup.stop();
     if (this.ledger) {
       this.ledger.sync();
       this.ledger.close();
