@@ -661,6 +661,11 @@ class RaftMachine implements Raft {
       if (this.handingOver) this.tryHandOver();
       return;
     }
+    if (m.lastSeqno < p.match && m.lastSeqno >= this.log.startSeqno) {
+      // The peer holds less than it acknowledged: a restart cut a torn tail off its ledger.
+      // Resend from what it holds, or it would never be caught up in this view.
+      p.match = m.lastSeqno;
+    }
     const next = Math.max(p.match + 1, Math.min(p.next, m.lastSeqno + 1));
     if (next < p.next || p.inflight.length > 0) {
       p.next = next;

@@ -1,0 +1,102 @@
+/**
+ * End to end: a backup killed with SIGKILL whose last ledger file is then torn (cut short by a few
+ * bytes, or followed by garbage) restarts, drops the torn tail, and catches up from the primary.
+ * Damage to a committed file is not a torn write: the node reports the file and offset and stops.
+ */
+import { after, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { appendFileSync, readdirSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseChunkName } from '../../src/ledger/index.js';
+import { startJoiningNode, type StartedNode } from '../../src/testing/node-process.js';
+import { startNetwork, until, type TestNetwork } from '../../src/testing/network.js';
+
+const FAST = {
+  ledger_signatures: { delay: '20ms' },
+  consensus: { election_timeout: '500ms', message_timeout: '50ms' },
+  ledger: { chunk_size: '4KB' },
+};
+
+async function write(node: StartedNode, id: number): Promise<void> {
+  const answer = await node.client.request('POST', '/app/log/private', { body: { id, msg: `torn ${id} ${'y'.repeat(80)}` }, identity: node.user });
+  assert.equal(answer.status, 200, answer.text);
+}
+
+/** The ledger file written last (the chunk in progress). */
+function lastLedgerFile(node: StartedNode): string {
+  const dir = join(node.dir, 'ledger');
+  const files = readdirSync(dir)
+    .filter((f) => f.startsWith('ledger_'))
+    .sort((a, b) => parseChunkName(a).first - parseChunkName(b).first);
+  return join(dir, files.at(-1)!);
+}
+
+async function restart(network: TestNetwork, index: number): Promise<StartedNode> {
+  const old = network.nodes[index]!;
+  const first = network.nodes[0]!;
+  const restarted = await startJoiningNode({
+    target: first.address,
+    serviceCertificatePem: first.serviceCertificatePem,
+    user: first.user,
+    member: first.member,
+    dir: old.dir,
+    configPatch: FAST,
+  });
+  network.nodes[index] = restarted;
+  return restarted;
+}
+
+async function catchesUp(network: TestNetwork, node: StartedNode, id: number): Promise<void> {
+  const primary = await network.primary();
+  await write(primary, id);
+  await until(`${node.address} reads write ${id}`, async () => {
+    const read = await node.client.request('GET', `/app/log/private?id=${id}`, { identity: node.user });
+    return read.status === 200 ? true : undefined;
+  });
+}
+
+describe('torn writes', () => {
+  let network: TestNetwork | undefined;
+  after(async () => {
+    await network?.stopAll();
+  });
+
+  test('a backup recovers from a cut tail and from trailing garbage, and refuses a damaged committed file', async () => {
+    network = await startNetwork(3, FAST);
+    const primary = network.nodes[0]!;
+    for (let i = 0; i < 40; i++) await write(primary, i);
+
+    // Cut the last few bytes of the backup's last ledger file after a crash.
+    let backup = network.nodes[1]!;
+    await catchesUp(network, backup, 100);
+    await backup.kill();
+    let torn = lastLedgerFile(backup);
+    assert.ok(!torn.endsWith('.committed'), `${torn} is the chunk in progress`);
+    truncateSync(torn, statSync(torn).size - 5);
+    backup = await restart(network, 1);
+    assert.match(backup.output(), /torn tail cut at .*ledger_\d+/);
+    await catchesUp(network, backup, 101);
+    for (let i = 200; i < 210; i++) await write(primary, i);
+    await catchesUp(network, backup, 102);
+
+    // Garbage after the last entry (a write that never completed).
+    await backup.kill();
+    torn = lastLedgerFile(backup);
+    appendFileSync(torn, Buffer.from('garbage after the last entry, never synced'));
+    backup = await restart(network, 1);
+    assert.match(backup.output(), /torn tail cut at/);
+    await catchesUp(network, backup, 103);
+
+    // A committed file is never torn: damage there is reported with the file and offset.
+    await backup.kill();
+    const committed = readdirSync(join(backup.dir, 'ledger')).filter((f) => f.endsWith('.committed')).sort((a, b) => parseChunkName(a).first - parseChunkName(b).first)[0]!;
+    const path = join(backup.dir, 'ledger', committed);
+    const bytes = readFileSync(path);
+    bytes[200]! ^= 0xff;
+    writeFileSync(path, bytes);
+    await assert.rejects(restart(network, 1), (e: Error) => {
+      assert.match(e.message, new RegExp(`${committed.replace('.', '\\.')}.*offset \\d+`));
+      return true;
+    });
+  });
+});
