@@ -45,6 +45,21 @@ function published(configured: string, bound: string): string {
   return configured.endsWith(':0') ? bound : configured;
 }
 
+/**
+ * Virtual mode stands in for the platform's host data (the digest of the node's security policy)
+ * with COVENANT_VIRTUAL_HOST_DATA (64 hex digits): nodes of a new code version report new host
+ * data, which members register with add_snp_host_data before those nodes may join.
+ */
+function virtualHostData(): { hostData?: string } {
+  const value = process.env.COVENANT_VIRTUAL_HOST_DATA;
+  if (value === undefined || value === '') return {};
+  if (!/^[0-9a-f]{64}$/.test(value)) {
+    process.stderr.write('covenant node: COVENANT_VIRTUAL_HOST_DATA must be 64 lower-case hex digits\n');
+    process.exit(2);
+  }
+  return { hostData: value };
+}
+
 export async function runNodeCommand(configPath: string): Promise<void> {
   let config: NodeConfig;
   try {
@@ -70,6 +85,7 @@ export async function runNodeCommand(configPath: string): Promise<void> {
     readTextFile: (path) => readFileSync(path, 'utf8'),
     writeTextFile: (path, text) => writeFileAtomic(path, text),
     writeSecretFile,
+    ...virtualHostData(),
   });
 
   let server: NodeServer | undefined;

@@ -68,6 +68,8 @@ export interface NodeInit {
   readonly writeTextFile: (path: string, text: string) => void;
   /** Writes a file only this node's user may read, atomically and durably (node state with keys). */
   readonly writeSecretFile: (path: string, text: string) => void;
+  /** Virtual attestation: the host data this node reports (stands for its security policy digest). */
+  readonly hostData?: string;
 }
 
 /**
@@ -115,6 +117,18 @@ export const FrameKind = {
   ForwardedRequest: 2,
   ForwardedResponse: 3,
 } as const;
+
+/** TLS failures that mean the join target's certificate is not acceptable (not transient). */
+const TLS_IDENTITY_ERRORS = new Set([
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'CERT_SIGNATURE_FAILURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'CERT_UNTRUSTED',
+]);
 
 /** Consensus runs on ticks of this length (election and heartbeat timeouts are counted in ticks). */
 const TICK_MS = 10;
@@ -213,7 +227,7 @@ export class CovenantNode {
     this.init = init;
     this.logger = init.logger;
     this.measurement = codeMeasurement(init.version);
-    this.hostData = defaultHostData();
+    this.hostData = init.hostData ?? defaultHostData();
     this.transition('Initialized');
     this.snapshots = new SnapshotManager({
       config: init.config,
@@ -474,6 +488,12 @@ export class CovenantNode {
       try {
         answer = await client.postJoin(target, request);
       } catch (e) {
+        const code = (e as { code?: string }).code;
+        if (code !== undefined && TLS_IDENTITY_ERRORS.has(code)) {
+          // Spec "Authentication" 3: the target must present a certificate endorsed by the service
+          // certificate that names the target's host. Retrying cannot fix that: stop with the reason.
+          throw new CovenantError('JoinTargetNotTrusted', `the join target ${target} is not trusted: ${errorMessage(e)} (${code})`, 400);
+        }
         this.logger.info(`join request to ${target} failed: ${errorMessage(e)}; retrying in ${join.retry_timeout}ms`);
         await this.sleep(join.retry_timeout);
         continue;
@@ -670,6 +690,7 @@ export class CovenantNode {
     }
     const nodeId = nodeIdFromPublicKey(publicKey);
     const existing = this.executeRead((tx) => tx.map(Tables.nodesInfo, json).get(nodeId) as NodeInfo | undefined);
+    this.pendingLastSeenMs.set(nodeId, this.init.clock.nowMs());
     // This node holds no entries before its own startup snapshot: a new node must start at or after it.
     if (existing === undefined && request.startup_seqno < this.startupSeqno) {
       throw new CovenantError(
@@ -839,7 +860,57 @@ export class CovenantNode {
     return { view: decoded.view, seqno, kind: 'reconfiguration', configuration, bytes };
   }
 
+  /** When each Pending node last sent a join request (primary only, in memory). */
+  private readonly pendingLastSeenMs = new Map<string, number>();
+  private pendingCleanupTimer: TimerHandle | undefined;
+
+  /**
+   * pending_node_timeout: the primary removes Pending nodes that sent no join request for longer
+   * than the timeout, checking at least once a minute. A node seen before a failover gets a fresh
+   * grace period on the new primary (it did not see its requests).
+   */
+  private startPendingCleanup(): void {
+    const timeoutMs = this.init.config.pending_node_timeout;
+    if (timeoutMs <= 0) return;
+    const intervalMs = Math.max(1, Math.min(60_000, timeoutMs));
+    const check = () => {
+      if (this.stopped) return;
+      this.pendingCleanupTimer = this.init.clock.setTimer(intervalMs, check);
+      if (!this.isPrimary()) {
+        this.pendingLastSeenMs.clear();
+        return;
+      }
+      const now = this.init.clock.nowMs();
+      const expired: string[] = [];
+      this.executeRead((tx) =>
+        tx.map(Tables.nodesInfo, json).forEach((info: NodeInfo, id: string) => {
+          if (info.status !== 'Pending') return;
+          const seen = this.pendingLastSeenMs.get(id);
+          if (seen === undefined) this.pendingLastSeenMs.set(id, now);
+          else if (now - seen > timeoutMs) expired.push(id);
+        }),
+      );
+      if (expired.length === 0) return;
+      try {
+        this.executeWrite((tx) => {
+          for (const id of expired) {
+            tx.map(Tables.nodesInfo, json).remove(id);
+            tx.map(Tables.nodesEndorsedCertificates, json).remove(id);
+          }
+        });
+        for (const id of expired) {
+          this.pendingLastSeenMs.delete(id);
+          this.logger.info(`removed Pending node ${id}: no join request for more than ${timeoutMs}ms (pending_node_timeout)`);
+        }
+      } catch (e) {
+        this.logger.fail(`could not remove silent Pending nodes: ${errorMessage(e)}`);
+      }
+    };
+    this.pendingCleanupTimer = this.init.clock.setTimer(intervalMs, check);
+  }
+
   private startTicking(): void {
+    this.startPendingCleanup();
     this.snapshots.start();
     this.filesCleanup.start();
     const tick = () => {
@@ -1013,6 +1084,8 @@ export class CovenantNode {
     const committed = tx.commit();
     if (!committed) return;
     this.proposeCommitted(committed.version, committed.writeSet, 0, [...nodeIds]);
+    this.unsignedCount++;
+    this.afterWrite();
   }
 
   // ---------------------------------------------------------------- transactions
@@ -1350,6 +1423,7 @@ export class CovenantNode {
     this.stopped = true;
     this.cancelSignatureTimer();
     this.tickTimer?.cancel();
+    this.pendingCleanupTimer?.cancel();
     this.snapshots.stop();
     this.filesCleanup.stop();
     if (this.ledger) {

@@ -84,11 +84,12 @@ export async function prepareStartNode(options: StartNodeOptions = {}) {
 }
 
 /** Runs `covenant node --config <path>` and returns the process and a way to read its output. */
-export function spawnNode(configPath: string, cwd: string): { process: ChildProcess; output: () => string } {
+export function spawnNode(configPath: string, cwd: string, env?: Record<string, string>): { process: ChildProcess; output: () => string } {
   let output = '';
   const child = spawn(process.execPath, ['--enable-source-maps', CLI_ENTRY, 'node', '--config', configPath], {
     cwd,
     stdio: ['ignore', 'pipe', 'pipe'],
+    ...(env ? { env: { ...process.env, ...env } } : {}),
   });
   child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
   child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
@@ -161,6 +162,8 @@ export interface JoinNodeOptions {
   readonly readyTimeoutMs?: number;
   readonly user: ClientIdentity & { id: string };
   readonly member: ClientIdentity & { id: string };
+  /** Extra environment of the node process (e.g. COVENANT_VIRTUAL_HOST_DATA). */
+  readonly env?: Record<string, string>;
 }
 
 /** Starts a node with command.type Join against `target`. */
@@ -192,7 +195,7 @@ export async function startJoiningNode(options: JoinNodeOptions): Promise<Starte
   const addressesFile = join(dir, 'rpc_addresses.json');
   // A restarted node binds new ports: never read the previous run's addresses.
   rmSync(addressesFile, { force: true });
-  const spawned = spawnNode(configPath, dir);
+  const spawned = spawnNode(configPath, dir, options.env);
   const child = spawned.process;
   const deadline = Date.now() + (options.readyTimeoutMs ?? 30_000);
   let address = '';
