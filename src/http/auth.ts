@@ -13,6 +13,8 @@ export interface IdentityLookup {
   isMember(id: string): boolean;
 }
 
+const certificateIds = new WeakMap<Buffer, string>();
+
 export class StoreAuthenticator implements Authenticator {
   constructor(private readonly lookup: IdentityLookup) {}
 
@@ -21,7 +23,12 @@ export class StoreAuthenticator implements Authenticator {
     if (policy === 'user_cert' || policy === 'user_cert_or_jwt') {
       const der = request.clientCertificateDer;
       if (der && der.length > 0) {
-        const id = createHash('sha256').update(der).digest('hex');
+        // The DER buffer is the same object for every request of a TLS session: hash it once.
+        let id = certificateIds.get(der);
+        if (id === undefined) {
+          id = createHash('sha256').update(der).digest('hex');
+          certificateIds.set(der, id);
+        }
         if (this.lookup.isUser(id)) return { kind: 'user', id };
         throw new CovenantError('InvalidAuthenticationInfo', `Could not find matching user certificate (id ${id})`, 401);
       }
