@@ -5,11 +5,11 @@
  * `--cert/--key/--address/--ca` flags (which override it).
  */
 import { readFileSync } from 'node:fs';
-import https from 'node:https';
 import { type Command, InvalidArgumentError } from 'commander';
 import { errorMessage } from '../base/errors.js';
 import { certificateId } from '../crypto/index.js';
 import { COSE_CONTENT_TYPE, signGovRequest, type GovMessageType } from '../gov/index.js';
+import { HttpsClient } from '../platform/https-client.js';
 
 export interface MemberConnection {
   /** host:port of a node's RPC interface. */
@@ -44,51 +44,23 @@ export class GovRequestFailed extends Error {
 }
 
 /** One HTTPS request to a node; JSON answer. Non-2xx answers become GovRequestFailed. */
-export function govRequest(connection: MemberConnection, method: string, path: string, body?: Uint8Array): Promise<GovAnswer> {
-  const i = connection.address.lastIndexOf(':');
-  const headers: Record<string, string | number> = {};
-  if (body !== undefined) {
-    headers['content-type'] = COSE_CONTENT_TYPE;
-    headers['content-length'] = body.byteLength;
+export async function govRequest(connection: MemberConnection, method: string, path: string, body?: Uint8Array): Promise<GovAnswer> {
+  const client = new HttpsClient(connection.address, connection.caPem);
+  try {
+    const answer = await client.request(method, path, {
+      ...(body !== undefined ? { rawBody: Buffer.from(body), headers: { 'content-type': COSE_CONTENT_TYPE } } : {}),
+      timeoutMs: REQUEST_TIMEOUT_MS,
+    });
+    const parsed = answer.body ?? (answer.text.length > 0 ? answer.text : undefined);
+    if (answer.status < 200 || answer.status >= 300) {
+      const error = (parsed as { error?: { code?: string; message?: string } } | undefined)?.error;
+      throw new GovRequestFailed(answer.status, error?.code ?? 'HttpError', error?.message ?? answer.text);
+    }
+    const txId = answer.headers['x-covenant-transaction-id'];
+    return { status: answer.status, transactionId: typeof txId === 'string' ? txId : undefined, body: parsed };
+  } finally {
+    client.close();
   }
-  return new Promise((resolve, reject) => {
-    const req = https.request(
-      {
-        host: connection.address.slice(0, i).replace(/^\[|\]$/g, ''),
-        port: Number(connection.address.slice(i + 1)),
-        method,
-        path,
-        headers,
-        ca: connection.caPem,
-        timeout: REQUEST_TIMEOUT_MS,
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
-          let parsed: any = undefined;
-          try {
-            parsed = text.length > 0 ? JSON.parse(text) : undefined;
-          } catch {
-            parsed = text;
-          }
-          const status = res.statusCode ?? 0;
-          if (status < 200 || status >= 300) {
-            const error = parsed?.error as { code?: string; message?: string } | undefined;
-            reject(new GovRequestFailed(status, error?.code ?? 'HttpError', error?.message ?? text));
-            return;
-          }
-          const txId = res.headers['x-covenant-transaction-id'];
-          resolve({ status, transactionId: typeof txId === 'string' ? txId : undefined, body: parsed });
-        });
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.on('timeout', () => req.destroy(new Error(`${method} ${path} timed out after ${REQUEST_TIMEOUT_MS}ms`)));
-    req.end(body);
-  });
 }
 
 /** Signs `payload` as a governance message of `type` and POSTs it. */

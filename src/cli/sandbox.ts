@@ -6,7 +6,6 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
-import https from 'node:https';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { errorMessage } from '../base/errors.js';
@@ -14,6 +13,7 @@ import { deepMerge } from '../config/index.js';
 import { generateIdentity, generateRsaKeyPair } from '../crypto/index.js';
 import { openService } from './member.js';
 import { writeFileAtomic } from './node-command.js';
+import { HttpsClient } from '../platform/https-client.js';
 
 export interface SandboxOptions {
   readonly nodes: number;
@@ -49,30 +49,14 @@ async function writeIdentity(dir: string, name: string): Promise<IdentityFiles> 
 }
 
 /** GET over TLS trusting only the service certificate; resolves with status and parsed body. */
-export function getJson(address: string, path: string, ca: string): Promise<{ status: number; body: unknown }> {
-  const i = address.lastIndexOf(':');
-  return new Promise((resolvePromise, reject) => {
-    const req = https.request(
-      { host: address.slice(0, i), port: Number(address.slice(i + 1)), path, method: 'GET', ca, servername: undefined, timeout: 5000 },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
-          let body: unknown = text;
-          try {
-            body = text ? JSON.parse(text) : undefined;
-          } catch {
-            // Not JSON: keep the text.
-          }
-          resolvePromise({ status: res.statusCode ?? 0, body });
-        });
-      },
-    );
-    req.on('error', reject);
-    req.on('timeout', () => req.destroy(new Error('request timed out')));
-    req.end();
-  });
+export async function getJson(address: string, path: string, ca: string): Promise<{ status: number; body: unknown }> {
+  const client = new HttpsClient(address, ca);
+  try {
+    const answer = await client.request('GET', path, { timeoutMs: 5000 });
+    return { status: answer.status, body: answer.body ?? answer.text };
+  } finally {
+    client.close();
+  }
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

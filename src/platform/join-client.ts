@@ -4,7 +4,7 @@
  * standard server identity check against the SANs) — spec "Authentication" 3. The joiner presents
  * its self-signed identity certificate, proving it holds the key it asks to be recorded with.
  */
-import https from 'node:https';
+import { HttpsClient } from './https-client.js';
 
 export interface JoinClientIdentity {
   readonly serviceCertificatePem: string;
@@ -14,48 +14,20 @@ export interface JoinClientIdentity {
 
 export function createJoinClient(identity: () => JoinClientIdentity, timeoutMs = 10_000) {
   return {
-    postJoin(targetAddress: string, request: unknown): Promise<{ status: number; body: unknown; location?: string }> {
-      const i = targetAddress.lastIndexOf(':');
-      let host = targetAddress.slice(0, i);
-      if (host.startsWith('[') && host.endsWith(']')) host = host.slice(1, -1);
-      const port = Number(targetAddress.slice(i + 1));
-      const payload = Buffer.from(JSON.stringify(request));
+    async postJoin(targetAddress: string, request: unknown): Promise<{ status: number; body: unknown; location?: string }> {
       const id = identity();
-      return new Promise((resolve, reject) => {
-        const req = https.request(
-          {
-            host,
-            port,
-            method: 'POST',
-            path: '/node/join',
-            ca: id.serviceCertificatePem,
-            cert: id.certificatePem,
-            key: id.privateKeyPem,
-            headers: { 'content-type': 'application/json', 'content-length': payload.length },
-            timeout: timeoutMs,
-            agent: false,
-          },
-          (res) => {
-            const chunks: Buffer[] = [];
-            res.on('data', (c: Buffer) => chunks.push(c));
-            res.on('end', () => {
-              const text = Buffer.concat(chunks).toString('utf8');
-              let body: unknown;
-              try {
-                body = text ? JSON.parse(text) : undefined;
-              } catch {
-                body = text;
-              }
-              const location = typeof res.headers.location === 'string' ? res.headers.location : undefined;
-              resolve({ status: res.statusCode ?? 0, body, ...(location ? { location } : {}) });
-            });
-            res.on('error', reject);
-          },
-        );
-        req.on('error', reject);
-        req.on('timeout', () => req.destroy(new Error(`join request to ${targetAddress} timed out`)));
-        req.end(payload);
-      });
+      const client = new HttpsClient(targetAddress, id.serviceCertificatePem);
+      try {
+        const answer = await client.request('POST', '/node/join', {
+          body: request,
+          identity: { certificatePem: id.certificatePem, privateKeyPem: id.privateKeyPem },
+          timeoutMs,
+        });
+        const location = typeof answer.headers.location === 'string' ? answer.headers.location : undefined;
+        return { status: answer.status, body: answer.body ?? answer.text, ...(location ? { location } : {}) };
+      } finally {
+        client.close();
+      }
     },
   };
 }

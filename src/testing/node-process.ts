@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { generateIdentity, type Identity } from '../crypto/index.js';
-import { HttpsClient, type ClientIdentity } from './https-client.js';
+import { HttpsClient, type ClientIdentity } from '../platform/https-client.js';
 
 export const CLI_ENTRY = fileURLToPath(new URL('../cli/main.js', import.meta.url));
 
@@ -101,6 +101,41 @@ export function waitForExit(child: ChildProcess): Promise<number | null> {
   return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
 }
 
+/** The handle of a running node process: its client, and stop (SIGTERM) or kill (SIGKILL). */
+function startedNode(parts: {
+  dir: string;
+  configPath: string;
+  address: string;
+  serviceCertificatePem: string;
+  spawned: { process: ChildProcess; output: () => string };
+  user: ClientIdentity & { id: string };
+  member: ClientIdentity & { id: string };
+  client?: HttpsClient;
+}): StartedNode {
+  const child = parts.spawned.process;
+  const client = parts.client ?? new HttpsClient(parts.address, parts.serviceCertificatePem);
+  const signal = async (name: NodeJS.Signals) => {
+    client.close();
+    if (child.exitCode === null && child.signalCode === null) child.kill(name);
+    return waitForExit(child);
+  };
+  return {
+    dir: parts.dir,
+    configPath: parts.configPath,
+    address: parts.address,
+    serviceCertificatePem: parts.serviceCertificatePem,
+    process: child,
+    client,
+    user: parts.user,
+    member: parts.member,
+    output: parts.spawned.output,
+    stop: () => signal('SIGTERM'),
+    async kill() {
+      await signal('SIGKILL');
+    },
+  };
+}
+
 export async function startNode(options: StartNodeOptions = {}): Promise<StartedNode> {
   const prepared = await prepareStartNode(options);
   const { dir, configPath } = prepared;
@@ -127,28 +162,7 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Started
     child.kill('SIGKILL');
     throw e;
   }
-  const client = new HttpsClient(address, serviceCertificatePem);
-  return {
-    dir,
-    configPath,
-    address,
-    serviceCertificatePem,
-    process: child,
-    client,
-    user: prepared.user,
-    member: prepared.member,
-    output: spawned.output,
-    async stop() {
-      client.close();
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-      return waitForExit(child);
-    },
-    async kill() {
-      client.close();
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-      await waitForExit(child);
-    },
-  };
+  return startedNode({ dir, configPath, address, serviceCertificatePem, spawned, user: prepared.user, member: prepared.member });
 }
 
 export interface JoinNodeOptions {
@@ -223,27 +237,7 @@ export async function startJoiningNode(options: JoinNodeOptions): Promise<Starte
       await sleep(50);
     }
   }
-  return {
-    dir,
-    configPath,
-    address,
-    serviceCertificatePem: options.serviceCertificatePem,
-    process: child,
-    client,
-    user: options.user,
-    member: options.member,
-    output: spawned.output,
-    async stop() {
-      client.close();
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-      return waitForExit(child);
-    },
-    async kill() {
-      client.close();
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-      await waitForExit(child);
-    },
-  };
+  return startedNode({ dir, configPath, address, serviceCertificatePem: options.serviceCertificatePem, spawned, user: options.user, member: options.member, client });
 }
 
 export function removeDir(dir: string): void {

@@ -13,7 +13,7 @@ import { promisify } from 'node:util';
 import { generateIdentity, type Identity } from '../../src/crypto/index.js';
 import { signGovRequest, type GovMessageType } from '../../src/gov/index.js';
 import { CLI_ENTRY, removeDir, startNode, waitForExit, type StartedNode } from '../../src/testing/node-process.js';
-import { HttpsClient } from '../../src/testing/https-client.js';
+import { HttpsClient } from '../../src/platform/https-client.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const ACCEPT = 'export function vote(proposal, proposerId) { return true }';

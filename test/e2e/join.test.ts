@@ -13,7 +13,7 @@ import { generateEcKeyPair, generateIdentity } from '../../src/crypto/index.js';
 import { createVirtualQuote, defaultHostData, codeMeasurement } from '../../src/attestation/virtual.js';
 import { publicKeyDer } from '../../src/crypto/index.js';
 import { openService } from '../../src/cli/member.js';
-import { HttpsClient } from '../../src/testing/https-client.js';
+import { HttpsClient } from '../../src/platform/https-client.js';
 import { startJoiningNode, waitForExit, type StartedNode } from '../../src/testing/node-process.js';
 import { startNetwork, until } from '../../src/testing/network.js';
 

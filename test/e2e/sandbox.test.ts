@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
-import { HttpsClient } from '../../src/testing/https-client.js';
+import { HttpsClient } from '../../src/platform/https-client.js';
 import { CLI_ENTRY, waitForExit } from '../../src/testing/node-process.js';
 import { until } from '../../src/testing/network.js';
 import type { NetworkJson } from '../../src/cli/sandbox.js';

@@ -1,6 +1,7 @@
 /**
- * A small HTTPS client for tests, benchmarks and the CLI: keep-alive agent, the service
- * certificate as the only CA, an optional client certificate, JSON in and out.
+ * The one HTTPS client of the CLI, the join protocol, tests and benchmarks: keep-alive agents per
+ * client identity, the service certificate as the only CA (and Node's standard check that the
+ * server certificate names the host), an optional client certificate, JSON in and out.
  */
 import https from 'node:https';
 import type { IncomingHttpHeaders } from 'node:http';
@@ -49,6 +50,7 @@ export class HttpsClient {
 
   request(method: string, path: string, options: RequestOptions = {}): Promise<HttpAnswer> {
     const i = this.address.lastIndexOf(':');
+    const host = this.address.slice(0, i).replace(/^\[|\]$/g, '');
     const payload =
       options.rawBody !== undefined ? Buffer.from(options.rawBody) : options.body !== undefined ? Buffer.from(JSON.stringify(options.body)) : undefined;
     const headers: Record<string, string | number> = { ...(options.headers ?? {}) };
@@ -59,7 +61,7 @@ export class HttpsClient {
     return new Promise((resolve, reject) => {
       const req = https.request(
         {
-          host: this.address.slice(0, i),
+          host,
           port: Number(this.address.slice(i + 1)),
           method,
           path,
