@@ -1,7 +1,6 @@
 /**
- * The governance tables and their record shapes. src/gov sits below src/node, so it names the
- * tables it reads and writes itself; src/node/tables.ts lists the same names (a test checks that
- * the two agree).
+ * The governance tables and their record shapes. src/gov sits below src/node, so the names live
+ * here and src/node/tables.ts includes them.
  */
 export const GovTables = {
   // Written at genesis and by governance actions.

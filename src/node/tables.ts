@@ -2,34 +2,16 @@
  * Names of the service's tables (KV maps). `public:` maps are in clear in the ledger; the others
  * are encrypted with the ledger secret. Governance tables follow CCF's layout under `svc`.
  */
+import { GovTables } from '../gov/tables.js';
+
 export const Tables = {
-  serviceInfo: 'public:svc.gov.service.info',
-  serviceConfig: 'public:svc.gov.service.config',
+  // Governance-written tables (service, members, users, nodes, proposals, ...) are named once, in src/gov.
+  ...GovTables,
   previousServiceIdentity: 'public:svc.gov.service.previous_service_identity',
-  constitution: 'public:svc.gov.constitution',
-  nodesInfo: 'public:svc.gov.nodes.info',
-  nodesEndorsedCertificates: 'public:svc.gov.nodes.endorsed_certificates',
-  membersCerts: 'public:svc.gov.members.certs',
-  membersInfo: 'public:svc.gov.members.info',
-  membersEncryptionPublicKeys: 'public:svc.gov.members.encryption_public_keys',
-  usersCerts: 'public:svc.gov.users.certs',
-  usersInfo: 'public:svc.gov.users.info',
-  hostData: 'public:svc.gov.nodes.snp.host_data',
   signatures: 'public:svc.internal.signatures',
   /** Written by every transaction that changes the set of trusted nodes: the new configuration. */
   configurations: 'public:svc.internal.configurations',
   snapshotEvidence: 'public:svc.internal.snapshot_evidence',
-  // Governance (src/gov/tables.ts names the same tables).
-  proposals: 'public:svc.gov.proposals',
-  proposalsInfo: 'public:svc.gov.proposals_info',
-  history: 'public:svc.gov.history',
-  membersAcks: 'public:svc.gov.members.acks',
-  recentProposals: 'public:svc.gov.cose_recent_proposals',
-  joinPolicy: 'public:svc.gov.nodes.join_policy',
-  jwtIssuers: 'public:svc.gov.jwt.issuers',
-  jwtPublicSigningKeys: 'public:svc.gov.jwt.public_signing_keys_metadata_v2',
-  caCertBundles: 'public:svc.gov.tls.ca_cert_bundles',
-  snapshotRequests: 'public:svc.gov.snapshot_requests',
   // The application's own tables.
   appPublicLog: 'public:records',
   appPrivateLog: 'records',
