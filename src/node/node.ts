@@ -297,8 +297,10 @@ export class CovenantNode {
   /** Opens the ledger directory; a Start or Join node refuses a directory that already holds a ledger. */
   private openLedger(): void {
     const { ledger, command } = this.init.config;
-    this.ledger = new Ledger({ disk: this.init.disk, directory: ledger.directory, readOnlyDirectories: ledger.read_only_directories });
-    const report = this.ledger.open();
+    const opened = new Ledger({ disk: this.init.disk, directory: ledger.directory, readOnlyDirectories: ledger.read_only_directories });
+    // Only an opened ledger becomes the node's: stop() must not touch one whose open() failed.
+    const report = opened.open();
+    this.ledger = opened;
     if (report.tornTail) this.logger.fail(`ledger: torn tail cut at ${report.tornTail.file}:${report.tornTail.offsetBytes}`);
     if (this.ledger.lastSeqno > 0) {
       throw new CovenantError(
@@ -591,8 +593,10 @@ export class CovenantNode {
     const state = this.loadPersistedState();
     this.addresses = addresses;
     const { ledger } = this.init.config;
-    this.ledger = new Ledger({ disk: this.init.disk, directory: ledger.directory, readOnlyDirectories: ledger.read_only_directories });
-    const report = this.ledger.open();
+    const opened = new Ledger({ disk: this.init.disk, directory: ledger.directory, readOnlyDirectories: ledger.read_only_directories });
+    // Only an opened ledger becomes the node's: stop() must not touch one whose open() failed.
+    const report = opened.open();
+    this.ledger = opened;
     if (report.tornTail) this.logger.fail(`ledger: torn tail cut at ${report.tornTail.file}:${report.tornTail.offsetBytes}`);
     this.serviceCertificatePem = state.service_certificate;
     this.servicePrivateKeyPem = state.service_key;
