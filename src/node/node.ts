@@ -9,7 +9,7 @@
  * node-to-node channels, the join client).
  */
 import { assert } from '../base/assert.js';
-import { concatBytes, toHex, utf8 } from '../base/bytes.js';
+import { concatBytes, fromHex, toHex, utf8 } from '../base/bytes.js';
 import { CovenantError, errorMessage } from '../base/errors.js';
 import { formatTxId, type TxId } from '../base/ids.js';
 import type { Logger } from '../base/log.js';
@@ -30,7 +30,7 @@ import {
   signEcdsa,
   verifyEcdsa,
 } from '../crypto/index.js';
-import { HistoryTree, createCommitEvidenceDeriver, formatCommitEvidence, leafDigest } from '../merkle/index.js';
+import { BLOCK_LEAF_COUNT, HistoryTree, buildReceipt, createCommitEvidenceDeriver, formatCommitEvidence, leafDigest, type Receipt } from '../merkle/index.js';
 import { LedgerEncryptor, Store, type Codec, type MapReader, type Tx, type WriteSet, decodeWriteSet, encodeWriteSet, jsonCodec } from '../kv/index.js';
 import { type Disk, EntryFlags, Ledger, decodeEntry, encodeEntry, hasFlag, shouldEndChunk, writeSetDigest } from '../ledger/index.js';
 import {
@@ -1323,6 +1323,59 @@ export class CovenantNode {
     return this.viewStarts()
       .filter((s) => s.view >= since)
       .map((s) => `${s.view}.${s.seqno}`);
+  }
+
+  /**
+   * A receipt for a committed transaction (GET /node/receipt): the latest committed signature
+   * (commit always lands on one, and any later signed root covers the transaction), with the
+   * inclusion proof of its leaf in that root, from memory or rebuilt from the ledger files when
+   * the tree has compacted that part. 'pending' while it is not committed and covered.
+   */
+  receipt(txId: TxId): Receipt | 'pending' {
+    const status = this.statusOf(txId);
+    if (status === 'Invalid') throw new CovenantError('TransactionInvalid', `transaction ${formatTxId(txId)} is invalid: it was rolled back`, 404);
+    if (status !== 'Committed' || txId.seqno >= this.commitSeqno) return 'pending';
+    const signatureSeqno = this.commitSeqno;
+    const signature = this.readEntryFrame(signatureSeqno);
+    assert(hasFlag(signature.flags, EntryFlags.SIGNATURE), `commit ${signatureSeqno} lands on a signature`);
+    const raw = decodeWriteSet(signature.publicBytes).get(Tables.signatures)?.get(SINGLETON_KEY);
+    assert(raw, `signature entry ${signatureSeqno} carries a signature record`);
+    const record = JSON.parse(utf8.decode(raw)) as SignatureRecord;
+    const entry = this.readEntryFrame(txId.seqno);
+    const proof = this.tree.inclusionProof(txId.seqno - 1, signatureSeqno - 1, (block) => this.leavesOfBlock(block));
+    return buildReceipt({
+      leafComponents: {
+        writeSetDigest: writeSetDigest(entry),
+        commitEvidence: formatCommitEvidence(entry.view, entry.seqno, this.commitEvidenceNonce!(entry.view, entry.seqno)),
+        claimsDigest: entry.claimsDigest,
+      },
+      proof,
+      signature: Buffer.from(record.sig, 'base64'),
+      nodeCertificatePem: record.cert,
+      nodeId: record.node,
+      signedRoot: fromHex(record.root),
+    });
+  }
+
+  private readEntryFrame(seqno: number): ReturnType<typeof decodeEntry> {
+    try {
+      return decodeEntry(this.ledger.getEntry(seqno));
+    } catch (e) {
+      if ((e as { code?: string }).code === 'LedgerEntryNotFound') {
+        throw new CovenantError('HistoricalDataUnavailable', `seqno ${seqno} is not in this node's ledger files`, 404);
+      }
+      throw e;
+    }
+  }
+
+  /** The Merkle leaves of one compacted block (1024 seqnos), re-read from the ledger files. */
+  private leavesOfBlock(block: number): Uint8Array[] {
+    const leaves: Uint8Array[] = [];
+    for (let s = block * BLOCK_LEAF_COUNT + 1; s <= (block + 1) * BLOCK_LEAF_COUNT; s++) {
+      const entry = this.readEntryFrame(s);
+      leaves.push(leafDigest(writeSetDigest(entry), entry.commitEvidenceDigest, entry.claimsDigest));
+    }
+    return leaves;
   }
 
   statusOf(txId: TxId): TxStatus {

@@ -8,6 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createHash, X509Certificate } from 'node:crypto';
 import { generateIdentity } from '../../src/crypto/index.js';
+import { verifyReceipt } from '../../src/merkle/index.js';
 import { removeDir, startNode, type StartedNode } from '../../src/testing/node-process.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -174,7 +175,7 @@ describe('a single node', () => {
   });
 
   test('endpoints of later capabilities answer a JSON error naming what is missing', async () => {
-    for (const path of ['/node/receipt?transaction_id=1.1', '/node/receipt/cose?transaction_id=1.1']) {
+    for (const path of ['/node/receipt/cose?transaction_id=1.1']) {
       const answer = await get(path);
       assert.equal(answer.status, 501, path);
       assert.equal(answer.body.error.code, 'NotImplemented');
@@ -270,5 +271,42 @@ describe('a single node', () => {
     ranges.sort((a, b) => a[0] - b[0]);
     assert.equal(ranges[0]![0], 1);
     for (let i = 1; i < ranges.length; i++) assert.equal(ranges[i]![0], ranges[i - 1]![1] + 1);
+  });
+
+  test('receipts verify against the service certificate, also once the proof must be rebuilt from the ledger', async () => {
+    const user = node.user;
+    const first = await node.client.request('POST', '/app/log/public', { body: { id: 1, msg: 'receipted' }, identity: user });
+    const firstTx = first.headers['x-covenant-transaction-id'] as string;
+    const pending = await get(`/node/receipt?transaction_id=${firstTx.split('.')[0]}.${Number(firstTx.split('.')[1]) + 1_000_000}`);
+    assert.equal(pending.status, 202);
+    assert.equal(pending.headers['retry-after'], '1');
+
+    // More than two Merkle blocks (1024 leaves each) after it, so its block is compacted in memory.
+    let last = '';
+    for (let batch = 0; batch < 70; batch++) {
+      const answers = await Promise.all(
+        Array.from({ length: 32 }, (_, i) =>
+          node.client.request('POST', '/app/log/private', { body: { id: 10_000 + batch * 32 + i, msg: 'filler' }, identity: user }),
+        ),
+      );
+      last = answers.at(-1)!.headers['x-covenant-transaction-id'] as string;
+    }
+    await until('commit of the fillers', async () => {
+      const answer = await get(`/app/tx?transaction_id=${last}`);
+      return answer.body.status === 'Committed' ? true : undefined;
+    });
+    for (const txId of [firstTx, last]) {
+      const answer = await until(`the receipt of ${txId}`, async () => {
+        const r = await get(`/node/receipt?transaction_id=${txId}`);
+        return r.status === 200 ? r : undefined;
+      });
+      const verified = verifyReceipt(answer.body.receipt, node.serviceCertificatePem);
+      assert.equal(`${verified.view}.${verified.seqno}`, txId);
+      // Any change to the receipt breaks it.
+      const forged = structuredClone(answer.body.receipt);
+      forged.leaf_components.claims_digest = '11'.repeat(32);
+      assert.throws(() => verifyReceipt(forged, node.serviceCertificatePem));
+    }
+    assert.ok(Number(last.split('.')[1]) - Number(firstTx.split('.')[1]) > 2048);
   });
 });

@@ -294,8 +294,14 @@ export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFronte
       query: z.object({ transaction_id: z.string() }).strict(),
       responses: { 200: 'Receipt', 202: 'Not yet available (see Retry-After)' },
       handler: ({ query }) => {
-        if (!parseTxId(query.transaction_id)) throw new CovenantError('InvalidQueryParameterValue', `"${query.transaction_id}" is not a transaction id <view>.<seqno>`, 400);
-        notImplemented('GET /node/receipt (receipts)');
+        const txId = parseTxId(query.transaction_id);
+        if (!txId) throw new CovenantError('InvalidQueryParameterValue', `"${query.transaction_id}" is not a transaction id <view>.<seqno>`, 400);
+        const receipt = node.receipt(txId);
+        if (receipt === 'pending') {
+          // Not committed, or not yet covered by a committed signature: ask again shortly.
+          return json(202, { transaction_id: query.transaction_id, status: 'Pending' }, { 'retry-after': '1' });
+        }
+        return json(200, { transaction_id: query.transaction_id, receipt });
       },
     },
     {
