@@ -990,6 +990,8 @@ export class CovenantNode {
       this.logger.info(`consensus: ${role} in view ${view}${primaryId ? ` (primary ${primaryId.slice(0, 12)})` : ''}`);
       const isPrimary = role === 'Primary';
       if (!isPrimary) this.cancelSignatureTimer();
+      // A new primary decides chunk ends from now on: count from the chunk being written.
+      else this.chunkBytes = this.ledger.writeChunkSizeBytes;
       for (const listener of this.roleListeners) listener(isPrimary);
     }
     if (ready.signatureRequested && this.isPrimary()) this.emitSignature();
@@ -1027,10 +1029,7 @@ export class CovenantNode {
     this.store.applyWriteSet(decoded.seqno, decoded.publicBytes, privatePlain);
     this.tree.append(leafDigest(writeSetDigest(decoded), decoded.commitEvidenceDigest, decoded.claimsDigest));
     this.snapshots.afterEntry(decoded);
-    if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) {
-      this.lastSignedSeqno = decoded.seqno;
-      this.chunkBytes = 0;
-    }
+    if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) this.lastSignedSeqno = decoded.seqno;
   }
 
   /** A backup checks each signature transaction against its own Merkle tree before accepting it. */
