@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 const [keyFile, certFile] = process.argv.slice(2);
 const body = JSON.stringify(true);
 const server = https.createServer(
-  { key: readFileSync(keyFile!), cert: readFileSync(certFile!), requestCert: true, rejectUnauthorized: false, keepAliveTimeout: 30_000 },
+  { key: readFileSync(keyFile!), cert: readFileSync(certFile!), requestCert: true, rejectUnauthorized: false, keepAliveTimeout: 30_000, noDelay: true },
   (req, res) => {
     req.resume();
     req.on('end', () => {

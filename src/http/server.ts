@@ -66,6 +66,7 @@ export class RpcInterface {
         requestCert: true,
         rejectUnauthorized: false,
         keepAliveTimeout: 30_000,
+        noDelay: true,
       },
       (req, res) => {
         this.handle(req, res).catch((e: unknown) => this.fail(res, toCovenantError(e), e));
