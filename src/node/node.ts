@@ -1145,7 +1145,7 @@ export class CovenantNode {
    */
   private proposeCommitted(seqno: number, writeSet: WriteSet, flags: number, retiredCommitted: string[] | undefined, claimsDigest: Uint8Array = ZERO_DIGEST): TxId {
     const raft = this.raft!;
-    const view = raft.status().view;
+    const view = raft.summary().view;
     let entryFlags = flags;
     const configuration = configurationOf(writeSet);
     if (configuration) {
@@ -1392,11 +1392,11 @@ export class CovenantNode {
   }
 
   isPrimary(): boolean {
-    return this.raft?.status().role === 'Primary';
+    return this.raft?.summary().role === 'Primary';
   }
 
   primaryId(): string | undefined {
-    return this.raft?.status().primaryId;
+    return this.raft?.summary().primaryId;
   }
 
   consensusReport(): ConsensusReport {
