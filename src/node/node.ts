@@ -1489,5 +1489,3 @@ export class CovenantNode {
     this.lifecycle = 'Stopped';
   }
 }
-
-export { formatTxId };
