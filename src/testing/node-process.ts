@@ -52,20 +52,14 @@ function asClient(identity: Identity): ClientIdentity & { id: string } {
   return { certificatePem: identity.certificatePem, privateKeyPem: identity.privateKeyPem, id: identity.id };
 }
 
-/** Writes identities and a Start configuration into a fresh folder; returns paths and identities. */
-export async function prepareStartNode(options: StartNodeOptions = {}) {
-  const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'covenant-node-'));
-  mkdirSync(dir, { recursive: true });
-  const [member, user] = await Promise.all([generateIdentity({ commonName: 'member0' }), generateIdentity({ commonName: 'user0' })]);
-  writeFileSync(join(dir, 'member0_cert.pem'), member.certificatePem);
-  writeFileSync(join(dir, 'user0_cert.pem'), user.certificatePem);
+/**
+ * Writes `dir/node.json` the way an operator would for a test node: loopback interfaces on port 0
+ * (the bound addresses come back through output_files), relative ledger and snapshot folders.
+ */
+function writeNodeConfig(dir: string, command: Record<string, unknown>, patch: Record<string, unknown> = {}): string {
   const config = merge(
     {
-      command: {
-        type: 'Start',
-        service_certificate_file: 'service_cert.pem',
-        start: { members: [{ certificate_file: 'member0_cert.pem' }], users: [{ certificate_file: 'user0_cert.pem' }] },
-      },
+      command,
       node_certificate: { subject_alt_names: ['iPAddress:127.0.0.1'] },
       node_certificate_file: 'node_cert.pem',
       rpc_interfaces: {
@@ -76,10 +70,29 @@ export async function prepareStartNode(options: StartNodeOptions = {}) {
       snapshots: { directory: 'snapshots' },
       output_files: { rpc_addresses_file: 'rpc_addresses.json' },
     },
-    options.configPatch ?? {},
+    patch,
   );
   const configPath = join(dir, 'node.json');
   writeFileSync(configPath, JSON.stringify(config, null, 2));
+  return configPath;
+}
+
+/** Writes identities and a Start configuration into a fresh folder; returns paths and identities. */
+export async function prepareStartNode(options: StartNodeOptions = {}) {
+  const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'covenant-node-'));
+  mkdirSync(dir, { recursive: true });
+  const [member, user] = await Promise.all([generateIdentity({ commonName: 'member0' }), generateIdentity({ commonName: 'user0' })]);
+  writeFileSync(join(dir, 'member0_cert.pem'), member.certificatePem);
+  writeFileSync(join(dir, 'user0_cert.pem'), user.certificatePem);
+  const configPath = writeNodeConfig(
+    dir,
+    {
+      type: 'Start',
+      service_certificate_file: 'service_cert.pem',
+      start: { members: [{ certificate_file: 'member0_cert.pem' }], users: [{ certificate_file: 'user0_cert.pem' }] },
+    },
+    options.configPatch,
+  );
   return { dir, configPath, member: asClient(member), user: asClient(user) };
 }
 
@@ -185,27 +198,11 @@ export async function startJoiningNode(options: JoinNodeOptions): Promise<Starte
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'covenant-join-'));
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'service_cert.pem'), options.serviceCertificatePem);
-  const config = merge(
-    {
-      command: {
-        type: 'Join',
-        service_certificate_file: 'service_cert.pem',
-        join: { target_rpc_address: options.target, retry_timeout: '100ms' },
-      },
-      node_certificate: { subject_alt_names: ['iPAddress:127.0.0.1'] },
-      node_certificate_file: 'node_cert.pem',
-      rpc_interfaces: {
-        primary: { bind_address: '127.0.0.1:0', enabled_operator_features: ['LedgerChunkRead', 'SnapshotRead', 'SnapshotCreate'] },
-      },
-      node_to_node_interface: { bind_address: '127.0.0.1:0' },
-      ledger: { directory: 'ledger' },
-      snapshots: { directory: 'snapshots' },
-      output_files: { rpc_addresses_file: 'rpc_addresses.json' },
-    },
-    options.configPatch ?? {},
+  const configPath = writeNodeConfig(
+    dir,
+    { type: 'Join', service_certificate_file: 'service_cert.pem', join: { target_rpc_address: options.target, retry_timeout: '100ms' } },
+    options.configPatch,
   );
-  const configPath = join(dir, 'node.json');
-  writeFileSync(configPath, JSON.stringify(config, null, 2));
   const addressesFile = join(dir, 'rpc_addresses.json');
   // A restarted node binds new ports: never read the previous run's addresses.
   rmSync(addressesFile, { force: true });
