@@ -643,7 +643,10 @@ export class Ledger {
       if (!torn && chunk.last !== undefined && !hasFlag(scan.lastFlags, EntryFlags.SIGNATURE)) {
         throw new LedgerError('LedgerCorrupted', `${chunk.name} does not end on a signature`, { file: chunk.name, offsetBytes: index!.offsetOf(chunk.last) });
       }
-      if (torn && chunk.last !== undefined && endsChunk) {
+      // Bytes after a whole CHUNK_END entry that ends the chunk as named (an append whose data never
+      // reached the disk, say) lose nothing when cut: that is a torn tail too. A CHUNK_END anywhere
+      // else in a torn chunk cannot come from our writer.
+      if (torn && chunk.last !== undefined && endsChunk && lastHeld !== chunk.last) {
         throw new LedgerError('LedgerCorrupted', `${chunk.name} has a CHUNK_END entry at ${lastHeld}`, { file: chunk.name, offsetBytes: index!.offsetOf(lastHeld) });
       }
 

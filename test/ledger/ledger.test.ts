@@ -280,6 +280,25 @@ test('a zero-filled tail (length extended, data lost) counts as torn in an uncom
   assert.equal(report.tornTail?.reason, 'MalformedLedgerEntry');
 });
 
+test('bytes after the CHUNK_END entry of a completed, uncommitted chunk are cut; the chunk is kept whole', () => {
+  const disk = new MemoryDisk();
+  const { ledger } = openLedger(disk);
+  ledger.append(entries(1, 6, [6]));
+  ledger.close();
+  const path = `${DIR}/ledger_1-6`;
+  const whole = disk.sizeBytes(path);
+  const file = disk.openForAppend(path);
+  file.append([new TextEncoder().encode('garbage after the last entry')]);
+  file.close();
+  const { ledger: again, report } = openLedger(disk);
+  assert.equal(again.lastSeqno, 6);
+  assert.equal(report.tornTail?.file, 'ledger_1-6');
+  assert.equal(disk.sizeBytes(path), whole);
+  assert.deepEqual(files(disk), ['ledger_1-6']);
+  again.append(entries(7, 8, [8]));
+  assert.deepEqual(files(disk), ['ledger_1-6', 'ledger_7-8']);
+});
+
 test('corruption inside a committed chunk is reported with the file and offset', () => {
   const disk = new MemoryDisk();
   const { ledger } = openLedger(disk);
