@@ -110,8 +110,10 @@ export function spawnNode(configPath: string, cwd: string, env?: Record<string, 
 }
 
 export function waitForExit(child: ChildProcess): Promise<number | null> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
-  return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+  // 'close' comes after the output streams end: callers read the whole output afterwards.
+  const streamsDone = (child.stdout?.readableEnded ?? true) && (child.stderr?.readableEnded ?? true);
+  if ((child.exitCode !== null || child.signalCode !== null) && streamsDone) return Promise.resolve(child.exitCode);
+  return new Promise((resolve) => child.once('close', (code) => resolve(code)));
 }
 
 /** The handle of a running node process: its client, and stop (SIGTERM) or kill (SIGKILL). */
@@ -214,14 +216,17 @@ export async function startJoiningNode(options: JoinNodeOptions): Promise<Starte
     child.kill('SIGKILL');
     return new Error(`${why}:\n${spawned.output()}`);
   };
+  const waitUntilJoined = options.waitUntilJoined ?? true;
   while (!address) {
+    // A caller that does not wait for the join may expect the node to give up: hand it the exited node.
+    if (child.exitCode !== null && !waitUntilJoined) break;
     if (child.exitCode !== null) throw new Error(`joining node exited with ${child.exitCode}:\n${spawned.output()}`);
     if (Date.now() > deadline) throw fail('joining node did not listen in time');
     if (existsSync(addressesFile)) address = Object.values(JSON.parse(readFileSync(addressesFile, 'utf8')) as Record<string, string>)[0]!;
     else await sleep(50);
   }
-  const client = new HttpsClient(address, options.serviceCertificatePem);
-  if (options.waitUntilJoined ?? true) {
+  const client = new HttpsClient(address || '127.0.0.1:0', options.serviceCertificatePem);
+  if (waitUntilJoined) {
     for (;;) {
       if (child.exitCode !== null) throw new Error(`joining node exited with ${child.exitCode}:\n${spawned.output()}`);
       if (Date.now() > deadline) throw fail('joining node did not join in time');
