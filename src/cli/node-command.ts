@@ -95,6 +95,11 @@ export async function runNodeCommand(configPath: string): Promise<void> {
     if (stopping) return;
     stopping = true;
     logger.info(`received ${signal}, stopping`);
+    // Whatever a peer or client does, the process ends: a stuck connection must not keep it alive.
+    setTimeout(() => {
+      logger.fail('stopping took more than 5s: exiting now');
+      process.exit(0);
+    }, 5000).unref();
     try {
       node.stop();
       await Promise.all([server?.close(), channels?.close()]);

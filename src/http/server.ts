@@ -7,7 +7,7 @@
 import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { Readable, pipeline } from 'node:stream';
 import { z } from 'zod';
 import { CovenantError } from '../base/errors.js';
@@ -54,6 +54,7 @@ export class RpcInterface {
   private readonly server: https.Server;
   private readonly options: RpcInterfaceOptions;
   private readonly features: ReadonlySet<string>;
+  private readonly sockets = new Set<Socket>();
 
   constructor(options: RpcInterfaceOptions) {
     this.options = options;
@@ -67,11 +68,18 @@ export class RpcInterface {
         rejectUnauthorized: false,
         keepAliveTimeout: 30_000,
         noDelay: true,
+        // A client that stalls in the TLS handshake is dropped (Node's default waits 120 s).
+        handshakeTimeout: 10_000,
       },
       (req, res) => {
         this.handle(req, res).catch((e: unknown) => this.fail(res, toCovenantError(e), e));
       },
     );
+    // Every TCP connection, handshake finished or not, so that close() can end them all.
+    this.server.on('connection', (socket: Socket) => {
+      this.sockets.add(socket);
+      socket.once('close', () => this.sockets.delete(socket));
+    });
     if (options.maxOpenSessions !== undefined && options.maxOpenSessions > 0) this.server.maxConnections = options.maxOpenSessions;
     this.server.on('tlsClientError', (err) => options.logger.debug('TLS handshake failed', { interface: options.name, reason: err.message }));
     this.server.on('clientError', (err, socket) => {
@@ -107,7 +115,7 @@ export class RpcInterface {
   async close(): Promise<void> {
     await new Promise<void>((resolve) => {
       this.server.close(() => resolve());
-      this.server.closeAllConnections();
+      for (const socket of this.sockets) socket.destroy();
     });
   }
 
