@@ -89,6 +89,8 @@ interface PersistedNodeState {
   genesis_configuration: { seqno: number; nodes: string[] };
   view: number;
   voted_for: string | null;
+  /** Seqno of the snapshot the node started from (0: from genesis); its ledger starts after it. */
+  startup_seqno?: number;
 }
 
 export const NODE_STATE_FILE = 'node_state.json';
@@ -351,6 +353,7 @@ export class CovenantNode {
       genesis_configuration: this.genesisConfiguration,
       view: this.hardView,
       voted_for: this.hardVotedFor ?? null,
+      startup_seqno: this.startupSeqno,
     };
     this.init.writeSecretFile(this.statePath, JSON.stringify(state));
   }
@@ -571,13 +574,14 @@ export class CovenantNode {
   }
 
   /** Loads the store and the Merkle tree from the startup snapshot; the ledger continues after it. */
-  private installStartupSnapshot(snapshot: StartupSnapshot): void {
+  /** Loads the store and the Merkle tree from a snapshot; a fresh joiner also starts its ledger after it. */
+  private installStartupSnapshot(snapshot: StartupSnapshot, startLedger = true): void {
     const started = this.init.clock.monotonicMs();
     this.store = Store.fromSnapshot(snapshot.parts.kv, this.encryptor);
     this.watchStore();
     this.peersDirty = true;
     this.tree = treeOfSnapshot(snapshot.parts.meta, this.store);
-    this.ledger.startAt(snapshot.seqno);
+    if (startLedger) this.ledger.startAt(snapshot.seqno);
     this.commitSeqno = snapshot.seqno;
     this.lastSignedSeqno = snapshot.seqno;
     this.logger.info(`store and Merkle tree loaded from ${snapshot.name} in ${Math.round(this.init.clock.monotonicMs() - started)}ms`);
@@ -608,10 +612,26 @@ export class CovenantNode {
     onEndorsed();
     const last = this.ledger.lastSeqno;
     const started = this.init.clock.monotonicMs();
-    for (let seqno = 1; seqno <= last; seqno++) this.replayEntry(this.ledger.getEntry(seqno));
-    this.commitSeqno = this.ledger.committedSeqno;
+    let from = 0;
+    if ((state.startup_seqno ?? 0) > 0) {
+      // The ledger of a node that joined from a snapshot starts after it: start from a snapshot again.
+      const snapshot = this.snapshots.findStartupSnapshot(this.serviceCertificatePem);
+      if (!snapshot || snapshot.seqno < state.startup_seqno! || snapshot.seqno > last) {
+        throw new CovenantError(
+          'StartupSnapshotMissing',
+          `this node started from the snapshot at seqno ${state.startup_seqno}: a valid committed snapshot between it and the ledger's last seqno ${last} must be in snapshots.directory`,
+          500,
+        );
+      }
+      this.startupSnapshot = snapshot;
+      this.startupSeqno = state.startup_seqno!;
+      this.installStartupSnapshot(snapshot, false);
+      from = snapshot.seqno;
+    }
+    for (let seqno = from + 1; seqno <= last; seqno++) this.replayEntry(this.ledger.getEntry(seqno));
+    this.commitSeqno = Math.max(this.ledger.committedSeqno, from);
     this.store.compact(this.commitSeqno);
-    this.logger.info(`replayed ${last} ledger entries in ${Math.round(this.init.clock.monotonicMs() - started)}ms (committed up to ${this.commitSeqno})`);
+    this.logger.info(`replayed ${last - from} ledger entries in ${Math.round(this.init.clock.monotonicMs() - started)}ms (committed up to ${this.commitSeqno})`);
     this.createConsensus({ lastSeqno: last, view: Math.max(state.view, this.ledger.lastView), votedFor: this.hardVotedFor, commitSeqno: this.commitSeqno });
     this.resumed = true;
     this.transition('PartOfNetwork');
@@ -831,8 +851,7 @@ export class CovenantNode {
       maxUncommittedEntries: 50_000,
       initial: restored
         ? {
-            configs: [this.genesisConfiguration],
-            startSeqno: 0,
+            ...this.consensusStart(),
             lastSeqno: restored.lastSeqno,
             view: restored.view,
             commitSeqno: restored.commitSeqno,
@@ -850,6 +869,18 @@ export class CovenantNode {
             }
           : { configs: [this.genesisConfiguration], startSeqno: 0, lastSeqno: 0 },
     });
+  }
+
+  /** Where this node's consensus log starts: genesis, or the snapshot it started from. */
+  private consensusStart(): { configs: Configuration[]; startSeqno: number; startView?: number; viewHistory?: number[] } {
+    const snapshot = this.startupSnapshot;
+    if (!snapshot) return { configs: [this.genesisConfiguration!], startSeqno: 0 };
+    return {
+      configs: snapshot.parts.meta.configurations.map((c) => ({ seqno: c.seqno, nodes: [...c.nodes] })),
+      startSeqno: snapshot.seqno,
+      startView: snapshot.parts.meta.view,
+      viewHistory: [...snapshot.parts.meta.view_history],
+    };
   }
 
   /** Rebuilds a consensus entry from the ledger (for append batches the core no longer holds). */

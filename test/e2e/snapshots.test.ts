@@ -153,6 +153,26 @@ describe('snapshots', () => {
     assert.equal(early.body.msg, 'message 3', 'state from before the snapshot comes from the snapshot');
     const firstChunk = chunkNames(joiner).map((c) => Number(/^ledger_(\d+)/.exec(c)![1])).sort((a, b) => a - b)[0];
     assert.equal(firstChunk, newestSeqno + 1, 'the joiner holds only the suffix after the snapshot');
+
+    // Restarted from its directories, the node starts from a snapshot again and replays its suffix.
+    await joiner.kill();
+    await write(first, 5001, 'while the joiner was down');
+    const restarted = await startJoiningNode({
+      target: first.address,
+      serviceCertificatePem: first.serviceCertificatePem,
+      user: first.user,
+      member: first.member,
+      dir: joinerDir,
+      configPatch: { ...FAST, snapshots: { tx_count: 25 } },
+    });
+    extra[extra.indexOf(joiner)] = restarted;
+    assert.equal((await restarted.client.request('GET', '/node/state')).body.startup_seqno, newestSeqno);
+    await until('the restarted joiner catches up', async () => {
+      const read = await restarted.client.request('GET', '/app/log/private?id=5001', { identity: restarted.user });
+      return read.status === 200 ? true : undefined;
+    });
+    assert.equal((await restarted.client.request('GET', '/app/log/private?id=5000', { identity: restarted.user })).body.msg, 'after the join');
+    assert.equal((await restarted.client.request('GET', '/app/log/private?id=3', { identity: restarted.user })).body.msg, 'message 3');
   });
 
   test('by time_interval once more than min_tx_count transactions passed', async () => {
