@@ -40,8 +40,12 @@ async function lastCommitted(node: StartedNode): Promise<number> {
   return Number(String(commit.body.transaction_id).split('.')[1]);
 }
 
-/** Starts a joiner and measures until its commit reaches `target`. */
-async function timeJoin(origin: StartedNode, dir: string, target: number): Promise<{ seconds: number; startupSeqno: number }> {
+/**
+ * Starts a joiner and measures until its commit reaches `target`. The joiner keeps running: it is
+ * a trusted member of the configuration now, and stopping it would leave the network without a
+ * majority for the next join.
+ */
+async function timeJoin(origin: StartedNode, dir: string, target: number): Promise<{ seconds: number; startupSeqno: number; joiner: StartedNode }> {
   const started = process.hrtime.bigint();
   const joiner = await startJoiningNode({
     target: origin.address,
@@ -52,19 +56,15 @@ async function timeJoin(origin: StartedNode, dir: string, target: number): Promi
     configPatch: CONFIG,
     readyTimeoutMs: 3_600_000,
   });
-  try {
-    await until('the joiner to catch up', async () => ((await lastCommitted(joiner)) >= target ? true : undefined), 3_600_000, 50);
-    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    const state = await joiner.client.request('GET', '/node/state');
-    return { seconds, startupSeqno: state.body.startup_seqno as number };
-  } finally {
-    await joiner.stop();
-    removeDir(dir);
-  }
+  await until('the joiner to catch up', async () => ((await lastCommitted(joiner)) >= target ? true : undefined), 3_600_000, 50);
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  const state = await joiner.client.request('GET', '/node/state');
+  return { seconds, startupSeqno: state.body.startup_seqno as number, joiner };
 }
 
 async function main(): Promise<void> {
   const origin = await startNode({ configPatch: CONFIG });
+  const joiners: StartedNode[] = [];
   try {
     const loadStarted = process.hrtime.bigint();
     await load(origin);
@@ -83,10 +83,12 @@ async function main(): Promise<void> {
     const target = await lastCommitted(origin);
 
     const withoutSnapshot = await timeJoin(origin, mkdtempSync(join(tmpdir(), 'covenant-bench-join-')), target);
+    joiners.push(withoutSnapshot.joiner);
     const dir = mkdtempSync(join(tmpdir(), 'covenant-bench-join-'));
     mkdirSync(join(dir, 'snapshots'));
     copyFileSync(join(snapshotsDir, snapshot), join(dir, 'snapshots', snapshot));
     const withSnapshot = await timeJoin(origin, dir, target);
+    joiners.push(withSnapshot.joiner);
 
     process.stdout.write(
       JSON.stringify({
@@ -100,8 +102,10 @@ async function main(): Promise<void> {
       }) + '\n',
     );
   } finally {
-    await origin.stop();
-    removeDir(origin.dir);
+    for (const node of [...joiners, origin]) {
+      await node.stop();
+      removeDir(node.dir);
+    }
   }
 }
 
