@@ -136,6 +136,8 @@ export async function runNodeCommand(configPath: string): Promise<void> {
       rpc,
       nodeToNode: { bindAddress: created.boundAddress, publishedAddress: published(config.node_to_node_interface.published_address, created.boundAddress) },
     };
+    // A Start node checks the files its genesis needs before it writes anything.
+    if (config.command.type === 'Start') node.checkStartInputs();
     const outputs = config.output_files;
     if (outputs.pid_file) writeFileAtomic(outputs.pid_file, `${process.pid}\n`);
     if (outputs.node_to_node_address_file) {

@@ -394,11 +394,6 @@ export class CovenantNode {
     return this.nodeKeys.privateKeyPem;
   }
 
-  /** The certificate this node presents (endorsed once it is part of a network). */
-  get presentedCertificatePem(): string {
-    return this.nodeCertificatePem || this.selfSignedCertificatePem;
-  }
-
   attachChannels(channels: NodeChannels): void {
     this.channels = channels;
     channels.onFrame((from: string, kind: number, payload: Uint8Array) => {
@@ -428,6 +423,7 @@ export class CovenantNode {
   async startNewService(addresses: NodeAddresses): Promise<void> {
     const config = this.init.config;
     this.addresses = addresses;
+    this.checkStartInputs();
     this.openLedger();
     assert(this.nodeKeys, 'prepareIdentity() runs before startNewService()');
     const serviceKeys = generateEcKeyPair('P-384');
@@ -818,6 +814,35 @@ export class CovenantNode {
     }
     const constitution = (start.constitution_files ?? []).map((f) => this.init.readTextFile(f)).join('\n');
     if (constitution.length > 0) tx.map(Tables.constitution, json).put(SINGLETON_KEY, constitution);
+  }
+
+  /**
+   * Reads every file the genesis transaction needs before anything is written, so that a missing
+   * or unreadable certificate stops the node with the key named and leaves no output files.
+   */
+  checkStartInputs(): void {
+    const start = this.init.config.command.start;
+    assert(start, 'Start configuration is present');
+    const files: [string, string | undefined, boolean][] = [];
+    start.members.forEach((m, i) => {
+      files.push([`command.start.members[${i}].certificate_file`, m.certificate_file, false]);
+      files.push([`command.start.members[${i}].encryption_public_key_file`, m.encryption_public_key_file, false]);
+      files.push([`command.start.members[${i}].data_json_file`, m.data_json_file, true]);
+    });
+    (start.users ?? []).forEach((u, i) => {
+      files.push([`command.start.users[${i}].certificate_file`, u.certificate_file, false]);
+      files.push([`command.start.users[${i}].data_json_file`, u.data_json_file, true]);
+    });
+    (start.constitution_files ?? []).forEach((f, i) => files.push([`command.start.constitution_files[${i}]`, f, false]));
+    for (const [key, path, isJson] of files) {
+      if (path === undefined) continue;
+      try {
+        const text = this.init.readTextFile(path);
+        if (isJson) JSON.parse(text);
+      } catch (e) {
+        throw new CovenantError('InvalidConfiguration', `"${key}": cannot use ${path}: ${errorMessage(e)}`, 400);
+      }
+    }
   }
 
   private readJsonFile(path: string | undefined): unknown {

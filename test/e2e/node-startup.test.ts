@@ -40,6 +40,7 @@ test('a bad configuration exits non-zero, names the key, and writes nothing', as
       ['bad duration', (c) => (c.ledger_signatures = { delay: 'soon' }), /ledger_signatures\.delay/],
       ['missing data file', (c) => (c.node_data_json_file = 'nowhere.json'), /node_data_json_file/],
       ['bad command', (c) => (c.command.type = 'Begin'), /command\.type/],
+      ['missing member certificate', (c) => (c.command.start.members[0].certificate_file = 'nobody_cert.pem'), /command\.start\.members\[0\]\.certificate_file/],
     ];
     for (const [name, mutate, keyPattern] of cases) {
       const config = structuredClone(good);
