@@ -514,6 +514,12 @@ export class CovenantNode {
           else await this.sleep(join.retry_timeout);
           continue;
         }
+        if (answer.status === 503) {
+          // The service is between primaries (or the target is busy): not a refusal, ask again.
+          this.logger.info(`join request to ${target} not served now (${error?.code ?? 503}); retrying in ${join.retry_timeout}ms`);
+          await this.sleep(join.retry_timeout);
+          continue;
+        }
         throw new CovenantError(error?.code ?? 'JoinFailed', `join refused by ${target} (${answer.status}): ${error?.message ?? 'no reason given'}`, 400);
       }
       const response = answer.body as JoinResponse;
