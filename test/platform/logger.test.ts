@@ -142,7 +142,7 @@ test('caller capture can be turned off', () => {
   assert.equal(text.lines()[0], '2026-11-20T12:00:00.123Z info  cheap');
 });
 
-test('a file descriptor destination receives the lines, buffered ones after flush', () => {
+test('a file descriptor destination receives the lines, buffered ones after flush', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'covenant-log-'));
   try {
     const file = path.join(dir, 'node.log');
@@ -154,6 +154,13 @@ test('a file descriptor destination receives the lines, buffered ones after flus
       const buffered = createLogger({ format: 'Text', destination: fd, sync: false });
       buffered.info('second');
       buffered.flush();
+      // A buffered writer whose descriptor is not ready yet writes with its next turn instead of in
+      // flush(): wait (bounded) for the line before closing the descriptor under it.
+      const deadline = Date.now() + 5000;
+      while (fs.readFileSync(file, 'utf8').trim().split('\n').length < 2 && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+        buffered.flush();
+      }
       const lines = fs.readFileSync(file, 'utf8').trim().split('\n');
       assert.equal(lines.length, 2);
       assert.match(lines[1]!, new RegExp(` info {2}\\[${THIS_FILE_RE}:\\d+\\] second$`));
