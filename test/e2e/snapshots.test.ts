@@ -16,6 +16,7 @@ import { verifySnapshotFile } from '../../src/node/snapshots.js';
 import { verifyLedger } from '../../src/audit/verify-ledger.js';
 import { removeDir, startJoiningNode, startNode, type StartedNode } from '../../src/testing/node-process.js';
 import { startNetwork, until, type TestNetwork } from '../../src/testing/network.js';
+import { ACCEPT_BALLOT, ack, propose, vote, type MemberConnection } from '../../src/cli/member.js';
 
 const FAST = {
   ledger_signatures: { delay: '20ms' },
@@ -173,6 +174,34 @@ describe('snapshots', () => {
     });
     assert.equal((await restarted.client.request('GET', '/app/log/private?id=5000', { identity: restarted.user })).body.msg, 'after the join');
     assert.equal((await restarted.client.request('GET', '/app/log/private?id=3', { identity: restarted.user })).body.msg, 'message 3');
+  });
+
+  test('on the trigger_snapshot governance action, at the next signature; trigger_ledger_chunk cuts a chunk', async () => {
+    const node = await startNode({ configPatch: { ...FAST, snapshots: { tx_count: 1_000_000 } } });
+    extra.push(node);
+    const member: MemberConnection = {
+      address: node.address,
+      caPem: node.serviceCertificatePem,
+      certificatePem: node.member.certificatePem,
+      privateKeyPem: node.member.privateKeyPem,
+      memberId: node.member.id,
+    };
+    await ack(member);
+    for (let i = 0; i < 5; i++) await write(node, i);
+    assert.deepEqual(snapshotFiles(node), [], 'tx_count is far away: no snapshot yet');
+    const chunksBefore = chunkNames(node).length;
+    for (const name of ['trigger_snapshot', 'trigger_ledger_chunk']) {
+      const proposal = await propose(member, [{ name, args: {} }]);
+      const state = proposal.body.state === 'Open' ? (await vote(member, proposal.body.proposal_id, ACCEPT_BALLOT)).body.state : proposal.body.state;
+      assert.equal(state, 'Accepted', name);
+    }
+    await write(node, 100);
+    const [snapshot] = await waitSnapshots(node, 1);
+    const seqno = parseSnapshotFileName(snapshot!)!.seqno;
+    const atSnapshot = ledgerEntry(node, seqno)!;
+    assert.ok(hasFlag(atSnapshot.flags, EntryFlags.SIGNATURE), 'the snapshot is at a signature');
+    assert.ok(hasFlag(atSnapshot.flags, EntryFlags.CHUNK_END), 'that signature ends its chunk');
+    await until('a new chunk after the triggers', async () => (chunkNames(node).length > chunksBefore ? true : undefined));
   });
 
   test('by time_interval once more than min_tx_count transactions passed', async () => {
