@@ -134,14 +134,17 @@ describe('snapshots', () => {
     const joinerDir = join(first.dir, '..', `${first.dir.split('/').pop()}-joiner`);
     mkdirSync(join(joinerDir, 'snapshots'), { recursive: true });
     copyFileSync(join(first.dir, 'snapshots', newest), join(joinerDir, 'snapshots', newest));
-    const joiner = await startJoiningNode({
-      target: first.address,
-      serviceCertificatePem: first.serviceCertificatePem,
-      user: first.user,
-      member: first.member,
-      dir: joinerDir,
-      configPatch: { ...FAST, snapshots: { tx_count: 25 } },
-    });
+    // Started twice on the same directories: to join, then to restart.
+    const startJoiner = () =>
+      startJoiningNode({
+        target: first.address,
+        serviceCertificatePem: first.serviceCertificatePem,
+        user: first.user,
+        member: first.member,
+        dir: joinerDir,
+        configPatch: { ...FAST, snapshots: { tx_count: 25 } },
+      });
+    const joiner = await startJoiner();
     extra.push(joiner);
     const state = await joiner.client.request('GET', '/node/state');
     assert.equal(state.body.startup_seqno, newestSeqno);
@@ -158,14 +161,7 @@ describe('snapshots', () => {
     // Restarted from its directories, the node starts from a snapshot again and replays its suffix.
     await joiner.kill();
     await write(first, 5001, 'while the joiner was down');
-    const restarted = await startJoiningNode({
-      target: first.address,
-      serviceCertificatePem: first.serviceCertificatePem,
-      user: first.user,
-      member: first.member,
-      dir: joinerDir,
-      configPatch: { ...FAST, snapshots: { tx_count: 25 } },
-    });
+    const restarted = await startJoiner();
     extra[extra.indexOf(joiner)] = restarted;
     assert.equal((await restarted.client.request('GET', '/node/state')).body.startup_seqno, newestSeqno);
     await until('the restarted joiner catches up', async () => {
