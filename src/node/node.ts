@@ -426,6 +426,7 @@ export class CovenantNode {
     this.checkStartInputs();
     this.openLedger();
     assert(this.nodeKeys, 'prepareIdentity() runs before startNewService()');
+    this.logger.info('creating the service identity');
     const serviceKeys = generateEcKeyPair('P-384');
     this.servicePrivateKeyPem = serviceKeys.privateKeyPem;
     const validityDays = config.command.start?.initial_service_certificate_validity_days ?? 1;
@@ -436,6 +437,7 @@ export class CovenantNode {
       isCa: true,
     });
     this.nodeCertificatePem = await this.endorse(this.nodeKeys.publicKeyPem, this.subjectAltNames());
+    this.logger.info('service certificate created and node certificate endorsed');
     this.installLedgerSecret(this.init.randomBytes(32));
     this.genesisConfiguration = { seqno: 0, nodes: [this.nodeId] };
 
