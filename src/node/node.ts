@@ -32,7 +32,7 @@ import {
 } from '../crypto/index.js';
 import { BLOCK_LEAF_COUNT, HistoryTree, buildReceipt, createCommitEvidenceDeriver, formatCommitEvidence, leafDigest, type Receipt } from '../merkle/index.js';
 import { LedgerEncryptor, Store, type Codec, type MapReader, type Tx, type WriteSet, decodeWriteSet, encodeWriteSet, jsonCodec } from '../kv/index.js';
-import { type Disk, EntryFlags, Ledger, decodeEntry, encodeEntry, hasFlag, shouldEndChunk, writeSetDigest } from '../ledger/index.js';
+import { type DecodedEntry, type Disk, EntryFlags, Ledger, decodeEntry, encodeEntry, hasFlag, shouldEndChunk, writeSetDigest } from '../ledger/index.js';
 import {
   createRaft,
   decodeMessage,
@@ -160,6 +160,11 @@ function trustedSet(reader: { map(name: string, codec: Codec<NodeInfo>): MapRead
     if (info.status === 'Trusted') ids.push(id);
   });
   return ids.sort();
+}
+
+/** The Merkle leaf of a ledger entry (DESIGN decision 8). */
+function entryLeaf(entry: DecodedEntry): Uint8Array {
+  return leafDigest(writeSetDigest(entry), entry.commitEvidenceDigest, entry.claimsDigest);
 }
 
 function configurationOf(writeSet: WriteSet): Configuration | undefined {
@@ -646,12 +651,7 @@ export class CovenantNode {
 
   /** Applies one entry of the node's own ledger at restart (entries were checked when first written). */
   private replayEntry(frame: Uint8Array): void {
-    const decoded = decodeEntry(frame);
-    const privatePlain =
-      decoded.privateBytes.length > 0 ? this.encryptor!.decryptPrivate(decoded.view, decoded.seqno, decoded.privateBytes) : new Uint8Array(0);
-    this.store.applyWriteSet(decoded.seqno, decoded.publicBytes, privatePlain);
-    this.tree.append(leafDigest(writeSetDigest(decoded), decoded.commitEvidenceDigest, decoded.claimsDigest));
-    if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) this.lastSignedSeqno = decoded.seqno;
+    this.applyEntry(decodeEntry(frame));
     if (this.store.version > this.store.committedVersion + 50_000) this.store.compact(Math.min(this.ledger.committedSeqno, this.store.version));
   }
 
@@ -1087,12 +1087,18 @@ export class CovenantNode {
     assert(entry.seqno === this.store.version + 1, `replicated entries apply in order (${entry.seqno} after ${this.store.version})`);
     const decoded = decodeEntry(entry.bytes);
     assert(decoded.seqno === entry.seqno && decoded.view === entry.view, 'entry frame matches its consensus metadata');
+    // Checked against the tree before the entry's own leaf joins it.
+    if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) this.checkSignature(decoded.publicBytes, decoded.seqno);
+    this.applyEntry(decoded);
+    this.snapshots.afterEntry(decoded);
+  }
+
+  /** Applies a ledger entry written by a primary (replicated, or replayed at restart) to the store and the tree. */
+  private applyEntry(decoded: DecodedEntry): void {
     const privatePlain =
       decoded.privateBytes.length > 0 ? this.encryptor!.decryptPrivate(decoded.view, decoded.seqno, decoded.privateBytes) : new Uint8Array(0);
-    if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) this.checkSignature(decoded.publicBytes, decoded.seqno);
     this.store.applyWriteSet(decoded.seqno, decoded.publicBytes, privatePlain);
-    this.tree.append(leafDigest(writeSetDigest(decoded), decoded.commitEvidenceDigest, decoded.claimsDigest));
-    this.snapshots.afterEntry(decoded);
+    this.tree.append(entryLeaf(decoded));
     if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) this.lastSignedSeqno = decoded.seqno;
   }
 
@@ -1436,7 +1442,7 @@ export class CovenantNode {
     const leaves: Uint8Array[] = [];
     for (let s = block * BLOCK_LEAF_COUNT + 1; s <= (block + 1) * BLOCK_LEAF_COUNT; s++) {
       const entry = this.readEntryFrame(s);
-      leaves.push(leafDigest(writeSetDigest(entry), entry.commitEvidenceDigest, entry.claimsDigest));
+      leaves.push(entryLeaf(entry));
     }
     return leaves;
   }
