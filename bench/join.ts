@@ -10,7 +10,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseSnapshotFileName } from '../src/ledger/index.js';
-import { removeDir, startJoiningNode, startNode, type StartedNode } from '../src/testing/node-process.js';
+import { joinOptionsOf, removeDir, startJoiningNode, startNode, type StartedNode } from '../src/testing/node-process.js';
 import { until } from '../src/testing/network.js';
 
 function flag(name: string, fallback: number): number {
@@ -48,10 +48,7 @@ async function lastCommitted(node: StartedNode): Promise<number> {
 async function timeJoin(origin: StartedNode, dir: string, target: number): Promise<{ seconds: number; startupSeqno: number; joiner: StartedNode }> {
   const started = process.hrtime.bigint();
   const joiner = await startJoiningNode({
-    target: origin.address,
-    serviceCertificatePem: origin.serviceCertificatePem,
-    user: origin.user,
-    member: origin.member,
+    ...joinOptionsOf(origin),
     dir,
     configPatch: CONFIG,
     readyTimeoutMs: 3_600_000,

@@ -2,7 +2,7 @@
  * A network of real node processes for end-to-end tests and benchmarks: one Start node, then
  * Join nodes against it, each its own OS process with its own temp folder.
  */
-import { removeDir, startJoiningNode, startNode, type StartedNode } from './node-process.js';
+import { joinOptionsOf, removeDir, startJoiningNode, startNode, type StartedNode } from './node-process.js';
 
 export interface TestNetwork {
   readonly nodes: StartedNode[];
@@ -55,7 +55,7 @@ export async function startNetwork(count: number, configPatch: Record<string, un
   try {
     for (let i = 1; i < count; i++) {
       nodes.push(
-        await startJoiningNode({ target: first.address, serviceCertificatePem: first.serviceCertificatePem, user: first.user, member: first.member, configPatch }),
+        await startJoiningNode({ ...joinOptionsOf(first), configPatch }),
       );
     }
   } catch (e) {

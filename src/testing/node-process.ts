@@ -195,6 +195,11 @@ export interface JoinNodeOptions {
   readonly env?: Record<string, string>;
 }
 
+/** What a joiner needs to join the network of `node`: its address, the service certificate and the test identities. */
+export function joinOptionsOf(node: StartedNode): Pick<JoinNodeOptions, 'target' | 'serviceCertificatePem' | 'user' | 'member'> {
+  return { target: node.address, serviceCertificatePem: node.serviceCertificatePem, user: node.user, member: node.member };
+}
+
 /** Starts a node with command.type Join against `target`. */
 export async function startJoiningNode(options: JoinNodeOptions): Promise<StartedNode> {
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'covenant-join-'));

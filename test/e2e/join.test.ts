@@ -14,7 +14,7 @@ import { createVirtualQuote, defaultHostData, codeMeasurement } from '../../src/
 import { publicKeyDer } from '../../src/crypto/index.js';
 import { openService } from '../../src/cli/member.js';
 import { HttpsClient } from '../../src/platform/https-client.js';
-import { startJoiningNode, waitForExit, type StartedNode } from '../../src/testing/node-process.js';
+import { joinOptionsOf, startJoiningNode, waitForExit, type StartedNode } from '../../src/testing/node-process.js';
 import { startNetwork, until } from '../../src/testing/network.js';
 
 const FAST = { ledger_signatures: { delay: '20ms' }, consensus: { election_timeout: '500ms', message_timeout: '50ms' } };
@@ -45,10 +45,7 @@ describe('joining', () => {
 
       // A joiner whose host data members never registered.
       const untrusted = await startJoiningNode({
-        target: first.address,
-        serviceCertificatePem: first.serviceCertificatePem,
-        user: first.user,
-        member: first.member,
+        ...joinOptionsOf(first),
         configPatch: FAST,
         waitUntilJoined: false,
         env: { COVENANT_VIRTUAL_HOST_DATA: createHash('sha256').update('unknown code').digest('hex') },
@@ -116,10 +113,7 @@ describe('joining', () => {
         memberId: first.member.id,
       });
       const joiner = await startJoiningNode({
-        target: first.address,
-        serviceCertificatePem: first.serviceCertificatePem,
-        user: first.user,
-        member: first.member,
+        ...joinOptionsOf(first),
         configPatch: FAST,
         waitUntilJoined: false,
       });

@@ -7,7 +7,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startJoiningNode, type StartedNode } from '../../src/testing/node-process.js';
+import { joinOptionsOf, startJoiningNode, type StartedNode } from '../../src/testing/node-process.js';
 import { startNetwork, until } from '../../src/testing/network.js';
 
 const FAST = {
@@ -51,7 +51,7 @@ describe('a three-node network', () => {
       await waitCommitted(first, last);
       for (let i = 0; i < 2; i++) {
         network.nodes.push(
-          await startJoiningNode({ target: first.address, serviceCertificatePem: first.serviceCertificatePem, user: first.user, member: first.member, configPatch: FAST }),
+          await startJoiningNode({ ...joinOptionsOf(first), configPatch: FAST }),
         );
       }
       const nodes = network.nodes;

@@ -14,7 +14,7 @@ import { type DecodedEntry, EntryFlags, hasFlag, parseSnapshotFile, parseSnapsho
 import { FsDisk } from '../../src/platform/fs-disk.js';
 import { verifySnapshotFile } from '../../src/node/snapshots.js';
 import { verifyLedger } from '../../src/audit/verify-ledger.js';
-import { removeDir, startJoiningNode, startNode, type StartedNode } from '../../src/testing/node-process.js';
+import { joinOptionsOf, removeDir, startJoiningNode, startNode, type StartedNode } from '../../src/testing/node-process.js';
 import { startNetwork, until, type TestNetwork } from '../../src/testing/network.js';
 import { ACCEPT_BALLOT, ack, propose, vote, type MemberConnection } from '../../src/cli/member.js';
 
@@ -137,10 +137,7 @@ describe('snapshots', () => {
     // Started twice on the same directories: to join, then to restart.
     const startJoiner = () =>
       startJoiningNode({
-        target: first.address,
-        serviceCertificatePem: first.serviceCertificatePem,
-        user: first.user,
-        member: first.member,
+        ...joinOptionsOf(first),
         dir: joinerDir,
         configPatch: { ...FAST, snapshots: { tx_count: 25 } },
       });
@@ -226,7 +223,7 @@ describe('snapshots', () => {
       const dir = `${origin.dir}-s${i}`;
       mkdirSync(join(dir, 'snapshots'), { recursive: true });
       copyFileSync(join(origin.dir, 'snapshots', name!), join(dir, 'snapshots', name!));
-      const node = await startJoiningNode({ target: origin.address, serviceCertificatePem: origin.serviceCertificatePem, user: origin.user, member: origin.member, dir, configPatch: patch });
+      const node = await startJoiningNode({ ...joinOptionsOf(origin), dir, configPatch: patch });
       extra.push(node);
       fromSnapshot.push(node);
       assert.equal((await node.client.request('GET', '/node/state')).body.startup_seqno, seqno);

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { appendFileSync, readdirSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseChunkName } from '../../src/ledger/index.js';
-import { startJoiningNode, type StartedNode } from '../../src/testing/node-process.js';
+import { joinOptionsOf, startJoiningNode, type StartedNode } from '../../src/testing/node-process.js';
 import { startNetwork, until, type TestNetwork } from '../../src/testing/network.js';
 
 const FAST = {
@@ -35,10 +35,7 @@ async function restart(network: TestNetwork, index: number): Promise<StartedNode
   const old = network.nodes[index]!;
   const first = network.nodes[0]!;
   const restarted = await startJoiningNode({
-    target: first.address,
-    serviceCertificatePem: first.serviceCertificatePem,
-    user: first.user,
-    member: first.member,
+    ...joinOptionsOf(first),
     dir: old.dir,
     configPatch: FAST,
   });
