@@ -10,7 +10,6 @@ import type { Authenticator } from './server.js';
 
 export interface IdentityLookup {
   isUser(id: string): boolean;
-  isMember(id: string): boolean;
 }
 
 const certificateIds = new WeakMap<Buffer, string>();

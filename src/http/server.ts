@@ -8,7 +8,7 @@ import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import type { AddressInfo, Socket } from 'node:net';
-import { Readable, pipeline } from 'node:stream';
+import { type Readable, pipeline } from 'node:stream';
 import { z } from 'zod';
 import { CovenantError } from '../base/errors.js';
 import type { Logger } from '../base/log.js';
@@ -333,9 +333,4 @@ function readBody(req: IncomingMessage, limitBytes: number): Promise<Buffer> {
       if (!refused) reject(new CovenantError('RequestAborted', `request body could not be read: ${e.message}`, 400));
     });
   });
-}
-
-/** Turns an async iterable or buffer into a Readable (for streamed file answers). */
-export function toReadable(source: Iterable<Uint8Array> | AsyncIterable<Uint8Array>): Readable {
-  return Readable.from(source);
 }

@@ -47,7 +47,6 @@ export class NodeServer {
     this.forwarder = new PrimaryForwarder(node, () => this.router, options.logger.child({ component: 'forwarding' }));
     const authenticator = new StoreAuthenticator({
       isUser: (id) => node.executeRead((tx) => tx.map(Tables.usersCerts, anyCodec).has(id)),
-      isMember: (id) => node.executeRead((tx) => tx.map(Tables.membersCerts, anyCodec).has(id)),
     });
     for (const [name, iface] of Object.entries(options.config.rpc_interfaces)) {
       const { host, port } = splitHostPort(iface.bind_address);

@@ -40,7 +40,6 @@ import {
   type Configuration,
   type Entry,
   type Raft,
-  type RaftStatus,
   type RandomSource,
   type Ready,
 } from '../consensus/index.js';
@@ -224,9 +223,6 @@ export class CovenantNode {
   private pumpScheduled = false;
   private signatureTimer: TimerHandle | undefined;
   private tickTimer: TimerHandle | undefined;
-  private readonly commitWaiters: { seqno: number; resolve: () => void }[] = [];
-  private readonly commitListeners: ((seqno: number) => void)[] = [];
-  private readonly roleListeners: ((isPrimary: boolean) => void)[] = [];
   private frameHandlers = new Map<number, (from: string, payload: Uint8Array) => void>();
   private stopped = false;
 
@@ -1056,7 +1052,6 @@ export class CovenantNode {
       if (!isPrimary) this.cancelSignatureTimer();
       // A new primary decides chunk ends from now on: count from the chunk being written.
       else this.chunkBytes = this.ledger.writeChunkSizeBytes;
-      for (const listener of this.roleListeners) listener(isPrimary);
     }
     if (ready.signatureRequested && this.isPrimary()) this.emitSignature();
     if (ready.retirementsToRecord.length > 0 && this.isPrimary()) this.recordRetirements(ready.retirementsToRecord);
@@ -1347,33 +1342,9 @@ export class CovenantNode {
     this.snapshots.onCommit(seqno);
     this.store.compact(seqno);
     this.tree.compactBefore(Math.max(0, seqno - 1));
-    while (this.commitWaiters.length > 0 && this.commitWaiters[0]!.seqno <= seqno) this.commitWaiters.shift()!.resolve();
-    for (const listener of this.commitListeners) listener(seqno);
-  }
-
-  /** Resolves once `seqno` is committed. */
-  waitForCommit(seqno: number): Promise<void> {
-    if (seqno <= this.commitSeqno) return Promise.resolve();
-    return new Promise((resolve) => {
-      let i = this.commitWaiters.length;
-      while (i > 0 && this.commitWaiters[i - 1]!.seqno > seqno) i--;
-      this.commitWaiters.splice(i, 0, { seqno, resolve });
-    });
-  }
-
-  onCommit(listener: (seqno: number) => void): void {
-    this.commitListeners.push(listener);
-  }
-
-  onRoleChange(listener: (isPrimary: boolean) => void): void {
-    this.roleListeners.push(listener);
   }
 
   // ---------------------------------------------------------------- reports
-
-  consensusStatus(): RaftStatus | undefined {
-    return this.raft?.status();
-  }
 
   private viewStarts(): { view: number; seqno: number }[] {
     const history = this.raft?.status().viewHistory ?? [];
