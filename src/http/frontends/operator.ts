@@ -207,7 +207,7 @@ export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFronte
       summary: '204 when the application frontend is ready, 503 otherwise',
       responses: { 204: 'Ready', 503: 'Not ready' },
       handler: () => {
-        if (!node.isPrimary() && node.state !== 'PartOfNetwork') throw new CovenantError('FrontendNotReady', 'application frontend is not ready', 503);
+        if (node.state !== 'PartOfNetwork') throw new CovenantError('FrontendNotReady', 'application frontend is not ready', 503);
         return noContent();
       },
     },
