@@ -27,8 +27,11 @@ export function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
   return true;
 }
 
+const textEncoder = new TextEncoder();
+
 export const utf8 = {
-  encode: (s: string): Uint8Array => new Uint8Array(Buffer.from(s, 'utf8')),
+  /** A fresh array of its own (not a view of a shared pool), so that stored values hold no pool. */
+  encode: (s: string): Uint8Array => textEncoder.encode(s),
   decode: (b: Uint8Array): string => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('utf8'),
 };
 

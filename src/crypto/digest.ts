@@ -61,3 +61,9 @@ export function createHasher(alg: DigestAlgorithm): Hasher {
 export function hmacSha256(key: Uint8Array, data: Uint8Array | string): Uint8Array {
   return toUint8(nodeCrypto.createHmac('sha256', key).update(data).digest());
 }
+
+/** HMAC-SHA256 under one key for many messages (the key is imported once). */
+export function keyedHmacSha256(key: Uint8Array): (data: Uint8Array | string) => Uint8Array {
+  const keyObject = nodeCrypto.createSecretKey(key);
+  return (data) => toUint8(nodeCrypto.createHmac('sha256', keyObject).update(data).digest());
+}

@@ -231,14 +231,27 @@ export function decodeEntry(bytes: Uint8Array, offset = 0): DecodedEntry {
 }
 
 /** Digest of a write set, the first input of the Merkle leaf: SHA-256(public ‖ private). */
+/** The public and private write sets of a frame this process encoded (views, no checks, no copy). */
+export function entryWriteSets(frame: Uint8Array): Pick<EntryFields, 'publicBytes' | 'privateBytes'> {
+  const publicLength = readU32(frame, 88);
+  const privateLength = readU32(frame, 92);
+  const privateStart = ENTRY_HEADER_BYTES + publicLength;
+  return {
+    publicBytes: frame.subarray(ENTRY_HEADER_BYTES, privateStart),
+    privateBytes: frame.subarray(privateStart, privateStart + privateLength),
+  };
+}
+
 export function writeSetDigest(entry: Pick<EntryFields, 'publicBytes' | 'privateBytes'>): Uint8Array {
   const { publicBytes, privateBytes } = entry;
   // In a decoded frame the two write sets are adjacent: hash them as one view, without a copy.
   if (publicBytes.buffer === privateBytes.buffer && publicBytes.byteOffset + publicBytes.byteLength === privateBytes.byteOffset) {
     const both = new Uint8Array(publicBytes.buffer, publicBytes.byteOffset, publicBytes.byteLength + privateBytes.byteLength);
-    return new Uint8Array(hash('sha256', both, 'buffer'));
+    const digest = hash('sha256', both, 'buffer');
+    return new Uint8Array(digest.buffer, digest.byteOffset, digest.byteLength);
   }
-  return new Uint8Array(createHash('sha256').update(publicBytes).update(privateBytes).digest());
+  const digest = createHash('sha256').update(publicBytes).update(privateBytes).digest();
+  return new Uint8Array(digest.buffer, digest.byteOffset, digest.byteLength);
 }
 
 export function hasFlag(flags: number, flag: number): boolean {

@@ -13,6 +13,7 @@ export {
   EntryFlags,
   hasFlag,
   peekFrameSizeBytes,
+  entryWriteSets,
   writeSetDigest,
   type DecodedEntry,
   type EntryFields,

@@ -7,7 +7,7 @@
  *   nonce         = HMAC-SHA256(commit_secret, ASCII "<view>.<seqno>")
  */
 import { assert, toHex, type TxId } from '../base/index.js';
-import { hkdfSha256, hmacSha256 } from '../crypto/index.js';
+import { hkdfSha256, keyedHmacSha256 } from '../crypto/index.js';
 import { merkleError, MerkleErrorCode } from './errors.js';
 
 export const COMMIT_EVIDENCE_HKDF_INFO = 'covenant commit evidence v1';
@@ -21,10 +21,10 @@ function checkTxId(view: number, seqno: number): void {
 /** Derives nonces for many transactions from one ledger secret (the HKDF step is done once). */
 export function createCommitEvidenceDeriver(ledgerSecretKeyBytes: Uint8Array): (view: number, seqno: number) => Uint8Array {
   assert(ledgerSecretKeyBytes.byteLength >= 16, 'a ledger secret has at least 16 bytes');
-  const commitSecret = hkdfSha256(ledgerSecretKeyBytes, new Uint8Array(0), COMMIT_EVIDENCE_HKDF_INFO, 32);
+  const hmac = keyedHmacSha256(hkdfSha256(ledgerSecretKeyBytes, new Uint8Array(0), COMMIT_EVIDENCE_HKDF_INFO, 32));
   return (view, seqno) => {
     checkTxId(view, seqno);
-    return hmacSha256(commitSecret, `${view}.${seqno}`);
+    return hmac(`${view}.${seqno}`);
   };
 }
 

@@ -4,7 +4,7 @@
  *   internal node = SHA-256(left ‖ right)
  * No domain-separation prefixes (unlike RFC 6962), as in CCF, so receipts have CCF's shape.
  */
-import { assert, utf8 } from '../base/index.js';
+import { assert } from '../base/index.js';
 import { sha256 } from '../crypto/index.js';
 
 export const HASH_LENGTH_BYTES = 32;
@@ -12,11 +12,14 @@ export const HASH_LENGTH_BYTES = 32;
 /** Claims digest of a transaction without application claims. */
 export const NO_CLAIMS_DIGEST: Uint8Array = new Uint8Array(HASH_LENGTH_BYTES);
 
+const scratch = new Uint8Array(3 * HASH_LENGTH_BYTES);
+
 export function leafDigest(writeSetDigest: Uint8Array, commitEvidenceDigest: Uint8Array, claimsDigest: Uint8Array): Uint8Array {
   assert(writeSetDigest.byteLength === HASH_LENGTH_BYTES, 'write set digest is 32 bytes');
   assert(commitEvidenceDigest.byteLength === HASH_LENGTH_BYTES, 'commit evidence digest is 32 bytes');
   assert(claimsDigest.byteLength === HASH_LENGTH_BYTES, 'claims digest is 32 bytes');
-  const input = new Uint8Array(3 * HASH_LENGTH_BYTES);
+  // One reused input buffer: hashing copies its input, and the tree hashes at every write.
+  const input = scratch;
   input.set(writeSetDigest, 0);
   input.set(commitEvidenceDigest, HASH_LENGTH_BYTES);
   input.set(claimsDigest, 2 * HASH_LENGTH_BYTES);
@@ -25,12 +28,12 @@ export function leafDigest(writeSetDigest: Uint8Array, commitEvidenceDigest: Uin
 
 /** The leaf of a transaction from its components, the commit evidence given as its string form. */
 export function leafFromComponents(writeSetDigest: Uint8Array, commitEvidence: string, claimsDigest: Uint8Array): Uint8Array {
-  return leafDigest(writeSetDigest, sha256(utf8.encode(commitEvidence)), claimsDigest);
+  return leafDigest(writeSetDigest, sha256(commitEvidence), claimsDigest);
 }
 
 export function hashPair(left: Uint8Array, right: Uint8Array): Uint8Array {
   assert(left.byteLength === HASH_LENGTH_BYTES && right.byteLength === HASH_LENGTH_BYTES, 'tree nodes are 32 bytes');
-  const input = new Uint8Array(2 * HASH_LENGTH_BYTES);
+  const input = scratch.subarray(0, 2 * HASH_LENGTH_BYTES);
   input.set(left, 0);
   input.set(right, HASH_LENGTH_BYTES);
   return sha256(input);

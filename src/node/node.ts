@@ -9,7 +9,7 @@
  * node-to-node channels, the join client).
  */
 import { assert } from '../base/assert.js';
-import { concatBytes, fromHex, toHex, utf8 } from '../base/bytes.js';
+import { fromHex, toHex, utf8 } from '../base/bytes.js';
 import { CovenantError, errorMessage } from '../base/errors.js';
 import { formatTxId, type TxId } from '../base/ids.js';
 import type { Logger } from '../base/log.js';
@@ -32,7 +32,7 @@ import {
 } from '../crypto/index.js';
 import { BLOCK_LEAF_COUNT, HistoryTree, buildReceipt, createCommitEvidenceDeriver, formatCommitEvidence, leafDigest, type Receipt } from '../merkle/index.js';
 import { LedgerEncryptor, Store, type Codec, type MapReader, type Tx, type WriteSet, decodeWriteSet, encodeWriteSet, jsonCodec } from '../kv/index.js';
-import { type DecodedEntry, type Disk, EntryFlags, Ledger, decodeEntry, encodeEntry, hasFlag, shouldEndChunk, writeSetDigest } from '../ledger/index.js';
+import { type DecodedEntry, type Disk, EntryFlags, Ledger, decodeEntry, encodeEntry, entryWriteSets, hasFlag, shouldEndChunk, writeSetDigest } from '../ledger/index.js';
 import {
   createRaft,
   decodeMessage,
@@ -1220,7 +1220,7 @@ export class CovenantNode {
     const encoded = encodeWriteSet(writeSet);
     const privateBytes = encoded.privateBytes.length > 0 ? this.encryptor!.encryptPrivate(view, seqno, encoded.privateBytes) : new Uint8Array(0);
     const commitEvidence = formatCommitEvidence(view, seqno, this.commitEvidenceNonce!(view, seqno));
-    const commitEvidenceDigest = sha256(utf8.encode(commitEvidence));
+    const commitEvidenceDigest = sha256(commitEvidence);
     if ((flags & EntryFlags.SIGNATURE) !== 0) {
       const end = shouldEndChunk({
         chunkBytesSoFar: this.chunkBytes,
@@ -1252,8 +1252,9 @@ export class CovenantNode {
     } else {
       this.chunkBytes += bytes.byteLength;
     }
-    this.tree.append(leafDigest(sha256(concatBytes([encoded.publicBytes, privateBytes])), commitEvidenceDigest, claimsDigest));
-    this.snapshots.afterEntry(decodeEntry(bytes));
+    // The frame holds the public and private write sets side by side: the leaf hashes them in place.
+    this.tree.append(leafDigest(writeSetDigest(entryWriteSets(bytes)), commitEvidenceDigest, claimsDigest));
+    if (this.snapshots.wantsEntry(entryFlags)) this.snapshots.afterEntry(decodeEntry(bytes));
     this.schedulePump();
     return { view, seqno };
   }

@@ -227,6 +227,11 @@ export class SnapshotManager {
    * Every entry, in order, once it is in the store and the Merkle tree (primary and backups alike).
    * Cheap for entries that matter to no snapshot.
    */
+  /** Whether afterEntry has anything to do for an entry with these flags (saves decoding it). */
+  wantsEntry(flags: number): boolean {
+    return hasFlag(flags, EntryFlags.SIGNATURE) || this.#pending.length > 0;
+  }
+
   afterEntry(entry: DecodedEntry): void {
     const isSignature = hasFlag(entry.flags, EntryFlags.SIGNATURE);
     if (!isSignature && this.#pending.length === 0) return;
