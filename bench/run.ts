@@ -17,6 +17,7 @@ import { createSelfSignedCertificate, generateEcKeyPair } from '../src/crypto/in
 import { removeDir, startNode, type StartedNode } from '../src/testing/node-process.js';
 import { startNetwork, until } from '../src/testing/network.js';
 import { buildRequest, percentile, runLoad, type LoadTarget } from './load.js';
+import { NODE_PROCESS_FLAGS } from '../src/platform/runtime-flags.js';
 
 interface Args {
   durationS: number;
@@ -121,7 +122,7 @@ async function measureBaseline(args: Args, dir: string) {
   writeFileSync(join(dir, 'baseline_key.pem'), keys.privateKeyPem);
   writeFileSync(join(dir, 'baseline_cert.pem'), cert);
   const script = fileURLToPath(new URL('./baseline-server.js', import.meta.url));
-  const child = spawn(process.execPath, [script, join(dir, 'baseline_key.pem'), join(dir, 'baseline_cert.pem')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...NODE_PROCESS_FLAGS, script, join(dir, 'baseline_key.pem'), join(dir, 'baseline_cert.pem')], { stdio: ['ignore', 'pipe', 'inherit'] });
   const port = await new Promise<number>((resolve) => child.stdout!.once('data', (d: Buffer) => resolve(Number(d.toString().trim()))));
   try {
     const target: LoadTarget = { host: '127.0.0.1', port, ca: cert };

@@ -19,10 +19,11 @@
  * All integers are little-endian. The crc only detects torn writes; integrity proper comes from
  * the Merkle tree over the entries.
  */
-import { createHash, hash } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 import type { Seqno, View } from '../base/index.js';
 import { LedgerError } from './errors.js';
+import { sha256 } from '../crypto/index.js';
 
 export const ENTRY_FORMAT_VERSION = 1;
 export const ENTRY_HEADER_BYTES = 96;
@@ -247,8 +248,7 @@ export function writeSetDigest(entry: Pick<EntryFields, 'publicBytes' | 'private
   // In a decoded frame the two write sets are adjacent: hash them as one view, without a copy.
   if (publicBytes.buffer === privateBytes.buffer && publicBytes.byteOffset + publicBytes.byteLength === privateBytes.byteOffset) {
     const both = new Uint8Array(publicBytes.buffer, publicBytes.byteOffset, publicBytes.byteLength + privateBytes.byteLength);
-    const digest = hash('sha256', both, 'buffer');
-    return new Uint8Array(digest.buffer, digest.byteOffset, digest.byteLength);
+    return sha256(both);
   }
   const digest = createHash('sha256').update(publicBytes).update(privateBytes).digest();
   return new Uint8Array(digest.buffer, digest.byteOffset, digest.byteLength);
