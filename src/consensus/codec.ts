@@ -148,9 +148,13 @@ class Reader {
     }
   }
 
+  /**
+   * A view, not a copy: an entry's bytes stay in the received message (which nothing writes to
+   * again) for as long as the entry lives, instead of costing one allocation each.
+   */
   raw(length: number, what: string): Uint8Array {
     this.need(length, what);
-    const out = this.bytes.slice(this.offset, this.offset + length);
+    const out = this.bytes.subarray(this.offset, this.offset + length);
     this.offset += length;
     return out;
   }
