@@ -5,7 +5,13 @@
  * server, the commit latency (write sent → commit observed through GET /node/commit, polled every
  * 2 ms), and the time a three-node network takes to commit again after its primary is SIGKILLed.
  *
- *   npm run bench -- [--duration 10] [--connections 64] [--writes N] [--skip-network]
+ * A shared machine's speed drifts (the bare server alone was seen anywhere between 15,000 and
+ * 46,000 req/s on the same box within an hour), so the bare server and the nodes are measured in
+ * alternation: bare, node, bare, node, ..., bare. Each round's ratio divides the node's throughput
+ * by the mean of the bare measurements just before and just after it; the reported ratio is the
+ * median over the rounds, and every round is printed.
+ *
+ *   npm run bench -- [--duration 8] [--rounds 3] [--connections 64] [--writes N] [--skip-network]
  *
  * With --writes N it instead writes N 200-byte messages over 1,000 ids and reports the node's RSS.
  */
@@ -21,13 +27,14 @@ import { NODE_PROCESS_FLAGS } from '../src/platform/runtime-flags.js';
 
 interface Args {
   durationS: number;
+  rounds: number;
   connections: number;
   writes: number;
   skipNetwork: boolean;
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { durationS: 10, connections: 64, writes: 0, skipNetwork: false };
+  const args: Args = { durationS: 8, rounds: 3, connections: 64, writes: 0, skipNetwork: false };
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--skip-network') {
       args.skipNetwork = true;
@@ -35,6 +42,7 @@ function parseArgs(argv: string[]): Args {
     }
     const value = Number(argv[i + 1]);
     if (argv[i] === '--duration') args.durationS = value;
+    else if (argv[i] === '--rounds') args.rounds = Math.max(1, Math.floor(value));
     else if (argv[i] === '--connections') args.connections = value;
     else if (argv[i] === '--writes') args.writes = value;
     else continue;
@@ -116,7 +124,8 @@ async function measureNode(node: StartedNode, args: Args) {
   };
 }
 
-async function measureBaseline(args: Args, dir: string) {
+/** The bare node:https server, kept running for the whole benchmark; measure() runs one load. */
+async function startBaseline(args: Args, dir: string) {
   const keys = generateEcKeyPair('P-384');
   const cert = await createSelfSignedCertificate({ keyPair: keys, subjectCommonName: 'baseline', subjectAltNames: ['iPAddress:127.0.0.1'], validityDays: 1, isCa: false });
   writeFileSync(join(dir, 'baseline_key.pem'), keys.privateKeyPem);
@@ -124,13 +133,56 @@ async function measureBaseline(args: Args, dir: string) {
   const script = fileURLToPath(new URL('./baseline-server.js', import.meta.url));
   const child = spawn(process.execPath, [...NODE_PROCESS_FLAGS, script, join(dir, 'baseline_key.pem'), join(dir, 'baseline_cert.pem')], { stdio: ['ignore', 'pipe', 'inherit'] });
   const port = await new Promise<number>((resolve) => child.stdout!.once('data', (d: Buffer) => resolve(Number(d.toString().trim()))));
-  try {
-    const target: LoadTarget = { host: '127.0.0.1', port, ca: cert };
-    await runLoad(target, { connections: args.connections, durationMs: 2000, request: writeRequest('127.0.0.1') });
-    return await runLoad(target, { connections: args.connections, durationMs: args.durationS * 1000, request: writeRequest('127.0.0.1') });
-  } finally {
-    child.kill('SIGTERM');
+  const target: LoadTarget = { host: '127.0.0.1', port, ca: cert };
+  return {
+    async measure() {
+      await runLoad(target, { connections: args.connections, durationMs: 2000, request: writeRequest('127.0.0.1') });
+      return await runLoad(target, { connections: args.connections, durationMs: args.durationS * 1000, request: writeRequest('127.0.0.1') });
+    },
+    stop() {
+      child.kill('SIGTERM');
+    },
+  };
+}
+
+type Baseline = Awaited<ReturnType<typeof startBaseline>>;
+type NodeResult = Awaited<ReturnType<typeof measureNode>>;
+
+interface Alternation {
+  /** Per round: the node's result and its ratio to the mean of the bare runs around it. */
+  readonly rounds: { node: NodeResult; bareRps: number; ratio: number }[];
+  readonly ratio: number;
+  readonly nodeRps: number;
+  readonly bareRps: number;
+  readonly commitP50Ms: number;
+  readonly commitP99Ms: number;
+}
+
+const median = (values: readonly number[]): number => percentile([...values].sort((a, b) => a - b), 50);
+
+/** bare, node, bare, node, ..., bare: see the header of this file. */
+async function alternate(label: string, args: Args, baseline: Baseline, measure: () => Promise<NodeResult>): Promise<Alternation> {
+  let before = (await baseline.measure()).requestsPerSecond;
+  const rounds: Alternation['rounds'] = [];
+  for (let i = 0; i < args.rounds; i++) {
+    const node = await measure();
+    const after = (await baseline.measure()).requestsPerSecond;
+    const bareRps = (before + after) / 2;
+    rounds.push({ node, bareRps, ratio: node.requestsPerSecond / bareRps });
+    console.log(
+      `  round ${i + 1}: bare ${Math.round(before)} / ${Math.round(after)} req/s, ${label} ${Math.round(node.requestsPerSecond)} committed writes/s ` +
+        `(${round(node.requestsPerSecond / bareRps, 3)}x), commit p50 ${round(node.commitP50Ms)} ms p99 ${round(node.commitP99Ms)} ms`,
+    );
+    before = after;
   }
+  return {
+    rounds,
+    ratio: median(rounds.map((r) => r.ratio)),
+    nodeRps: median(rounds.map((r) => r.node.requestsPerSecond)),
+    bareRps: median(rounds.map((r) => r.bareRps)),
+    commitP50Ms: median(rounds.map((r) => r.node.commitP50Ms)),
+    commitP99Ms: median(rounds.map((r) => r.node.commitP99Ms)),
+  };
 }
 
 async function measureMemory(node: StartedNode, args: Args) {
@@ -194,66 +246,76 @@ async function main(): Promise<void> {
   }
 
   const single = await startNode({ configPatch: { logging: { level: 'fail' } } });
-  let one: Awaited<ReturnType<typeof measureNode>>;
-  let bare: Awaited<ReturnType<typeof measureBaseline>>;
+  const baseline = await startBaseline(args, single.dir);
   try {
-    one = await measureNode(single, args);
-    bare = await measureBaseline(args, single.dir);
+    console.log(`1 node: ${args.rounds} rounds of ${args.durationS} s, alternating with the bare server`);
+    let one: Alternation;
+    try {
+      one = await alternate('1 node', args, baseline, () => measureNode(single, args));
+    } finally {
+      await single.stop();
+    }
+    const last = one.rounds.at(-1)!.node;
+    const report: Record<string, unknown> = {
+      bench: 'committed writes',
+      connections: args.connections,
+      duration_s: args.durationS,
+      rounds: args.rounds,
+      bare_https_rps: Math.round(one.bareRps),
+      one_node_rps: Math.round(one.nodeRps),
+      one_node_ratio: round(one.ratio, 3),
+      one_node_ratios: one.rounds.map((r) => round(r.ratio, 3)),
+      one_node_errors: one.rounds.reduce((n, r) => n + r.node.errors + r.node.non2xx, 0),
+      one_node_commit_p50_ms: round(one.commitP50Ms),
+      one_node_commit_p99_ms: round(one.commitP99Ms),
+      one_node_commit_catch_up_ms: Math.round(Math.max(...one.rounds.map((r) => r.node.commitCatchUpMs))),
+      one_node_rss_mb: round(last.rssMb, 1),
+    };
+    console.log(
+      `bare node:https ${report.bare_https_rps} req/s | 1 node ${report.one_node_rps} committed writes/s (${report.one_node_ratio}x, median of ${args.rounds}) | ` +
+        `commit p50 ${report.one_node_commit_p50_ms} ms p99 ${report.one_node_commit_p99_ms} ms`,
+    );
+
+    if (!args.skipNetwork) {
+      const network = await startNetwork(3, { logging: { level: 'fail' } });
+      try {
+        const primary = await network.primary();
+        console.log(`3 nodes: ${args.rounds} rounds of ${args.durationS} s, alternating with the bare server`);
+        const three = await alternate('3 nodes', args, baseline, () => measureNode(primary, args));
+        Object.assign(report, {
+          three_node_bare_https_rps: Math.round(three.bareRps),
+          three_node_rps: Math.round(three.nodeRps),
+          three_node_ratio: round(three.ratio, 3),
+          three_node_ratios: three.rounds.map((r) => round(r.ratio, 3)),
+          three_node_vs_one: round(three.ratio / one.ratio, 3),
+          three_node_errors: three.rounds.reduce((n, r) => n + r.node.errors + r.node.non2xx, 0),
+          three_node_commit_p50_ms: round(three.commitP50Ms),
+          three_node_commit_p99_ms: round(three.commitP99Ms),
+          three_node_commit_catch_up_ms: Math.round(Math.max(...three.rounds.map((r) => r.node.commitCatchUpMs))),
+        });
+        console.log(
+          `bare node:https ${report.three_node_bare_https_rps} req/s | 3 nodes ${report.three_node_rps} committed writes/s (${report.three_node_ratio}x bare, median of ${args.rounds}) | ` +
+            `commit p50 ${report.three_node_commit_p50_ms} ms p99 ${report.three_node_commit_p99_ms} ms`,
+        );
+        const failover = await measureFailover(network.nodes, primary);
+        Object.assign(report, {
+          failover_elected_ms: Math.round(failover.electedMs),
+          failover_committing_ms: Math.round(failover.committingMs),
+          failover_election_timeouts: round(failover.committingMs / ELECTION_TIMEOUT_MS),
+        });
+        console.log(
+          `failover: new primary after ${report.failover_elected_ms} ms, committing after ${report.failover_committing_ms} ms ` +
+            `(${report.failover_election_timeouts} election timeouts of ${ELECTION_TIMEOUT_MS} ms)`,
+        );
+      } finally {
+        await network.stopAll();
+      }
+    }
+    console.log(JSON.stringify(report));
   } finally {
-    await single.stop();
+    baseline.stop();
     removeDir(single.dir);
   }
-  const report: Record<string, unknown> = {
-    bench: 'committed writes',
-    connections: args.connections,
-    duration_s: args.durationS,
-    bare_https_rps: Math.round(bare.requestsPerSecond),
-    one_node_rps: Math.round(one.requestsPerSecond),
-    one_node_ratio: round(one.requestsPerSecond / bare.requestsPerSecond, 3),
-    one_node_errors: one.errors + one.non2xx,
-    one_node_commit_p50_ms: round(one.commitP50Ms),
-    one_node_commit_p99_ms: round(one.commitP99Ms),
-    one_node_commit_catch_up_ms: Math.round(one.commitCatchUpMs),
-    one_node_rss_mb: round(one.rssMb, 1),
-  };
-  console.log(
-    `bare node:https ${report.bare_https_rps} req/s | 1 node ${report.one_node_rps} committed writes/s (${report.one_node_ratio}x) | ` +
-      `commit p50 ${report.one_node_commit_p50_ms} ms p99 ${report.one_node_commit_p99_ms} ms`,
-  );
-
-  if (!args.skipNetwork) {
-    const network = await startNetwork(3, { logging: { level: 'fail' } });
-    try {
-      const primary = await network.primary();
-      const three = await measureNode(primary, args);
-      Object.assign(report, {
-        three_node_rps: Math.round(three.requestsPerSecond),
-        three_node_ratio: round(three.requestsPerSecond / bare.requestsPerSecond, 3),
-        three_node_vs_one: round(three.requestsPerSecond / one.requestsPerSecond, 3),
-        three_node_errors: three.errors + three.non2xx,
-        three_node_commit_p50_ms: round(three.commitP50Ms),
-        three_node_commit_p99_ms: round(three.commitP99Ms),
-        three_node_commit_catch_up_ms: Math.round(three.commitCatchUpMs),
-      });
-      console.log(
-        `3 nodes ${report.three_node_rps} committed writes/s (${report.three_node_ratio}x bare) | ` +
-          `commit p50 ${report.three_node_commit_p50_ms} ms p99 ${report.three_node_commit_p99_ms} ms`,
-      );
-      const failover = await measureFailover(network.nodes, primary);
-      Object.assign(report, {
-        failover_elected_ms: Math.round(failover.electedMs),
-        failover_committing_ms: Math.round(failover.committingMs),
-        failover_election_timeouts: round(failover.committingMs / ELECTION_TIMEOUT_MS),
-      });
-      console.log(
-        `failover: new primary after ${report.failover_elected_ms} ms, committing after ${report.failover_committing_ms} ms ` +
-          `(${report.failover_election_timeouts} election timeouts of ${ELECTION_TIMEOUT_MS} ms)`,
-      );
-    } finally {
-      await network.stopAll();
-    }
-  }
-  console.log(JSON.stringify(report));
 }
 
 await main();
