@@ -3,6 +3,7 @@ import { Command, InvalidArgumentError } from 'commander';
 import { errorMessage } from '../base/errors.js';
 import { consoleOutput, runLedgerDownload, runLedgerVerify, runSnapshotInspect } from './ledger-tools.js';
 import { registerMemberCommands } from './member.js';
+import { runReceiptVerify } from './receipt-tools.js';
 import { runNodeCommand } from './node-command.js';
 import { runSandbox } from './sandbox.js';
 import { COVENANT_VERSION } from './version.js';
@@ -95,6 +96,17 @@ program
       process.stderr.write(`covenant snapshot inspect: ${errorMessage(e)}\n`);
       process.exitCode = 2;
     }
+  });
+
+program
+  .command('receipt')
+  .description('transaction receipts')
+  .command('verify')
+  .description('check a receipt (JSON from /node/receipt or COSE from /node/receipt/cose) against the service certificate')
+  .argument('<file>', 'receipt file')
+  .requiredOption('--service-cert <file>', 'service certificate')
+  .action((file: string, opts: { serviceCert: string }) => {
+    process.exitCode = runReceiptVerify({ receiptFile: file, serviceCertificateFile: opts.serviceCert }, consoleOutput());
   });
 
 registerMemberCommands(program);

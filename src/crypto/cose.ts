@@ -77,6 +77,22 @@ export function signCoseSign1(options: SignCoseSign1Options): Uint8Array {
   return encoder.encode(new Tag([protectedBytes, options.unprotectedHeader ?? new Map(), options.payload, signature], COSE_SIGN1_TAG));
 }
 
+export interface CoseSign1Parts {
+  /** The exact protected bytes (as signed). */
+  readonly protectedBytes: Uint8Array;
+  readonly unprotectedHeader: CoseHeaderMap;
+  readonly payload: Uint8Array | null;
+  readonly signature: Uint8Array;
+}
+
+/**
+ * Re-encodes a signed COSE_Sign1 (tagged), for instance with another unprotected header, which
+ * the signature does not cover.
+ */
+export function encodeCoseSign1(parts: CoseSign1Parts): Uint8Array {
+  return encoder.encode(new Tag([parts.protectedBytes, parts.unprotectedHeader, parts.payload, parts.signature], COSE_SIGN1_TAG));
+}
+
 export interface DecodedCoseSign1 {
   readonly protectedHeader: CoseHeaderMap;
   /** The exact protected bytes, as signed. */

@@ -5,3 +5,4 @@ export * from './proof.js';
 export * from './history-tree.js';
 export * from './commit-evidence.js';
 export * from './receipt.js';
+export * from './cose-receipt.js';

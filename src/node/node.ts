@@ -24,13 +24,24 @@ import {
   loadPrivateKey,
   loadPublicKey,
   nodeIdFromPublicKey,
+  parseCertificate,
   publicKeyDer,
   publicKeyPem,
   sha256,
   signEcdsa,
   verifyEcdsa,
 } from '../crypto/index.js';
-import { BLOCK_LEAF_COUNT, HistoryTree, buildReceipt, createCommitEvidenceDeriver, formatCommitEvidence, leafDigest, type Receipt } from '../merkle/index.js';
+import {
+  BLOCK_LEAF_COUNT,
+  HistoryTree,
+  buildReceipt,
+  coseReceiptWithProof,
+  createCommitEvidenceDeriver,
+  formatCommitEvidence,
+  leafDigest,
+  signRootCose,
+  type Receipt,
+} from '../merkle/index.js';
 import { LedgerEncryptor, Store, type Codec, type MapReader, type Tx, type WriteSet, decodeWriteSet, encodeWriteSet, jsonCodec } from '../kv/index.js';
 import { type DecodedEntry, type Disk, EntryFlags, Ledger, decodeEntry, encodeEntry, entryWriteSets, hasFlag, shouldEndChunk, writeSetDigest } from '../ledger/index.js';
 import {
@@ -187,6 +198,8 @@ export class CovenantNode {
   nodeCertificatePem = '';
   serviceCertificatePem = '';
   private servicePrivateKeyPem: string | undefined;
+  /** The service's COSE signature over recent committed roots, by signature seqno (COSE receipts). */
+  private readonly signedRootCache = new Map<number, { serviceCertificatePem: string; cose: Uint8Array }>();
   quoteInfo: QuoteInfo | undefined;
   readonly measurement: string;
   readonly hostData: string;
@@ -1373,9 +1386,48 @@ export class CovenantNode {
    * the tree has compacted that part. 'pending' while it is not committed and covered.
    */
   receipt(txId: TxId): Receipt | 'pending' {
+    const parts = this.receiptParts(txId);
+    if (parts === 'pending') return parts;
+    return buildReceipt({
+      leafComponents: parts.leafComponents,
+      proof: parts.proof,
+      signature: Buffer.from(parts.record.sig, 'base64'),
+      nodeCertificatePem: parts.record.cert,
+      nodeId: parts.record.node,
+      signedRoot: fromHex(parts.record.root),
+    });
+  }
+
+  /**
+   * The COSE receipt of a committed transaction (GET /node/receipt/cose): the service key signs
+   * the same committed root once (cached per signature), and each receipt adds its own proof.
+   */
+  coseReceipt(txId: TxId): Uint8Array | 'pending' {
+    const parts = this.receiptParts(txId);
+    if (parts === 'pending') return parts;
+    if (!this.servicePrivateKeyPem || !this.serviceCertificatePem) {
+      throw new CovenantError('ServiceKeyUnavailable', 'this node does not hold the service key yet; ask a trusted node', 503);
+    }
+    let signedRoot = this.signedRootCache.get(parts.signatureSeqno);
+    if (signedRoot === undefined || signedRoot.serviceCertificatePem !== this.serviceCertificatePem) {
+      const cose = signRootCose({
+        servicePrivateKey: loadPrivateKey(this.servicePrivateKeyPem),
+        servicePublicKey: parseCertificate(this.serviceCertificatePem).publicKey,
+        root: fromHex(parts.record.root),
+        signatureTxId: formatTxId({ view: this.viewOf(parts.signatureSeqno), seqno: parts.signatureSeqno }),
+      });
+      // Receipts are asked for recent transactions: a few signed roots cover them.
+      signedRoot = { serviceCertificatePem: this.serviceCertificatePem, cose };
+      if (this.signedRootCache.size >= 16) this.signedRootCache.delete(this.signedRootCache.keys().next().value!);
+      this.signedRootCache.set(parts.signatureSeqno, signedRoot);
+    }
+    return coseReceiptWithProof(signedRoot.cose, parts.leafComponents, parts.proof);
+  }
+
+  private receiptParts(txId: TxId) {
     const status = this.statusOf(txId);
     if (status === 'Invalid') throw new CovenantError('TransactionInvalid', `transaction ${formatTxId(txId)} is invalid: it was rolled back`, 404);
-    if (status !== 'Committed' || txId.seqno >= this.commitSeqno) return 'pending';
+    if (status !== 'Committed' || txId.seqno >= this.commitSeqno) return 'pending' as const;
     const signatureSeqno = this.commitSeqno;
     const signature = this.readEntryFrame(signatureSeqno);
     assert(hasFlag(signature.flags, EntryFlags.SIGNATURE), `commit ${signatureSeqno} lands on a signature`);
@@ -1384,18 +1436,12 @@ export class CovenantNode {
     const record = JSON.parse(utf8.decode(raw)) as SignatureRecord;
     const entry = this.readEntryFrame(txId.seqno);
     const proof = this.tree.inclusionProof(txId.seqno - 1, signatureSeqno - 1, (block) => this.leavesOfBlock(block));
-    return buildReceipt({
-      leafComponents: {
-        writeSetDigest: writeSetDigest(entry),
-        commitEvidence: formatCommitEvidence(entry.view, entry.seqno, this.commitEvidenceNonce!(entry.view, entry.seqno)),
-        claimsDigest: entry.claimsDigest,
-      },
-      proof,
-      signature: Buffer.from(record.sig, 'base64'),
-      nodeCertificatePem: record.cert,
-      nodeId: record.node,
-      signedRoot: fromHex(record.root),
-    });
+    const leafComponents = {
+      writeSetDigest: writeSetDigest(entry),
+      commitEvidence: formatCommitEvidence(entry.view, entry.seqno, this.commitEvidenceNonce!(entry.view, entry.seqno)),
+      claimsDigest: entry.claimsDigest,
+    };
+    return { signatureSeqno, record, proof, leafComponents };
   }
 
   private readEntryFrame(seqno: number): ReturnType<typeof decodeEntry> {

@@ -15,6 +15,8 @@ export interface HttpAnswer {
   readonly status: number;
   readonly headers: IncomingHttpHeaders;
   readonly text: string;
+  /** The raw body (for answers that are not JSON, such as COSE receipts). */
+  readonly bytes: Buffer;
   readonly body: any;
 }
 
@@ -73,7 +75,8 @@ export class HttpsClient {
           const chunks: Buffer[] = [];
           res.on('data', (c: Buffer) => chunks.push(c));
           res.on('end', () => {
-            const text = Buffer.concat(chunks).toString('utf8');
+            const bytes = Buffer.concat(chunks);
+            const text = bytes.toString('utf8');
             let body: unknown = undefined;
             if (text.length > 0) {
               try {
@@ -82,7 +85,7 @@ export class HttpsClient {
                 body = undefined;
               }
             }
-            resolve({ status: res.statusCode ?? 0, headers: res.headers, text, body });
+            resolve({ status: res.statusCode ?? 0, headers: res.headers, text, bytes, body });
           });
           res.on('error', reject);
         },

@@ -9,6 +9,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { joinOptionsOf, startJoiningNode, type StartedNode } from '../../src/testing/node-process.js';
 import { startNetwork, until } from '../../src/testing/network.js';
+import { verifyCoseReceipt } from '../../src/merkle/index.js';
 
 const FAST = {
   ledger_signatures: { delay: '20ms' },
@@ -64,6 +65,12 @@ describe('a three-node network', () => {
         assert.equal(read.body.msg, 'replicated');
         assert.equal((await node.client.request('GET', '/app/log/private?id=42', { identity: node.user })).body.msg.startsWith('early message 42'), true);
       }
+      // Every node holds the service key: a backup answers COSE receipts the service certificate verifies.
+      const receipt = await until('a COSE receipt from a backup', async () => {
+        const answer = await nodes[2]!.client.request('GET', `/node/receipt/cose?transaction_id=${txId}`);
+        return answer.status === 200 ? answer : undefined;
+      });
+      assert.equal(`${verifyCoseReceipt(receipt.bytes, first.serviceCertificatePem).seqno}`, txId.split('.')[1]);
 
       // Operator view: one primary, three trusted nodes, one configuration.
       const listing = await nodes[1]!.client.request('GET', '/node/network/nodes');

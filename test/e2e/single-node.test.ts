@@ -4,11 +4,12 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createHash, X509Certificate } from 'node:crypto';
 import { generateIdentity } from '../../src/crypto/index.js';
-import { verifyReceipt } from '../../src/merkle/index.js';
+import { verifyCoseReceipt, verifyReceipt } from '../../src/merkle/index.js';
+import { runReceiptVerify } from '../../src/cli/receipt-tools.js';
 import { removeDir, startNode, type StartedNode } from '../../src/testing/node-process.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -174,13 +175,13 @@ describe('a single node', () => {
     assert.ok(api.body.paths['/node/receipt'].get.parameters.some((p: any) => p.name === 'transaction_id' && p.required));
   });
 
-  test('endpoints of later capabilities answer a JSON error naming what is missing', async () => {
-    for (const path of ['/node/receipt/cose?transaction_id=1.1']) {
-      const answer = await get(path);
-      assert.equal(answer.status, 501, path);
-      assert.equal(answer.body.error.code, 'NotImplemented');
+  test('receipt endpoints refuse missing and malformed transaction ids with a JSON error', async () => {
+    for (const path of ['/node/receipt', '/node/receipt/cose']) {
+      assert.equal((await get(path)).body.error.code, 'MissingRequiredQueryParameter', path);
+      const bad = await get(`${path}?transaction_id=seven`);
+      assert.equal(bad.status, 400, path);
+      assert.equal(bad.body.error.code, 'InvalidQueryParameterValue', path);
     }
-    assert.equal((await get('/node/receipt')).body.error.code, 'MissingRequiredQueryParameter');
   });
 
   test('the logging app writes, reads, deletes and reports transaction status', async () => {
@@ -277,9 +278,11 @@ describe('a single node', () => {
     const user = node.user;
     const first = await node.client.request('POST', '/app/log/public', { body: { id: 1, msg: 'receipted' }, identity: user });
     const firstTx = first.headers['x-covenant-transaction-id'] as string;
-    const pending = await get(`/node/receipt?transaction_id=${firstTx.split('.')[0]}.${Number(firstTx.split('.')[1]) + 1_000_000}`);
-    assert.equal(pending.status, 202);
-    assert.equal(pending.headers['retry-after'], '1');
+    for (const path of ['/node/receipt', '/node/receipt/cose']) {
+      const pending = await get(`${path}?transaction_id=${firstTx.split('.')[0]}.${Number(firstTx.split('.')[1]) + 1_000_000}`);
+      assert.equal(pending.status, 202, path);
+      assert.equal(pending.headers['retry-after'], '1', path);
+    }
 
     // More than two Merkle blocks (1024 leaves each) after it, so its block is compacted in memory.
     let last = '';
@@ -306,6 +309,33 @@ describe('a single node', () => {
       const forged = structuredClone(answer.body.receipt);
       forged.leaf_components.claims_digest = '11'.repeat(32);
       assert.throws(() => verifyReceipt(forged, node.serviceCertificatePem));
+
+      // The COSE receipt: the service key's signature over the same committed root.
+      const cose = await get(`/node/receipt/cose?transaction_id=${txId}`);
+      assert.equal(cose.status, 200);
+      assert.equal(cose.headers['content-type'], 'application/cose');
+      const coseVerified = verifyCoseReceipt(cose.bytes, node.serviceCertificatePem);
+      assert.equal(`${coseVerified.view}.${coseVerified.seqno}`, txId);
+      assert.deepEqual(coseVerified.leaf, verified.leaf);
+      assert.deepEqual(coseVerified.root, verified.root);
+      const signature = await get(`/app/tx?transaction_id=${coseVerified.signatureTxId}`);
+      assert.equal(signature.body.status, 'Committed', 'the receipt names a committed signature transaction');
+      const tampered = Buffer.from(cose.bytes);
+      tampered[tampered.length - 5]! ^= 1; // inside the signature
+      assert.throws(() => verifyCoseReceipt(tampered, node.serviceCertificatePem));
+
+      // Offline, as an auditor would: `covenant receipt verify <file> --service-cert <pem>`.
+      const serviceCertificateFile = join(node.dir, 'service_cert.pem');
+      const files = { json: join(node.dir, 'receipt.json'), cose: join(node.dir, 'receipt.cose'), bad: join(node.dir, 'tampered.cose') };
+      writeFileSync(files.json, answer.text);
+      writeFileSync(files.cose, cose.bytes);
+      writeFileSync(files.bad, tampered);
+      for (const [file, expected] of [[files.json, 0], [files.cose, 0], [files.bad, 1]] as const) {
+        const lines: string[] = [];
+        const code = runReceiptVerify({ receiptFile: file, serviceCertificateFile }, { out: (l) => lines.push(l), err: (l) => lines.push(l) });
+        assert.equal(code, expected, `${file}: ${lines.join('\n')}`);
+        if (expected === 0) assert.match(lines.join('\n'), new RegExp(`transaction ${txId.replace('.', '\\.')},`));
+      }
     }
     assert.ok(Number(last.split('.')[1]) - Number(firstTx.split('.')[1]) > 2048);
   });

@@ -17,10 +17,6 @@ import { json, noContent, type Route } from '../route.js';
 const booleanQuery = z.enum(['true', 'false']).transform((v) => v === 'true');
 const integerQuery = z.string().regex(/^\d+$/, 'must be a non-negative integer').transform(Number);
 
-function notImplemented(what: string): never {
-  throw new CovenantError('NotImplemented', `${what} is not available in this version of the node`, 501);
-}
-
 function nodeNotFound(id: string): CovenantError {
   return new CovenantError('ResourceNotFound', `No node with id ${id} is known to the service`, 404);
 }
@@ -311,8 +307,11 @@ export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFronte
       query: z.object({ transaction_id: z.string() }).strict(),
       responses: { 200: 'Receipt', 202: 'Not yet available (see Retry-After)' },
       handler: ({ query }) => {
-        if (!parseTxId(query.transaction_id)) throw new CovenantError('InvalidQueryParameterValue', `"${query.transaction_id}" is not a transaction id <view>.<seqno>`, 400);
-        notImplemented('GET /node/receipt/cose (COSE receipts)');
+        const txId = parseTxId(query.transaction_id);
+        if (!txId) throw new CovenantError('InvalidQueryParameterValue', `"${query.transaction_id}" is not a transaction id <view>.<seqno>`, 400);
+        const receipt = node.coseReceipt(txId);
+        if (receipt === 'pending') return json(202, { transaction_id: query.transaction_id, status: 'Pending' }, { 'retry-after': '1' });
+        return { status: 200, bodyKind: 'bytes', body: receipt, headers: { 'content-type': 'application/cose' } };
       },
     },
   ];
