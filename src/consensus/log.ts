@@ -1,8 +1,13 @@
 /**
- * The consensus view of the log: per-entry metadata (view, kind), the signature positions, the
- * configurations, the view history and the retirement bookkeeping, plus what has and has not yet
+ * The consensus view of the log: the view history (first seqno of each view), the signature
+ * positions, the configurations and the retirement bookkeeping, plus what has and has not yet
  * been handed to the caller for persistence. Entry bytes live in the caller's storage once
  * persisted; until then they are kept here.
+ *
+ * Memory does not grow with the number of entries: an entry's view comes from the view history
+ * (entries' views never decrease), and signatures at or below the commit seqno are dropped but
+ * the last one (nothing asks about older ones). What remains grows with views, reconfigurations
+ * and uncommitted signatures only.
  */
 import { assert, type NodeId, type Seqno, type View } from '../base/index.js';
 import type { Configuration, Entry, EntryStorage } from './types.js';
@@ -21,11 +26,13 @@ export class RaftLog {
   readonly startSeqno: Seqno;
   readonly startView: View;
   private readonly storage: EntryStorage;
-  /** views[i] and signature[i] describe the entry at startSeqno + 1 + i. */
-  private readonly views: View[] = [];
-  private readonly signature: boolean[] = [];
-  /** Seqnos of the signature entries after the start, ascending. */
-  private readonly signatureSeqnos: Seqno[] = [];
+  private last: Seqno;
+  private lastEntryView: View;
+  /**
+   * Seqnos of the signature entries after the start, ascending; those below the last committed
+   * one are dropped (see compact).
+   */
+  private signatureSeqnos: Seqno[] = [];
   /** The start's configurations and every reconfiguration in the log, ascending by seqno. */
   private configsAll: Configuration[];
   private readonly viewStarts: Seqno[];
@@ -56,6 +63,8 @@ export class RaftLog {
     this.viewStarts = [...start.viewHistory];
     // Views of the start without a known first seqno begin at most at the start itself.
     while (this.viewStarts.length < start.view) this.viewStarts.push(start.seqno);
+    this.last = start.seqno;
+    this.lastEntryView = start.view;
     this.stableSeqno = start.seqno;
     this.handedOutSeqno = start.seqno;
     for (let s = start.seqno + 1; s <= persistedLastSeqno; s++) {
@@ -69,11 +78,11 @@ export class RaftLog {
   }
 
   get lastSeqno(): Seqno {
-    return this.startSeqno + this.views.length;
+    return this.last;
   }
 
   get lastView(): View {
-    return this.views.length === 0 ? this.startView : this.views[this.views.length - 1]!;
+    return this.lastEntryView;
   }
 
   /** The last committable position: the last signature, or the start (a snapshot is at a signature). */
@@ -88,18 +97,26 @@ export class RaftLog {
   /** The view of the entry at seqno, or undefined when the log does not know it. */
   viewAt(seqno: Seqno): View | undefined {
     if (seqno === this.startSeqno) return this.startView;
-    if (seqno < this.startSeqno || seqno > this.lastSeqno) return undefined;
-    return this.views[seqno - this.startSeqno - 1];
+    if (seqno < this.startSeqno || seqno > this.last) return undefined;
+    // The highest view that starts at or before seqno: views without entries start where the next
+    // view does, so they sort before it.
+    const starts = this.viewStarts;
+    let lo = 0;
+    let hi = starts.length; // first index whose start > seqno
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (starts[mid]! <= seqno) lo = mid + 1;
+      else hi = mid;
+    }
+    assert(lo > 0, () => `entry ${seqno} belongs to a known view`);
+    return lo;
   }
 
-  /** The start itself counts as a signature: snapshots are only taken at signatures. */
-  isSignature(seqno: Seqno): boolean {
-    if (seqno === this.startSeqno) return true;
-    if (seqno < this.startSeqno || seqno > this.lastSeqno) return false;
-    return this.signature[seqno - this.startSeqno - 1]!;
-  }
-
-  /** The highest committable seqno at or below `seqno`, or undefined when below the start. */
+  /**
+   * The highest committable seqno at or below `seqno`, or undefined when below the start. Below
+   * the last committed signature the answer may be lower than that (older positions are
+   * forgotten), which is all a caller advancing its commit needs.
+   */
   signatureAtOrBelow(seqno: Seqno): Seqno | undefined {
     if (seqno < this.startSeqno) return undefined;
     const sigs = this.signatureSeqnos;
@@ -145,8 +162,8 @@ export class RaftLog {
     assert(entry.seqno === this.lastSeqno + 1, () => `entry ${entry.seqno} follows ${this.lastSeqno}`);
     assert(entry.view >= this.lastView, () => `entry view ${entry.view} is not below ${this.lastView}`);
     assert((entry.kind === 'reconfiguration') === (entry.configuration !== undefined), 'configuration iff reconfiguration');
-    this.views.push(entry.view);
-    this.signature.push(entry.kind === 'signature');
+    this.last = entry.seqno;
+    this.lastEntryView = entry.view;
     if (entry.kind === 'signature') this.signatureSeqnos.push(entry.seqno);
     while (this.viewStarts.length < entry.view) this.viewStarts.push(entry.seqno);
     if (entry.configuration !== undefined) {
@@ -165,10 +182,10 @@ export class RaftLog {
     assert(seqno >= this.startSeqno, 'no truncation below the start of the log');
     if (seqno >= this.lastSeqno) return;
     for (let s = this.lastSeqno; s > seqno; s--) this.unstable.delete(s);
-    this.views.length = seqno - this.startSeqno;
-    this.signature.length = seqno - this.startSeqno;
     while (this.signatureSeqnos.length > 0 && this.signatureSeqnos[this.signatureSeqnos.length - 1]! > seqno) this.signatureSeqnos.pop();
     while (this.viewStarts.length > 0 && this.viewStarts[this.viewStarts.length - 1]! > seqno) this.viewStarts.pop();
+    this.last = seqno;
+    this.lastEntryView = this.viewAt(seqno)!;
     this.configsAll = this.configsAll.filter((c) => c.seqno <= seqno);
     assert(this.configsAll.length > 0, 'the configuration of the start is never truncated');
     for (const [id, s] of this.removedAt) if (s > seqno) this.removedAt.delete(id);
@@ -188,9 +205,21 @@ export class RaftLog {
     return this.configsAll.slice(first);
   }
 
-  /** Drops configurations that a later committed one replaces. */
-  pruneConfigs(commitSeqno: Seqno): void {
+  /**
+   * Forgets what the commit at `commitSeqno` made unnecessary: configurations that a later
+   * committed one replaces, and signature positions below the last committed signature.
+   */
+  compact(commitSeqno: Seqno): void {
     this.configsAll = this.activeConfigs(commitSeqno);
+    const sigs = this.signatureSeqnos;
+    let keepFrom = 0;
+    while (keepFrom + 1 < sigs.length && sigs[keepFrom + 1]! <= commitSeqno) keepFrom++;
+    if (keepFrom > 0) this.signatureSeqnos = sigs.slice(keepFrom);
+  }
+
+  /** Sizes of what the log keeps besides uncommitted entries (for tests: none grows per entry). */
+  metadataSizes(): { viewStarts: number; signatureSeqnos: number; configs: number; unstable: number } {
+    return { viewStarts: this.viewStarts.length, signatureSeqnos: this.signatureSeqnos.length, configs: this.configsAll.length, unstable: this.unstable.size };
   }
 
   removedAtSeqno(id: NodeId): Seqno | undefined {

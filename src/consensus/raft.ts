@@ -203,7 +203,7 @@ class RaftMachine implements Raft {
     this.votedFor = initial.votedFor;
     this.commitSeqno = Math.max(initial.commitSeqno ?? startSeqno, startSeqno);
     assert(this.commitSeqno <= this.log.lastSeqno, 'the persisted commit is within the persisted log');
-    this.log.pruneConfigs(this.commitSeqno);
+    this.log.compact(this.commitSeqno);
     this.reportedCommitSeqno = this.commitSeqno;
     this.reportedStage = this.retirementStage();
     this.resetElectionTimeout();
@@ -763,7 +763,7 @@ class RaftMachine implements Raft {
     assert(seqno > this.commitSeqno && seqno <= this.log.lastSeqno, () => `commit moves forward within the log (${this.commitSeqno} -> ${seqno})`);
     this.commitSeqno = seqno;
     this.hardStateChanged = true;
-    this.log.pruneConfigs(seqno);
+    this.log.compact(seqno);
     if (this.role !== 'Primary') return;
     this.syncProgress();
     const stage = this.retirementStage();
