@@ -9,7 +9,8 @@
  * 46,000 req/s on the same box within an hour), so the bare server and the nodes are measured in
  * alternation: bare, node, bare, node, ..., bare. Each round's ratio divides the node's throughput
  * by the mean of the bare measurements just before and just after it; the reported ratio is the
- * median over the rounds, and every round is printed.
+ * median over the rounds, and every round is printed, with the CPU time (user + system, from
+ * /proc) each server process spent per request: a measure of cost that drifts less than throughput.
  *
  *   npm run bench -- [--duration 8] [--rounds 3] [--connections 64] [--writes N] [--skip-network]
  *
@@ -57,13 +58,24 @@ function writeRequest(host: string) {
   return (i: number) => buildRequest('POST', '/app/log/private', host, JSON.stringify({ id: i % 1000, msg: MESSAGE }));
 }
 
+/** CPU time (user + system) a process has used so far, in µs; NaN where /proc is not available. */
+function cpuUs(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10_000; // clock ticks of 10 ms
+  } catch {
+    return NaN;
+  }
+}
+
 function rssMb(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const m = /VmRSS:\s+(\d+)\s+kB/.exec(status);
   return m ? Number(m[1]) / 1024 : NaN;
 }
 
-async function measureNode(node: StartedNode, args: Args) {
+/** `nodes`: whose CPU per write to report, the loaded node first (its backups after it). */
+async function measureNode(node: StartedNode, args: Args, nodes: readonly StartedNode[] = [node]) {
   const [host, port] = node.address.split(':') as [string, string];
   const target: LoadTarget = { host, port: Number(port), ca: node.serviceCertificatePem, cert: node.user.certificatePem, key: node.user.privateKeyPem };
 
@@ -88,6 +100,7 @@ async function measureNode(node: StartedNode, args: Args) {
 
   // Warm-up (JIT, TLS sessions), not measured.
   await runLoad(target, { connections: args.connections, durationMs: 2000, request: writeRequest(host) });
+  const cpuBefore = nodes.map((n) => cpuUs(n.process.pid!));
   const result = await runLoad(target, {
     connections: args.connections,
     durationMs: args.durationS * 1000,
@@ -105,6 +118,7 @@ async function measureNode(node: StartedNode, args: Args) {
     },
   });
   const loadEnd = performance.now();
+  const cpuUsPerWrite = nodes.map((n, i) => (cpuUs(n.process.pid!) - cpuBefore[i]!) / Math.max(1, result.requests));
   let catchUpMs = 0;
   while (head < pending.length) {
     await new Promise((r) => setTimeout(r, 5));
@@ -120,6 +134,7 @@ async function measureNode(node: StartedNode, args: Args) {
     commitP50Ms: percentile(commitLatencies, 50),
     commitP99Ms: percentile(commitLatencies, 99),
     commitCatchUpMs: catchUpMs,
+    cpuUsPerWrite,
     rssMb: rssMb(node.process.pid!),
   };
 }
@@ -137,7 +152,9 @@ async function startBaseline(args: Args, dir: string) {
   return {
     async measure() {
       await runLoad(target, { connections: args.connections, durationMs: 2000, request: writeRequest('127.0.0.1') });
-      return await runLoad(target, { connections: args.connections, durationMs: args.durationS * 1000, request: writeRequest('127.0.0.1') });
+      const before = cpuUs(child.pid!);
+      const result = await runLoad(target, { connections: args.connections, durationMs: args.durationS * 1000, request: writeRequest('127.0.0.1') });
+      return { ...result, cpuUsPerRequest: (cpuUs(child.pid!) - before) / Math.max(1, result.requests) };
     },
     stop() {
       child.kill('SIGTERM');
@@ -150,30 +167,37 @@ type NodeResult = Awaited<ReturnType<typeof measureNode>>;
 
 interface Alternation {
   /** Per round: the node's result and its ratio to the mean of the bare runs around it. */
-  readonly rounds: { node: NodeResult; bareRps: number; ratio: number }[];
+  readonly rounds: { node: NodeResult; bareRps: number; bareCpuUs: number; ratio: number }[];
   readonly ratio: number;
   readonly nodeRps: number;
   readonly bareRps: number;
   readonly commitP50Ms: number;
   readonly commitP99Ms: number;
+  /** Median CPU µs per request of the bare server, and per committed write of each measured node. */
+  readonly bareCpuUs: number;
+  readonly nodeCpuUs: number[];
 }
 
 const median = (values: readonly number[]): number => percentile([...values].sort((a, b) => a - b), 50);
 
 /** bare, node, bare, node, ..., bare: see the header of this file. */
 async function alternate(label: string, args: Args, baseline: Baseline, measure: () => Promise<NodeResult>): Promise<Alternation> {
-  let before = (await baseline.measure()).requestsPerSecond;
+  let bareBefore = await baseline.measure();
+  let before = bareBefore.requestsPerSecond;
   const rounds: Alternation['rounds'] = [];
   for (let i = 0; i < args.rounds; i++) {
     const node = await measure();
-    const after = (await baseline.measure()).requestsPerSecond;
+    const bareAfter = await baseline.measure();
+    const after = bareAfter.requestsPerSecond;
     const bareRps = (before + after) / 2;
-    rounds.push({ node, bareRps, ratio: node.requestsPerSecond / bareRps });
+    rounds.push({ node, bareRps, bareCpuUs: (bareBefore.cpuUsPerRequest + bareAfter.cpuUsPerRequest) / 2, ratio: node.requestsPerSecond / bareRps });
     console.log(
       `  round ${i + 1}: bare ${Math.round(before)} / ${Math.round(after)} req/s, ${label} ${Math.round(node.requestsPerSecond)} committed writes/s ` +
-        `(${round(node.requestsPerSecond / bareRps, 3)}x), commit p50 ${round(node.commitP50Ms)} ms p99 ${round(node.commitP99Ms)} ms`,
+        `(${round(node.requestsPerSecond / bareRps, 3)}x), commit p50 ${round(node.commitP50Ms)} ms p99 ${round(node.commitP99Ms)} ms; ` +
+        `CPU µs per request: bare ${round(bareAfter.cpuUsPerRequest, 1)}, ${label} ${node.cpuUsPerWrite.map((c) => round(c, 1)).join(' + ')}`,
     );
     before = after;
+    bareBefore = bareAfter;
   }
   return {
     rounds,
@@ -182,6 +206,8 @@ async function alternate(label: string, args: Args, baseline: Baseline, measure:
     bareRps: median(rounds.map((r) => r.bareRps)),
     commitP50Ms: median(rounds.map((r) => r.node.commitP50Ms)),
     commitP99Ms: median(rounds.map((r) => r.node.commitP99Ms)),
+    bareCpuUs: median(rounds.map((r) => r.bareCpuUs)),
+    nodeCpuUs: rounds[0]!.node.cpuUsPerWrite.map((_, i) => median(rounds.map((r) => r.node.cpuUsPerWrite[i]!))),
   };
 }
 
@@ -270,6 +296,8 @@ async function main(): Promise<void> {
       one_node_commit_p99_ms: round(one.commitP99Ms),
       one_node_commit_catch_up_ms: Math.round(Math.max(...one.rounds.map((r) => r.node.commitCatchUpMs))),
       one_node_rss_mb: round(last.rssMb, 1),
+      bare_cpu_us_per_request: round(one.bareCpuUs, 1),
+      one_node_cpu_us_per_write: round(one.nodeCpuUs[0]!, 1),
     };
     console.log(
       `bare node:https ${report.bare_https_rps} req/s | 1 node ${report.one_node_rps} committed writes/s (${report.one_node_ratio}x, median of ${args.rounds}) | ` +
@@ -281,7 +309,7 @@ async function main(): Promise<void> {
       try {
         const primary = await network.primary();
         console.log(`3 nodes: ${args.rounds} rounds of ${args.durationS} s, alternating with the bare server`);
-        const three = await alternate('3 nodes', args, baseline, () => measureNode(primary, args));
+        const three = await alternate('3 nodes', args, baseline, () => measureNode(primary, args, [primary, ...network.nodes.filter((n) => n !== primary)]));
         Object.assign(report, {
           three_node_bare_https_rps: Math.round(three.bareRps),
           three_node_rps: Math.round(three.nodeRps),
@@ -292,6 +320,7 @@ async function main(): Promise<void> {
           three_node_commit_p50_ms: round(three.commitP50Ms),
           three_node_commit_p99_ms: round(three.commitP99Ms),
           three_node_commit_catch_up_ms: Math.round(Math.max(...three.rounds.map((r) => r.node.commitCatchUpMs))),
+          three_node_cpu_us_per_write: three.nodeCpuUs.map((c) => round(c, 1)),
         });
         console.log(
           `bare node:https ${report.three_node_bare_https_rps} req/s | 3 nodes ${report.three_node_rps} committed writes/s (${report.three_node_ratio}x bare, median of ${args.rounds}) | ` +
