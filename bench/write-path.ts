@@ -5,7 +5,10 @@
  * of `--burst` writes per event-loop turn, the way concurrent requests arrive. Prints µs of CPU per
  * write for the main thread and for the whole process.
  *
- *   node dist/bench/write-path.js [--writes 200000] [--burst 64]
+ *   node --max-semi-space-size=64 --min-semi-space-size=64 dist/bench/write-path.js [--writes 200000] [--burst 64]
+ *
+ * (the flags every node process runs with, src/platform/runtime-flags.ts; leave them out to see
+ * what they are worth).
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -82,6 +85,7 @@ const mainUs = mainThreadCpuUs() - main0;
 console.log(
   JSON.stringify({
     bench: 'write-path',
+    node_flags: process.execArgv.join(' '),
     writes: WRITES,
     burst: BURST,
     writesPerSecond: Math.round((WRITES / elapsedMs) * 1000),
