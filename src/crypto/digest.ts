@@ -2,9 +2,10 @@
  * SHA-2 digests. Small inputs go through `crypto.hash` (one native call, about twice as fast as
  * createHash for the 64-byte inputs of the Merkle tree); streams go through `createHasher`.
  *
- * Digests come back as a latin1 ('binary') string copied into a fresh Uint8Array: V8 keeps arrays of up to
- * 64 bytes inside its heap, while a Buffer result costs a separate native allocation that the
- * garbage collector must track — about three times the cost of the hash itself at ledger rates.
+ * Digests come back as a latin1 ('binary') string copied into a fresh Uint8Array: V8 keeps
+ * arrays of up to 64 bytes inside its heap, while a Buffer result costs a separate native
+ * allocation that the garbage collector must track — about three times the cost of the hash
+ * itself at ledger rates.
  */
 import nodeCrypto from 'node:crypto';
 

@@ -167,11 +167,6 @@ export class RpcInterface {
   }
 
   /**
-   * Holds a response's bytes until the end of this event-loop turn: the answers to all the
-   * requests read in one turn leave together, one write each, after all of them were executed.
-   * Under load a client then wakes once for a batch of answers instead of once per answer.
-   */
-  /**
    * Answers at the end of this event-loop turn: the answers to all the requests read in one turn
    * leave together, after all of them were executed. Under load a client then wakes once for a
    * batch of answers instead of once per answer (which costs both sides more than the answer).
