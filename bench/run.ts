@@ -101,6 +101,7 @@ async function measureNode(node: StartedNode, args: Args, nodes: readonly Starte
   // Warm-up (JIT, TLS sessions), not measured.
   await runLoad(target, { connections: args.connections, durationMs: 2000, request: writeRequest(host) });
   const cpuBefore = nodes.map((n) => cpuUs(n.process.pid!));
+  const generatorBefore = process.cpuUsage();
   const result = await runLoad(target, {
     connections: args.connections,
     durationMs: args.durationS * 1000,
@@ -119,6 +120,8 @@ async function measureNode(node: StartedNode, args: Args, nodes: readonly Starte
   });
   const loadEnd = performance.now();
   const cpuUsPerWrite = nodes.map((n, i) => (cpuUs(n.process.pid!) - cpuBefore[i]!) / Math.max(1, result.requests));
+  const generator = process.cpuUsage(generatorBefore);
+  const generatorCpuUs = (generator.user + generator.system) / Math.max(1, result.requests);
   let catchUpMs = 0;
   while (head < pending.length) {
     await new Promise((r) => setTimeout(r, 5));
@@ -135,6 +138,7 @@ async function measureNode(node: StartedNode, args: Args, nodes: readonly Starte
     commitP99Ms: percentile(commitLatencies, 99),
     commitCatchUpMs: catchUpMs,
     cpuUsPerWrite,
+    generatorCpuUs,
     rssMb: rssMb(node.process.pid!),
   };
 }
@@ -153,8 +157,14 @@ async function startBaseline(args: Args, dir: string) {
     async measure() {
       await runLoad(target, { connections: args.connections, durationMs: 2000, request: writeRequest('127.0.0.1') });
       const before = cpuUs(child.pid!);
+      const generatorBefore = process.cpuUsage();
       const result = await runLoad(target, { connections: args.connections, durationMs: args.durationS * 1000, request: writeRequest('127.0.0.1') });
-      return { ...result, cpuUsPerRequest: (cpuUs(child.pid!) - before) / Math.max(1, result.requests) };
+      const generator = process.cpuUsage(generatorBefore);
+      return {
+        ...result,
+        cpuUsPerRequest: (cpuUs(child.pid!) - before) / Math.max(1, result.requests),
+        generatorCpuUs: (generator.user + generator.system) / Math.max(1, result.requests),
+      };
     },
     stop() {
       child.kill('SIGTERM');
@@ -194,7 +204,8 @@ async function alternate(label: string, args: Args, baseline: Baseline, measure:
     console.log(
       `  round ${i + 1}: bare ${Math.round(before)} / ${Math.round(after)} req/s, ${label} ${Math.round(node.requestsPerSecond)} committed writes/s ` +
         `(${round(node.requestsPerSecond / bareRps, 3)}x), commit p50 ${round(node.commitP50Ms)} ms p99 ${round(node.commitP99Ms)} ms; ` +
-        `CPU µs per request: bare ${round(bareAfter.cpuUsPerRequest, 1)}, ${label} ${node.cpuUsPerWrite.map((c) => round(c, 1)).join(' + ')}`,
+        `CPU µs per request: bare ${round(bareAfter.cpuUsPerRequest, 1)} (load generator ${round(bareAfter.generatorCpuUs, 1)}), ` +
+        `${label} ${node.cpuUsPerWrite.map((c) => round(c, 1)).join(' + ')} (load generator ${round(node.generatorCpuUs, 1)})`,
     );
     before = after;
     bareBefore = bareAfter;
