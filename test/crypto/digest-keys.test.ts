@@ -4,7 +4,7 @@ import nodeCrypto from 'node:crypto';
 import fc from 'fast-check';
 import { toHex, fromHex, isCovenantError } from '../../src/base/index.js';
 import {
-  sha256, sha384, sha512, sha256Hex, digest, createHasher, hmacSha256,
+  sha256, sha384, sha512, sha256Hex, digest, createHasher, hmacSha256, keyedHmacSha256,
   generateEcKeyPair, generateRsaKeyPair, publicKeyDer, nodeIdFromPublicKey, signEcdsa, verifyEcdsa,
   loadPrivateKey, loadPublicKey, wrapRsaOaep, unwrapRsaOaep, ecCurveOf,
 } from '../../src/crypto/index.js';
@@ -37,8 +37,13 @@ test('the incremental hasher equals the one-shot digest however the input is spl
   );
 });
 
-test('HMAC-SHA256 matches RFC 4231 test case 2', () => {
-  assert.equal(toHex(hmacSha256(new TextEncoder().encode('Jefe'), 'what do ya want for nothing?')), '5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843');
+test('HMAC-SHA256 matches RFC 4231 test case 2, one-off and under a reused key', () => {
+  const key = new TextEncoder().encode('Jefe');
+  const expected = '5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843';
+  assert.equal(toHex(hmacSha256(key, 'what do ya want for nothing?')), expected);
+  const keyed = keyedHmacSha256(key);
+  for (let i = 0; i < 3; i++) assert.equal(toHex(keyed('what do ya want for nothing?')), expected);
+  assert.notEqual(toHex(keyed('what do ya want for nothing!')), expected);
 });
 
 test('node id is the hex SHA-256 of the DER SubjectPublicKeyInfo, from a key or a PEM', () => {

@@ -7,6 +7,7 @@ import {
   encodeEntry,
   ENTRY_OVERHEAD_BYTES,
   EntryFlags,
+  entryWriteSets,
   LedgerError,
   peekFrameSizeBytes,
   writeSetDigest,
@@ -167,6 +168,12 @@ test('writeSetDigest is SHA-256 of public then private bytes', () => {
       const expected = createHash('sha256').update(fields.publicBytes).update(fields.privateBytes).digest();
       assert.equal(toHex(writeSetDigest(fields)), expected.toString('hex'));
       assert.equal(toHex(writeSetDigest(decodeEntry(encodeEntry(fields)))), expected.toString('hex'));
+      // The primary's shortcut: the write sets of a frame it just encoded, read in place.
+      const frame = encodeEntry(fields);
+      const inPlace = entryWriteSets(frame);
+      assert.deepEqual(inPlace, { publicBytes: fields.publicBytes, privateBytes: fields.privateBytes });
+      assert.equal(inPlace.publicBytes.buffer, frame.buffer, 'views of the frame, not copies');
+      assert.equal(toHex(writeSetDigest(inPlace)), expected.toString('hex'));
     }),
     { numRuns: 100 },
   );
