@@ -17,13 +17,14 @@
  * With --writes N it instead writes N 200-byte messages over 1,000 ids and reports the node's RSS.
  */
 import { spawn } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createSelfSignedCertificate, generateEcKeyPair } from '../src/crypto/index.js';
 import { removeDir, startNode, type StartedNode } from '../src/testing/node-process.js';
 import { startNetwork, until } from '../src/testing/network.js';
 import { buildRequest, percentile, runLoad, type LoadTarget } from './load.js';
+import { cpuUs, rssMb } from './proc.js';
 import { NODE_PROCESS_FLAGS } from '../src/platform/runtime-flags.js';
 
 interface Args {
@@ -58,21 +59,6 @@ function writeRequest(host: string) {
   return (i: number) => buildRequest('POST', '/app/log/private', host, JSON.stringify({ id: i % 1000, msg: MESSAGE }));
 }
 
-/** CPU time (user + system) a process has used so far, in µs; NaN where /proc is not available. */
-function cpuUs(pid: number): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * 10_000; // clock ticks of 10 ms
-  } catch {
-    return NaN;
-  }
-}
-
-function rssMb(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const m = /VmRSS:\s+(\d+)\s+kB/.exec(status);
-  return m ? Number(m[1]) / 1024 : NaN;
-}
 
 /** `nodes`: whose CPU per write to report, the loaded node first (its backups after it). */
 async function measureNode(node: StartedNode, args: Args, nodes: readonly StartedNode[] = [node]) {

@@ -19,6 +19,7 @@ import { CovenantNode } from '../src/node/node.js';
 import { FsDisk } from '../src/platform/fs-disk.js';
 import { systemClock } from '../src/platform/clock.js';
 import { prepareStartNode, removeDir } from '../src/testing/node-process.js';
+import { cpuUs } from './proc.js';
 import { Tables } from '../src/node/tables.js';
 
 function arg(name: string, fallback: number): number {
@@ -65,23 +66,13 @@ async function run(count: number): Promise<void> {
 }
 
 await run(Math.min(20_000, WRITES)); // warm-up (JIT)
-/** CPU time of the main thread in µs (Linux), from /proc. */
-function mainThreadCpuUs(): number {
-  try {
-    const fields = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * 10_000;
-  } catch {
-    return NaN;
-  }
-}
-
 const cpu0 = process.cpuUsage();
-const main0 = mainThreadCpuUs();
+const main0 = cpuUs(process.pid, process.pid);
 const t0 = performance.now();
 await run(WRITES);
 const elapsedMs = performance.now() - t0;
 const cpu = process.cpuUsage(cpu0);
-const mainUs = mainThreadCpuUs() - main0;
+const mainUs = cpuUs(process.pid, process.pid) - main0;
 console.log(
   JSON.stringify({
     bench: 'write-path',

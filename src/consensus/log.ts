@@ -22,6 +22,18 @@ export interface LogStart {
   readonly configs: readonly Configuration[];
 }
 
+/** How many of the ascending `sorted` are at or below `value` (the first index above it). */
+function countAtOrBelow(sorted: readonly number[], value: number): number {
+  let lo = 0;
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (sorted[mid]! <= value) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 export class RaftLog {
   readonly startSeqno: Seqno;
   readonly startView: View;
@@ -100,16 +112,9 @@ export class RaftLog {
     if (seqno < this.startSeqno || seqno > this.last) return undefined;
     // The highest view that starts at or before seqno: views without entries start where the next
     // view does, so they sort before it.
-    const starts = this.viewStarts;
-    let lo = 0;
-    let hi = starts.length; // first index whose start > seqno
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (starts[mid]! <= seqno) lo = mid + 1;
-      else hi = mid;
-    }
-    assert(lo > 0, () => `entry ${seqno} belongs to a known view`);
-    return lo;
+    const view = countAtOrBelow(this.viewStarts, seqno);
+    assert(view > 0, () => `entry ${seqno} belongs to a known view`);
+    return view;
   }
 
   /**
@@ -119,15 +124,8 @@ export class RaftLog {
    */
   signatureAtOrBelow(seqno: Seqno): Seqno | undefined {
     if (seqno < this.startSeqno) return undefined;
-    const sigs = this.signatureSeqnos;
-    let lo = 0;
-    let hi = sigs.length; // first index whose seqno > target
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (sigs[mid]! <= seqno) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo === 0 ? this.startSeqno : sigs[lo - 1]!;
+    const count = countAtOrBelow(this.signatureSeqnos, seqno);
+    return count === 0 ? this.startSeqno : this.signatureSeqnos[count - 1]!;
   }
 
   /** Signature seqnos above `above`, highest first. */

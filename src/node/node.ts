@@ -173,7 +173,7 @@ function trustedSet(reader: { map(name: string, codec: Codec<NodeInfo>): MapRead
 }
 
 /** The Merkle leaf of a ledger entry (DESIGN decision 8). */
-function entryLeaf(entry: DecodedEntry): Uint8Array {
+function entryLeaf(entry: Pick<DecodedEntry, 'publicBytes' | 'privateBytes' | 'commitEvidenceDigest' | 'claimsDigest'>): Uint8Array {
   return leafDigest(writeSetDigest(entry), entry.commitEvidenceDigest, entry.claimsDigest);
 }
 
@@ -1266,7 +1266,7 @@ export class CovenantNode {
       this.chunkBytes += bytes.byteLength;
     }
     // The frame holds the public and private write sets side by side: the leaf hashes them in place.
-    this.tree.append(leafDigest(writeSetDigest(entryWriteSets(bytes)), commitEvidenceDigest, claimsDigest));
+    this.tree.append(entryLeaf({ ...entryWriteSets(bytes), commitEvidenceDigest, claimsDigest }));
     if (this.snapshots.wantsEntry(entryFlags)) this.snapshots.afterEntry(decodeEntry(bytes));
     this.schedulePump();
     return { view, seqno };

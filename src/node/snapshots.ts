@@ -233,8 +233,8 @@ export class SnapshotManager {
   }
 
   afterEntry(entry: DecodedEntry): void {
+    if (!this.wantsEntry(entry.flags)) return;
     const isSignature = hasFlag(entry.flags, EntryFlags.SIGNATURE);
-    if (!isSignature && this.#pending.length === 0) return;
     const awaiting = this.#pending.find((p) => p.evidenceSeqno === entry.seqno && p.evidence === undefined);
     if (awaiting !== undefined) this.#checkEvidence(awaiting, entry);
     if (!isSignature) return;

@@ -3,11 +3,11 @@ import assert from 'node:assert/strict';
 import nodeCrypto from 'node:crypto';
 import { Encoder, Tag } from 'cbor-x';
 import { isCovenantError } from '../../src/base/index.js';
-import { createSelfSignedCertificate, decodeCbor, decodeCoseSign1, encodeCbor, encodeCoseSign1, generateEcKeyPair, sha256 } from '../../src/crypto/index.js';
+import { createSelfSignedCertificate, decodeCbor, decodeCoseSign1, encodeCbor, encodeCoseSign1, generateEcKeyPair } from '../../src/crypto/index.js';
 import {
-  COSE_RECEIPT_HEADER, HistoryTree, NO_CLAIMS_DIGEST, VDP_INCLUSION_PROOFS, VDS_LEDGER_SHA256, coseReceiptWithProof, createCommitEvidenceDeriver,
-  formatCommitEvidence, leafFromComponents, serviceKeyId, signRootCose, verifyCoseReceipt, type LeafComponents,
+  COSE_RECEIPT_HEADER, VDP_INCLUSION_PROOFS, VDS_LEDGER_SHA256, coseReceiptWithProof, leafFromComponents, serviceKeyId, signRootCose, verifyCoseReceipt,
 } from '../../src/merkle/index.js';
+import { treeOfTransactions } from './helpers.js';
 
 const isInvalidReceipt = (e: unknown) => isCovenantError(e) && e.code === 'InvalidReceipt' && e.status === 400;
 
@@ -19,18 +19,7 @@ async function service() {
 
 async function ledger(txCount: number) {
   const svc = await service();
-  const derive = createCommitEvidenceDeriver(new Uint8Array(32).fill(3));
-  const tree = new HistoryTree();
-  const components: LeafComponents[] = [];
-  for (let seqno = 1; seqno <= txCount; seqno++) {
-    const c = {
-      writeSetDigest: sha256(`ws ${seqno}`),
-      commitEvidence: formatCommitEvidence(2, seqno, derive(2, seqno)),
-      claimsDigest: seqno % 4 === 0 ? sha256(`claims ${seqno}`) : NO_CLAIMS_DIGEST,
-    };
-    components.push(c);
-    tree.append(leafFromComponents(c.writeSetDigest, c.commitEvidence, c.claimsDigest));
-  }
+  const { tree, components } = treeOfTransactions(txCount);
   const root = tree.root();
   const signedRoot = signRootCose({ servicePrivateKey: svc.keys.privateKey, servicePublicKey: svc.keys.publicKey, root, signatureTxId: `2.${txCount + 1}` });
   const receiptFor = (seqno: number) => coseReceiptWithProof(signedRoot, components[seqno - 1]!, tree.inclusionProof(seqno - 1));

@@ -5,9 +5,10 @@ import fc from 'fast-check';
 import { toHex, isCovenantError } from '../../src/base/index.js';
 import { generateEcKeyPair, createSelfSignedCertificate, createEndorsedCertificate, nodeIdFromPublicKey, sha256 } from '../../src/crypto/index.js';
 import {
-  HistoryTree, buildReceipt, verifyReceipt, signMerkleRoot, verifyMerkleRootSignature, leafFromComponents, leafDigest,
-  commitEvidenceNonce, createCommitEvidenceDeriver, formatCommitEvidence, parseCommitEvidence, NO_CLAIMS_DIGEST, type Receipt, type LeafComponents,
+  buildReceipt, verifyReceipt, signMerkleRoot, verifyMerkleRootSignature, leafFromComponents, leafDigest,
+  commitEvidenceNonce, createCommitEvidenceDeriver, formatCommitEvidence, parseCommitEvidence, NO_CLAIMS_DIGEST, type Receipt,
 } from '../../src/merkle/index.js';
+import { treeOfTransactions } from './helpers.js';
 
 const isInvalidReceipt = (e: unknown) => isCovenantError(e) && e.code === 'InvalidReceipt' && e.status === 400;
 
@@ -53,18 +54,7 @@ async function ledgerWithReceipts(txCount: number) {
     issuerCertificatePem: serviceCertPem, issuerPrivateKey: serviceKeys.privateKey, validityDays: 30,
   });
   const nodeId = nodeIdFromPublicKey(nodeKeys.publicKey);
-  const derive = createCommitEvidenceDeriver(new Uint8Array(32).fill(1));
-  const tree = new HistoryTree();
-  const components: LeafComponents[] = [];
-  for (let seqno = 1; seqno <= txCount; seqno++) {
-    const c = {
-      writeSetDigest: sha256(`ws ${seqno}`),
-      commitEvidence: formatCommitEvidence(2, seqno, derive(2, seqno)),
-      claimsDigest: seqno % 3 === 0 ? sha256(`claims ${seqno}`) : NO_CLAIMS_DIGEST,
-    };
-    components.push(c);
-    tree.append(leafFromComponents(c.writeSetDigest, c.commitEvidence, c.claimsDigest));
-  }
+  const { tree, components } = treeOfTransactions(txCount);
   const signedRoot = tree.root();
   const signature = signMerkleRoot(nodeKeys.privateKey, signedRoot);
   const receiptFor = (seqno: number): Receipt =>
