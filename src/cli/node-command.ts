@@ -13,6 +13,9 @@ import { systemClock } from '../platform/clock.js';
 import { createTlsNodeChannels } from '../platform/node-channels.js';
 import { createJoinClient } from '../platform/join-client.js';
 import { fetchSnapshot } from '../platform/snapshot-fetch.js';
+import { workerEntrySealer } from '../platform/worker-sealer.js';
+import type { EntrySealerFactory } from '../ledger/index.js';
+import type { Logger } from '../base/log.js';
 import { CovenantNode, type NodeAddresses, type RpcInterfaceAddress } from '../node/node.js';
 import type { NodeChannels } from '../node/channels.js';
 import { NodeServer } from '../http/service.js';
@@ -60,6 +63,30 @@ function virtualHostData(): { hostData?: string } {
   return { hostData: value };
 }
 
+/**
+ * Transactions are sealed on a worker thread (src/platform/worker-sealer.ts) unless
+ * COVENANT_SEALING=inline asks for the request thread (a diagnostic: docs/configuration.md).
+ * COVENANT_BUGGIFY_SEAL_DELAY_MS delays the worker's answers, for tests only.
+ */
+function sealingOption(logger: Logger): { createEntrySealer?: EntrySealerFactory } {
+  const mode = process.env['COVENANT_SEALING'] ?? 'worker';
+  if (mode === 'inline') return {};
+  if (mode !== 'worker') {
+    process.stderr.write(`covenant node: COVENANT_SEALING must be "worker" or "inline", not "${mode}"\n`);
+    process.exit(2);
+  }
+  const delay = process.env['COVENANT_BUGGIFY_SEAL_DELAY_MS'];
+  return {
+    createEntrySealer: workerEntrySealer({
+      ...(delay ? { answerDelayMs: Number(delay) } : {}),
+      onFailure: (e) => {
+        logger.fatal(`the sealing worker failed: ${errorMessage(e)}`);
+        process.exit(1);
+      },
+    }),
+  };
+}
+
 export async function runNodeCommand(configPath: string): Promise<void> {
   let config: NodeConfig;
   try {
@@ -86,6 +113,7 @@ export async function runNodeCommand(configPath: string): Promise<void> {
     writeTextFile: (path, text) => writeFileAtomic(path, text),
     writeSecretFile,
     ...virtualHostData(),
+    ...sealingOption(logger),
   });
 
   let server: NodeServer | undefined;

@@ -22,6 +22,7 @@ import type {
   AppendResponse,
   Configuration,
   Entry,
+  EntryKind,
   EntryStorage,
   KnownBug,
   Message,
@@ -91,6 +92,11 @@ export interface Raft {
    * seqno = status().lastSeqno + 1. Throws NotPrimary or TooManyPendingTransactions (CovenantError).
    */
   propose(entry: Entry): void;
+  /**
+   * Throws what propose would throw (NotPrimary, TooManyPendingTransactions) for an entry of
+   * `kind` proposed after `queuedEntries` more entries that are on their way to propose.
+   */
+  checkProposal(kind: EntryKind, queuedEntries: number): void;
   /** Starts an election now (through PreVote), as if the election timeout had expired. */
   campaign(): void;
   hasReady(): boolean;
@@ -291,17 +297,21 @@ class RaftMachine implements Raft {
     }
   }
 
-  propose(entry: Entry): void {
+  checkProposal(kind: EntryKind, queuedEntries: number): void {
     if (this.role !== 'Primary') throw notPrimary(this.primaryId);
     // A retiring primary signs what it has (so that a successor can catch up to it), nothing more.
-    if (this.handingOver && entry.kind !== 'signature') throw notPrimary(undefined);
-    assert(entry.view === this.view, () => `a proposal carries the current view ${this.view} (got ${entry.view})`);
-    assert(entry.seqno === this.log.lastSeqno + 1, () => `a proposal carries the next seqno ${this.log.lastSeqno + 1} (got ${entry.seqno})`);
-    const uncommitted = this.log.lastSeqno - this.commitSeqno;
+    if (this.handingOver && kind !== 'signature') throw notPrimary(undefined);
+    const uncommitted = this.log.lastSeqno + queuedEntries - this.commitSeqno;
     // Signatures are exempt: refusing them would stop commit, and with it the way out.
-    if (entry.kind !== 'signature' && uncommitted >= this.maxUncommittedEntries) {
+    if (kind !== 'signature' && uncommitted >= this.maxUncommittedEntries) {
       throw tooManyPendingTransactions(uncommitted, this.maxUncommittedEntries);
     }
+  }
+
+  propose(entry: Entry): void {
+    this.checkProposal(entry.kind, 0);
+    assert(entry.view === this.view, () => `a proposal carries the current view ${this.view} (got ${entry.view})`);
+    assert(entry.seqno === this.log.lastSeqno + 1, () => `a proposal carries the next seqno ${this.log.lastSeqno + 1} (got ${entry.seqno})`);
     if (entry.kind === 'reconfiguration') {
       const c = entry.configuration;
       assert(c !== undefined && c.seqno === entry.seqno, 'a reconfiguration carries its configuration, in force at its own seqno');

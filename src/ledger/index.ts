@@ -43,3 +43,15 @@ export {
   type SnapshotFileParts,
   type SnapshotMeta,
 } from './snapshot-file.js';
+export {
+  EntrySeal,
+  entryLeaf,
+  inlineEntrySealer,
+  InlineEntrySealer,
+  sealedFrameBytes,
+  type EntrySealer,
+  type EntrySealerFactory,
+  type SealCompletion,
+  type SealedEntry,
+  type SealJob,
+} from './sealing.js';

@@ -27,7 +27,6 @@ import {
   parseCertificate,
   publicKeyDer,
   publicKeyPem,
-  sha256,
   signEcdsa,
   verifyEcdsa,
 } from '../crypto/index.js';
@@ -38,18 +37,35 @@ import {
   coseReceiptWithProof,
   createCommitEvidenceDeriver,
   formatCommitEvidence,
-  leafDigest,
   signRootCose,
   type Receipt,
 } from '../merkle/index.js';
 import { LedgerEncryptor, Store, type Codec, type MapReader, type Tx, type WriteSet, decodeWriteSet, encodeWriteSet, jsonCodec } from '../kv/index.js';
-import { type DecodedEntry, type Disk, EntryFlags, Ledger, decodeEntry, encodeEntry, entryWriteSets, hasFlag, shouldEndChunk, writeSetDigest } from '../ledger/index.js';
+import {
+  type DecodedEntry,
+  type Disk,
+  EntryFlags,
+  EntrySeal,
+  type EntrySealer,
+  type EntrySealerFactory,
+  Ledger,
+  type SealJob,
+  type SealedEntry,
+  decodeEntry,
+  entryLeaf,
+  hasFlag,
+  inlineEntrySealer,
+  sealedFrameBytes,
+  shouldEndChunk,
+  writeSetDigest,
+} from '../ledger/index.js';
 import {
   createRaft,
   decodeMessage,
   encodeMessage,
   type Configuration,
   type Entry,
+  type EntryKind,
   type Raft,
   type RandomSource,
   type Ready,
@@ -80,6 +96,20 @@ export interface NodeInit {
   readonly writeSecretFile: (path: string, text: string) => void;
   /** Virtual attestation: the host data this node reports (stands for its security policy digest). */
   readonly hostData?: string;
+  /**
+   * Seals the primary's transactions into ledger entries (src/ledger/sealing.ts). Default: on
+   * the calling thread; node processes pass a worker-thread sealer (src/platform/worker-sealer.ts).
+   */
+  readonly createEntrySealer?: EntrySealerFactory;
+}
+
+/** A transaction on its way from the KV store to consensus through the sealer. */
+interface NodeSealJob extends SealJob {
+  readonly kind: EntryKind;
+  readonly configuration: Configuration | undefined;
+  readonly retiredCommitted: string[] | undefined;
+  /** Sealing epoch at submission: jobs of an abandoned epoch complete into nothing. */
+  readonly epoch: number;
 }
 
 /**
@@ -172,11 +202,6 @@ function trustedSet(reader: { map(name: string, codec: Codec<NodeInfo>): MapRead
   return ids.sort();
 }
 
-/** The Merkle leaf of a ledger entry (DESIGN decision 8). */
-function entryLeaf(entry: Pick<DecodedEntry, 'publicBytes' | 'privateBytes' | 'commitEvidenceDigest' | 'claimsDigest'>): Uint8Array {
-  return leafDigest(writeSetDigest(entry), entry.commitEvidenceDigest, entry.claimsDigest);
-}
-
 function configurationOf(writeSet: WriteSet): Configuration | undefined {
   const raw = writeSet.get(Tables.configurations)?.get(SINGLETON_KEY);
   return raw ? (JSON.parse(utf8.decode(raw)) as Configuration) : undefined;
@@ -211,6 +236,16 @@ export class CovenantNode {
   tree = new HistoryTree();
   private ledger!: Ledger;
   private encryptor: LedgerEncryptor | undefined;
+  /** Seals in line: entries that must reach consensus at once (signatures, reconfigurations). */
+  private entrySeal: EntrySeal | undefined;
+  /** Seals the primary's ordinary transactions, possibly on another thread. */
+  private sealer: EntrySealer<NodeSealJob> | undefined;
+  /** Bumped when the pipeline is abandoned: jobs of an earlier epoch complete into nothing. */
+  private sealEpoch = 0;
+  /** Jobs of the current epoch in the sealer, their view, and the seqno of the oldest. */
+  private sealInFlight = 0;
+  private sealView = 0;
+  private sealPendingFromSeqno = 0;
   private ledgerSecret: Uint8Array | undefined;
   private commitEvidenceNonce: ((view: number, seqno: number) => Uint8Array) | undefined;
   private raft: Raft | undefined;
@@ -679,8 +714,11 @@ export class CovenantNode {
 
   private installLedgerSecret(secret: Uint8Array): void {
     this.ledgerSecret = secret;
-    this.encryptor = new LedgerEncryptor(secret);
+    this.entrySeal = new EntrySeal(secret);
+    this.encryptor = this.entrySeal.encryptor;
     this.commitEvidenceNonce = createCommitEvidenceDeriver(secret);
+    this.sealer?.close();
+    this.sealer = (this.init.createEntrySealer ?? inlineEntrySealer)<NodeSealJob>(secret, (job, sealed) => this.onSealed(job, sealed));
   }
 
   private sleep(ms: number): Promise<void> {
@@ -1029,6 +1067,9 @@ export class CovenantNode {
   private pump(): void {
     const raft = this.raft;
     if (!raft || this.stopped) return;
+    // Before consensus rewrites the store (a new primary's entries), drop what this node can no
+    // longer propose.
+    if (this.sealInFlight > 0 && !this.canProposeInView(this.sealView)) this.abandonSealing();
     for (let rounds = 0; raft.hasReady() && rounds < 1000; rounds++) {
       const ready = raft.ready();
       this.handleReady(ready);
@@ -1217,12 +1258,16 @@ export class CovenantNode {
   }
 
   /**
-   * Frames a transaction committed locally in the store, hands it to consensus and feeds the
-   * Merkle tree. If consensus refuses it (no longer primary, too many pending entries), the store
-   * is rolled back so nothing half-written remains.
+   * Hands a transaction committed locally in the store to consensus: sealed into its entry
+   * (encrypted, framed, hashed) by the sealer, then proposed and added to the Merkle tree, in
+   * seqno order. Ordinary transactions go through the sealer's pipeline; anything else first
+   * waits for the pipeline to empty and is sealed in line, so that signatures sign every earlier
+   * entry and reconfigurations take effect at once. If consensus refuses a transaction (no longer
+   * primary, too many pending entries), the store is rolled back so nothing half-written remains.
    */
   private proposeCommitted(seqno: number, writeSet: WriteSet, flags: number, retiredCommitted: string[] | undefined, claimsDigest: Uint8Array = ZERO_DIGEST): TxId {
     const raft = this.raft!;
+    const sealer = this.sealer!;
     const view = raft.summary().view;
     let entryFlags = flags;
     const configuration = configurationOf(writeSet);
@@ -1230,11 +1275,23 @@ export class CovenantNode {
       assert(configuration.seqno === seqno, 'a configuration takes effect at its own entry');
       entryFlags |= EntryFlags.RECONFIGURATION;
     }
+    const kind: EntryKind = (flags & EntryFlags.SIGNATURE) !== 0 ? 'signature' : configuration ? 'reconfiguration' : 'normal';
+    const pipelined = kind === 'normal' && retiredCommitted === undefined;
+    if (!pipelined) {
+      sealer.drain();
+      if (this.store.version < seqno) {
+        // Draining found that this node is no longer primary, and dropped this transaction too.
+        throw new CovenantError('NotPrimary', 'this node stopped being primary: the transaction was not recorded', 503);
+      }
+    }
+    try {
+      raft.checkProposal(kind, this.sealInFlight);
+    } catch (e) {
+      this.store.rollback(seqno - 1);
+      throw e;
+    }
     const encoded = encodeWriteSet(writeSet);
-    const privateBytes = encoded.privateBytes.length > 0 ? this.encryptor!.encryptPrivate(view, seqno, encoded.privateBytes) : new Uint8Array(0);
-    const commitEvidence = formatCommitEvidence(view, seqno, this.commitEvidenceNonce!(view, seqno));
-    const commitEvidenceDigest = sha256(commitEvidence);
-    if ((flags & EntryFlags.SIGNATURE) !== 0) {
+    if (kind === 'signature') {
       const end = shouldEndChunk({
         chunkBytesSoFar: this.chunkBytes,
         chunkSizeBytes: this.init.config.ledger.chunk_size,
@@ -1243,33 +1300,96 @@ export class CovenantNode {
       });
       if (end) entryFlags |= EntryFlags.CHUNK_END;
     }
-    const bytes = encodeEntry({ view, seqno, flags: entryFlags, claimsDigest, commitEvidenceDigest, publicBytes: encoded.publicBytes, privateBytes });
-    const kind = (flags & EntryFlags.SIGNATURE) !== 0 ? 'signature' : configuration ? 'reconfiguration' : 'normal';
-    const entry: Entry = {
-      view,
-      seqno,
-      kind,
-      bytes,
-      ...(configuration ? { configuration } : {}),
-      ...(retiredCommitted ? { retiredCommitted } : {}),
-    };
-    try {
-      raft.propose(entry);
-    } catch (e) {
-      this.store.rollback(seqno - 1);
-      throw e;
-    }
+    // The size is known before sealing, so chunk ends are decided in seqno order.
     if ((entryFlags & EntryFlags.CHUNK_END) !== 0) {
       this.chunkBytes = 0;
       this.forceChunkEnd = false;
     } else {
-      this.chunkBytes += bytes.byteLength;
+      this.chunkBytes += sealedFrameBytes(encoded.publicBytes.byteLength, encoded.privateBytes.byteLength);
     }
-    // The frame holds the public and private write sets side by side: the leaf hashes them in place.
-    this.tree.append(entryLeaf({ ...entryWriteSets(bytes), commitEvidenceDigest, claimsDigest }));
-    if (this.snapshots.wantsEntry(entryFlags)) this.snapshots.afterEntry(decodeEntry(bytes));
-    this.schedulePump();
+    const job: NodeSealJob = {
+      view,
+      seqno,
+      flags: entryFlags,
+      claimsDigest,
+      publicBytes: encoded.publicBytes,
+      privatePlain: encoded.privateBytes,
+      kind,
+      configuration,
+      retiredCommitted,
+      epoch: this.sealEpoch,
+    };
+    if (pipelined) {
+      if (this.sealInFlight === 0) {
+        this.sealPendingFromSeqno = seqno;
+        this.sealView = view;
+      }
+      this.sealInFlight++;
+      sealer.submit(job);
+    } else {
+      this.proposeSealed(job, this.entrySeal!.seal(job));
+    }
     return { view, seqno };
+  }
+
+  /** A job out of the sealer: proposed if this node still can, else the pipeline is abandoned. */
+  private onSealed(job: NodeSealJob, sealed: SealedEntry): void {
+    if (job.epoch !== this.sealEpoch || this.stopped) return;
+    this.sealInFlight--;
+    this.sealPendingFromSeqno = job.seqno + 1;
+    if (!this.canProposeInView(job.view)) {
+      this.sealPendingFromSeqno = job.seqno;
+      this.abandonSealing();
+      return;
+    }
+    try {
+      this.proposeSealed(job, sealed);
+    } catch (e) {
+      this.logger.info(`consensus refused sealed transaction ${job.view}.${job.seqno}: ${errorMessage(e)}`);
+      this.sealPendingFromSeqno = job.seqno;
+      this.abandonSealing();
+    }
+  }
+
+  private proposeSealed(job: NodeSealJob, sealed: SealedEntry): void {
+    const { view, seqno, kind, configuration, retiredCommitted } = job;
+    const entry: Entry = {
+      view,
+      seqno,
+      kind,
+      bytes: sealed.bytes,
+      ...(configuration ? { configuration } : {}),
+      ...(retiredCommitted ? { retiredCommitted } : {}),
+    };
+    try {
+      this.raft!.propose(entry);
+    } catch (e) {
+      this.store.rollback(seqno - 1);
+      throw e;
+    }
+    this.tree.append(sealed.leaf);
+    if (this.snapshots.wantsEntry(job.flags)) this.snapshots.afterEntry(decodeEntry(sealed.bytes));
+    this.schedulePump();
+  }
+
+  private canProposeInView(view: number): boolean {
+    return this.isPrimary() && this.raft!.summary().view === view;
+  }
+
+  /**
+   * This node can no longer propose what is in the sealer (it lost its primacy): those
+   * transactions leave the store, and their completions are ignored. Their clients hold
+   * transaction ids of a view that has ended; GET /app/tx reports them Invalid.
+   */
+  private abandonSealing(): void {
+    const fromSeqno = this.sealPendingFromSeqno;
+    this.sealEpoch++;
+    this.sealInFlight = 0;
+    if (this.store.version >= fromSeqno) {
+      this.logger.info(`dropping transactions ${fromSeqno}..${this.store.version} not yet in consensus: no longer primary in view ${this.sealView}`);
+      this.store.rollback(fromSeqno - 1);
+    }
+    this.sealPendingFromSeqno = this.store.version + 1;
   }
 
   private afterWrite(): void {
@@ -1304,6 +1424,9 @@ export class CovenantNode {
     assert(this.nodeKeys, 'node identity exists');
     this.cancelSignatureTimer();
     const raft = this.raft!;
+    // The root must cover every earlier transaction: let the pipeline empty into consensus.
+    this.sealer!.drain();
+    if (!this.isPrimary()) return;
     const status = raft.status();
     const root = this.tree.root();
     const seqno = this.store.version + 1;
@@ -1568,6 +1691,7 @@ export class CovenantNode {
     this.cancelSignatureTimer();
     this.tickTimer?.cancel();
     this.pendingCleanupTimer?.cancel();
+    this.sealer?.close();
     this.snapshots.stop();
     this.filesCleanup.stop();
     if (this.ledger) {

@@ -178,6 +178,90 @@ describe('a three-node network', () => {
   });
 });
 
+describe('a primary deposed while alive', () => {
+  test('drops what it could not propose; every acknowledged write ends Committed or Invalid; nodes converge', async () => {
+    // The sealing worker answers late, so that the old primary still has transactions on their
+    // way to consensus when it learns of the new view (the pipeline must be abandoned, not proposed).
+    process.env['COVENANT_BUGGIFY_SEAL_DELAY_MS'] = '150';
+    const network = await startNetwork(3, FAST).finally(() => delete process.env['COVENANT_BUGGIFY_SEAL_DELAY_MS']);
+    const stopLoad = { value: false };
+    try {
+      const old = await network.primary();
+      const oldId = (await old.client.request('GET', '/node/state')).body.node_id as string;
+      // Writes keep coming to the old primary before, during and after its freeze: its sealing
+      // pipeline holds transactions when it finds out that it is no longer primary.
+      const acknowledged: string[] = [];
+      let next = 0;
+      const loop = async (): Promise<void> => {
+        while (!stopLoad.value) {
+          const id = next++;
+          const answer = await old.client
+            .request('POST', '/app/log/private', { body: { id, msg: `load ${id}` }, identity: old.user, timeoutMs: 5000 })
+            .catch(() => undefined);
+          const txId = answer?.headers['x-covenant-transaction-id'];
+          if (answer?.status === 200 && typeof txId === 'string') acknowledged.push(txId);
+        }
+      };
+      const loops = Array.from({ length: 16 }, loop);
+      await until('writes under way', async () => (acknowledged.length >= 200 ? true : undefined));
+      old.process.kill('SIGSTOP');
+      const others = network.nodes.filter((n) => n !== old);
+      const newPrimary = await until('a new primary while the old one is frozen', async () => {
+        for (const node of others) {
+          const c = await node.client.request('GET', '/node/consensus', { timeoutMs: 1000 });
+          if (c.body.role === 'Primary' && c.body.primary_id !== oldId) return node;
+        }
+        return undefined;
+      });
+      const fresh = await write(newPrimary, 1_000_000, 'written by the new primary');
+      old.process.kill('SIGCONT');
+      // The old primary resumes with answers of its worker, client requests and the new view's
+      // messages all waiting: it must step down without losing or inventing anything.
+      await waitCommitted(old, fresh);
+      stopLoad.value = true;
+      await Promise.all(loops);
+      assert.ok(alive(old), 'the deposed primary is still running');
+      const last = await write(newPrimary, 1_000_001, 'after the old primary resumed');
+      for (const node of network.nodes) await waitCommitted(node, last);
+
+      const statuses = new Map<string, number>();
+      for (const txId of acknowledged) {
+        const status = await until(`a final status for ${txId}`, async () => {
+          const answer = await newPrimary.client.request('GET', `/app/tx?transaction_id=${txId}`);
+          return answer.body.status === 'Committed' || answer.body.status === 'Invalid' ? (answer.body.status as string) : undefined;
+        });
+        statuses.set(status, (statuses.get(status) ?? 0) + 1);
+      }
+      assert.ok((statuses.get('Committed') ?? 0) >= 200, `most acknowledged writes committed (${JSON.stringify([...statuses])})`);
+      // The store of every node agrees with the ledger: each committed write reads back everywhere.
+      const committed = acknowledged.filter((_, i) => i % 25 === 0);
+      for (const txId of committed) {
+        const status = await newPrimary.client.request('GET', `/app/tx?transaction_id=${txId}`);
+        if (status.body.status !== 'Committed') continue;
+        for (const node of network.nodes) {
+          const tx = await node.client.request('GET', `/app/tx?transaction_id=${txId}`);
+          assert.equal(tx.body.status, 'Committed', `${txId} is committed on ${node.address}`);
+        }
+      }
+      const commits = await until('commit to agree on every node', async () => {
+        const answers = await Promise.all(network.nodes.map((n) => n.client.request('GET', '/node/commit')));
+        return answers.every((a) => a.body.transaction_id === answers[0]!.body.transaction_id) ? answers : undefined;
+      });
+      assert.equal(commits.length, 3);
+      const chunks = network.nodes.map(committedChunks);
+      for (const [name, bytes] of chunks[1]!) {
+        for (const other of [chunks[0]!, chunks[2]!]) {
+          const theirs = other.get(name);
+          if (theirs) assert.ok(bytes.equals(theirs), `${name} is identical`);
+        }
+      }
+    } finally {
+      stopLoad.value = true;
+      await network.stopAll();
+    }
+  });
+});
+
 describe('a five-node network', () => {
   test('keeps committing with two nodes down and never commits with three down', async () => {
     const network = await startNetwork(5, FAST);

@@ -1,0 +1,119 @@
+/**
+ * Sealing a transaction into its ledger entry: everything between a committed write set and the
+ * bytes consensus replicates: AES-GCM of the private write set, the commit evidence and its
+ * digest, the entry frame, and the entry's Merkle leaf (DESIGN decision 8).
+ *
+ * This is the costliest part of the primary's write path that needs no node state beyond the
+ * ledger secret, so it can run beside the request thread: an EntrySealer takes jobs in seqno
+ * order and hands back sealed entries in the same order. InlineEntrySealer seals at once on the
+ * calling thread (in-process tests, and every entry that must be sealed in line);
+ * src/platform/worker-sealer.ts seals batches on a worker thread.
+ */
+import { assert } from '../base/assert.js';
+import { sha256 } from '../crypto/index.js';
+import { LedgerEncryptor, AES_GCM_TAG_BYTES } from '../kv/index.js';
+import { createCommitEvidenceDeriver, formatCommitEvidence, leafDigest } from '../merkle/index.js';
+import { ENTRY_OVERHEAD_BYTES, encodeEntry, entryWriteSets, writeSetDigest, type DecodedEntry } from './entry.js';
+
+/** A committed transaction to seal: its id, entry flags, claims digest and clear write sets. */
+export interface SealJob {
+  readonly view: number;
+  readonly seqno: number;
+  readonly flags: number;
+  readonly claimsDigest: Uint8Array;
+  readonly publicBytes: Uint8Array;
+  /** The private write set in clear (empty when the transaction wrote no private map). */
+  readonly privatePlain: Uint8Array;
+}
+
+export interface SealedEntry {
+  /** The entry frame as the ledger stores it and consensus replicates it. */
+  readonly bytes: Uint8Array;
+  /** The entry's Merkle leaf. */
+  readonly leaf: Uint8Array;
+}
+
+/** The Merkle leaf of a ledger entry (DESIGN decision 8). */
+export function entryLeaf(entry: Pick<DecodedEntry, 'publicBytes' | 'privateBytes' | 'commitEvidenceDigest' | 'claimsDigest'>): Uint8Array {
+  return leafDigest(writeSetDigest(entry), entry.commitEvidenceDigest, entry.claimsDigest);
+}
+
+/** Size of the frame a job seals into, known before sealing (chunk ends are decided from it). */
+export function sealedFrameBytes(publicBytes: number, privatePlainBytes: number): number {
+  return ENTRY_OVERHEAD_BYTES + publicBytes + (privatePlainBytes > 0 ? privatePlainBytes + AES_GCM_TAG_BYTES : 0);
+}
+
+/** Seals jobs under one ledger secret. Deterministic: any thread holding the secret seals alike. */
+export class EntrySeal {
+  readonly #encryptor: LedgerEncryptor;
+  readonly #nonce: (view: number, seqno: number) => Uint8Array;
+
+  constructor(ledgerSecret: Uint8Array) {
+    this.#encryptor = new LedgerEncryptor(ledgerSecret);
+    this.#nonce = createCommitEvidenceDeriver(ledgerSecret);
+  }
+
+  get encryptor(): LedgerEncryptor {
+    return this.#encryptor;
+  }
+
+  seal(job: SealJob): SealedEntry {
+    const { view, seqno, flags, claimsDigest, publicBytes, privatePlain } = job;
+    const privateBytes = privatePlain.byteLength > 0 ? this.#encryptor.encryptPrivate(view, seqno, privatePlain) : new Uint8Array(0);
+    const commitEvidenceDigest = sha256(formatCommitEvidence(view, seqno, this.#nonce(view, seqno)));
+    const bytes = encodeEntry({ view, seqno, flags, claimsDigest, commitEvidenceDigest, publicBytes, privateBytes });
+    // The frame holds the public and private write sets side by side: the leaf hashes them in place.
+    const leaf = entryLeaf({ ...entryWriteSets(bytes), commitEvidenceDigest, claimsDigest });
+    return { bytes, leaf };
+  }
+}
+
+/**
+ * Seals jobs in submission order and reports each sealed entry, in the same order, to the
+ * completion callback given at creation. `J` lets the caller carry its own fields on a job.
+ */
+export interface EntrySealer<J extends SealJob = SealJob> {
+  /** Queues a job; its completion may run before submit returns (inline) or later. */
+  submit(job: J): void;
+  /** Jobs submitted and not yet completed. */
+  readonly pending: number;
+  /** Blocks until every submitted job has completed (their completions run inside drain). */
+  drain(): void;
+  /** Completes nothing more: jobs not yet completed are dropped. Used when the node stops. */
+  close(): void;
+}
+
+export type SealCompletion<J extends SealJob = SealJob> = (job: J, sealed: SealedEntry) => void;
+
+/** Creates the sealer of a ledger secret; the node calls it once the secret is known. */
+export type EntrySealerFactory = <J extends SealJob>(ledgerSecret: Uint8Array, complete: SealCompletion<J>) => EntrySealer<J>;
+
+/** Seals on the calling thread: each completion runs inside submit. */
+export class InlineEntrySealer<J extends SealJob> implements EntrySealer<J> {
+  readonly #seal: EntrySeal;
+  #closed = false;
+
+  constructor(
+    ledgerSecret: Uint8Array,
+    private readonly complete: SealCompletion<J>,
+  ) {
+    this.#seal = new EntrySeal(ledgerSecret);
+  }
+
+  get pending(): number {
+    return 0;
+  }
+
+  submit(job: J): void {
+    assert(!this.#closed, 'the sealer is open');
+    this.complete(job, this.#seal.seal(job));
+  }
+
+  drain(): void {}
+
+  close(): void {
+    this.#closed = true;
+  }
+}
+
+export const inlineEntrySealer: EntrySealerFactory = (secret, complete) => new InlineEntrySealer(secret, complete);

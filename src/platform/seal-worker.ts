@@ -1,0 +1,43 @@
+/**
+ * The sealing worker thread (see worker-sealer.ts): seals each batch it receives, in order, and
+ * answers with the sealed batch, then bumps the shared counter of answered batches so that a
+ * request thread blocked in drain() wakes up.
+ */
+import { workerData, type MessagePort } from 'node:worker_threads';
+import { EntrySeal } from '../ledger/index.js';
+import { packSealed, unpackJobs } from './seal-batch.js';
+
+export interface SealWorkerData {
+  readonly port: MessagePort;
+  /** Int32Array over a SharedArrayBuffer: [0] counts the batches answered. */
+  readonly answered: Int32Array;
+  readonly ledgerSecret: Uint8Array;
+  /** Test-only fault injection: answer each batch this much later (WorkerSealerOptions). */
+  readonly answerDelayMs: number;
+}
+
+export interface SealBatchMessage {
+  readonly id: number;
+  readonly jobs: ArrayBuffer;
+}
+
+export interface SealedBatchMessage {
+  readonly id: number;
+  readonly sealed: ArrayBuffer;
+}
+
+const { port, answered, ledgerSecret, answerDelayMs } = workerData as SealWorkerData;
+const seal = new EntrySeal(ledgerSecret);
+
+function answer(message: SealedBatchMessage): void {
+  port.postMessage(message, [message.sealed]);
+  Atomics.add(answered, 0, 1);
+  Atomics.notify(answered, 0);
+}
+
+port.on('message', (message: SealBatchMessage) => {
+  const sealed = packSealed(unpackJobs(message.jobs).map((job) => seal.seal(job)));
+  // Equal delays fire in order, so answers keep the order of the batches.
+  if (answerDelayMs > 0) setTimeout(() => answer({ id: message.id, sealed }), answerDelayMs);
+  else answer({ id: message.id, sealed });
+});

@@ -1,0 +1,160 @@
+/**
+ * An EntrySealer (src/ledger/sealing.ts) that seals on a worker thread, so that the primary's
+ * request thread only executes transactions while another core encrypts, derives commit
+ * evidence, frames and hashes them.
+ *
+ * Jobs submitted during one turn of the event loop travel as one batch (posted at the end of the
+ * turn, or at once when a batch is full); the worker answers each batch with its sealed entries
+ * and completions run in submission order when the answer arrives. drain() is synchronous: it
+ * takes the worker's answers with receiveMessageOnPort, sleeping on a shared counter
+ * (Atomics.wait) until the worker has answered every posted batch, then seals what was not yet
+ * posted on the calling thread. The node drains before anything that needs every earlier entry
+ * in consensus and in the Merkle tree (a signature, a reconfiguration, a snapshot).
+ */
+import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from 'node:worker_threads';
+import { assert } from '../base/assert.js';
+import { EntrySeal, type EntrySealer, type EntrySealerFactory, type SealCompletion, type SealJob } from '../ledger/index.js';
+import { packJobs, unpackSealed } from './seal-batch.js';
+import type { SealBatchMessage, SealedBatchMessage, SealWorkerData } from './seal-worker.js';
+
+/** A batch is posted at the end of the turn, or as soon as it holds this many jobs. */
+const BATCH_JOBS_MAX = 256;
+/** drain() gives up (a dead or stuck worker is a fatal error) after this long. */
+const DRAIN_TIMEOUT_MS = 30_000;
+const WAIT_SLICE_MS = 100;
+
+export interface WorkerSealerOptions {
+  /** Called once if the worker thread fails; the node cannot continue without it. */
+  readonly onFailure: (error: Error) => void;
+  /**
+   * Fault injection for tests (a "buggify" point): the worker answers each batch this many
+   * milliseconds late, so that transactions stay in the pipeline long enough for a test to
+   * depose the primary while they are there. Default 0.
+   */
+  readonly answerDelayMs?: number;
+}
+
+export class WorkerEntrySealer<J extends SealJob> implements EntrySealer<J> {
+  readonly #worker: Worker;
+  readonly #port: MessagePort;
+  readonly #answered: Int32Array;
+  /** Seals on this thread what drain() finds not yet posted. */
+  readonly #seal: EntrySeal;
+  #unposted: J[] = [];
+  readonly #posted: { id: number; jobs: J[] }[] = [];
+  #nextBatchId = 1;
+  #postScheduled = false;
+  #pending = 0;
+  #closed = false;
+  #failed = false;
+
+  constructor(
+    ledgerSecret: Uint8Array,
+    private readonly complete: SealCompletion<J>,
+    private readonly options: WorkerSealerOptions,
+  ) {
+    this.#seal = new EntrySeal(ledgerSecret);
+    const { port1, port2 } = new MessageChannel();
+    this.#port = port1;
+    this.#answered = new Int32Array(new SharedArrayBuffer(4));
+    const workerData: SealWorkerData = {
+      port: port2,
+      answered: this.#answered,
+      ledgerSecret: new Uint8Array(ledgerSecret),
+      answerDelayMs: options.answerDelayMs ?? 0,
+    };
+    this.#worker = new Worker(new URL('./seal-worker.js', import.meta.url), { workerData, transferList: [port2] });
+    this.#worker.on('error', (e) => this.#fail(e));
+    this.#worker.on('exit', (code) => {
+      if (!this.#closed) this.#fail(new Error(`the sealing worker exited with code ${code}`));
+    });
+    // Neither the worker nor its port keeps the process alive: the node decides when it ends.
+    this.#worker.unref();
+    this.#port.on('message', (message: SealedBatchMessage) => this.#onSealed(message));
+    this.#port.unref();
+  }
+
+  get pending(): number {
+    return this.#pending;
+  }
+
+  submit(job: J): void {
+    assert(!this.#closed, 'the sealer is open');
+    this.#pending++;
+    this.#unposted.push(job);
+    if (this.#unposted.length >= BATCH_JOBS_MAX) this.#post();
+    else if (!this.#postScheduled) {
+      this.#postScheduled = true;
+      setImmediate(() => {
+        this.#postScheduled = false;
+        this.#post();
+      });
+    }
+  }
+
+  drain(): void {
+    if (this.#closed) return;
+    const deadline = Date.now() + DRAIN_TIMEOUT_MS;
+    while (this.#posted.length > 0) {
+      const seen = Atomics.load(this.#answered, 0);
+      const received = receiveMessageOnPort(this.#port);
+      if (received !== undefined) {
+        this.#onSealed(received.message as SealedBatchMessage);
+        continue;
+      }
+      if (this.#failed || Date.now() > deadline) {
+        throw new Error(`the sealing worker did not answer ${this.#posted.length} batch(es) within ${DRAIN_TIMEOUT_MS} ms`);
+      }
+      Atomics.wait(this.#answered, 0, seen, WAIT_SLICE_MS);
+    }
+    // Not posted yet: sealing here is quicker than a round trip to the worker.
+    const jobs = this.#unposted;
+    this.#unposted = [];
+    for (const job of jobs) {
+      this.#pending--;
+      this.complete(job, this.#seal.seal(job));
+    }
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#unposted = [];
+    this.#posted.length = 0;
+    this.#pending = 0;
+    this.#port.close();
+    void this.#worker.terminate();
+  }
+
+  #post(): void {
+    if (this.#closed || this.#unposted.length === 0) return;
+    const jobs = this.#unposted;
+    this.#unposted = [];
+    const message: SealBatchMessage = { id: this.#nextBatchId++, jobs: packJobs(jobs) };
+    this.#posted.push({ id: message.id, jobs });
+    this.#port.postMessage(message, [message.jobs]);
+  }
+
+  #onSealed(message: SealedBatchMessage): void {
+    if (this.#closed) return;
+    const batch = this.#posted.shift();
+    assert(batch !== undefined && batch.id === message.id, () => `sealed batch ${message.id} answers the oldest posted batch (${batch?.id})`);
+    const sealed = unpackSealed(message.sealed);
+    assert(sealed.length === batch.jobs.length, 'a sealed batch holds one entry per job');
+    for (let i = 0; i < sealed.length; i++) {
+      this.#pending--;
+      this.complete(batch.jobs[i]!, sealed[i]!);
+    }
+  }
+
+  #fail(error: Error): void {
+    if (this.#failed || this.#closed) return;
+    this.#failed = true;
+    this.options.onFailure(error);
+  }
+}
+
+/** The factory a node process passes to the node (NodeInit.createEntrySealer). */
+export function workerEntrySealer(options: WorkerSealerOptions): EntrySealerFactory {
+  return (secret, complete) => new WorkerEntrySealer(secret, complete, options);
+}

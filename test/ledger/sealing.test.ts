@@ -1,0 +1,72 @@
+/**
+ * Sealing a transaction into its ledger entry (src/ledger/sealing.ts): the entry decodes to the
+ * job, its private part decrypts to the clear write set, its leaf is the leaf of the decoded
+ * entry, its size is known in advance, and the same job seals to the same bytes anywhere.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import { createHash } from 'node:crypto';
+import { decodeEntry, entryLeaf, EntrySeal, InlineEntrySealer, sealedFrameBytes, type SealJob, type SealedEntry } from '../../src/ledger/index.js';
+import { LedgerEncryptor } from '../../src/kv/index.js';
+import { commitEvidenceNonce, formatCommitEvidence } from '../../src/merkle/index.js';
+
+const SECRET = new Uint8Array(32).fill(7);
+
+export const sealJobArb: fc.Arbitrary<SealJob> = fc.record({
+  view: fc.integer({ min: 0, max: 0xffff_ffff }),
+  seqno: fc.maxSafeNat(),
+  flags: fc.integer({ min: 0, max: 15 }),
+  claimsDigest: fc.uint8Array({ minLength: 32, maxLength: 32 }),
+  publicBytes: fc.uint8Array({ maxLength: 400 }),
+  privatePlain: fc.uint8Array({ maxLength: 400 }),
+});
+
+test('a sealed entry decodes to its job, decrypts to its write set, and carries its own leaf', () => {
+  const seal = new EntrySeal(SECRET);
+  const encryptor = new LedgerEncryptor(SECRET);
+  fc.assert(
+    fc.property(sealJobArb, (job) => {
+      const sealed = seal.seal(job);
+      assert.equal(sealed.bytes.byteLength, sealedFrameBytes(job.publicBytes.byteLength, job.privatePlain.byteLength));
+      const entry = decodeEntry(sealed.bytes);
+      assert.deepEqual([entry.view, entry.seqno, entry.flags], [job.view, job.seqno, job.flags]);
+      assert.deepEqual(entry.claimsDigest, job.claimsDigest);
+      assert.deepEqual(entry.publicBytes, job.publicBytes);
+      assert.deepEqual(new Uint8Array(encryptor.decryptPrivate(job.view, job.seqno, entry.privateBytes)), job.privatePlain);
+      const evidence = formatCommitEvidence(job.view, job.seqno, commitEvidenceNonce(SECRET, job.view, job.seqno));
+      assert.deepEqual(entry.commitEvidenceDigest, new Uint8Array(createHash('sha256').update(evidence).digest()));
+      assert.deepEqual(sealed.leaf, entryLeaf(entry));
+    }),
+    { numRuns: 300 },
+  );
+});
+
+test('sealing is deterministic: two seals of one secret give identical bytes; another secret does not', () => {
+  const other = new EntrySeal(new Uint8Array(32).fill(8));
+  fc.assert(
+    fc.property(sealJobArb, (job) => {
+      const a = new EntrySeal(SECRET).seal(job);
+      const b = new EntrySeal(SECRET).seal(job);
+      assert.deepEqual(a.bytes, b.bytes);
+      assert.deepEqual(a.leaf, b.leaf);
+      // The commit evidence depends on the secret, so the leaf does too.
+      assert.notDeepEqual(other.seal(job).leaf, a.leaf);
+    }),
+    { numRuns: 100 },
+  );
+});
+
+test('the inline sealer completes each job inside submit, in order, and refuses jobs once closed', () => {
+  const completed: [SealJob, SealedEntry][] = [];
+  const sealer = new InlineEntrySealer<SealJob>(SECRET, (job, sealed) => completed.push([job, sealed]));
+  const jobs = fc.sample(sealJobArb, { numRuns: 20, seed: 1 });
+  for (const [i, job] of jobs.entries()) {
+    sealer.submit(job);
+    assert.equal(completed.length, i + 1);
+    assert.equal(completed[i]![0], job);
+    assert.equal(sealer.pending, 0);
+  }
+  sealer.close();
+  assert.throws(() => sealer.submit(jobs[0]!), /the sealer is open/);
+});
