@@ -63,7 +63,9 @@ export class WorkerEntrySealer<J extends SealJob> implements EntrySealer<J> {
       ledgerSecret: new Uint8Array(ledgerSecret),
       answerDelayMs: options.answerDelayMs ?? 0,
     };
-    this.#worker = new Worker(new URL('./seal-worker.js', import.meta.url), { workerData, transferList: [port2] });
+    // execArgv: [] keeps the node's large young generation (runtime-flags.ts) out of the worker,
+    // whose allocations are one batch at a time.
+    this.#worker = new Worker(new URL('./seal-worker.js', import.meta.url), { workerData, transferList: [port2], execArgv: [] });
     this.#worker.on('error', (e) => this.#fail(e));
     this.#worker.on('exit', (code) => {
       if (!this.#closed) this.#fail(new Error(`the sealing worker exited with code ${code}`));
