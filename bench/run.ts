@@ -25,7 +25,6 @@ import { removeDir, startNode, type StartedNode } from '../src/testing/node-proc
 import { startNetwork, until } from '../src/testing/network.js';
 import { buildRequest, percentile, runLoad, type LoadTarget } from './load.js';
 import { cpuUs, rssMb } from './proc.js';
-import { NODE_PROCESS_FLAGS } from '../src/platform/runtime-flags.js';
 
 interface Args {
   durationS: number;
@@ -136,7 +135,7 @@ async function startBaseline(args: Args, dir: string) {
   writeFileSync(join(dir, 'baseline_key.pem'), keys.privateKeyPem);
   writeFileSync(join(dir, 'baseline_cert.pem'), cert);
   const script = fileURLToPath(new URL('./baseline-server.js', import.meta.url));
-  const child = spawn(process.execPath, [...NODE_PROCESS_FLAGS, script, join(dir, 'baseline_key.pem'), join(dir, 'baseline_cert.pem')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [script, join(dir, 'baseline_key.pem'), join(dir, 'baseline_cert.pem')], { stdio: ['ignore', 'pipe', 'inherit'] });
   const port = await new Promise<number>((resolve) => child.stdout!.once('data', (d: Buffer) => resolve(Number(d.toString().trim()))));
   const target: LoadTarget = { host: '127.0.0.1', port, ca: cert };
   return {

@@ -3,12 +3,10 @@
  * files, real keys) executes logging-app writes — KV transaction, write-set encoding, encryption,
  * commit evidence, Merkle leaf, entry framing, consensus, ledger append and signatures — in bursts
  * of `--burst` writes per event-loop turn, the way concurrent requests arrive. Prints µs of CPU per
- * write for the main thread and for the whole process.
+ * write for the main thread and for the whole process. Entries are sealed on a worker thread as in
+ * a node process (`--sealing inline` seals on the main thread instead).
  *
- *   node --max-semi-space-size=64 --min-semi-space-size=64 dist/bench/write-path.js [--writes 200000] [--burst 64]
- *
- * (the flags every node process runs with, src/platform/runtime-flags.ts; leave them out to see
- * what they are worth).
+ *   node dist/bench/write-path.js [--writes 200000] [--burst 64] [--sealing worker|inline]
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -17,6 +15,7 @@ import { loadNodeConfig } from '../src/config/index.js';
 import { jsonCodec } from '../src/kv/index.js';
 import { CovenantNode } from '../src/node/node.js';
 import { FsDisk } from '../src/platform/fs-disk.js';
+import { workerEntrySealer } from '../src/platform/worker-sealer.js';
 import { systemClock } from '../src/platform/clock.js';
 import { prepareStartNode, removeDir } from '../src/testing/node-process.js';
 import { cpuUs } from './proc.js';
@@ -26,6 +25,10 @@ function arg(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);
   return i === -1 ? fallback : Number(process.argv[i + 1]);
 }
+
+const sealingAt = process.argv.indexOf('--sealing');
+const SEALING = sealingAt === -1 ? 'worker' : process.argv[sealingAt + 1];
+if (SEALING !== 'worker' && SEALING !== 'inline') throw new Error('--sealing takes worker or inline');
 
 const WRITES = arg('writes', 200_000);
 const BURST = arg('burst', 64);
@@ -47,6 +50,15 @@ const node = new CovenantNode({
   readTextFile: (path) => readFileSync(path, 'utf8'),
   writeTextFile: () => undefined,
   writeSecretFile: () => undefined,
+  ...(SEALING === 'worker'
+    ? {
+        createEntrySealer: workerEntrySealer({
+          onFailure: (e) => {
+            throw e;
+          },
+        }),
+      }
+    : {}),
 });
 await node.prepareIdentity();
 const address = '127.0.0.1:1';
@@ -77,6 +89,7 @@ console.log(
   JSON.stringify({
     bench: 'write-path',
     node_flags: process.execArgv.join(' '),
+    sealing: SEALING,
     writes: WRITES,
     burst: BURST,
     writesPerSecond: Math.round((WRITES / elapsedMs) * 1000),

@@ -14,7 +14,6 @@ import { generateIdentity, generateRsaKeyPair } from '../crypto/index.js';
 import { openService } from './member.js';
 import { writeFileAtomic } from './node-command.js';
 import { HttpsClient } from '../platform/https-client.js';
-import { NODE_PROCESS_FLAGS } from '../platform/runtime-flags.js';
 
 export interface SandboxOptions {
   readonly nodes: number;
@@ -110,7 +109,7 @@ export async function runSandbox(options: SandboxOptions): Promise<void> {
     const configPath = join(nodeDir, 'node.json');
     writeFileAtomic(configPath, JSON.stringify(config, null, 2) + '\n');
     const out = openSync(join(nodeDir, 'out.log'), 'a');
-    const child = spawn(process.execPath, [...NODE_PROCESS_FLAGS, '--enable-source-maps', CLI_ENTRY, 'node', '--config', configPath], {
+    const child = spawn(process.execPath, ['--enable-source-maps', CLI_ENTRY, 'node', '--config', configPath], {
       stdio: ['ignore', out, out],
       cwd: nodeDir,
     });

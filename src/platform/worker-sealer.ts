@@ -63,8 +63,7 @@ export class WorkerEntrySealer<J extends SealJob> implements EntrySealer<J> {
       ledgerSecret: new Uint8Array(ledgerSecret),
       answerDelayMs: options.answerDelayMs ?? 0,
     };
-    // execArgv: [] keeps the node's large young generation (runtime-flags.ts) out of the worker,
-    // whose allocations are one batch at a time.
+    // The worker needs none of the process's Node.js options (source maps, --import hooks).
     this.#worker = new Worker(new URL('./seal-worker.js', import.meta.url), { workerData, transferList: [port2], execArgv: [] });
     this.#worker.on('error', (e) => this.#fail(e));
     this.#worker.on('exit', (code) => {

@@ -10,7 +10,6 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { generateIdentity, type Identity } from '../crypto/index.js';
 import { HttpsClient, type ClientIdentity } from '../platform/https-client.js';
-import { NODE_PROCESS_FLAGS } from '../platform/runtime-flags.js';
 
 export const CLI_ENTRY = fileURLToPath(new URL('../cli/main.js', import.meta.url));
 
@@ -100,7 +99,7 @@ export async function prepareStartNode(options: StartNodeOptions = {}) {
 /** Runs `covenant node --config <path>` and returns the process and a way to read its output. */
 export function spawnNode(configPath: string, cwd: string, env?: Record<string, string>): { process: ChildProcess; output: () => string } {
   let output = '';
-  const child = spawn(process.execPath, [...NODE_PROCESS_FLAGS, '--enable-source-maps', CLI_ENTRY, 'node', '--config', configPath], {
+  const child = spawn(process.execPath, ['--enable-source-maps', CLI_ENTRY, 'node', '--config', configPath], {
     cwd,
     stdio: ['ignore', 'pipe', 'pipe'],
     ...(env ? { env: { ...process.env, ...env } } : {}),
