@@ -1107,8 +1107,26 @@ export class CovenantNode {
       // A new primary decides chunk ends from now on: count from the chunk being written.
       else this.chunkBytes = this.ledger.writeChunkSizeBytes;
     }
+    if (ready.snapshotsNeeded.length > 0) this.reportSnapshotsNeeded(ready.snapshotsNeeded);
     if (ready.signatureRequested && this.isPrimary()) this.emitSignature();
     if (ready.retirementsToRecord.length > 0 && this.isPrimary()) this.recordRetirements(ready.retirementsToRecord);
+  }
+
+  /**
+   * Peers that lack entries this node no longer holds (it started from a snapshot after them):
+   * replication cannot bring them up to date. Consensus reports a change of this set once; the
+   * operator sees it here and in GET /node/consensus (acks[id].needs_snapshot).
+   */
+  private reportSnapshotsNeeded(ids: readonly string[]): void {
+    const peers = this.raft?.status().peers ?? [];
+    for (const id of ids) {
+      const peer = peers.find((p) => p.id === id);
+      this.logger.fail(
+        `peer ${id} needs entries from seqno ${peer ? peer.matchSeqno + 1 : '?'} on, before this node's first entry ` +
+          `(${this.startupSeqno + 1}, it started from a snapshot): it cannot catch up by replication. ` +
+          'Stop it and join it again from a recent snapshot (command.type Join), or remove it from the network.',
+      );
+    }
   }
 
   /** View and vote must be durable before any message of this Ready is sent (a node never votes twice in a view). */
@@ -1623,8 +1641,8 @@ export class CovenantNode {
       for (const id of c.nodes) nodes[id] = { address: addressOf.get(id) ?? '' };
       return { seqno: c.seqno, nodes };
     });
-    const acks: Record<string, { seqno: number }> = {};
-    for (const peer of status?.peers ?? []) acks[peer.id] = { seqno: peer.matchSeqno };
+    const acks: Record<string, { seqno: number; needs_snapshot: boolean }> = {};
+    for (const peer of status?.peers ?? []) acks[peer.id] = { seqno: peer.matchSeqno, needs_snapshot: peer.needsSnapshot };
     const role = status?.role;
     return {
       current_view: status?.view ?? 0,

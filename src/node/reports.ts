@@ -18,7 +18,8 @@ export interface ConsensusReport {
   commit_seqno: number;
   last_seqno: number;
   configs: { seqno: number; nodes: Record<string, { address: string }> }[];
-  acks: Record<string, { seqno: number }>;
+  /** Per peer (on the primary): the last seqno it acknowledged, and whether it lacks entries this node no longer holds. */
+  acks: Record<string, { seqno: number; needs_snapshot: boolean }>;
 }
 
 export interface NetworkReport {

@@ -80,6 +80,13 @@ describe('a three-node network', () => {
       const consensus = await nodes[2]!.client.request('GET', '/node/consensus');
       assert.equal(consensus.body.configs.length, 1);
       assert.equal(Object.keys(consensus.body.configs[0].nodes).length, 3);
+      // The primary's view of its peers: both acknowledged the write, neither needs a snapshot.
+      const acks = (await first.client.request('GET', '/node/consensus')).body.acks as Record<string, { seqno: number; needs_snapshot: boolean }>;
+      assert.equal(Object.keys(acks).length, 2);
+      for (const peer of Object.values(acks)) {
+        assert.ok(peer.seqno >= Number(txId.split('.')[1]), 'each peer acknowledged the write');
+        assert.equal(peer.needs_snapshot, false);
+      }
 
       // A backup forwards writes to the primary; HEAD /node/primary redirects there.
       const forwarded = await write(nodes[2]!, 1001, 'through a backup');
