@@ -76,6 +76,10 @@ function sealingOption(logger: Logger): { createEntrySealer?: EntrySealerFactory
     process.exit(2);
   }
   const delay = process.env['COVENANT_BUGGIFY_SEAL_DELAY_MS'];
+  if (delay !== undefined && !/^\d{1,6}$/.test(delay)) {
+    process.stderr.write(`covenant node: COVENANT_BUGGIFY_SEAL_DELAY_MS must be a number of milliseconds, not "${delay}"\n`);
+    process.exit(2);
+  }
   return {
     createEntrySealer: workerEntrySealer({
       ...(delay ? { answerDelayMs: Number(delay) } : {}),

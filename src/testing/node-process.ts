@@ -32,6 +32,8 @@ export interface StartNodeOptions {
   readonly configPatch?: Record<string, unknown>;
   readonly dir?: string;
   readonly readyTimeoutMs?: number;
+  /** Extra environment of the node process (e.g. COVENANT_SEALING). */
+  readonly env?: Record<string, string>;
 }
 
 function merge(base: Record<string, unknown>, patch: Record<string, unknown>): Record<string, unknown> {
@@ -154,7 +156,7 @@ function startedNode(parts: {
 export async function startNode(options: StartNodeOptions = {}): Promise<StartedNode> {
   const prepared = await prepareStartNode(options);
   const { dir, configPath } = prepared;
-  const spawned = spawnNode(configPath, dir);
+  const spawned = spawnNode(configPath, dir, options.env);
   const child = spawned.process;
   const addressesFile = join(dir, 'rpc_addresses.json');
   const deadline = Date.now() + (options.readyTimeoutMs ?? 30_000);

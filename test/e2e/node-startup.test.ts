@@ -23,8 +23,8 @@ function listTree(dir: string): string[] {
   return readdirSync(dir, { recursive: true }).map(String).sort();
 }
 
-async function runToExit(configPath: string, dir: string): Promise<{ code: number | null; output: string }> {
-  const spawned = spawnNode(configPath, dir);
+async function runToExit(configPath: string, dir: string, env?: Record<string, string>): Promise<{ code: number | null; output: string }> {
+  const spawned = spawnNode(configPath, dir, env);
   const code = await waitForExit(spawned.process);
   return { code, output: spawned.output() };
 }
@@ -54,6 +54,40 @@ test('a bad configuration exits non-zero, names the key, and writes nothing', as
     }
   } finally {
     removeDir(dir);
+  }
+});
+
+test('the sealing variables: bad values exit 2 and write nothing; inline sealing runs a node that commits', async () => {
+  const { dir, configPath } = await prepareStartNode();
+  try {
+    const cases: [Record<string, string>, RegExp][] = [
+      [{ COVENANT_SEALING: 'threads' }, /COVENANT_SEALING must be "worker" or "inline", not "threads"/],
+      [{ COVENANT_BUGGIFY_SEAL_DELAY_MS: 'soon' }, /COVENANT_BUGGIFY_SEAL_DELAY_MS must be a number of milliseconds/],
+    ];
+    for (const [env, message] of cases) {
+      const before = listTree(dir);
+      const { code, output } = await runToExit(configPath, dir, env);
+      assert.equal(code, 2, output);
+      assert.match(output, message);
+      assert.deepEqual(listTree(dir), before, 'nothing written');
+    }
+  } finally {
+    removeDir(dir);
+  }
+  const node = await startNode({ env: { COVENANT_SEALING: 'inline' } });
+  try {
+    const write = await node.client.request('POST', '/app/log/private', { body: { id: 1, msg: 'sealed in line' }, identity: node.user });
+    assert.equal(write.status, 200, write.text);
+    const txId = write.headers['x-covenant-transaction-id'] as string;
+    for (let i = 0; i < 200; i++) {
+      if ((await node.client.request('GET', `/app/tx?transaction_id=${txId}`)).body.status === 'Committed') break;
+      await sleep(25);
+    }
+    assert.equal((await node.client.request('GET', `/app/tx?transaction_id=${txId}`)).body.status, 'Committed');
+    assert.equal((await node.client.request('GET', '/app/log/private?id=1', { identity: node.user })).body.msg, 'sealed in line');
+  } finally {
+    await node.stop();
+    removeDir(node.dir);
   }
 });
 
