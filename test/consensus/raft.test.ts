@@ -113,6 +113,24 @@ test('beyond maxUncommittedEntries the primary refuses work with TooManyPendingT
   raft.propose(entry(raft, 'normal'));
 });
 
+test('checkProposal counts entries still on their way to propose, and refuses what propose would', () => {
+  const { raft: backup } = make('b', { configs: [{ seqno: 0, nodes: ['a', 'b', 'c'] }] });
+  assert.throws(() => backup.checkProposal('normal', 0), (e: unknown) => e instanceof CovenantError && e.code === 'NotPrimary');
+  const { raft, storage } = primaryOfThree();
+  drain(raft, storage);
+  const uncommitted = raft.status().lastSeqno - raft.status().commitSeqno;
+  const room = options.maxUncommittedEntries - uncommitted;
+  raft.checkProposal('normal', room - 1);
+  assert.throws(
+    () => raft.checkProposal('normal', room),
+    (e: unknown) => e instanceof CovenantError && e.code === 'TooManyPendingTransactions',
+  );
+  raft.checkProposal('signature', room + 10);
+  // Checking changes nothing: the room is still there.
+  for (let i = 0; i < room; i++) raft.propose(entry(raft, 'normal'));
+  assert.throws(() => raft.checkProposal('normal', 0), (e: unknown) => e instanceof CovenantError && e.code === 'TooManyPendingTransactions');
+});
+
 test('append batches are bounded by entry count and by bytes', () => {
   const { raft, storage } = primaryOfThree();
   drain(raft, storage);
