@@ -10,7 +10,9 @@
  * alternation: bare, node, bare, node, ..., bare. Each round's ratio divides the node's throughput
  * by the mean of the bare measurements just before and just after it; the reported ratio is the
  * median over the rounds, and every round is printed, with the CPU time (user + system, from
- * /proc) each server process spent per request: a measure of cost that drifts less than throughput.
+ * /proc) each server process spent per request, and [in brackets] its main thread alone (the rest
+ * is the sealing worker, V8's helper threads and libuv's): a measure of cost that drifts less than
+ * throughput.
  *
  *   npm run bench -- [--duration 8] [--rounds 3] [--connections 64] [--writes N] [--skip-network]
  *
@@ -86,6 +88,8 @@ async function measureNode(node: StartedNode, args: Args, nodes: readonly Starte
   // Warm-up (JIT, TLS sessions), not measured.
   await runLoad(target, { connections: args.connections, durationMs: 2000, request: writeRequest(host) });
   const cpuBefore = nodes.map((n) => cpuUs(n.process.pid!));
+  // The main thread's id is the process id: what is left on the request thread.
+  const mainBefore = nodes.map((n) => cpuUs(n.process.pid!, n.process.pid!));
   const generatorBefore = process.cpuUsage();
   const result = await runLoad(target, {
     connections: args.connections,
@@ -105,6 +109,7 @@ async function measureNode(node: StartedNode, args: Args, nodes: readonly Starte
   });
   const loadEnd = performance.now();
   const cpuUsPerWrite = nodes.map((n, i) => (cpuUs(n.process.pid!) - cpuBefore[i]!) / Math.max(1, result.requests));
+  const mainThreadCpuUsPerWrite = nodes.map((n, i) => (cpuUs(n.process.pid!, n.process.pid!) - mainBefore[i]!) / Math.max(1, result.requests));
   const generator = process.cpuUsage(generatorBefore);
   const generatorCpuUs = (generator.user + generator.system) / Math.max(1, result.requests);
   let catchUpMs = 0;
@@ -123,6 +128,7 @@ async function measureNode(node: StartedNode, args: Args, nodes: readonly Starte
     commitP99Ms: percentile(commitLatencies, 99),
     commitCatchUpMs: catchUpMs,
     cpuUsPerWrite,
+    mainThreadCpuUsPerWrite,
     generatorCpuUs,
     rssMb: rssMb(node.process.pid!),
   };
@@ -171,6 +177,8 @@ interface Alternation {
   /** Median CPU µs per request of the bare server, and per committed write of each measured node. */
   readonly bareCpuUs: number;
   readonly nodeCpuUs: number[];
+  /** The same, of each node's main (request) thread alone. */
+  readonly nodeMainThreadCpuUs: number[];
 }
 
 const median = (values: readonly number[]): number => percentile([...values].sort((a, b) => a - b), 50);
@@ -190,7 +198,8 @@ async function alternate(label: string, args: Args, baseline: Baseline, measure:
       `  round ${i + 1}: bare ${Math.round(before)} / ${Math.round(after)} req/s, ${label} ${Math.round(node.requestsPerSecond)} committed writes/s ` +
         `(${round(node.requestsPerSecond / bareRps, 3)}x), commit p50 ${round(node.commitP50Ms)} ms p99 ${round(node.commitP99Ms)} ms; ` +
         `CPU µs per request: bare ${round(bareAfter.cpuUsPerRequest, 1)} (load generator ${round(bareAfter.generatorCpuUs, 1)}), ` +
-        `${label} ${node.cpuUsPerWrite.map((c) => round(c, 1)).join(' + ')} (load generator ${round(node.generatorCpuUs, 1)})`,
+        `${label} ${node.cpuUsPerWrite.map((c, n) => `${round(c, 1)} [main thread ${round(node.mainThreadCpuUsPerWrite[n]!, 1)}]`).join(' + ')} ` +
+        `(load generator ${round(node.generatorCpuUs, 1)})`,
     );
     before = after;
     bareBefore = bareAfter;
@@ -204,6 +213,7 @@ async function alternate(label: string, args: Args, baseline: Baseline, measure:
     commitP99Ms: median(rounds.map((r) => r.node.commitP99Ms)),
     bareCpuUs: median(rounds.map((r) => r.bareCpuUs)),
     nodeCpuUs: rounds[0]!.node.cpuUsPerWrite.map((_, i) => median(rounds.map((r) => r.node.cpuUsPerWrite[i]!))),
+    nodeMainThreadCpuUs: rounds[0]!.node.mainThreadCpuUsPerWrite.map((_, i) => median(rounds.map((r) => r.node.mainThreadCpuUsPerWrite[i]!))),
   };
 }
 
@@ -294,6 +304,7 @@ async function main(): Promise<void> {
       one_node_rss_mb: round(last.rssMb, 1),
       bare_cpu_us_per_request: round(one.bareCpuUs, 1),
       one_node_cpu_us_per_write: round(one.nodeCpuUs[0]!, 1),
+      one_node_main_thread_cpu_us_per_write: round(one.nodeMainThreadCpuUs[0]!, 1),
     };
     console.log(
       `bare node:https ${report.bare_https_rps} req/s | 1 node ${report.one_node_rps} committed writes/s (${report.one_node_ratio}x, median of ${args.rounds}) | ` +
@@ -317,6 +328,7 @@ async function main(): Promise<void> {
           three_node_commit_p99_ms: round(three.commitP99Ms),
           three_node_commit_catch_up_ms: Math.round(Math.max(...three.rounds.map((r) => r.node.commitCatchUpMs))),
           three_node_cpu_us_per_write: three.nodeCpuUs.map((c) => round(c, 1)),
+          three_node_main_thread_cpu_us_per_write: three.nodeMainThreadCpuUs.map((c) => round(c, 1)),
         });
         console.log(
           `bare node:https ${report.three_node_bare_https_rps} req/s | 3 nodes ${report.three_node_rps} committed writes/s (${report.three_node_ratio}x bare, median of ${args.rounds}) | ` +
