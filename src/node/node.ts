@@ -1,12 +1,13 @@
 /**
  * One Covenant node: its identity, the store, the ledger, the Merkle history, and the driver of
  * the consensus core. Transactions execute synchronously on the primary (DESIGN decision 2);
- * their entries go to the Raft core, which hands them back to be persisted and replicated in
+ * they are sealed into entries (src/ledger/sealing.ts, possibly on another thread, always in
+ * seqno order) and go to the Raft core, which hands them back to be persisted and replicated in
  * batches (persist before send, apply commit after persist), and commit advances to signature
  * transactions held by a majority of every active configuration (DESIGN decision 4).
  *
  * Everything time- or I/O-related comes in through NodeInit (clock, disk, randomness, logger,
- * node-to-node channels, the join client).
+ * node-to-node channels, the join client, the entry sealer).
  */
 import { assert } from '../base/assert.js';
 import { fromHex, toHex, utf8 } from '../base/bytes.js';

@@ -52,6 +52,23 @@ async function catchesUp(network: TestNetwork, node: StartedNode, id: number): P
   });
 }
 
+/**
+ * Kills the backup at `index` at a moment when its last ledger file is a chunk in progress: if the
+ * last entry it got happened to end a chunk that then committed, there is no such file, so the
+ * backup is restarted, given one more write, and killed again.
+ */
+async function killWithChunkInProgress(network: TestNetwork, index: number, id: number): Promise<{ backup: StartedNode; last: string }> {
+  for (let attempt = 0; ; attempt++) {
+    const backup = network.nodes[index]!;
+    await catchesUp(network, backup, id + attempt);
+    await backup.kill();
+    const last = lastLedgerFile(backup);
+    if (!last.endsWith('.committed')) return { backup, last };
+    assert.ok(attempt < 10, 'a chunk in progress within ten writes');
+    await restart(network, index);
+  }
+}
+
 describe('torn writes', () => {
   let network: TestNetwork | undefined;
   after(async () => {
@@ -64,25 +81,19 @@ describe('torn writes', () => {
     for (let i = 0; i < 40; i++) await write(primary, i);
 
     // Cut the last few bytes of the backup's last ledger file after a crash.
-    let backup = network.nodes[1]!;
-    await catchesUp(network, backup, 100);
-    await backup.kill();
-    let torn = lastLedgerFile(backup);
-    assert.ok(!torn.endsWith('.committed'), `${torn} is the chunk in progress`);
-    truncateSync(torn, statSync(torn).size - 5);
-    backup = await restart(network, 1);
+    const cut = await killWithChunkInProgress(network, 1, 100);
+    truncateSync(cut.last, statSync(cut.last).size - 5);
+    let backup = await restart(network, 1);
     assert.match(backup.output(), /torn tail cut at .*ledger_\d+/);
-    await catchesUp(network, backup, 101);
+    await catchesUp(network, backup, 120);
     for (let i = 200; i < 210; i++) await write(primary, i);
-    await catchesUp(network, backup, 102);
 
     // Garbage after the last entry (a write that never completed).
-    await backup.kill();
-    torn = lastLedgerFile(backup);
-    appendFileSync(torn, Buffer.from('garbage after the last entry, never synced'));
+    const garbage = await killWithChunkInProgress(network, 1, 130);
+    appendFileSync(garbage.last, Buffer.from('garbage after the last entry, never synced'));
     backup = await restart(network, 1);
     assert.match(backup.output(), /torn tail cut at/);
-    await catchesUp(network, backup, 103);
+    await catchesUp(network, backup, 150);
 
     // A committed file is never torn: damage there is reported with the file and offset.
     await backup.kill();
