@@ -422,6 +422,7 @@ class RaftMachine implements Raft {
       commitSeqno: this.commitSeqno,
       lastSeqno: this.log.lastSeqno,
       lastSignatureSeqno: this.log.lastSignatureSeqno,
+      retiring: this.log.removedAtSeqno(this.selfId) !== undefined,
     };
   }
 

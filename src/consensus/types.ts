@@ -155,6 +155,11 @@ export interface RaftSummary {
   readonly commitSeqno: Seqno;
   readonly lastSeqno: Seqno;
   readonly lastSignatureSeqno: Seqno;
+  /**
+   * This node's removal is in its log. A primary then hands over once the removal commits, and
+   * from that moment refuses every entry but signatures.
+   */
+  readonly retiring: boolean;
 }
 
 export interface RoleChange {

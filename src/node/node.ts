@@ -1287,7 +1287,7 @@ export class CovenantNode {
   private proposeCommitted(seqno: number, writeSet: WriteSet, flags: number, retiredCommitted: string[] | undefined, claimsDigest: Uint8Array = ZERO_DIGEST): TxId {
     const raft = this.raft!;
     const sealer = this.sealer!;
-    const view = raft.summary().view;
+    const { view, retiring } = raft.summary();
     let entryFlags = flags;
     const configuration = configurationOf(writeSet);
     if (configuration) {
@@ -1295,7 +1295,11 @@ export class CovenantNode {
       entryFlags |= EntryFlags.RECONFIGURATION;
     }
     const kind: EntryKind = (flags & EntryFlags.SIGNATURE) !== 0 ? 'signature' : configuration ? 'reconfiguration' : 'normal';
-    const pipelined = kind === 'normal' && retiredCommitted === undefined;
+    // A primary whose removal is in its log refuses all but signatures once the removal commits
+    // (it hands over). A transaction waiting in the pipeline at that moment could not be proposed,
+    // and its seqno would go to the next signature of the same view: from the removal on, every
+    // transaction is sealed in line, so a refusal reaches its own client.
+    const pipelined = kind === 'normal' && retiredCommitted === undefined && !retiring;
     if (!pipelined) {
       sealer.drain();
       if (this.store.version < seqno) {
@@ -1364,9 +1368,10 @@ export class CovenantNode {
     try {
       this.proposeSealed(job, sealed);
     } catch (e) {
-      this.logger.info(`consensus refused sealed transaction ${job.view}.${job.seqno}: ${errorMessage(e)}`);
-      this.sealPendingFromSeqno = job.seqno;
-      this.abandonSealing();
+      // Still primary in the job's view, yet refused: the next entry would take this seqno in this
+      // view, under a transaction id a client already holds. checkProposal at execution, and
+      // sealing in line while retiring, leave consensus no reason to refuse.
+      assert(false, () => `consensus refused pipelined transaction ${job.view}.${job.seqno}: ${errorMessage(e)}`);
     }
   }
 

@@ -131,6 +131,26 @@ test('checkProposal counts entries still on their way to propose, and refuses wh
   assert.throws(() => raft.checkProposal('normal', 0), (e: unknown) => e instanceof CovenantError && e.code === 'TooManyPendingTransactions');
 });
 
+test('summary().retiring: from the entry that removes the primary on; once that commits, no more ordinary work', () => {
+  const { raft, storage } = primaryOfThree();
+  drain(raft, storage);
+  assert.equal(raft.summary().retiring, false);
+  raft.propose(entry(raft, 'normal'));
+  const seqno = raft.status().lastSeqno + 1;
+  raft.propose({ view: 1, seqno, kind: 'reconfiguration', bytes: utf8.encode('remove a'), configuration: { seqno, nodes: ['b', 'c'] } });
+  assert.equal(raft.summary().retiring, true, 'retiring as soon as the removal is in the log');
+  // Until the removal commits the primary still takes work; then only signatures.
+  raft.checkProposal('normal', 0);
+  raft.propose(entry(raft, 'signature'));
+  drain(raft, storage);
+  const last = raft.status().lastSeqno;
+  raft.step({ type: 'append-response', from: 'b', to: 'a', view: 1, success: true, lastSeqno: last, commitSeqno: 0 });
+  raft.step({ type: 'append-response', from: 'c', to: 'a', view: 1, success: true, lastSeqno: last, commitSeqno: 0 });
+  assert.equal(raft.status().commitSeqno, last);
+  // Handing over (or already stepped aside): no more ordinary work.
+  assert.throws(() => raft.checkProposal('normal', 0), (e: unknown) => e instanceof CovenantError && e.code === 'NotPrimary');
+});
+
 test('append batches are bounded by entry count and by bytes', () => {
   const { raft, storage } = primaryOfThree();
   drain(raft, storage);
