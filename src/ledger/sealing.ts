@@ -57,10 +57,15 @@ export class EntrySeal {
     return this.#encryptor;
   }
 
+  /** The commit evidence of a transaction (its digest is in the entry, the text in receipts). */
+  commitEvidence(view: number, seqno: number): string {
+    return formatCommitEvidence(view, seqno, this.#nonce(view, seqno));
+  }
+
   seal(job: SealJob): SealedEntry {
     const { view, seqno, flags, claimsDigest, publicBytes, privatePlain } = job;
     const privateBytes = privatePlain.byteLength > 0 ? this.#encryptor.encryptPrivate(view, seqno, privatePlain) : new Uint8Array(0);
-    const commitEvidenceDigest = sha256(formatCommitEvidence(view, seqno, this.#nonce(view, seqno)));
+    const commitEvidenceDigest = sha256(this.commitEvidence(view, seqno));
     const bytes = encodeEntry({ view, seqno, flags, claimsDigest, commitEvidenceDigest, publicBytes, privateBytes });
     // The frame holds the public and private write sets side by side: the leaf hashes them in place.
     const leaf = entryLeaf({ ...entryWriteSets(bytes), commitEvidenceDigest, claimsDigest });

@@ -36,8 +36,6 @@ import {
   HistoryTree,
   buildReceipt,
   coseReceiptWithProof,
-  createCommitEvidenceDeriver,
-  formatCommitEvidence,
   signRootCose,
   type Receipt,
 } from '../merkle/index.js';
@@ -236,8 +234,10 @@ export class CovenantNode {
   store = new Store();
   tree = new HistoryTree();
   private ledger!: Ledger;
-  private encryptor: LedgerEncryptor | undefined;
-  /** Seals in line: entries that must reach consensus at once (signatures, reconfigurations). */
+  /**
+   * Seals in line (entries that must reach consensus at once: signatures, reconfigurations), and
+   * holds the ledger secret's encryptor and commit-evidence derivation for everything else.
+   */
   private entrySeal: EntrySeal | undefined;
   /** Seals the primary's ordinary transactions, possibly on another thread. */
   private sealer: EntrySealer<NodeSealJob> | undefined;
@@ -248,7 +248,6 @@ export class CovenantNode {
   private sealView = 0;
   private sealPendingFromSeqno = 0;
   private ledgerSecret: Uint8Array | undefined;
-  private commitEvidenceNonce: ((view: number, seqno: number) => Uint8Array) | undefined;
   private raft: Raft | undefined;
   private lastSignedSeqno = 0;
   private commitSeqno = 0;
@@ -288,11 +287,11 @@ export class CovenantNode {
       clock: init.clock,
       store: () => this.store,
       tree: () => this.tree,
-      encryptor: () => this.encryptor!,
+      encryptor: () => this.encryptor,
       serviceCertificatePem: () => this.serviceCertificatePem,
       genesisConfiguration: () => this.genesisConfiguration!,
       viewHistory: () => this.raft?.status().viewHistory ?? [],
-      commitEvidence: (view, seqno) => formatCommitEvidence(view, seqno, this.commitEvidenceNonce!(view, seqno)),
+      commitEvidence: (view, seqno) => this.entrySeal!.commitEvidence(view, seqno),
       isPrimary: () => this.isPrimary(),
       requestSignature: () => this.requestSignature(),
     });
@@ -716,10 +715,14 @@ export class CovenantNode {
   private installLedgerSecret(secret: Uint8Array): void {
     this.ledgerSecret = secret;
     this.entrySeal = new EntrySeal(secret);
-    this.encryptor = this.entrySeal.encryptor;
-    this.commitEvidenceNonce = createCommitEvidenceDeriver(secret);
     this.sealer?.close();
     this.sealer = (this.init.createEntrySealer ?? inlineEntrySealer)<NodeSealJob>(secret, (job, sealed) => this.onSealed(job, sealed));
+  }
+
+  /** The ledger secret's encryptor (once the secret is installed). */
+  private get encryptor(): LedgerEncryptor {
+    assert(this.entrySeal, 'the ledger secret is installed');
+    return this.entrySeal.encryptor;
   }
 
   private sleep(ms: number): Promise<void> {
@@ -1164,7 +1167,7 @@ export class CovenantNode {
   /** Applies a ledger entry written by a primary (replicated, or replayed at restart) to the store and the tree. */
   private applyEntry(decoded: DecodedEntry): void {
     const privatePlain =
-      decoded.privateBytes.length > 0 ? this.encryptor!.decryptPrivate(decoded.view, decoded.seqno, decoded.privateBytes) : new Uint8Array(0);
+      decoded.privateBytes.length > 0 ? this.encryptor.decryptPrivate(decoded.view, decoded.seqno, decoded.privateBytes) : new Uint8Array(0);
     this.store.applyWriteSet(decoded.seqno, decoded.publicBytes, privatePlain);
     this.tree.append(entryLeaf(decoded));
     if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) this.lastSignedSeqno = decoded.seqno;
@@ -1358,13 +1361,13 @@ export class CovenantNode {
   /** A job out of the sealer: proposed if this node still can, else the pipeline is abandoned. */
   private onSealed(job: NodeSealJob, sealed: SealedEntry): void {
     if (job.epoch !== this.sealEpoch || this.stopped) return;
-    this.sealInFlight--;
-    this.sealPendingFromSeqno = job.seqno + 1;
+    // Jobs complete in seqno order: this one is the oldest in flight (sealPendingFromSeqno).
     if (!this.canProposeInView(job.view)) {
-      this.sealPendingFromSeqno = job.seqno;
       this.abandonSealing();
       return;
     }
+    this.sealInFlight--;
+    this.sealPendingFromSeqno = job.seqno + 1;
     try {
       this.proposeSealed(job, sealed);
     } catch (e) {
@@ -1585,7 +1588,7 @@ export class CovenantNode {
     const proof = this.tree.inclusionProof(txId.seqno - 1, signatureSeqno - 1, (block) => this.leavesOfBlock(block));
     const leafComponents = {
       writeSetDigest: writeSetDigest(entry),
-      commitEvidence: formatCommitEvidence(entry.view, entry.seqno, this.commitEvidenceNonce!(entry.view, entry.seqno)),
+      commitEvidence: this.entrySeal!.commitEvidence(entry.view, entry.seqno),
       claimsDigest: entry.claimsDigest,
     };
     return { signatureSeqno, record, proof, leafComponents };

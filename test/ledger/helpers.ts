@@ -1,4 +1,5 @@
-import { encodeEntry, EntryFlags } from '../../src/ledger/index.js';
+import fc from 'fast-check';
+import { encodeEntry, EntryFlags, type SealJob } from '../../src/ledger/index.js';
 
 export const SIG = EntryFlags.SIGNATURE;
 export const END = EntryFlags.SIGNATURE | EntryFlags.CHUNK_END;
@@ -31,3 +32,13 @@ export function entries(first: number, last: number, ends: readonly number[] = [
   for (let s = first; s <= last; s++) out.push(entry(s, ends.includes(s) ? END : signatures.includes(s) ? SIG : 0, view));
   return out;
 }
+
+/** Any job a sealer may be given: views fit an AES-GCM IV (32 bits), write sets of any size. */
+export const sealJobArb: fc.Arbitrary<SealJob> = fc.record({
+  view: fc.integer({ min: 0, max: 0xffff_ffff }),
+  seqno: fc.maxSafeNat(),
+  flags: fc.integer({ min: 0, max: 15 }),
+  claimsDigest: fc.uint8Array({ minLength: 32, maxLength: 32 }),
+  publicBytes: fc.uint8Array({ maxLength: 400 }),
+  privatePlain: fc.uint8Array({ maxLength: 400 }),
+});

@@ -10,17 +10,9 @@ import { createHash } from 'node:crypto';
 import { decodeEntry, entryLeaf, EntrySeal, InlineEntrySealer, sealedFrameBytes, type SealJob, type SealedEntry } from '../../src/ledger/index.js';
 import { LedgerEncryptor } from '../../src/kv/index.js';
 import { commitEvidenceNonce, formatCommitEvidence } from '../../src/merkle/index.js';
+import { sealJobArb } from './helpers.js';
 
 const SECRET = new Uint8Array(32).fill(7);
-
-export const sealJobArb: fc.Arbitrary<SealJob> = fc.record({
-  view: fc.integer({ min: 0, max: 0xffff_ffff }),
-  seqno: fc.maxSafeNat(),
-  flags: fc.integer({ min: 0, max: 15 }),
-  claimsDigest: fc.uint8Array({ minLength: 32, maxLength: 32 }),
-  publicBytes: fc.uint8Array({ maxLength: 400 }),
-  privatePlain: fc.uint8Array({ maxLength: 400 }),
-});
 
 test('a sealed entry decodes to its job, decrypts to its write set, and carries its own leaf', () => {
   const seal = new EntrySeal(SECRET);
@@ -35,6 +27,7 @@ test('a sealed entry decodes to its job, decrypts to its write set, and carries 
       assert.deepEqual(entry.publicBytes, job.publicBytes);
       assert.deepEqual(new Uint8Array(encryptor.decryptPrivate(job.view, job.seqno, entry.privateBytes)), job.privatePlain);
       const evidence = formatCommitEvidence(job.view, job.seqno, commitEvidenceNonce(SECRET, job.view, job.seqno));
+      assert.equal(seal.commitEvidence(job.view, job.seqno), evidence, 'the evidence receipts reveal is the one the entry commits to');
       assert.deepEqual(entry.commitEvidenceDigest, new Uint8Array(createHash('sha256').update(evidence).digest()));
       assert.deepEqual(sealed.leaf, entryLeaf(entry));
     }),

@@ -10,20 +10,12 @@ import fc from 'fast-check';
 import { EntrySeal, type SealJob, type SealedEntry } from '../../src/ledger/index.js';
 import { WorkerEntrySealer } from '../../src/platform/worker-sealer.js';
 import { packJobs, packSealed, unpackJobs, unpackSealed } from '../../src/platform/seal-batch.js';
+import { sealJobArb } from '../ledger/helpers.js';
 
 const SECRET = new Uint8Array(32).fill(3);
 
-const jobArb: fc.Arbitrary<SealJob> = fc.record({
-  view: fc.integer({ min: 0, max: 0xffff_ffff }),
-  seqno: fc.maxSafeNat(),
-  flags: fc.integer({ min: 0, max: 15 }),
-  claimsDigest: fc.uint8Array({ minLength: 32, maxLength: 32 }),
-  publicBytes: fc.uint8Array({ maxLength: 300 }),
-  privatePlain: fc.uint8Array({ maxLength: 300 }),
-});
-
 function jobs(count: number, seed: number): SealJob[] {
-  return fc.sample(jobArb, { numRuns: count, seed });
+  return fc.sample(sealJobArb, { numRuns: count, seed });
 }
 
 function sealer(completed: [SealJob, SealedEntry][], onFailure: (e: Error) => void = (e) => assert.fail(e)): WorkerEntrySealer<SealJob> {
@@ -43,7 +35,7 @@ function assertSealedLikeInline(completed: [SealJob, SealedEntry][], submitted: 
 
 test('batches round-trip through their packed form', () => {
   fc.assert(
-    fc.property(fc.array(jobArb, { maxLength: 20 }), (batch) => {
+    fc.property(fc.array(sealJobArb, { maxLength: 20 }), (batch) => {
       assert.deepEqual(
         unpackJobs(packJobs(batch)).map((j) => ({ ...j, claimsDigest: [...j.claimsDigest], publicBytes: [...j.publicBytes], privatePlain: [...j.privatePlain] })),
         batch.map((j) => ({ ...j, claimsDigest: [...j.claimsDigest], publicBytes: [...j.publicBytes], privatePlain: [...j.privatePlain] })),
