@@ -53,8 +53,11 @@ export class RaftLog {
   /** First entry in the log that records each node's retirement as committed. */
   private readonly recordedAt = new Map<NodeId, Seqno>();
 
-  /** Entries not yet known to be in storage, by seqno. */
-  private readonly unstable = new Map<Seqno, Entry>();
+  /**
+   * Entries not yet known to be in storage: seqnos stableSeqno + 1 .. last, in order (an array,
+   * not a Map by seqno: a busy primary passes every entry through here).
+   */
+  private unstable: Entry[] = [];
   /** Storage holds exactly this log up to here. */
   private stableSeqno: Seqno;
   /** Entries up to here have been handed to the caller. */
@@ -83,7 +86,7 @@ export class RaftLog {
       const entry = storage.entryAt(s);
       assert(entry !== undefined, () => `persisted entry ${s} is readable`);
       this.append(entry);
-      this.unstable.delete(s);
+      this.unstable.length = 0;
     }
     this.stableSeqno = persistedLastSeqno;
     this.handedOutSeqno = persistedLastSeqno;
@@ -148,7 +151,7 @@ export class RaftLog {
 
   entry(seqno: Seqno): Entry | undefined {
     if (seqno <= this.startSeqno || seqno > this.lastSeqno) return undefined;
-    const cached = this.unstable.get(seqno);
+    const cached = this.unstableEntry(seqno);
     if (cached !== undefined) return cached;
     assert(seqno <= this.stableSeqno, () => `entry ${seqno} is either kept or persisted`);
     const entry = this.storage.entryAt(seqno);
@@ -172,14 +175,18 @@ export class RaftLog {
       this.configsAll.push(entry.configuration);
     }
     for (const id of entry.retiredCommitted ?? []) if (!this.recordedAt.has(id)) this.recordedAt.set(id, entry.seqno);
-    this.unstable.set(entry.seqno, entry);
+    this.unstable.push(entry);
+  }
+
+  private unstableEntry(seqno: Seqno): Entry | undefined {
+    return seqno > this.stableSeqno ? this.unstable[seqno - this.stableSeqno - 1] : undefined;
   }
 
   /** Removes every entry above `seqno`. The caller guarantees nothing committed is removed. */
   truncateAfter(seqno: Seqno): void {
     assert(seqno >= this.startSeqno, 'no truncation below the start of the log');
     if (seqno >= this.lastSeqno) return;
-    for (let s = this.lastSeqno; s > seqno; s--) this.unstable.delete(s);
+    this.unstable.length = Math.max(0, seqno - this.stableSeqno);
     while (this.signatureSeqnos.length > 0 && this.signatureSeqnos[this.signatureSeqnos.length - 1]! > seqno) this.signatureSeqnos.pop();
     while (this.viewStarts.length > 0 && this.viewStarts[this.viewStarts.length - 1]! > seqno) this.viewStarts.pop();
     this.last = seqno;
@@ -217,7 +224,7 @@ export class RaftLog {
 
   /** Sizes of what the log keeps besides uncommitted entries (for tests: none grows per entry). */
   metadataSizes(): { viewStarts: number; signatureSeqnos: number; configs: number; unstable: number } {
-    return { viewStarts: this.viewStarts.length, signatureSeqnos: this.signatureSeqnos.length, configs: this.configsAll.length, unstable: this.unstable.size };
+    return { viewStarts: this.viewStarts.length, signatureSeqnos: this.signatureSeqnos.length, configs: this.configsAll.length, unstable: this.unstable.length };
   }
 
   removedAtSeqno(id: NodeId): Seqno | undefined {
@@ -242,7 +249,7 @@ export class RaftLog {
     assert(this.inFlight === undefined, 'the previous Ready is acknowledged before the next is taken');
     const entries: Entry[] = [];
     for (let s = this.handedOutSeqno + 1; s <= this.lastSeqno; s++) {
-      const entry = this.unstable.get(s);
+      const entry = this.unstableEntry(s);
       assert(entry !== undefined, () => `unpersisted entry ${s} is kept until persisted`);
       entries.push(entry);
     }
@@ -258,7 +265,10 @@ export class RaftLog {
     assert(this.inFlight !== undefined, 'acknowledging a Ready that was handed out');
     const { lastSeqno, truncatedAfter } = this.inFlight;
     this.inFlight = undefined;
-    this.stableSeqno = truncatedAfter === undefined ? lastSeqno : Math.min(lastSeqno, truncatedAfter);
-    for (const s of this.unstable.keys()) if (s <= this.stableSeqno) this.unstable.delete(s);
+    const stable = truncatedAfter === undefined ? lastSeqno : Math.min(lastSeqno, truncatedAfter);
+    assert(stable >= this.stableSeqno, () => `storage does not go back from ${this.stableSeqno} to ${stable}`);
+    const persisted = stable - this.stableSeqno;
+    if (persisted > 0) this.unstable = persisted >= this.unstable.length ? [] : this.unstable.slice(persisted);
+    this.stableSeqno = stable;
   }
 }

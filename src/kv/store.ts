@@ -2,7 +2,14 @@
  * The versioned key-value store. The state is a persistent map (map name → key → value bytes)
  * from `immutable`, so every version is a value that shares structure with its neighbours:
  * reading at the committed version costs nothing, a snapshot reads a stable state, and rollback
- * after a view change is a pointer swap (DESIGN decision 5).
+ * after a view change is a pointer swap (DESIGN decision 5) plus, at most, a short replay.
+ *
+ * Versions above the committed one are retained as their writes, with the whole state kept
+ * only at every CHECKPOINT_INTERVAL-th version (StoreOptions.checkpointInterval): a state per version would keep every
+ * version's new map nodes alive until consensus commits them (a tenth of a second or more),
+ * which is most of what the garbage collector has to copy on a busy primary. A state between
+ * checkpoints is rebuilt from the nearest one below by applying at most CHECKPOINT_INTERVAL - 1
+ * retained write sets (rollback, compaction, historical reads: all rare next to commits).
  *
  * Transactions run synchronously (DESIGN decision 2): a Tx reads the state it began at and
  * buffers its writes; commit applies them as the next version in one step. Nothing is written
@@ -22,6 +29,10 @@ type KvState = ImmutableMap<string, MapState>;
 
 const EMPTY_STATE: KvState = ImmutableMap<string, MapState>();
 const EMPTY_MAP: MapState = ImmutableMap<string, Uint8Array>();
+const EMPTY_FLAT: readonly never[] = [];
+
+/** Every this many versions the whole state is retained; others are rebuilt from their writes. */
+export const CHECKPOINT_INTERVAL = 64;
 
 /** Versions kept above the committed one before local commits are refused (see StoreOptions). */
 export const DEFAULT_UNCOMMITTED_VERSIONS_MAX = 100_000;
@@ -32,6 +43,8 @@ export interface StoreOptions {
    * consensus gets UncommittedHistoryFull from tx.commit() until commit catches up.
    */
   uncommittedVersionsMax?: number;
+  /** Every this many versions the whole state is retained (default CHECKPOINT_INTERVAL; tests use small ones). */
+  checkpointInterval?: number;
 }
 
 export interface CommitResult {
@@ -266,6 +279,31 @@ function sortedMap<V>(map: Map<string, V>): Map<string, V> {
   return map;
 }
 
+/** The writes of one retained version, flat: map name, key, write, map name, key, write, ... */
+type FlatWrites = readonly (string | Write)[];
+
+function flatten(writes: WriteSet): FlatWrites {
+  const flat: (string | Write)[] = [];
+  for (const [name, mapWrites] of writes) for (const [key, value] of mapWrites) flat.push(name, key, value);
+  return flat;
+}
+
+/** applyToState for retained writes (grouped by map, as flatten leaves them). */
+function applyFlat(state: KvState, flat: FlatWrites): KvState {
+  let i = 0;
+  while (i < flat.length) {
+    const name = flat[i] as string;
+    let map = state.get(name) ?? EMPTY_MAP;
+    for (; i < flat.length && flat[i] === name; i += 3) {
+      const key = flat[i + 1] as string;
+      const value = flat[i + 2] as Write;
+      map = value === null ? map.remove(key) : map.set(key, value);
+    }
+    state = map.size === 0 ? state.remove(name) : state.set(name, map);
+  }
+  return state;
+}
+
 function applyToState(state: KvState, writes: WriteSet): KvState {
   for (const [name, mapWrites] of writes) {
     let map = state.get(name) ?? EMPTY_MAP;
@@ -287,14 +325,21 @@ function applyToState(state: KvState, writes: WriteSet): KvState {
 
 /** The key-value store of one node. */
 export class Store {
-  /** History: #states[#committedIndex + (v - committedVersion)] is the state at version v. */
-  #states: KvState[] = [EMPTY_STATE];
-  #committedIndex = 0;
+  /** The state at committedVersion. */
+  #committed: KvState = EMPTY_STATE;
+  /** The state at version. */
+  #current: KvState = EMPTY_STATE;
+  /** #log[#logStart + (v - committedVersion - 1)] holds the writes of retained version v. */
+  #log: FlatWrites[] = [];
+  #logStart = 0;
+  /** States of retained versions, ascending: every CHECKPOINT_INTERVAL-th, and adoptions. */
+  #checkpoints: { readonly version: Seqno; readonly state: KvState }[] = [];
   #version: Seqno = 0;
   #committedVersion: Seqno = 0;
   /** Changes on every commit, applied write set and rollback: a Tx from another generation conflicts. */
   #generation = 0;
   readonly #uncommittedVersionsMax: number;
+  readonly #checkpointInterval: number;
   #commitListeners: readonly CommitListener[] = [];
   #mapListeners = new Map<string, readonly MapCommitListener[]>();
   #rollbackListeners: readonly RollbackListener[] = [];
@@ -302,6 +347,8 @@ export class Store {
   constructor(options: StoreOptions = {}) {
     this.#uncommittedVersionsMax = options.uncommittedVersionsMax ?? DEFAULT_UNCOMMITTED_VERSIONS_MAX;
     assert(Number.isSafeInteger(this.#uncommittedVersionsMax) && this.#uncommittedVersionsMax > 0, 'uncommittedVersionsMax must be positive');
+    this.#checkpointInterval = options.checkpointInterval ?? CHECKPOINT_INTERVAL;
+    assert(Number.isSafeInteger(this.#checkpointInterval) && this.#checkpointInterval > 0, 'checkpointInterval must be positive');
   }
 
   /** Seqno of the last applied transaction (0, or the snapshot's seqno, before any). */
@@ -312,10 +359,6 @@ export class Store {
   /** The highest version known committed by consensus; history below it is dropped. */
   get committedVersion(): Seqno {
     return this.#committedVersion;
-  }
-
-  get #current(): KvState {
-    return this.#states[this.#states.length - 1]!;
   }
 
   beginTx(): Tx {
@@ -368,7 +411,9 @@ export class Store {
   }
 
   #advance(version: Seqno, writes: WriteSet): void {
-    this.#states.push(applyToState(this.#current, writes));
+    this.#current = applyToState(this.#current, writes);
+    this.#log.push(flatten(writes));
+    if (version % this.#checkpointInterval === 0) this.#checkpoints.push({ version, state: this.#current });
     this.#version = version;
     this.#generation++;
     for (const listener of this.#commitListeners) listener(version, writes);
@@ -389,7 +434,9 @@ export class Store {
     assert(version >= this.#committedVersion, () => `rollback to ${version} below committed version ${this.#committedVersion}`);
     assert(version <= this.#version, () => `rollback to ${version} above current version ${this.#version}`);
     if (version === this.#version) return;
-    this.#states.length = this.#committedIndex + (version - this.#committedVersion) + 1;
+    this.#current = this.#stateAt(version);
+    this.#log.length = this.#logStart + (version - this.#committedVersion);
+    while (this.#checkpoints.length > 0 && this.#checkpoints.at(-1)!.version > version) this.#checkpoints.pop();
     this.#version = version;
     this.#generation++;
     for (const listener of this.#rollbackListeners) listener(version);
@@ -400,14 +447,18 @@ export class Store {
     assert(Number.isSafeInteger(committedVersion), `bad committed version ${committedVersion}`);
     assert(committedVersion <= this.#version, () => `committed version ${committedVersion} above current version ${this.#version}`);
     if (committedVersion <= this.#committedVersion) return;
-    const from = this.#committedIndex;
-    this.#committedIndex += committedVersion - this.#committedVersion;
+    this.#committed = this.#stateAt(committedVersion);
+    const from = this.#logStart;
+    this.#logStart += committedVersion - this.#committedVersion;
     this.#committedVersion = committedVersion;
-    // Release the dropped states now, and shrink the array in bulk so compaction stays O(1) amortised.
-    for (let i = from; i < this.#committedIndex; i++) this.#states[i] = EMPTY_STATE;
-    if (this.#committedIndex >= 1024 && this.#committedIndex * 2 >= this.#states.length) {
-      this.#states = this.#states.slice(this.#committedIndex);
-      this.#committedIndex = 0;
+    let dropped = 0;
+    while (dropped < this.#checkpoints.length && this.#checkpoints[dropped]!.version <= committedVersion) dropped++;
+    if (dropped > 0) this.#checkpoints.splice(0, dropped);
+    // Release the dropped writes now, and shrink the log in bulk so compaction stays O(1) amortised.
+    for (let i = from; i < this.#logStart; i++) this.#log[i] = EMPTY_FLAT;
+    if (this.#logStart >= 1024 && this.#logStart * 2 >= this.#log.length) {
+      this.#log = this.#log.slice(this.#logStart);
+      this.#logStart = 0;
     }
   }
 
@@ -421,7 +472,13 @@ export class Store {
     for (const name of state.keys()) assert(isPublicMapName(name), () => `adopting private maps over existing private map ${name}`);
     const sourceState = source[VIEW_STATE];
     for (const [name, map] of sourceState) if (!isPublicMapName(name)) state = state.set(name, map);
-    this.#states[this.#states.length - 1] = state;
+    this.#current = state;
+    // Later versions are rebuilt from this state, never from an older one without the private maps.
+    if (this.#version === this.#committedVersion) this.#committed = state;
+    else {
+      if (this.#checkpoints.at(-1)?.version === this.#version) this.#checkpoints.pop();
+      this.#checkpoints.push({ version: this.#version, state });
+    }
     this.#generation++;
   }
 
@@ -477,8 +534,8 @@ export class Store {
     const store = new Store(options);
     let state = applyToState(EMPTY_STATE, snapshot.publicMaps);
     if (snapshot.privateMaps !== undefined) state = applyToState(state, snapshot.privateMaps);
-    store.#states = [state];
-    store.#committedIndex = 0;
+    store.#committed = state;
+    store.#current = state;
     store.#version = snapshot.version;
     store.#committedVersion = snapshot.version;
     return store;
@@ -488,7 +545,20 @@ export class Store {
     if (!Number.isSafeInteger(version) || version < this.#committedVersion || version > this.#version) {
       throw versionNotRetained(`version ${version} is outside the retained range ${this.#committedVersion}..${this.#version}`);
     }
-    return this.#states[this.#committedIndex + (version - this.#committedVersion)]!;
+    if (version === this.#version) return this.#current;
+    // The nearest retained state at or below `version`, then the writes of the versions after it.
+    let state = this.#committed;
+    let from = this.#committedVersion;
+    let lo = 0;
+    let hi = this.#checkpoints.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.#checkpoints[mid]!.version <= version) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo > 0) ({ version: from, state } = this.#checkpoints[lo - 1]!);
+    for (let v = from + 1; v <= version; v++) state = applyFlat(state, this.#log[this.#logStart + (v - this.#committedVersion - 1)]!);
+    return state;
   }
 }
 

@@ -1,6 +1,7 @@
 // Transactions against a sequential model: random sequences of transactions (committed, dropped,
 // interleaved), rollbacks and compactions on a primary, replicated as encoded write sets to a
-// backup, must leave both stores equal to a plain Map model at every retained version.
+// backup, must leave both stores equal to a plain Map model at every retained version, whatever
+// the interval at which the stores keep whole states (versions between are rebuilt from writes).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
@@ -42,9 +43,9 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
     arbitrary: fc.record({ kind: fc.constant('tx' as const), ops: fc.array(opArb, { maxLength: 6 }), end: fc.constantFrom('commit' as const, 'commit' as const, 'drop' as const, 'throw' as const) }),
   },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('interleaved' as const), first: fc.array(opArb, { maxLength: 3 }), second: fc.array(opArb, { maxLength: 3 }) }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('rollback' as const), back: fc.nat(4) }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('compact' as const), forward: fc.nat(4) }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('readAt' as const), back: fc.nat(6) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('rollback' as const), back: fc.nat(8) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('compact' as const), forward: fc.nat(8) }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('readAt' as const), back: fc.nat(12) }) },
 );
 
 function cloneState(state: ModelState): ModelState {
@@ -117,9 +118,9 @@ function runOps(tx: ReturnType<Store['beginTx']>, model: ModelState, ops: Op[]):
 test('transactions are serialisable: primary and backup match a sequential model', () => {
   const encryptor = new LedgerEncryptor(secret(3));
   fc.assert(
-    fc.property(fc.array(commandArb, { maxLength: 40 }), (commands) => {
-      const primary = new Store();
-      const backup = new Store();
+    fc.property(fc.integer({ min: 1, max: 9 }), fc.array(commandArb, { maxLength: 60 }), (checkpointInterval, commands) => {
+      const primary = new Store({ checkpointInterval });
+      const backup = new Store({ checkpointInterval: checkpointInterval + 1 });
       // history[v] is the model state at version v; committed is the model's committed version.
       const history: ModelState[] = [new Map()];
       let committed = 0;
@@ -201,5 +202,52 @@ test('transactions are serialisable: primary and backup match a sequential model
       assert.deepEqual(storeDump(restored.current()), modelDump(history[version()]!));
     }),
     { numRuns: 300 },
+  );
+});
+
+test('every retained version reads as the model, across checkpoints, rollbacks and compactions', () => {
+  type Step = { kind: 'write'; writes: { map: string; key: string; value: string | null }[] } | { kind: 'rollback'; back: number } | { kind: 'compact'; forward: number };
+  const writeArb = fc.record({ map: mapArb, key: keyArb, value: fc.option(fc.constantFrom('v', 'w', ''), { freq: 3 }) });
+  const stepArb: fc.Arbitrary<Step> = fc.oneof(
+    { weight: 12, arbitrary: fc.record({ kind: fc.constant('write' as const), writes: fc.array(writeArb, { minLength: 1, maxLength: 4 }) }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant('rollback' as const), back: fc.nat(20) }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant('compact' as const), forward: fc.nat(20) }) },
+  );
+  fc.assert(
+    fc.property(fc.integer({ min: 1, max: 12 }), fc.array(stepArb, { maxLength: 150 }), (checkpointInterval, steps) => {
+      const store = new Store({ checkpointInterval });
+      const history: ModelState[] = [new Map()];
+      let committed = 0;
+      for (const step of steps) {
+        const version = history.length - 1;
+        if (step.kind === 'write') {
+          const tx = store.beginTx();
+          const model = cloneState(history[version]!);
+          for (const { map, key, value } of step.writes) {
+            const m = model.get(map) ?? new Map<string, string>();
+            model.set(map, m);
+            if (value === null) {
+              tx.map(map, stringCodec).remove(key);
+              m.delete(key);
+            } else {
+              tx.map(map, stringCodec).put(key, value);
+              m.set(key, value);
+            }
+          }
+          assert.equal(tx.commit()!.version, version + 1);
+          history.push(model);
+        } else if (step.kind === 'rollback') {
+          const target = Math.max(committed, version - step.back);
+          store.rollback(target);
+          history.length = target + 1;
+          assert.deepEqual(storeDump(store.current()), modelDump(history[target]!));
+        } else {
+          committed = Math.min(version, committed + step.forward);
+          store.compact(committed);
+        }
+      }
+      for (let v = committed; v < history.length; v++) assert.deepEqual(storeDump(store.readAt(v)), modelDump(history[v]!), `version ${v}`);
+    }),
+    { numRuns: 200 },
   );
 });

@@ -267,7 +267,8 @@ test('recovery adopts the private maps of a private replay without consuming a v
     const { version, writeSet } = tx.commit()!;
     entries.push({ version, ...encodeWriteSet(writeSet) });
   }
-  const publicReplay = new Store();
+  // Whole states every 2 versions: versions after the adoption must be rebuilt with the private maps.
+  const publicReplay = new Store({ checkpointInterval: 2 });
   const privateReplay = new Store();
   for (const { version, publicBytes, privateBytes } of entries) {
     publicReplay.applyWriteSet(version, publicBytes);
@@ -282,4 +283,15 @@ test('recovery adopts the private maps of a private replay without consuming a v
   assert.throws(() => open.commit(), { code: KvErrorCode.TransactionConflict });
   // Adopting twice would overwrite private state: a programmer error.
   assert.throws(() => publicReplay.adoptPrivateMaps(privateReplay.current()), InvariantError);
+  for (const key of ['n3', 'n4', 'n5']) {
+    const tx = publicReplay.beginTx();
+    tx.map('public:nodes', stringCodec).put(key, key);
+    tx.commit();
+  }
+  assert.deepEqual(publicReplay.readAt(4).mapNames(), ['public:nodes', 'records']);
+  assert.deepEqual(publicReplay.readAt(2).mapNames(), ['public:nodes'], 'versions before the adoption keep no private maps');
+  publicReplay.rollback(5);
+  publicReplay.compact(5);
+  assert.deepEqual(publicReplay.current().mapNames(), ['public:nodes', 'records']);
+  assert.equal(publicReplay.current().map('records', stringCodec).get('r2'), 'records/r2');
 });
