@@ -276,7 +276,7 @@ export interface RequestParts {
 /** Validates the query and body of a request for its route (also used for forwarded requests). */
 export function buildRequestContext(route: Route, parts: RequestParts): RequestContext {
   const queryObject: Record<string, string> = {};
-  for (const [k, v] of new URLSearchParams(parts.rawQuery)) queryObject[k] = v;
+  if (parts.rawQuery !== '') for (const [k, v] of new URLSearchParams(parts.rawQuery)) queryObject[k] = v;
   let query: unknown = queryObject;
   if (route.query) {
     const parsed = route.query.safeParse(queryObject);

@@ -382,8 +382,12 @@ export class Store {
     if (this.#version - this.#committedVersion >= this.#uncommittedVersionsMax) {
       throw uncommittedHistoryFull(`${this.#version - this.#committedVersion} versions are awaiting consensus commit`);
     }
-    const writeSet = new Map<string, ReadonlyMap<string, Write>>();
-    for (const [name, writes] of sortedMap(txWrites)) writeSet.set(name, sortedMap(writes));
+    // The transaction is finished: its own maps become the write set (sorted where they are not).
+    const writeSet = sortedMap(txWrites);
+    for (const [name, writes] of writeSet) {
+      const sorted = sortedMap(writes);
+      if (sorted !== writes) writeSet.set(name, sorted);
+    }
     const version = this.#version + 1;
     this.#advance(version, writeSet);
     return { version, writeSet };
