@@ -5,11 +5,12 @@
  * after a view change is a pointer swap (DESIGN decision 5) plus, at most, a short replay.
  *
  * Versions above the committed one are retained as their writes, with the whole state kept
- * only at every CHECKPOINT_INTERVAL-th version (StoreOptions.checkpointInterval): a state per version would keep every
- * version's new map nodes alive until consensus commits them (a tenth of a second or more),
- * which is most of what the garbage collector has to copy on a busy primary. A state between
- * checkpoints is rebuilt from the nearest one below by applying at most CHECKPOINT_INTERVAL - 1
- * retained write sets (rollback, compaction, historical reads: all rare next to commits).
+ * only at every CHECKPOINT_INTERVAL-th version (StoreOptions.checkpointInterval): a state per
+ * version would keep every version's new map nodes alive until consensus commits them (a tenth
+ * of a second or more), which is most of what the garbage collector has to copy on a busy
+ * primary. A state between checkpoints is rebuilt from the nearest one below by applying at most
+ * CHECKPOINT_INTERVAL - 1 retained write sets (rollback, compaction, historical reads: all rare
+ * next to commits).
  *
  * Transactions run synchronously (DESIGN decision 2): a Tx reads the state it began at and
  * buffers its writes; commit applies them as the next version in one step. Nothing is written
