@@ -8,7 +8,12 @@ export class CovenantError extends Error {
   readonly details: Record<string, unknown> | undefined;
 
   constructor(code: string, message: string, status = 500, details?: Record<string, unknown>) {
+    // An answer to a bad request needs no stack, and capturing one costs more than the rest of
+    // the answer (a client sending many bad requests would mostly make stacks). 5xx keep theirs.
+    const limit = Error.stackTraceLimit;
+    if (status < 500) Error.stackTraceLimit = 0;
     super(message);
+    Error.stackTraceLimit = limit;
     this.name = 'CovenantError';
     this.code = code;
     this.status = status;
