@@ -52,6 +52,28 @@ export function loggingAppRoutes(node: CovenantNode): Route[] {
         },
       },
       {
+        method: 'GET',
+        path: `/app/log/${scope}/historical`,
+        summary: `Reads the ${scope} record with the given id as written by the committed transaction named in the ${TRANSACTION_ID_HEADER} header, from the ledger`,
+        auth: 'user_cert_or_jwt',
+        query: idQuery,
+        responses: { 200: 'The record as that transaction wrote it', 202: 'The transaction is not committed yet (see Retry-After)' },
+        handler: ({ query, headers }) => {
+          const raw = headers[TRANSACTION_ID_HEADER];
+          if (typeof raw !== 'string') {
+            throw new CovenantError('MissingRequiredHeader', `the ${TRANSACTION_ID_HEADER} header names the transaction to read (<view>.<seqno>)`, 400);
+          }
+          const txId = parseTxId(raw);
+          if (!txId) throw new CovenantError('InvalidHeaderValue', `${TRANSACTION_ID_HEADER} "${raw}" is not a transaction id <view>.<seqno>`, 400);
+          const writes = node.historicalWrites(txId);
+          if (writes === 'pending') return json(202, { transaction_id: raw, status: 'Pending' }, { 'retry-after': '1' });
+          const value = writes.get(table)?.get(String(query.id));
+          if (value === undefined) throw new CovenantError('ResourceNotFound', `transaction ${raw} wrote no ${scope} record with id ${query.id}`, 404);
+          if (value === null) throw new CovenantError('ResourceNotFound', `transaction ${raw} removed the ${scope} record with id ${query.id}`, 404);
+          return json(200, { msg: msgCodec.decode(value).msg });
+        },
+      },
+      {
         method: 'DELETE',
         path: `/app/log/${scope}`,
         summary: `Removes the ${scope} record with the given id`,

@@ -39,7 +39,7 @@ import {
   signRootCose,
   type Receipt,
 } from '../merkle/index.js';
-import { LedgerEncryptor, Store, type Codec, type MapReader, type Tx, type WriteSet, decodeWriteSet, encodeWriteSet, jsonCodec } from '../kv/index.js';
+import { LedgerEncryptor, Store, type Codec, type MapReader, type Tx, type WriteSet, decodeWriteSet, encodeWriteSet, jsonCodec, mergeWriteSets } from '../kv/index.js';
 import {
   type DecodedEntry,
   type Disk,
@@ -1592,6 +1592,25 @@ export class CovenantNode {
       claimsDigest: entry.claimsDigest,
     };
     return { signatureSeqno, record, proof, leafComponents };
+  }
+
+  /**
+   * The writes of a committed transaction, read back from this node's ledger files (historical
+   * queries): both domains, the private one decrypted. 'pending' until this node knows it
+   * committed; TransactionInvalid once it was rolled back; HistoricalDataUnavailable when the
+   * files do not hold it (the node started from a later snapshot).
+   */
+  historicalWrites(txId: TxId): WriteSet | 'pending' {
+    const status = this.statusOf(txId);
+    if (status === 'Invalid') throw new CovenantError('TransactionInvalid', `transaction ${formatTxId(txId)} is invalid: it was rolled back`, 404);
+    if (status !== 'Committed') return 'pending';
+    if (!this.entrySeal) {
+      throw new CovenantError('LedgerSecretUnavailable', 'this node does not hold the ledger secret yet: private writes cannot be read', 503);
+    }
+    const entry = this.readEntryFrame(txId.seqno);
+    assert(entry.view === txId.view, () => `committed transaction ${formatTxId(txId)} is the ledger entry at its seqno (view ${entry.view})`);
+    const privatePlain = entry.privateBytes.length > 0 ? this.encryptor.decryptPrivate(entry.view, entry.seqno, entry.privateBytes) : new Uint8Array(0);
+    return mergeWriteSets(decodeWriteSet(entry.publicBytes, { domain: 'public' }), decodeWriteSet(privatePlain, { domain: 'private' }));
   }
 
   private readEntryFrame(seqno: number): ReturnType<typeof decodeEntry> {

@@ -64,6 +64,13 @@ describe('a three-node network', () => {
         const read = await node.client.request('GET', '/app/log/private?id=1000', { identity: node.user });
         assert.equal(read.body.msg, 'replicated');
         assert.equal((await node.client.request('GET', '/app/log/private?id=42', { identity: node.user })).body.msg.startsWith('early message 42'), true);
+        // Historical queries are answered from each node's own ledger files (the joiners' replicated ones).
+        const historical = await node.client.request('GET', '/app/log/private/historical?id=1000', {
+          identity: node.user,
+          headers: { 'x-covenant-transaction-id': txId },
+        });
+        assert.equal(historical.status, 200);
+        assert.equal(historical.body.msg, 'replicated');
       }
       // Every node holds the service key: a backup answers COSE receipts the service certificate verifies.
       const receipt = await until('a COSE receipt from a backup', async () => {

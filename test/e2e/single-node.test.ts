@@ -170,6 +170,7 @@ describe('a single node', () => {
       ['get', '/node/service/previous_identity'], ['get', '/node/snapshot'], ['head', '/node/snapshot'],
       ['get', '/node/snapshot/{snapshot_name}'], ['head', '/node/snapshot/{snapshot_name}'], ['post', '/node/snapshot:create'],
       ['get', '/node/state'], ['get', '/node/version'], ['get', '/node/network'], ['post', '/app/log/private'], ['get', '/app/tx'],
+      ['get', '/app/log/private/historical'], ['get', '/app/log/public/historical'],
     ];
     for (const [method, path] of expected) assert.ok(api.body.paths[path]?.[method], `${method.toUpperCase()} ${path} is documented`);
     assert.ok(api.body.paths['/node/receipt'].get.parameters.some((p: any) => p.name === 'transaction_id' && p.required));
@@ -214,6 +215,55 @@ describe('a single node', () => {
     const gone = await node.client.request('GET', '/app/log/private?id=42', { identity: user });
     assert.equal(gone.status, 404);
     assert.equal(gone.body.error.code, 'ResourceNotFound');
+  });
+
+  test('historical queries read a record as a committed transaction wrote it, from the ledger', async () => {
+    const user = node.user;
+    const txIdOf = (answer: { status: number; headers: Record<string, unknown> }) => {
+      assert.equal(answer.status, 200);
+      return answer.headers['x-covenant-transaction-id'] as string;
+    };
+    const first = txIdOf(await node.client.request('POST', '/app/log/private', { body: { id: 77, msg: 'first' }, identity: user }));
+    const second = txIdOf(await node.client.request('POST', '/app/log/private', { body: { id: 77, msg: 'second' }, identity: user }));
+    const removal = txIdOf(await node.client.request('DELETE', '/app/log/private?id=77', { identity: user }));
+    const pub = txIdOf(await node.client.request('POST', '/app/log/public', { body: { id: 77, msg: 'in clear' }, identity: user }));
+    const historical = (scope: string, id: number, txId: string | undefined, identity = user) =>
+      node.client.request('GET', `/app/log/${scope}/historical?id=${id}`, { identity, headers: txId === undefined ? {} : { 'x-covenant-transaction-id': txId } });
+
+    const [view, seqno] = pub.split('.').map(Number) as [number, number];
+    const notYet = await historical('public', 77, `${view}.${seqno + 100000}`);
+    assert.equal(notYet.status, 202, 'a transaction this node has not committed: ask again later');
+    assert.equal(notYet.headers['retry-after'], '1');
+    assert.equal(notYet.body.status, 'Pending');
+    const inClear = await until('the last write to commit', async () => {
+      const answer = await historical('public', 77, pub);
+      return answer.status === 200 ? answer : undefined;
+    });
+    assert.equal(inClear.body.msg, 'in clear');
+
+    // The record is gone from the current state: these answers come from the ledger files.
+    assert.equal((await node.client.request('GET', '/app/log/private?id=77', { identity: user })).status, 404);
+    assert.equal((await historical('private', 77, first)).body.msg, 'first');
+    assert.equal((await historical('private', 77, second)).body.msg, 'second');
+    const removed = await historical('private', 77, removal);
+    assert.equal(removed.status, 404);
+    assert.match(removed.body.error.message, /removed/);
+    const other = await historical('private', 78, first);
+    assert.equal(other.status, 404);
+    assert.equal(other.body.error.code, 'ResourceNotFound');
+    assert.equal((await historical('private', 77, pub)).status, 404, 'the public write wrote no private record');
+
+    const invalid = await historical('private', 77, `${Number(first.split('.')[0]) + 5}.${first.split('.')[1]}`);
+    assert.equal(invalid.status, 404);
+    assert.equal(invalid.body.error.code, 'TransactionInvalid');
+    const missing = await historical('private', 77, undefined);
+    assert.equal(missing.status, 400);
+    assert.equal(missing.body.error.code, 'MissingRequiredHeader');
+    const malformed = await historical('private', 77, 'seven');
+    assert.equal(malformed.status, 400);
+    assert.equal(malformed.body.error.code, 'InvalidHeaderValue');
+    const anonymous = await node.client.request('GET', `/app/log/private/historical?id=77`, { headers: { 'x-covenant-transaction-id': first } });
+    assert.equal(anonymous.status, 401);
   });
 
   test('bad input gets the right JSON error, writes nothing, and the node keeps serving', async () => {
