@@ -262,7 +262,8 @@ export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFronte
     {
       method: 'GET',
       path: '/node/historical_cache',
-      summary: 'State of the historical query cache',
+      // Historical queries (GET /app/log/*/historical) read the ledger files directly and cache nothing.
+      summary: 'State of the historical query cache (always empty: historical queries read the ledger files directly)',
       handler: () => json(200, { store_count: 0, entry_count: 0, estimated_size_bytes: 0 }),
     },
     {
