@@ -1576,7 +1576,7 @@ export class CovenantNode {
 
   private receiptParts(txId: TxId) {
     const status = this.statusOf(txId);
-    if (status === 'Invalid') throw new CovenantError('TransactionInvalid', `transaction ${formatTxId(txId)} is invalid: it was rolled back`, 404);
+    if (status === 'Invalid') throw transactionInvalid(txId);
     if (status !== 'Committed' || txId.seqno >= this.commitSeqno) return 'pending' as const;
     const signatureSeqno = this.commitSeqno;
     const signature = this.readEntryFrame(signatureSeqno);
@@ -1597,12 +1597,12 @@ export class CovenantNode {
   /**
    * The writes of a committed transaction, read back from this node's ledger files (historical
    * queries): both domains, the private one decrypted. 'pending' until this node knows it
-   * committed; TransactionInvalid once it was rolled back; HistoricalDataUnavailable when the
+   * committed; TransactionInvalid if it never will be; HistoricalDataUnavailable when the
    * files do not hold it (the node started from a later snapshot).
    */
   historicalWrites(txId: TxId): WriteSet | 'pending' {
     const status = this.statusOf(txId);
-    if (status === 'Invalid') throw new CovenantError('TransactionInvalid', `transaction ${formatTxId(txId)} is invalid: it was rolled back`, 404);
+    if (status === 'Invalid') throw transactionInvalid(txId);
     if (status !== 'Committed') return 'pending';
     if (!this.entrySeal) {
       throw new CovenantError('LedgerSecretUnavailable', 'this node does not hold the ledger secret yet: private writes cannot be read', 503);
@@ -1746,4 +1746,9 @@ export class CovenantNode {
     }
     this.lifecycle = 'Stopped';
   }
+}
+
+/** A transaction id that will never be committed: rolled back, or never assigned (seqno 0, a view that never held it). */
+function transactionInvalid(txId: TxId): CovenantError {
+  return new CovenantError('TransactionInvalid', `transaction ${formatTxId(txId)} is Invalid: it will never be committed (it was rolled back, or no such transaction was ever assigned)`, 404);
 }
