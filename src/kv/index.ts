@@ -19,6 +19,7 @@ export {
   encodeWriteSet,
   decodeWriteSet,
   mergeWriteSets,
+  decodeWriteSetParts,
   WRITE_SET_FORMAT,
   type Write,
   type WriteSet,

@@ -21,7 +21,7 @@ import { assert, type Seqno, type View } from '../base/index.js';
 import { bytesCodec, stringKeyCodec, type Codec, type KeyCodec } from './codecs.js';
 import { invalidKey, transactionConflict, uncommittedHistoryFull, versionNotRetained } from './errors.js';
 import { compareUtf8, isPublicMapName, isWellFormedKey } from './key-order.js';
-import { decodeWriteSet, emptyWriteSet, mergeWriteSets, type Write, type WriteSet } from './write-set.js';
+import { decodeWriteSetParts, type Write, type WriteSet } from './write-set.js';
 import { decodeSnapshot, encodeSnapshot, type SnapshotMaps } from './snapshot.js';
 import type { LedgerEncryptor } from './encryption.js';
 
@@ -402,9 +402,7 @@ export class Store {
    */
   applyWriteSet(version: Seqno, publicBytes: Uint8Array, privatePlainBytes?: Uint8Array): WriteSet {
     assert(version === this.#version + 1, () => `write set for version ${version} applied at version ${this.#version}`);
-    const publicWrites = decodeWriteSet(publicBytes, { domain: 'public' });
-    const privateWrites = privatePlainBytes === undefined ? emptyWriteSet() : decodeWriteSet(privatePlainBytes, { domain: 'private' });
-    const writes = mergeWriteSets(publicWrites, privateWrites);
+    const writes = decodeWriteSetParts(publicBytes, privatePlainBytes);
     this.#advance(version, writes);
     return writes;
   }

@@ -224,6 +224,15 @@ export function decodeWriteSet(bytes: Uint8Array, options: DecodeOptions = {}): 
   return out;
 }
 
+/**
+ * The writes of a transaction from its two encoded parts (the private one in clear); without the
+ * private part, the public domain alone. MalformedWriteSet as decodeWriteSet.
+ */
+export function decodeWriteSetParts(publicBytes: Uint8Array, privatePlainBytes?: Uint8Array): WriteSet {
+  const publicWrites = decodeWriteSet(publicBytes, { domain: 'public' });
+  return privatePlainBytes === undefined ? publicWrites : mergeWriteSets(publicWrites, decodeWriteSet(privatePlainBytes, { domain: 'private' }));
+}
+
 /** Merges two write sets of disjoint maps (e.g. the public and private parts) in canonical order. */
 export function mergeWriteSets(a: WriteSet, b: WriteSet): WriteSet {
   if (b.size === 0) return a;

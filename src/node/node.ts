@@ -39,7 +39,7 @@ import {
   signRootCose,
   type Receipt,
 } from '../merkle/index.js';
-import { LedgerEncryptor, Store, type Codec, type MapReader, type Tx, type WriteSet, decodeWriteSet, encodeWriteSet, jsonCodec, mergeWriteSets } from '../kv/index.js';
+import { LedgerEncryptor, Store, type Codec, type MapReader, type Tx, type WriteSet, decodeWriteSet, decodeWriteSetParts, encodeWriteSet, jsonCodec } from '../kv/index.js';
 import {
   type DecodedEntry,
   type Disk,
@@ -1166,11 +1166,14 @@ export class CovenantNode {
 
   /** Applies a ledger entry written by a primary (replicated, or replayed at restart) to the store and the tree. */
   private applyEntry(decoded: DecodedEntry): void {
-    const privatePlain =
-      decoded.privateBytes.length > 0 ? this.encryptor.decryptPrivate(decoded.view, decoded.seqno, decoded.privateBytes) : new Uint8Array(0);
-    this.store.applyWriteSet(decoded.seqno, decoded.publicBytes, privatePlain);
+    this.store.applyWriteSet(decoded.seqno, decoded.publicBytes, this.privatePlainOf(decoded));
     this.tree.append(entryLeaf(decoded));
     if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) this.lastSignedSeqno = decoded.seqno;
+  }
+
+  /** The private write set of an entry, decrypted (empty when the transaction wrote no private map). */
+  private privatePlainOf(entry: DecodedEntry): Uint8Array {
+    return entry.privateBytes.length > 0 ? this.encryptor.decryptPrivate(entry.view, entry.seqno, entry.privateBytes) : new Uint8Array(0);
   }
 
   /** A backup checks each signature transaction against its own Merkle tree before accepting it. */
@@ -1609,8 +1612,7 @@ export class CovenantNode {
     }
     const entry = this.readEntryFrame(txId.seqno);
     assert(entry.view === txId.view, () => `committed transaction ${formatTxId(txId)} is the ledger entry at its seqno (view ${entry.view})`);
-    const privatePlain = entry.privateBytes.length > 0 ? this.encryptor.decryptPrivate(entry.view, entry.seqno, entry.privateBytes) : new Uint8Array(0);
-    return mergeWriteSets(decodeWriteSet(entry.publicBytes, { domain: 'public' }), decodeWriteSet(privatePlain, { domain: 'private' }));
+    return decodeWriteSetParts(entry.publicBytes, this.privatePlainOf(entry));
   }
 
   private readEntryFrame(seqno: number): ReturnType<typeof decodeEntry> {
