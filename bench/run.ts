@@ -5,6 +5,11 @@
  * server, the commit latency (write sent → commit observed through GET /node/commit, polled every
  * 2 ms), and the time a three-node network takes to commit again after its primary is SIGKILLed.
  *
+ * Each network is measured twice: with the built-in load generator (load.ts: 1,000 record ids,
+ * and the commit latency of every write), and, when ApacheBench is installed, with `ab` (ab.ts: an
+ * external generator in C, which leaves more of a small machine's CPU to the server measured; one
+ * record id; commit checked at the end of each run).
+ *
  * A shared machine's speed drifts (the bare server alone was seen anywhere between 15,000 and
  * 46,000 req/s on the same box within an hour), so the bare server and the nodes are measured in
  * alternation: bare, node, bare, node, ..., bare. Each round's ratio divides the node's throughput
@@ -25,6 +30,7 @@ import { fileURLToPath } from 'node:url';
 import { createSelfSignedCertificate, generateEcKeyPair } from '../src/crypto/index.js';
 import { removeDir, startNode, type StartedNode } from '../src/testing/node-process.js';
 import { startNetwork, until } from '../src/testing/network.js';
+import { abAvailable, runAb, type AbResult } from './ab.js';
 import { buildRequest, percentile, runLoad, type LoadTarget } from './load.js';
 import { cpuUs, rssMb } from './proc.js';
 
@@ -61,13 +67,30 @@ function writeRequest(host: string) {
 }
 
 
+/** One measured load against a node (or a network, through its primary). */
+interface NodeRun {
+  readonly requestsPerSecond: number;
+  readonly errors: number;
+  readonly non2xx: number;
+  /** NaN when the generator cannot tell (ab: no per-write transaction ids). */
+  readonly commitP50Ms: number;
+  readonly commitP99Ms: number;
+  /** From the end of the load until every acknowledged write was committed. */
+  readonly commitCatchUpMs: number;
+  /** Per node in `nodes` order: the process's CPU µs per write, and its main thread's. */
+  readonly cpuUsPerWrite: number[];
+  readonly mainThreadCpuUsPerWrite: number[];
+  readonly generatorCpuUs: number;
+  readonly rssMb: number;
+}
+
 /** Seqnos awaiting commit at once stay far below this (the ring of send times, see measureNode). */
 const SEQNO_RING = 1 << 21;
 /** As the node writes it (lower case). */
 const TX_ID_HEADER = '\r\nx-covenant-transaction-id: ';
 
 /** `nodes`: whose CPU per write to report, the loaded node first (its backups after it). */
-async function measureNode(node: StartedNode, args: Args, nodes: readonly StartedNode[] = [node]) {
+async function measureNode(node: StartedNode, args: Args, nodes: readonly StartedNode[] = [node]): Promise<NodeRun> {
   const [host, port] = node.address.split(':') as [string, string];
   const target: LoadTarget = { host, port: Number(port), ca: node.serviceCertificatePem, cert: node.user.certificatePem, key: node.user.privateKeyPem };
 
@@ -140,7 +163,6 @@ async function measureNode(node: StartedNode, args: Args, nodes: readonly Starte
   commitLatencies.sort((a, b) => a - b);
   return {
     ...result,
-    committed,
     commitP50Ms: percentile(commitLatencies, 50),
     commitP99Ms: percentile(commitLatencies, 99),
     commitCatchUpMs: catchUpMs,
@@ -149,6 +171,64 @@ async function measureNode(node: StartedNode, args: Args, nodes: readonly Starte
     generatorCpuUs,
     rssMb: rssMb(node.process.pid!),
   };
+}
+
+/** Files ab needs: the client certificate with its key in one PEM, and the request body. */
+interface AbFiles {
+  readonly clientCertKeyFile: string;
+  readonly bodyFile: string;
+}
+
+function writeAbFiles(dir: string, identity: { certificatePem: string; privateKeyPem: string }): AbFiles {
+  const files = { clientCertKeyFile: join(dir, 'ab_client.pem'), bodyFile: join(dir, 'ab_body.json') };
+  writeFileSync(files.clientCertKeyFile, identity.certificatePem + identity.privateKeyPem);
+  writeFileSync(files.bodyFile, JSON.stringify({ id: 7, msg: MESSAGE }));
+  return files;
+}
+
+/**
+ * The same load from ab. ab reports no transaction ids, so commit is checked at the end: one more
+ * write, and the time until the node reports it committed (and with it every write before it).
+ */
+async function measureNodeAb(node: StartedNode, args: Args, files: AbFiles, nodes: readonly StartedNode[] = [node]): Promise<NodeRun> {
+  const options = { ...files, url: `https://${node.address}/app/log/private`, connections: args.connections };
+  await runAb({ ...options, durationS: 2 });
+  const cpuBefore = nodes.map((n) => cpuUs(n.process.pid!));
+  const mainBefore = nodes.map((n) => cpuUs(n.process.pid!, n.process.pid!));
+  const result = await runAb({ ...options, durationS: args.durationS });
+  const cpuUsPerWrite = nodes.map((n, i) => (cpuUs(n.process.pid!) - cpuBefore[i]!) / result.requests);
+  const mainThreadCpuUsPerWrite = nodes.map((n, i) => (cpuUs(n.process.pid!, n.process.pid!) - mainBefore[i]!) / result.requests);
+  const loadEnd = performance.now();
+  const last = await node.client.request('POST', '/app/log/private', { body: { id: 1, msg: 'last' }, identity: node.user });
+  const lastSeqno = Number(String(last.headers['x-covenant-transaction-id']).split('.')[1]);
+  await until(
+    'the writes of the ab run to commit',
+    async () => {
+      const answer = await node.client.request('GET', '/node/commit');
+      return Number(String(answer.body.transaction_id).split('.')[1]) >= lastSeqno ? true : undefined;
+    },
+    10_000,
+    2,
+  );
+  return {
+    requestsPerSecond: result.requestsPerSecond,
+    errors: result.errors,
+    non2xx: result.non2xx,
+    commitP50Ms: NaN,
+    commitP99Ms: NaN,
+    commitCatchUpMs: performance.now() - loadEnd,
+    cpuUsPerWrite,
+    mainThreadCpuUsPerWrite,
+    generatorCpuUs: result.generatorCpuUs,
+    rssMb: rssMb(node.process.pid!),
+  };
+}
+
+/** One measured load against the bare server. */
+interface BareRun {
+  readonly requestsPerSecond: number;
+  readonly cpuUsPerRequest: number;
+  readonly generatorCpuUs: number;
 }
 
 /** The bare node:https server, kept running for the whole benchmark; measure() runs one load. */
@@ -162,7 +242,8 @@ async function startBaseline(args: Args, dir: string) {
   const port = await new Promise<number>((resolve) => child.stdout!.once('data', (d: Buffer) => resolve(Number(d.toString().trim()))));
   const target: LoadTarget = { host: '127.0.0.1', port, ca: cert };
   return {
-    async measure() {
+    /** With the built-in generator. */
+    async measure(): Promise<BareRun> {
       await runLoad(target, { connections: args.connections, durationMs: 2000, request: writeRequest('127.0.0.1') });
       const before = cpuUs(child.pid!);
       const generatorBefore = process.cpuUsage();
@@ -174,18 +255,24 @@ async function startBaseline(args: Args, dir: string) {
         generatorCpuUs: (generator.user + generator.system) / Math.max(1, result.requests),
       };
     },
+    /** With ab (the same request as against a node, with the node's user certificate). */
+    async measureAb(files: AbFiles): Promise<BareRun> {
+      const options = { ...files, url: `https://127.0.0.1:${port}/app/log/private`, connections: args.connections };
+      await runAb({ ...options, durationS: 2 });
+      const before = cpuUs(child.pid!);
+      const result: AbResult = await runAb({ ...options, durationS: args.durationS });
+      return { requestsPerSecond: result.requestsPerSecond, cpuUsPerRequest: (cpuUs(child.pid!) - before) / result.requests, generatorCpuUs: result.generatorCpuUs };
+    },
     stop() {
       child.kill('SIGTERM');
     },
   };
 }
 
-type Baseline = Awaited<ReturnType<typeof startBaseline>>;
-type NodeResult = Awaited<ReturnType<typeof measureNode>>;
 
 interface Alternation {
   /** Per round: the node's result and its ratio to the mean of the bare runs around it. */
-  readonly rounds: { node: NodeResult; bareRps: number; bareCpuUs: number; ratio: number }[];
+  readonly rounds: { node: NodeRun; bareRps: number; bareCpuUs: number; ratio: number }[];
   readonly ratio: number;
   readonly nodeRps: number;
   readonly bareRps: number;
@@ -198,22 +285,28 @@ interface Alternation {
   readonly nodeMainThreadCpuUs: number[];
 }
 
+function describeCommit(run: NodeRun): string {
+  return Number.isNaN(run.commitP50Ms)
+    ? `all committed ${Math.round(run.commitCatchUpMs)} ms after the load`
+    : `commit p50 ${round(run.commitP50Ms)} ms p99 ${round(run.commitP99Ms)} ms`;
+}
+
 const median = (values: readonly number[]): number => percentile([...values].sort((a, b) => a - b), 50);
 
 /** bare, node, bare, node, ..., bare: see the header of this file. */
-async function alternate(label: string, args: Args, baseline: Baseline, measure: () => Promise<NodeResult>): Promise<Alternation> {
-  let bareBefore = await baseline.measure();
+async function alternate(label: string, args: Args, measureBare: () => Promise<BareRun>, measure: () => Promise<NodeRun>): Promise<Alternation> {
+  let bareBefore = await measureBare();
   let before = bareBefore.requestsPerSecond;
   const rounds: Alternation['rounds'] = [];
   for (let i = 0; i < args.rounds; i++) {
     const node = await measure();
-    const bareAfter = await baseline.measure();
+    const bareAfter = await measureBare();
     const after = bareAfter.requestsPerSecond;
     const bareRps = (before + after) / 2;
     rounds.push({ node, bareRps, bareCpuUs: (bareBefore.cpuUsPerRequest + bareAfter.cpuUsPerRequest) / 2, ratio: node.requestsPerSecond / bareRps });
     console.log(
       `  round ${i + 1}: bare ${Math.round(before)} / ${Math.round(after)} req/s, ${label} ${Math.round(node.requestsPerSecond)} committed writes/s ` +
-        `(${round(node.requestsPerSecond / bareRps, 3)}x), commit p50 ${round(node.commitP50Ms)} ms p99 ${round(node.commitP99Ms)} ms; ` +
+        `(${round(node.requestsPerSecond / bareRps, 3)}x), ${describeCommit(node)}; ` +
         `CPU µs per request: bare ${round(bareAfter.cpuUsPerRequest, 1)} (load generator ${round(bareAfter.generatorCpuUs, 1)}), ` +
         `${label} ${node.cpuUsPerWrite.map((c, n) => `${round(c, 1)} [main thread ${round(node.mainThreadCpuUsPerWrite[n]!, 1)}]`).join(' + ')} ` +
         `(load generator ${round(node.generatorCpuUs, 1)})`,
@@ -281,6 +374,39 @@ function round(value: number, digits = 2): number {
   return Number(value.toFixed(digits));
 }
 
+/** The report fields of one alternation, under a prefix ("one_node", "three_node_ab", ...). */
+function reportOf(prefix: string, alternation: Alternation): Record<string, unknown> {
+  const fields: Record<string, unknown> = {
+    bare_https_rps: Math.round(alternation.bareRps),
+    rps: Math.round(alternation.nodeRps),
+    ratio: round(alternation.ratio, 3),
+    ratios: alternation.rounds.map((r) => round(r.ratio, 3)),
+    errors: alternation.rounds.reduce((n, r) => n + r.node.errors + r.node.non2xx, 0),
+    commit_p50_ms: round(alternation.commitP50Ms),
+    commit_p99_ms: round(alternation.commitP99Ms),
+    commit_catch_up_ms: Math.round(Math.max(...alternation.rounds.map((r) => r.node.commitCatchUpMs))),
+    bare_cpu_us_per_request: round(alternation.bareCpuUs, 1),
+    cpu_us_per_write: alternation.nodeCpuUs.map((c) => round(c, 1)),
+    main_thread_cpu_us_per_write: alternation.nodeMainThreadCpuUs.map((c) => round(c, 1)),
+  };
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(fields)) {
+    if (typeof value === 'number' && Number.isNaN(value)) continue;
+    out[`${prefix}_${key}`] = value;
+  }
+  return out;
+}
+
+function summary(label: string, alternation: Alternation, rounds: number): string {
+  const commit = Number.isNaN(alternation.commitP50Ms)
+    ? 'commit kept up'
+    : `commit p50 ${round(alternation.commitP50Ms)} ms p99 ${round(alternation.commitP99Ms)} ms`;
+  return (
+    `bare node:https ${Math.round(alternation.bareRps)} req/s | ${label} ${Math.round(alternation.nodeRps)} committed writes/s ` +
+    `(${round(alternation.ratio, 3)}x, median of ${rounds}) | ${commit}`
+  );
+}
+
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
   if (args.writes > 0) {
@@ -294,63 +420,45 @@ async function main(): Promise<void> {
     return;
   }
 
+  const withAb = abAvailable();
+  if (!withAb) console.log('ab not found (Debian: apt-get install apache2-utils): measuring with the built-in load generator only');
   const single = await startNode({ configPatch: { logging: { level: 'fail' } } });
   const baseline = await startBaseline(args, single.dir);
+  const abFiles = writeAbFiles(single.dir, single.user);
+  const report: Record<string, unknown> = { bench: 'committed writes', connections: args.connections, duration_s: args.durationS, rounds: args.rounds };
   try {
-    console.log(`1 node: ${args.rounds} rounds of ${args.durationS} s, alternating with the bare server`);
     let one: Alternation;
     try {
-      one = await alternate('1 node', args, baseline, () => measureNode(single, args));
+      console.log(`1 node: ${args.rounds} rounds of ${args.durationS} s, alternating with the bare server (built-in load generator)`);
+      one = await alternate('1 node', args, () => baseline.measure(), () => measureNode(single, args));
+      Object.assign(report, reportOf('one_node', one), { one_node_rss_mb: round(one.rounds.at(-1)!.node.rssMb, 1) });
+      console.log(summary('1 node', one, args.rounds));
+      if (withAb) {
+        console.log(`1 node: ${args.rounds} rounds of ${args.durationS} s, alternating with the bare server (ab)`);
+        const oneAb = await alternate('1 node', args, () => baseline.measureAb(abFiles), () => measureNodeAb(single, args, abFiles));
+        Object.assign(report, reportOf('one_node_ab', oneAb));
+        console.log(summary('1 node', oneAb, args.rounds));
+      }
     } finally {
       await single.stop();
     }
-    const last = one.rounds.at(-1)!.node;
-    const report: Record<string, unknown> = {
-      bench: 'committed writes',
-      connections: args.connections,
-      duration_s: args.durationS,
-      rounds: args.rounds,
-      bare_https_rps: Math.round(one.bareRps),
-      one_node_rps: Math.round(one.nodeRps),
-      one_node_ratio: round(one.ratio, 3),
-      one_node_ratios: one.rounds.map((r) => round(r.ratio, 3)),
-      one_node_errors: one.rounds.reduce((n, r) => n + r.node.errors + r.node.non2xx, 0),
-      one_node_commit_p50_ms: round(one.commitP50Ms),
-      one_node_commit_p99_ms: round(one.commitP99Ms),
-      one_node_commit_catch_up_ms: Math.round(Math.max(...one.rounds.map((r) => r.node.commitCatchUpMs))),
-      one_node_rss_mb: round(last.rssMb, 1),
-      bare_cpu_us_per_request: round(one.bareCpuUs, 1),
-      one_node_cpu_us_per_write: round(one.nodeCpuUs[0]!, 1),
-      one_node_main_thread_cpu_us_per_write: round(one.nodeMainThreadCpuUs[0]!, 1),
-    };
-    console.log(
-      `bare node:https ${report.bare_https_rps} req/s | 1 node ${report.one_node_rps} committed writes/s (${report.one_node_ratio}x, median of ${args.rounds}) | ` +
-        `commit p50 ${report.one_node_commit_p50_ms} ms p99 ${report.one_node_commit_p99_ms} ms`,
-    );
 
     if (!args.skipNetwork) {
       const network = await startNetwork(3, { logging: { level: 'fail' } });
       try {
         const primary = await network.primary();
-        console.log(`3 nodes: ${args.rounds} rounds of ${args.durationS} s, alternating with the bare server`);
-        const three = await alternate('3 nodes', args, baseline, () => measureNode(primary, args, [primary, ...network.nodes.filter((n) => n !== primary)]));
-        Object.assign(report, {
-          three_node_bare_https_rps: Math.round(three.bareRps),
-          three_node_rps: Math.round(three.nodeRps),
-          three_node_ratio: round(three.ratio, 3),
-          three_node_ratios: three.rounds.map((r) => round(r.ratio, 3)),
-          three_node_vs_one: round(three.ratio / one.ratio, 3),
-          three_node_errors: three.rounds.reduce((n, r) => n + r.node.errors + r.node.non2xx, 0),
-          three_node_commit_p50_ms: round(three.commitP50Ms),
-          three_node_commit_p99_ms: round(three.commitP99Ms),
-          three_node_commit_catch_up_ms: Math.round(Math.max(...three.rounds.map((r) => r.node.commitCatchUpMs))),
-          three_node_cpu_us_per_write: three.nodeCpuUs.map((c) => round(c, 1)),
-          three_node_main_thread_cpu_us_per_write: three.nodeMainThreadCpuUs.map((c) => round(c, 1)),
-        });
-        console.log(
-          `bare node:https ${report.three_node_bare_https_rps} req/s | 3 nodes ${report.three_node_rps} committed writes/s (${report.three_node_ratio}x bare, median of ${args.rounds}) | ` +
-            `commit p50 ${report.three_node_commit_p50_ms} ms p99 ${report.three_node_commit_p99_ms} ms`,
-        );
+        const nodes = [primary, ...network.nodes.filter((n) => n !== primary)];
+        console.log(`3 nodes: ${args.rounds} rounds of ${args.durationS} s, alternating with the bare server (built-in load generator)`);
+        const three = await alternate('3 nodes', args, () => baseline.measure(), () => measureNode(primary, args, nodes));
+        Object.assign(report, reportOf('three_node', three), { three_node_vs_one: round(three.ratio / one.ratio, 3) });
+        console.log(summary('3 nodes', three, args.rounds));
+        if (withAb) {
+          const files = writeAbFiles(primary.dir, primary.user);
+          console.log(`3 nodes: ${args.rounds} rounds of ${args.durationS} s, alternating with the bare server (ab)`);
+          const threeAb = await alternate('3 nodes', args, () => baseline.measureAb(files), () => measureNodeAb(primary, args, files, nodes));
+          Object.assign(report, reportOf('three_node_ab', threeAb));
+          console.log(summary('3 nodes', threeAb, args.rounds));
+        }
         const failover = await measureFailover(network.nodes, primary);
         Object.assign(report, {
           failover_elected_ms: Math.round(failover.electedMs),
