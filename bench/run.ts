@@ -69,6 +69,7 @@ function writeRequest(host: string) {
 
 /** One measured load against a node (or a network, through its primary). */
 interface NodeRun {
+  /** Answered writes (2xx) per second: every one of them is committed (see commitCatchUpMs). */
   readonly requestsPerSecond: number;
   readonly errors: number;
   readonly non2xx: number;
@@ -163,6 +164,7 @@ async function measureNode(node: StartedNode, args: Args, nodes: readonly Starte
   commitLatencies.sort((a, b) => a - b);
   return {
     ...result,
+    requestsPerSecond: ((result.requests - result.non2xx) / result.elapsedMs) * 1000,
     commitP50Ms: percentile(commitLatencies, 50),
     commitP99Ms: percentile(commitLatencies, 99),
     commitCatchUpMs: catchUpMs,
@@ -211,7 +213,7 @@ async function measureNodeAb(node: StartedNode, args: Args, files: AbFiles, node
     2,
   );
   return {
-    requestsPerSecond: result.requestsPerSecond,
+    requestsPerSecond: (result.requestsPerSecond * (result.requests - result.non2xx)) / result.requests,
     errors: result.errors,
     non2xx: result.non2xx,
     commitP50Ms: NaN,
