@@ -27,6 +27,7 @@ import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseTxId } from '../src/base/ids.js';
 import { createSelfSignedCertificate, generateEcKeyPair } from '../src/crypto/index.js';
 import { removeDir, startNode, type StartedNode } from '../src/testing/node-process.js';
 import { startNetwork, until } from '../src/testing/network.js';
@@ -85,6 +86,29 @@ interface NodeRun {
   readonly rssMb: number;
 }
 
+/** The seqno of a `<view>.<seqno>` text (NaN if it is not one). */
+function seqnoOf(txId: unknown): number {
+  return parseTxId(String(txId))?.seqno ?? NaN;
+}
+
+async function committedSeqno(node: StartedNode): Promise<number> {
+  return seqnoOf((await node.client.request('GET', '/node/commit')).body.transaction_id);
+}
+
+/**
+ * Starts counting the CPU time of `nodes` (their processes and main threads); the returned
+ * function gives what each spent per request since.
+ */
+function startCpuMeter(nodes: readonly StartedNode[]): (requests: number) => Pick<NodeRun, 'cpuUsPerWrite' | 'mainThreadCpuUsPerWrite'> {
+  const cpuBefore = nodes.map((n) => cpuUs(n.process.pid!));
+  // The main thread's id is the process id: what is left on the request thread.
+  const mainBefore = nodes.map((n) => cpuUs(n.process.pid!, n.process.pid!));
+  return (requests) => ({
+    cpuUsPerWrite: nodes.map((n, i) => (cpuUs(n.process.pid!) - cpuBefore[i]!) / Math.max(1, requests)),
+    mainThreadCpuUsPerWrite: nodes.map((n, i) => (cpuUs(n.process.pid!, n.process.pid!) - mainBefore[i]!) / Math.max(1, requests)),
+  });
+}
+
 /** Seqnos awaiting commit at once stay far below this (the ring of send times, see measureNode). */
 const SEQNO_RING = 1 << 21;
 /** As the node writes it (lower case). */
@@ -106,8 +130,7 @@ async function measureNode(node: StartedNode, args: Args, nodes: readonly Starte
   let polling = true;
   const poller = (async () => {
     while (polling) {
-      const answer = await node.client.request('GET', '/node/commit');
-      const commitSeqno = Number(String(answer.body.transaction_id).split('.')[1]);
+      const commitSeqno = await committedSeqno(node);
       const now = performance.now();
       for (let seqno = seenCommitSeqno + 1; seqno <= commitSeqno; seqno++) {
         const slot = seqno % SEQNO_RING;
@@ -124,9 +147,7 @@ async function measureNode(node: StartedNode, args: Args, nodes: readonly Starte
 
   // Warm-up (JIT, TLS sessions), not measured.
   await runLoad(target, { connections: args.connections, durationMs: 2000, request: writeRequest(host) });
-  const cpuBefore = nodes.map((n) => cpuUs(n.process.pid!));
-  // The main thread's id is the process id: what is left on the request thread.
-  const mainBefore = nodes.map((n) => cpuUs(n.process.pid!, n.process.pid!));
+  const cpu = startCpuMeter(nodes);
   const generatorBefore = process.cpuUsage();
   const result = await runLoad(target, {
     connections: args.connections,
@@ -149,8 +170,7 @@ async function measureNode(node: StartedNode, args: Args, nodes: readonly Starte
     },
   });
   const loadEnd = performance.now();
-  const cpuUsPerWrite = nodes.map((n, i) => (cpuUs(n.process.pid!) - cpuBefore[i]!) / Math.max(1, result.requests));
-  const mainThreadCpuUsPerWrite = nodes.map((n, i) => (cpuUs(n.process.pid!, n.process.pid!) - mainBefore[i]!) / Math.max(1, result.requests));
+  const cpuPerWrite = cpu(result.requests);
   const generator = process.cpuUsage(generatorBefore);
   const generatorCpuUs = (generator.user + generator.system) / Math.max(1, result.requests);
   let catchUpMs = 0;
@@ -168,8 +188,7 @@ async function measureNode(node: StartedNode, args: Args, nodes: readonly Starte
     commitP50Ms: percentile(commitLatencies, 50),
     commitP99Ms: percentile(commitLatencies, 99),
     commitCatchUpMs: catchUpMs,
-    cpuUsPerWrite,
-    mainThreadCpuUsPerWrite,
+    ...cpuPerWrite,
     generatorCpuUs,
     rssMb: rssMb(node.process.pid!),
   };
@@ -195,20 +214,15 @@ function writeAbFiles(dir: string, identity: { certificatePem: string; privateKe
 async function measureNodeAb(node: StartedNode, args: Args, files: AbFiles, nodes: readonly StartedNode[] = [node]): Promise<NodeRun> {
   const options = { ...files, url: `https://${node.address}/app/log/private`, connections: args.connections };
   await runAb({ ...options, durationS: 2 });
-  const cpuBefore = nodes.map((n) => cpuUs(n.process.pid!));
-  const mainBefore = nodes.map((n) => cpuUs(n.process.pid!, n.process.pid!));
+  const cpu = startCpuMeter(nodes);
   const result = await runAb({ ...options, durationS: args.durationS });
-  const cpuUsPerWrite = nodes.map((n, i) => (cpuUs(n.process.pid!) - cpuBefore[i]!) / result.requests);
-  const mainThreadCpuUsPerWrite = nodes.map((n, i) => (cpuUs(n.process.pid!, n.process.pid!) - mainBefore[i]!) / result.requests);
+  const cpuPerWrite = cpu(result.requests);
   const loadEnd = performance.now();
   const last = await node.client.request('POST', '/app/log/private', { body: { id: 1, msg: 'last' }, identity: node.user });
-  const lastSeqno = Number(String(last.headers['x-covenant-transaction-id']).split('.')[1]);
+  const lastSeqno = seqnoOf(last.headers['x-covenant-transaction-id']);
   await until(
     'the writes of the ab run to commit',
-    async () => {
-      const answer = await node.client.request('GET', '/node/commit');
-      return Number(String(answer.body.transaction_id).split('.')[1]) >= lastSeqno ? true : undefined;
-    },
+    async () => ((await committedSeqno(node)) >= lastSeqno ? true : undefined),
     10_000,
     2,
   );
@@ -219,8 +233,7 @@ async function measureNodeAb(node: StartedNode, args: Args, files: AbFiles, node
     commitP50Ms: NaN,
     commitP99Ms: NaN,
     commitCatchUpMs: performance.now() - loadEnd,
-    cpuUsPerWrite,
-    mainThreadCpuUsPerWrite,
+    ...cpuPerWrite,
     generatorCpuUs: result.generatorCpuUs,
     rssMb: rssMb(node.process.pid!),
   };
