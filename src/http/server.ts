@@ -72,9 +72,7 @@ export class RpcInterface {
         // A client that stalls in the TLS handshake is dropped (Node's default waits 120 s).
         handshakeTimeout: 10_000,
       },
-      (req, res) => {
-        this.handle(req, res).catch((e: unknown) => this.fail(res, toCovenantError(e), e));
-      },
+      (req, res) => this.handle(req, res),
     );
     // Every TCP connection, handshake finished or not, so that close() can end them all.
     this.server.on('connection', (socket: Socket) => {
@@ -120,7 +118,27 @@ export class RpcInterface {
     });
   }
 
-  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  /**
+   * Routes, authenticates, reads the body and runs the handler. Callbacks rather than async
+   * functions: most handlers answer synchronously, and a request then costs no promise at all.
+   * Every failure, thrown or rejected, ends in fail().
+   */
+  private handle(req: IncomingMessage, res: ServerResponse): void {
+    let request: RoutedRequest;
+    try {
+      request = this.route(req, res);
+    } catch (e) {
+      this.fail(res, toCovenantError(e), e);
+      return;
+    }
+    readBody(req, this.options.maxBodySizeBytes, (error, rawBody) => {
+      if (error !== undefined) this.fail(res, error, error);
+      else this.dispatch(req, res, request, rawBody);
+    });
+  }
+
+  /** Matches the route, checks its operator feature and authenticates the caller (401 otherwise). */
+  private route(req: IncomingMessage, res: ServerResponse): RoutedRequest {
     const rawUrl = req.url ?? '/';
     const q = rawUrl.indexOf('?');
     const path = q === -1 ? rawUrl : rawUrl.slice(0, q);
@@ -145,25 +163,38 @@ export class RpcInterface {
     const clientCertificateDer = peerCertificateDer(req.socket as TLSSocket);
     const policy = route.auth ?? 'none';
     const caller = policy === 'none' ? ANONYMOUS : this.options.authenticator.authenticate(policy, { headers: req.headers, clientCertificateDer });
-    const rawBody = await readBody(req, this.options.maxBodySizeBytes);
-    const ctx = buildRequestContext(route, {
-      method,
-      path,
-      params,
-      rawQuery: q === -1 ? '' : rawUrl.slice(q + 1),
-      rawBody,
-      headers: req.headers,
-      caller,
-      clientCertificateDer,
-      interfaceName: this.options.name,
-    });
-    const forwarder = this.options.forwarder;
-    if (forwarder && forwarder.shouldForward(route, method)) {
-      this.send(res, await forwarder.forward(route, ctx, q === -1 ? '' : rawUrl.slice(q + 1)), method === 'HEAD');
-      return;
+    return { route, params, method, path, rawQuery: q === -1 ? '' : rawUrl.slice(q + 1), caller, clientCertificateDer };
+  }
+
+  /** Validates query and body, then forwards the request to the primary or runs its handler. */
+  private dispatch(req: IncomingMessage, res: ServerResponse, request: RoutedRequest, rawBody: Buffer): void {
+    const isHead = request.method === 'HEAD';
+    try {
+      const { route, method, rawQuery } = request;
+      const ctx = buildRequestContext(route, {
+        method,
+        path: request.path,
+        params: request.params,
+        rawQuery,
+        rawBody,
+        headers: req.headers,
+        caller: request.caller,
+        clientCertificateDer: request.clientCertificateDer,
+        interfaceName: this.options.name,
+      });
+      const forwarder = this.options.forwarder;
+      const answer = forwarder && forwarder.shouldForward(route, method) ? forwarder.forward(route, ctx, rawQuery) : route.handler(ctx);
+      if (answer instanceof Promise) {
+        answer.then(
+          (response) => this.send(res, response, isHead),
+          (e: unknown) => this.fail(res, toCovenantError(e), e),
+        );
+      } else {
+        this.send(res, answer, isHead);
+      }
+    } catch (e) {
+      this.fail(res, toCovenantError(e), e);
     }
-    const response = await route.handler(ctx);
-    this.send(res, response, method === 'HEAD');
   }
 
   /**
@@ -179,25 +210,35 @@ export class RpcInterface {
   private readonly releaseHeld = (): void => {
     const held = this.held;
     this.held = [];
-    for (const { res, response, isHead } of held) this.sendNow(res, response, isHead);
+    for (const { res, response, isHead } of held) {
+      try {
+        this.sendNow(res, response, isHead);
+      } catch (e) {
+        // A body that cannot be serialised must not take the other answers (or the node) down.
+        this.fail(res, toCovenantError(e), e);
+      }
+    }
   };
 
   private sendNow(res: ServerResponse, response: RouteResponse, isHead: boolean): void {
     if (res.headersSent) return;
+    const kind = response.bodyKind ?? (response.body === undefined ? 'none' : 'json');
+    if (kind === 'json') {
+      // The common answer, in one writeHead with a flat header list (no per-header bookkeeping).
+      const text = JSON.stringify(response.body);
+      const head: (string | number | readonly string[])[] = [];
+      if (response.headers) for (const k in response.headers) if (k !== 'content-type' && k !== 'content-length') head.push(k, response.headers[k]!);
+      head.push('content-type', 'application/json', 'content-length', Buffer.byteLength(text));
+      res.writeHead(response.status, head as string[]);
+      res.end(isHead ? undefined : text);
+      return;
+    }
     res.statusCode = response.status;
     if (response.headers) for (const [k, v] of Object.entries(response.headers)) res.setHeader(k, v as string | number | string[]);
-    const kind = response.bodyKind ?? (response.body === undefined ? 'none' : 'json');
     switch (kind) {
       case 'none':
         res.end();
         return;
-      case 'json': {
-        const text = JSON.stringify(response.body);
-        res.setHeader('content-type', 'application/json');
-        res.setHeader('content-length', Buffer.byteLength(text));
-        res.end(isHead ? undefined : text);
-        return;
-      }
       case 'text': {
         const text = String(response.body);
         if (!res.hasHeader('content-type')) res.setHeader('content-type', 'text/plain; charset=utf-8');
@@ -261,6 +302,17 @@ function peerCertificateDer(socket: TLSSocket): Buffer | undefined {
   return der ?? undefined;
 }
 
+/** A request matched to its route and authenticated, before its body is read. */
+interface RoutedRequest {
+  readonly route: Route;
+  readonly params: Record<string, string>;
+  readonly method: HttpMethod;
+  readonly path: string;
+  readonly rawQuery: string;
+  readonly caller: Caller;
+  readonly clientCertificateDer: Buffer | undefined;
+}
+
 export interface RequestParts {
   readonly method: HttpMethod;
   readonly path: string;
@@ -318,36 +370,44 @@ function queryError(error: z.ZodError, given: Record<string, string>): CovenantE
   return httpErrors.invalidQuery(zodIssuesMessage(error, 'query parameter'));
 }
 
-/** Reads the whole body, refusing (413) as soon as it exceeds the limit. */
-function readBody(req: IncomingMessage, limitBytes: number): Promise<Buffer> {
+const NO_BODY = Buffer.alloc(0);
+
+/** Reads the whole body, refusing (413) as soon as it exceeds the limit. `done` is called once. */
+function readBody(req: IncomingMessage, limitBytes: number, done: (error: CovenantError | undefined, body: Buffer) => void): void {
   const declared = Number(req.headers['content-length'] ?? 0);
   if (declared > limitBytes) {
     req.resume();
-    return Promise.reject(httpErrors.payloadTooLarge(limitBytes));
+    done(httpErrors.payloadTooLarge(limitBytes), NO_BODY);
+    return;
   }
   if (declared === 0 && req.headers['transfer-encoding'] === undefined) {
     req.resume();
-    return Promise.resolve(Buffer.alloc(0));
+    done(undefined, NO_BODY);
+    return;
   }
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let received = 0;
-    let refused = false;
-    req.on('data', (chunk: Buffer) => {
-      if (refused) return;
-      received += chunk.length;
-      if (received > limitBytes) {
-        refused = true;
-        reject(httpErrors.payloadTooLarge(limitBytes));
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.on('end', () => {
-      if (!refused) resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
-    });
-    req.on('error', (e) => {
-      if (!refused) reject(new CovenantError('RequestAborted', `request body could not be read: ${e.message}`, 400));
-    });
+  let chunks: Buffer[] | undefined;
+  let first: Buffer | undefined;
+  let received = 0;
+  let finished = false;
+  req.on('data', (chunk: Buffer) => {
+    if (finished) return;
+    received += chunk.length;
+    if (received > limitBytes) {
+      finished = true;
+      done(httpErrors.payloadTooLarge(limitBytes), NO_BODY);
+      return;
+    }
+    if (first === undefined) first = chunk;
+    else (chunks ??= [first]).push(chunk);
+  });
+  req.on('end', () => {
+    if (finished) return;
+    finished = true;
+    done(undefined, chunks !== undefined ? Buffer.concat(chunks) : (first ?? NO_BODY));
+  });
+  req.on('error', (e) => {
+    if (finished) return;
+    finished = true;
+    done(new CovenantError('RequestAborted', `request body could not be read: ${e.message}`, 400), NO_BODY);
   });
 }

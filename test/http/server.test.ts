@@ -1,0 +1,134 @@
+/**
+ * One RPC interface over real TLS on loopback, with a small route table: every way a handler
+ * can fail (throwing, rejecting, answering something that cannot be serialised) and every bad
+ * body ends in the JSON error body with its status, and the interface keeps serving.
+ */
+import { test, after, before } from 'node:test';
+import assert from 'node:assert/strict';
+import https from 'node:https';
+import { z } from 'zod';
+import { CovenantError } from '../../src/base/errors.js';
+import { nullLogger } from '../../src/base/log.js';
+import { createSelfSignedCertificate, generateEcKeyPair } from '../../src/crypto/index.js';
+import { Router } from '../../src/http/router.js';
+import { json, type Route } from '../../src/http/route.js';
+import { RpcInterface, type Authenticator } from '../../src/http/server.js';
+
+const anyone: Authenticator = { authenticate: () => ({ kind: 'anonymous' }) };
+
+const routes: Route[] = [
+  { method: ['GET', 'HEAD'], path: '/sync', summary: 'answers at once', handler: () => json(200, { answer: 'sync' }, { 'x-extra': 'yes' }) },
+  { method: 'GET', path: '/async', summary: 'answers later', handler: async () => json(201, { answer: 'async' }) },
+  {
+    method: 'GET',
+    path: '/throws',
+    summary: 'throws',
+    handler: () => {
+      throw new CovenantError('Teapot', 'this handler always throws', 418);
+    },
+  },
+  { method: 'GET', path: '/rejects', summary: 'rejects', handler: () => Promise.reject(new CovenantError('Gone', 'this handler always rejects', 410)) },
+  { method: 'GET', path: '/bug', summary: 'fails unexpectedly', handler: () => Promise.reject(new TypeError('a bug')) },
+  { method: 'GET', path: '/unserialisable', summary: 'answers a BigInt', handler: () => json(200, { big: 1n }) },
+  { method: 'POST', path: '/echo', summary: 'echoes n', body: z.object({ n: z.number() }).strict(), handler: ({ body }) => json(200, { n: (body as { n: number }).n }) },
+];
+
+let server: RpcInterface;
+let port: number;
+let ca: string;
+
+before(async () => {
+  const keyPair = generateEcKeyPair('P-384');
+  ca = await createSelfSignedCertificate({ keyPair, subjectCommonName: 'test', subjectAltNames: ['iPAddress:127.0.0.1'], validityDays: 1, isCa: false });
+  server = new RpcInterface({
+    name: 'test',
+    host: '127.0.0.1',
+    port: 0,
+    tls: { keyPem: keyPair.privateKeyPem, certificatePem: ca },
+    router: new Router(routes),
+    enabledFeatures: [],
+    maxBodySizeBytes: 64,
+    authenticator: anyone,
+    logger: nullLogger,
+  });
+  port = (await server.listen()).port;
+});
+
+after(() => server.close());
+
+interface Answer {
+  readonly status: number;
+  readonly headers: Record<string, string | string[] | undefined>;
+  readonly body: unknown;
+}
+
+function call(method: string, path: string, body?: string): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = https.request({ host: '127.0.0.1', port, method, path, ca, agent: false, headers: body === undefined ? {} : { 'content-type': 'application/json' } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        resolve({ status: res.statusCode!, headers: res.headers, body: text === '' ? undefined : JSON.parse(text) });
+      });
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+test('synchronous and asynchronous handlers answer with their status, headers and JSON body', async () => {
+  const sync = await call('GET', '/sync');
+  assert.equal(sync.status, 200);
+  assert.deepEqual(sync.body, { answer: 'sync' });
+  assert.equal(sync.headers['x-extra'], 'yes');
+  assert.equal(sync.headers['content-type'], 'application/json');
+  assert.equal(Number(sync.headers['content-length']), JSON.stringify({ answer: 'sync' }).length);
+  const head = await call('HEAD', '/sync');
+  assert.equal(head.status, 200);
+  assert.equal(head.body, undefined, 'HEAD answers the headers only');
+  assert.equal(Number(head.headers['content-length']), JSON.stringify({ answer: 'sync' }).length);
+  const later = await call('GET', '/async');
+  assert.equal(later.status, 201);
+  assert.deepEqual(later.body, { answer: 'async' });
+});
+
+test('a throwing, a rejecting and a buggy handler each get the JSON error body, and nothing more leaks', async () => {
+  assert.deepEqual(await call('GET', '/throws').then((a) => [a.status, a.body]), [418, { error: { code: 'Teapot', message: 'this handler always throws' } }]);
+  assert.deepEqual(await call('GET', '/rejects').then((a) => [a.status, a.body]), [410, { error: { code: 'Gone', message: 'this handler always rejects' } }]);
+  const bug = await call('GET', '/bug');
+  assert.equal(bug.status, 500);
+  assert.equal((bug.body as { error: { code: string; message: string } }).error.code, 'InternalError');
+  assert.doesNotMatch(JSON.stringify(bug.body), /a bug/, 'the internal reason stays in the log');
+});
+
+test('an answer that cannot be serialised is a 500, and the answers released with it still leave', async () => {
+  const [broken, ...fine] = await Promise.all([call('GET', '/unserialisable'), call('GET', '/sync'), call('GET', '/sync'), call('GET', '/async')]);
+  assert.equal(broken!.status, 500);
+  assert.equal((broken!.body as { error: { code: string } }).error.code, 'InternalError');
+  assert.deepEqual(
+    fine.map((a) => a.status),
+    [200, 200, 201],
+  );
+  assert.equal((await call('GET', '/sync')).status, 200, 'the interface still serves');
+});
+
+test('bodies: valid, malformed JSON, wrong shape, over the limit; routing: unknown path and method', async () => {
+  assert.deepEqual(await call('POST', '/echo', '{"n":5}').then((a) => [a.status, a.body]), [200, { n: 5 }]);
+  const malformed = await call('POST', '/echo', '{"n":');
+  assert.equal(malformed.status, 400);
+  assert.equal((malformed.body as { error: { code: string } }).error.code, 'InvalidJsonBody');
+  const wrong = await call('POST', '/echo', '{"n":"five"}');
+  assert.equal(wrong.status, 400);
+  assert.equal((wrong.body as { error: { code: string } }).error.code, 'InvalidInput');
+  const large = await call('POST', '/echo', JSON.stringify({ n: 1, pad: 'x'.repeat(100) }));
+  assert.equal(large.status, 413);
+  assert.equal((large.body as { error: { code: string } }).error.code, 'RequestBodyTooLarge');
+  const unknown = await call('GET', '/nowhere');
+  assert.equal(unknown.status, 404);
+  assert.equal((unknown.body as { error: { code: string } }).error.code, 'ResourceNotFound');
+  const method = await call('DELETE', '/sync');
+  assert.equal(method.status, 405);
+  assert.equal(method.headers.allow, 'GET, HEAD');
+  assert.equal((await call('POST', '/echo', '{"n":6}')).status, 200, 'the interface still serves');
+});
