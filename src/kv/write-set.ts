@@ -47,33 +47,52 @@ export function emptyWriteSet(): WriteSet {
 }
 
 function sortedEntries<V>(map: ReadonlyMap<string, V>): [string, V][] {
-  const entries = [...map];
-  for (let i = 1; i < entries.length; i++) {
-    if (compareUtf8(entries[i - 1]![0], entries[i]![0]) >= 0) {
-      entries.sort((a, b) => compareUtf8(a[0], b[0]));
-      break;
+  return [...map].sort((a, b) => compareUtf8(a[0], b[0]));
+}
+
+/** Whether names, and keys within each map, are in strictly ascending UTF-8 order. */
+function isCanonical(writes: WriteSet): boolean {
+  let previousName: string | undefined;
+  for (const [name, mapWrites] of writes) {
+    if (previousName !== undefined && compareUtf8(previousName, name) >= 0) return false;
+    previousName = name;
+    let previousKey: string | undefined;
+    for (const key of mapWrites.keys()) {
+      if (previousKey !== undefined && compareUtf8(previousKey, key) >= 0) return false;
+      previousKey = key;
     }
   }
-  return entries;
+  return true;
 }
+
+/** The writes of one map in canonical key order: a map (as the store makes them) or an array. */
+type SortedWrites = ReadonlyMap<string, Write> | readonly (readonly [string, Write])[];
+
+function countOf(writes: SortedWrites): number {
+  return Array.isArray(writes) ? writes.length : (writes as ReadonlyMap<string, Write>).size;
+}
+
+const ANY_MAP = (): boolean => true;
+const PRIVATE_MAP = (name: string): boolean => !isPublicMapName(name);
 
 /** Encodes the writes of one domain. Maps without writes are left out. */
 export function encodeWriteSetPart(maps: readonly (readonly [string, ReadonlyMap<string, Write>])[]): Uint8Array {
   const sorted: [string, [string, Write][]][] = [];
-  for (const [name, writes] of maps) if (writes.size > 0) sorted.push([name, sortedEntries(writes)]);
-  return encodeSortedPart(sorted);
+  for (const [name, writes] of maps) sorted.push([name, sortedEntries(writes)]);
+  return encodeSortedPart(sorted.sort((a, b) => compareUtf8(a[0], b[0])));
 }
 
 /**
  * Encodes maps and writes that are already in canonical order (the caller guarantees it; decoding
- * would reject anything else). Used directly by snapshots, whose entries come out of the state.
+ * would reject anything else), keeping the maps whose names `include` accepts. Used directly by
+ * snapshots, whose entries come out of the state, and by encodeWriteSet for each domain.
  */
-export function encodeSortedPart(maps: readonly (readonly [string, readonly (readonly [string, Write])[]])[]): Uint8Array {
+export function encodeSortedPart(maps: Iterable<readonly [string, SortedWrites]>, include: (name: string) => boolean = ANY_MAP): Uint8Array {
   // First pass: exact size, so that the part is written into one allocation.
   let size = 5;
   let mapCount = 0;
   for (const [name, entries] of maps) {
-    if (entries.length === 0) continue;
+    if (countOf(entries) === 0 || !include(name)) continue;
     mapCount++;
     size += 8 + Buffer.byteLength(name, 'utf8');
     for (const [key, value] of entries) {
@@ -87,11 +106,12 @@ export function encodeSortedPart(maps: readonly (readonly [string, readonly (rea
   out.writeUInt32LE(mapCount, 1);
   let offset = 5;
   for (const [name, entries] of maps) {
-    if (entries.length === 0) continue;
+    const count = countOf(entries);
+    if (count === 0 || !include(name)) continue;
     const nameLength = out.write(name, offset + 4, 'utf8');
     out.writeUInt32LE(nameLength, offset);
     offset += 4 + nameLength;
-    out.writeUInt32LE(entries.length, offset);
+    out.writeUInt32LE(count, offset);
     offset += 4;
     for (const [key, value] of entries) {
       const keyLength = out.write(key, offset + 4, 'utf8');
@@ -111,14 +131,13 @@ export function encodeSortedPart(maps: readonly (readonly [string, readonly (rea
   return out;
 }
 
-/** Splits a write set by domain and encodes both parts. */
+/**
+ * Splits a write set by domain and encodes both parts. A write set from the store is already in
+ * canonical order and is encoded as it is; any other is sorted first.
+ */
 export function encodeWriteSet(writes: WriteSet): EncodedWriteSet {
-  const publicMaps: [string, ReadonlyMap<string, Write>][] = [];
-  const privateMaps: [string, ReadonlyMap<string, Write>][] = [];
-  for (const [name, mapWrites] of sortedEntries(writes)) {
-    (isPublicMapName(name) ? publicMaps : privateMaps).push([name, mapWrites]);
-  }
-  return { publicBytes: encodeWriteSetPart(publicMaps), privateBytes: encodeWriteSetPart(privateMaps) };
+  const canonical = isCanonical(writes) ? writes : new Map(sortedEntries(writes).map(([name, mapWrites]) => [name, new Map(sortedEntries(mapWrites))]));
+  return { publicBytes: encodeSortedPart(canonical, isPublicMapName), privateBytes: encodeSortedPart(canonical, PRIVATE_MAP) };
 }
 
 class Reader {
