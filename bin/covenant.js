@@ -10,4 +10,6 @@ if (!existsSync(entry)) {
   process.stderr.write('covenant: not built yet; run `npm ci` (or `npm run build`) in ' + root + '\n');
   process.exit(1);
 }
+// Log lines and stack traces name the TypeScript source (file and line), as under the sandbox.
+process.setSourceMapsEnabled(true);
 await import(pathToFileURL(entry).href);

@@ -31,4 +31,6 @@ export const httpErrors = {
     new CovenantError('MissingRequiredQueryParameter', `missing required query parameter "${name}"`, 400),
   invalidQuery: (message: string) => new CovenantError('InvalidQueryParameterValue', message, 400),
   invalidBody: (message: string) => new CovenantError('InvalidInput', message, 400),
+  /** A route the API already lists (GET /node/api) whose capability this version does not have yet. */
+  notImplemented: (what: string) => new CovenantError('NotImplemented', `${what} is not available in this version of the node`, 501),
 };

@@ -2,6 +2,7 @@
  * Path matching for the route table. Static paths are found in one Map lookup (the hot path of
  * application writes); templated paths are compiled to anchored regular expressions once.
  */
+import { CovenantError } from '../base/errors.js';
 import type { HttpMethod, Route } from './route.js';
 import { routeMethods } from './route.js';
 
@@ -80,11 +81,20 @@ export class Router {
       }
       const params: Record<string, string> = {};
       template.paramNames.forEach((name, i) => {
-        params[name] = decodeURIComponent(m[i + 1]!);
+        params[name] = decodePathParameter(name, m[i + 1]!);
       });
       return { kind: 'found', match: { route: template.route, params } };
     }
     if (allowed.size > 0) return { kind: 'method-not-allowed', allowed: [...allowed] };
     return { kind: 'not-found' };
+  }
+}
+
+/** A %-decoded path parameter; a malformed escape (`%zz`) is the client's error, not ours. */
+function decodePathParameter(name: string, raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw new CovenantError('InvalidPathParameter', `path parameter ${name} "${raw.slice(0, 100)}" is not validly %-encoded`, 400);
   }
 }

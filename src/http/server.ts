@@ -81,9 +81,9 @@ export class RpcInterface {
     });
     if (options.maxOpenSessions !== undefined && options.maxOpenSessions > 0) this.server.maxConnections = options.maxOpenSessions;
     this.server.on('tlsClientError', (err) => options.logger.debug('TLS handshake failed', { interface: options.name, reason: err.message }));
-    this.server.on('clientError', (err, socket) => {
+    this.server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
       options.logger.debug('malformed HTTP request', { interface: options.name, reason: err.message });
-      if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
+      if (socket.writable) socket.end(clientErrorAnswer(err));
     });
   }
 
@@ -288,6 +288,20 @@ export class RpcInterface {
     if (error.status === 413) res.setHeader('connection', 'close');
     res.end(text);
   }
+}
+
+/**
+ * The answer to a request Node's HTTP parser refuses before any route sees it: the error body
+ * like every other answer, 431 for oversized headers, and the connection closed.
+ */
+function clientErrorAnswer(err: NodeJS.ErrnoException): string {
+  const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
+  const error = tooLarge
+    ? new CovenantError('RequestHeaderTooLarge', 'the request headers exceed the limit', 431)
+    : new CovenantError('MalformedRequest', `the request is not valid HTTP/1.1 (${err.code ?? 'parse error'})`, 400);
+  const text = JSON.stringify(error.toBody());
+  const reason = tooLarge ? 'Request Header Fields Too Large' : 'Bad Request';
+  return `HTTP/1.1 ${error.status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`;
 }
 
 /** The client certificate of a connection, read once per TLS session (getPeerCertificate is costly). */

@@ -120,6 +120,9 @@ describe('snapshots', () => {
     // snapshot:create (sent to a backup: forwarded) snapshots at the next signature, before tx_count.
     await until('no snapshot in progress', async () => (snapshotFiles(first, false).length === 0 ? true : undefined));
     const latest = parseSnapshotFileName(snapshotFiles(first).at(-1)!)!.seqno;
+    const withBody = await network.nodes[0]!.client.request('POST', '/node/snapshot:create', { body: { now: true } });
+    assert.equal(withBody.status, 400, 'snapshot:create takes no body');
+    assert.equal(withBody.body.error.code, 'UnexpectedBody');
     const create = await network.nodes[2]!.client.request('POST', '/node/snapshot:create');
     assert.equal(create.status, 204, create.text);
     const created = await until('a snapshot from snapshot:create', async () => {

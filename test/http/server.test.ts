@@ -6,6 +6,7 @@
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import https from 'node:https';
+import tls from 'node:tls';
 import { z } from 'zod';
 import { CovenantError } from '../../src/base/errors.js';
 import { nullLogger } from '../../src/base/log.js';
@@ -30,6 +31,7 @@ const routes: Route[] = [
   { method: 'GET', path: '/rejects', summary: 'rejects', handler: () => Promise.reject(new CovenantError('Gone', 'this handler always rejects', 410)) },
   { method: 'GET', path: '/bug', summary: 'fails unexpectedly', handler: () => Promise.reject(new TypeError('a bug')) },
   { method: 'GET', path: '/unserialisable', summary: 'answers a BigInt', handler: () => json(200, { big: 1n }) },
+  { method: 'GET', path: '/items/{id}', summary: 'echoes the id', handler: ({ params }) => json(200, { id: params.id }) },
   { method: 'POST', path: '/echo', summary: 'echoes n', body: z.object({ n: z.number() }).strict(), handler: ({ body }) => json(200, { n: (body as { n: number }).n }) },
 ];
 
@@ -131,4 +133,38 @@ test('bodies: valid, malformed JSON, wrong shape, over the limit; routing: unkno
   assert.equal(method.status, 405);
   assert.equal(method.headers.allow, 'GET, HEAD');
   assert.equal((await call('POST', '/echo', '{"n":6}')).status, 200, 'the interface still serves');
+});
+
+test('path parameters are %-decoded; a malformed escape is a 400, not an internal error', async () => {
+  assert.deepEqual((await call('GET', '/items/a%20b')).body, { id: 'a b' });
+  const bad = await call('GET', '/items/%zz');
+  assert.equal(bad.status, 400);
+  assert.equal((bad.body as { error: { code: string } }).error.code, 'InvalidPathParameter');
+});
+
+/** Sends raw bytes over TLS and returns everything the server answers before it closes. */
+function raw(bytes: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = tls.connect({ host: '127.0.0.1', port, ca }, () => socket.end(bytes));
+    const chunks: Buffer[] = [];
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('close', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    socket.on('error', reject);
+  });
+}
+
+function parseRaw(text: string): { status: number; body: { error: { code: string } } } {
+  const [head, body] = text.split('\r\n\r\n', 2) as [string, string];
+  assert.match(head, /content-type: application\/json/i);
+  return { status: Number(head.split(' ')[1]), body: JSON.parse(body) };
+}
+
+test('requests the HTTP parser refuses get the JSON error body too: 400 for garbage, 431 for oversized headers', async () => {
+  const garbage = parseRaw(await raw('GARBAGE\r\n\r\n'));
+  assert.equal(garbage.status, 400);
+  assert.equal(garbage.body.error.code, 'MalformedRequest');
+  const oversized = parseRaw(await raw(`GET /sync HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`));
+  assert.equal(oversized.status, 431);
+  assert.equal(oversized.body.error.code, 'RequestHeaderTooLarge');
+  assert.equal((await call('GET', '/sync')).status, 200, 'the interface still serves');
 });

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { CovenantError } from '../../base/errors.js';
 import { parseChunkName } from '../../ledger/index.js';
+import { httpErrors } from '../errors.js';
 import { FileDigestCache, serveImmutableFile } from '../file-download.js';
 import type { NodeConfig } from '../../config/index.js';
 import { type RequestContext, type Route, type RouteResponse } from '../route.js';
@@ -35,7 +36,7 @@ export interface DownloadDeps {
 }
 
 function notImplemented(what: string): never {
-  throw new CovenantError('NotImplemented', `${what} is not available in this version of the node`, 501);
+  throw httpErrors.notImplemented(what);
 }
 
 const COMMITTED_CHUNK_NAME = /^ledger_[1-9]\d{0,15}-[1-9]\d{0,15}\.committed$/;
@@ -214,8 +215,9 @@ export function downloadRoutes(deps: DownloadDeps): Route[] {
       path: '/node/snapshot:create',
       summary: 'Requests a snapshot at the next signature transaction',
       feature: 'SnapshotCreate',
-      responses: { 204: 'Snapshot requested', 404: 'SnapshotCreate is not enabled on this interface' },
-      handler: (): RouteResponse => {
+      responses: { 204: 'Snapshot requested', 400: 'The request has a body (it takes none)', 404: 'SnapshotCreate is not enabled on this interface' },
+      handler: ({ rawBody }): RouteResponse => {
+        if (rawBody.length > 0) throw new CovenantError('UnexpectedBody', 'POST /node/snapshot:create takes no request body', 400);
         if (deps.requestSnapshot === undefined) return notImplemented('POST /node/snapshot:create (snapshots)');
         deps.requestSnapshot();
         return { status: 204, headers: { 'content-length': 0 }, bodyKind: 'none' };

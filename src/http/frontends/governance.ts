@@ -15,6 +15,7 @@ import { Governance, type GovOutcome, type GovRequest, loadJsEngine, type Sandbo
 import { jsonCodec, type Tx } from '../../kv/index.js';
 import type { CovenantNode } from '../../node/node.js';
 import { SINGLETON_KEY, Tables, type NodeInfo, type ServiceInfo } from '../../node/tables.js';
+import { httpErrors } from '../errors.js';
 import { json, type RequestContext, type Route } from '../route.js';
 
 export const TRANSACTION_ID_HEADER = 'x-covenant-transaction-id';
@@ -191,6 +192,25 @@ export function governanceRoutes(node: CovenantNode, options: GovernanceFrontend
           const policy = (tx.map(Tables.joinPolicy, anyJson).get(SINGLETON_KEY) as string | undefined) ?? null;
           return { host_data: hostData, policy };
         }),
+    },
+    // Disaster recovery with recovery shares (DESIGN "Governance requests"): listed now, answered once recovery exists.
+    {
+      method: 'GET',
+      path: '/gov/recovery/encrypted-shares/{member_id}',
+      summary: "The member's encrypted recovery share (not available in this version)",
+      responses: { 501: 'Recovery shares are not available in this version' },
+      handler: () => {
+        throw httpErrors.notImplemented('GET /gov/recovery/encrypted-shares/{member_id} (recovery shares)');
+      },
+    },
+    {
+      method: 'POST',
+      path: '/gov/recovery/members/{member_id}:recover',
+      summary: "Submits a member's decrypted recovery share (COSE_Sign1; not available in this version)",
+      responses: { 501: 'Recovery shares are not available in this version' },
+      handler: () => {
+        throw httpErrors.notImplemented('POST /gov/recovery/members/{member_id}:recover (recovery shares)');
+      },
     },
   ];
 }

@@ -189,9 +189,11 @@ export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFronte
     {
       method: 'HEAD',
       path: '/node/primary',
-      summary: 'Redirects (308) to the current primary',
-      responses: { 308: 'Redirect to the primary' },
+      summary: 'Redirects (308) to the current primary; the primary itself answers 200',
+      responses: { 200: 'This node is the primary', 308: 'Redirect to the primary' },
       handler: () => {
+        // A redirect to itself would send clients that follow redirects round in a loop.
+        if (node.isPrimary()) return { status: 200, bodyKind: 'none' };
         const address = primaryAddress();
         if (!address) throw new CovenantError('PrimaryNotFound', 'No primary is known to this node', 404);
         return { status: 308, headers: { location: `https://${address}/node/primary` }, bodyKind: 'none' };
