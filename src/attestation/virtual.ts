@@ -46,13 +46,17 @@ export type QuoteVerdict = { ok: true; quote: VirtualQuote } | { ok: false; reas
 
 /** Checks the quote's shape and that it binds the given public key. Trust of measurement and host data is the caller's policy. */
 export function verifyVirtualQuote(info: QuoteInfo, publicKeyDer: Uint8Array): QuoteVerdict {
-  if (info.format !== VIRTUAL_FORMAT) return { ok: false, reason: `unsupported quote format ${String(info.format)}` };
+  // The quote comes from the network: nothing about its shape is taken for granted.
+  if (typeof info !== 'object' || info === null) return { ok: false, reason: 'quote_info is not an object' };
+  if (info.format !== VIRTUAL_FORMAT) return { ok: false, reason: `unsupported quote format ${String(info.format).slice(0, 64)}` };
+  if (typeof info.quote !== 'string') return { ok: false, reason: 'quote_info.quote is not a base64 string' };
   let quote: VirtualQuote;
   try {
     quote = JSON.parse(Buffer.from(info.quote, 'base64').toString('utf8')) as VirtualQuote;
   } catch {
     return { ok: false, reason: 'quote is not a virtual quote document' };
   }
+  if (typeof quote !== 'object' || quote === null) return { ok: false, reason: 'quote is not a virtual quote document' };
   const hex64 = /^[0-9a-f]{64}$/;
   if (quote.format !== VIRTUAL_FORMAT || !hex64.test(quote.measurement ?? '') || !hex64.test(quote.host_data ?? '') || !hex64.test(quote.report_data ?? '')) {
     return { ok: false, reason: 'quote fields are malformed' };

@@ -7,28 +7,57 @@
 import { CovenantError, errorMessage } from '../base/errors.js';
 import type { Logger } from '../base/log.js';
 import { FrameKind, type CovenantNode } from '../node/node.js';
-import { toCovenantError } from './errors.js';
+import { z } from 'zod';
+import { toCovenantError, zodIssuesMessage } from './errors.js';
 import type { Caller, HttpMethod, RequestContext, Route, RouteResponse } from './route.js';
 import type { Router } from './router.js';
 import { buildRequestContext, type RequestForwarder } from './server.js';
 
-interface ForwardedRequest {
-  id: number;
-  method: HttpMethod;
-  path: string;
-  query: string;
-  headers: Record<string, string>;
-  body: string;
-  caller: Caller;
-  interface: string;
-}
+/**
+ * The two frames, checked on arrival: they come from an authenticated node, but a node must not
+ * fall over (or answer the wrong client) because a peer sent something it did not expect.
+ */
+const forwardedRequestSchema = z.object({
+  id: z.number().int().positive(),
+  method: z.enum(['GET', 'HEAD', 'POST', 'PUT', 'DELETE']),
+  path: z.string().startsWith('/'),
+  query: z.string(),
+  headers: z.record(z.string(), z.string()),
+  body: z.string(),
+  caller: z.object({
+    kind: z.enum(['anonymous', 'user', 'member', 'jwt']),
+    id: z.string().optional(),
+    claims: z.record(z.string(), z.unknown()).optional(),
+  }),
+  interface: z.string(),
+});
 
-interface ForwardedResponse {
-  id: number;
-  status: number;
-  headers: Record<string, string | number | string[]>;
-  kind: 'json' | 'none' | 'bytes' | 'text';
-  body: unknown;
+const forwardedResponseSchema = z.object({
+  id: z.number().int().positive(),
+  status: z.number().int().min(100).max(599),
+  headers: z.record(z.string(), z.union([z.string(), z.number(), z.array(z.string())])),
+  kind: z.enum(['json', 'none', 'bytes', 'text']),
+  body: z.unknown(),
+});
+
+type ForwardedRequest = z.infer<typeof forwardedRequestSchema>;
+type ForwardedResponse = z.infer<typeof forwardedResponseSchema>;
+
+/** A forwarded frame's JSON payload checked against its schema; undefined (and logged) otherwise. */
+function parseFrame<T>(schema: z.ZodType<T>, payload: Uint8Array, what: string, from: string, logger: Logger): T | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(Buffer.from(payload).toString('utf8'));
+  } catch (e) {
+    logger.info(`dropping a malformed ${what} from ${from}: ${errorMessage(e)}`);
+    return undefined;
+  }
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) {
+    logger.info(`dropping a malformed ${what} from ${from}: ${zodIssuesMessage(parsed.error, 'field')}`);
+    return undefined;
+  }
+  return parsed.data;
 }
 
 /** Headers a handler may read; others stay on the backup. */
@@ -37,7 +66,7 @@ const MAX_PENDING_FORWARDS = 10_000;
 
 export class PrimaryForwarder implements RequestForwarder {
   private nextId = 1;
-  private readonly pending = new Map<number, { resolve: (r: RouteResponse) => void; reject: (e: unknown) => void; timer: NodeJS.Timeout }>();
+  private readonly pending = new Map<number, { to: string; resolve: (r: RouteResponse) => void; reject: (e: unknown) => void; timer: NodeJS.Timeout }>();
 
   constructor(
     private readonly node: CovenantNode,
@@ -87,7 +116,7 @@ export class PrimaryForwarder implements RequestForwarder {
         this.pending.delete(id);
         reject(new CovenantError('ForwardingTimedOut', `the primary did not answer within ${this.timeoutMs}ms`, 503));
       }, this.timeoutMs);
-      this.pending.set(id, { resolve, reject, timer });
+      this.pending.set(id, { to: primary, resolve, reject, timer });
       if (!this.node.sendFrame(primary, FrameKind.ForwardedRequest, Buffer.from(JSON.stringify(request)))) {
         clearTimeout(timer);
         this.pending.delete(id);
@@ -97,14 +126,8 @@ export class PrimaryForwarder implements RequestForwarder {
   }
 
   private async onRequest(from: string, payload: Uint8Array): Promise<void> {
-    let request: ForwardedRequest;
-    try {
-      request = JSON.parse(Buffer.from(payload).toString('utf8')) as ForwardedRequest;
-      if (typeof request.id !== 'number' || typeof request.path !== 'string') throw new Error('missing id or path');
-    } catch (e) {
-      this.logger.info(`dropping a malformed forwarded request from ${from}: ${errorMessage(e)}`);
-      return;
-    }
+    const request = parseFrame(forwardedRequestSchema, payload, 'forwarded request', from, this.logger);
+    if (request === undefined) return;
     let response: ForwardedResponse;
     try {
       if (!this.node.isPrimary()) throw new CovenantError('NotPrimary', 'the node the request was forwarded to is no longer primary', 503);
@@ -132,15 +155,14 @@ export class PrimaryForwarder implements RequestForwarder {
   }
 
   private onResponse(from: string, payload: Uint8Array): void {
-    let response: ForwardedResponse;
-    try {
-      response = JSON.parse(Buffer.from(payload).toString('utf8')) as ForwardedResponse;
-    } catch (e) {
-      this.logger.info(`dropping a malformed forwarded response from ${from}: ${errorMessage(e)}`);
-      return;
-    }
+    const response = parseFrame(forwardedResponseSchema, payload, 'forwarded response', from, this.logger);
+    if (response === undefined) return;
     const waiter = this.pending.get(response.id);
     if (!waiter) return;
+    if (waiter.to !== from) {
+      this.logger.info(`dropping a forwarded response from ${from}: request ${response.id} went to ${waiter.to}`);
+      return;
+    }
     this.pending.delete(response.id);
     clearTimeout(waiter.timer);
     const body = response.kind === 'bytes' ? Buffer.from(String(response.body), 'base64') : response.body;

@@ -354,7 +354,8 @@ export class TlsNodeChannels implements NodeChannels {
       });
     }
     const context = secureContextOf(identity);
-    this.server.setSecureContext({ key: identity.privateKeyPem, cert: identity.certificatePem });
+    // Built from the same options as at start: TLS 1.3 only, before and after the swap.
+    this.server.setSecureContext({ key: identity.privateKeyPem, cert: identity.certificatePem, minVersion: 'TLSv1.3' });
     this.secureContext = context;
     this.identity = identity;
     this.log.info('node-to-node certificate replaced; new connections present it', { node_id: identity.nodeId });

@@ -72,6 +72,14 @@ describe('joining', () => {
       });
       assert.equal(badQuote.status, 403);
       assert.equal(badQuote.body.error.code, 'InvalidQuote');
+      for (const document of ['null', '5', '"text"', 'not json']) {
+        const malformed = await client.request('POST', '/node/join', {
+          identity,
+          body: { ...base, quote_info: { format: 'Insecure_Virtual', quote: Buffer.from(document).toString('base64'), endorsements: '' } },
+        });
+        assert.equal(malformed.status, 403, `a quote document ${document} is refused, not an internal error`);
+        assert.equal(malformed.body.error.code, 'InvalidQuote');
+      }
       const stranger = await generateIdentity({ commonName: 'stranger' });
       const notHolder = await client.request('POST', '/node/join', {
         identity: stranger,

@@ -456,8 +456,19 @@ describe('TLS node-to-node channels', { timeout: TEST_TIMEOUT_MS }, () => {
     await waitFor('a connection to R', () => presented.length >= 1);
     assert.equal(presented[0], fingerprint(idA.certificatePem));
 
+    const tls12Refused = async () => {
+      const socket = tls.connect({ ...hostPort(a.address), rejectUnauthorized: false, maxVersion: 'TLSv1.2', key: idD.privateKeyPem, cert: idD.certificatePem });
+      t.after(() => socket.destroy());
+      return new Promise<boolean>((resolve) => {
+        socket.once('secureConnect', () => resolve(false));
+        socket.once('error', () => resolve(true));
+      });
+    };
+    assert.equal(await tls12Refused(), true, 'TLS 1.3 only');
+
     a.channels.setIdentity({ nodeId: idA.nodeId, privateKeyPem: idA.privateKeyPem, certificatePem: endorsedPem });
     assert.equal(await serverCertOf(), fingerprint(endorsedPem));
+    assert.equal(await tls12Refused(), true, 'still TLS 1.3 only with the new certificate');
     await waitFor('a reconnection to R with the endorsed certificate', () => presented.at(-1) === fingerprint(endorsedPem));
     // B accepts A by key, whatever signed its certificate.
     await roundTrip(b, a, 'B to A');

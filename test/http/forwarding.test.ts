@@ -1,0 +1,100 @@
+/**
+ * The forwarder's two frames as they arrive from peers: anything malformed is logged and dropped
+ * (a node never falls over because of a peer's frame), and an answer is taken only from the node
+ * the request went to.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Logger } from '../../src/base/log.js';
+import { nullLogger } from '../../src/base/log.js';
+import { PrimaryForwarder } from '../../src/http/forwarding.js';
+import { Router } from '../../src/http/router.js';
+import { json, type RequestContext, type Route } from '../../src/http/route.js';
+import { FrameKind, type CovenantNode } from '../../src/node/node.js';
+
+type Handler = (from: string, payload: Uint8Array) => void;
+
+/** The part of a node the forwarder uses, recording frames sent and handlers registered. */
+function backupNode(primary: string): { node: CovenantNode; handlers: Map<number, Handler>; sent: { to: string; kind: number; payload: unknown }[] } {
+  const handlers = new Map<number, Handler>();
+  const sent: { to: string; kind: number; payload: unknown }[] = [];
+  const node = {
+    nodeId: 'backup',
+    isPrimary: () => false,
+    primaryId: () => primary,
+    onFrame: (kind: number, handler: Handler) => handlers.set(kind, handler),
+    sendFrame: (to: string, kind: number, payload: Uint8Array) => {
+      sent.push({ to, kind, payload: JSON.parse(Buffer.from(payload).toString('utf8')) });
+      return true;
+    },
+  } as unknown as CovenantNode;
+  return { node, handlers, sent };
+}
+
+const route: Route = { method: 'POST', path: '/app/log/private', summary: 'writes', handler: () => json(200, true) };
+
+function context(): RequestContext {
+  return {
+    method: 'POST',
+    path: '/app/log/private',
+    params: {},
+    query: {},
+    body: { id: 1, msg: 'm' },
+    rawBody: Buffer.from('{"id":1,"msg":"m"}'),
+    headers: { 'content-type': 'application/json' },
+    caller: { kind: 'user', id: 'u' },
+    clientCertificateDer: undefined,
+    interfaceName: 'primary',
+  };
+}
+
+function recordingLogger(lines: string[]): Logger {
+  return { ...nullLogger, info: (message: string) => lines.push(message) };
+}
+
+const frame = (value: unknown) => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value));
+
+test('malformed forwarded answers are dropped with a logged reason; the right answer from the primary is taken', async () => {
+  const { node, handlers, sent } = backupNode('primary-node');
+  const lines: string[] = [];
+  const forwarder = new PrimaryForwarder(node, () => new Router([route]), recordingLogger(lines), 5_000);
+  try {
+    const answer = forwarder.forward(route, context(), '');
+    assert.equal(sent.length, 1);
+    assert.equal(sent[0]!.to, 'primary-node');
+    assert.equal(sent[0]!.kind, FrameKind.ForwardedRequest);
+    const id = (sent[0]!.payload as { id: number }).id;
+    const onResponse = handlers.get(FrameKind.ForwardedResponse)!;
+
+    for (const bad of ['null', '5', '[]', '{"id":"x"}', 'not json', { id, status: 'ok', headers: {}, kind: 'json', body: 1 }, { id, status: 200, headers: { a: {} }, kind: 'json' }]) {
+      assert.doesNotThrow(() => onResponse('primary-node', frame(bad)));
+    }
+    assert.equal(lines.filter((l) => l.includes('malformed forwarded response')).length, 7);
+
+    // A well-formed answer from a node the request did not go to is not the answer.
+    onResponse('another-node', frame({ id, status: 200, headers: {}, kind: 'json', body: 'forged' }));
+    assert.ok(lines.some((l) => l.includes('went to primary-node')));
+
+    onResponse('primary-node', frame({ id, status: 200, headers: { 'x-covenant-transaction-id': '2.7' }, kind: 'json', body: true }));
+    const response = await answer;
+    assert.equal(response.status, 200);
+    assert.equal(response.body, true);
+    assert.equal(response.headers?.['x-covenant-transaction-id'], '2.7');
+  } finally {
+    forwarder.close();
+  }
+});
+
+test('malformed forwarded requests are dropped with a logged reason and answered by nothing', () => {
+  const { node, handlers, sent } = backupNode('primary-node');
+  const lines: string[] = [];
+  const forwarder = new PrimaryForwarder(node, () => new Router([route]), recordingLogger(lines));
+  const onRequest = handlers.get(FrameKind.ForwardedRequest)!;
+  const valid = { id: 1, method: 'POST', path: '/app/log/private', query: '', headers: {}, body: '', caller: { kind: 'user', id: 'u' }, interface: 'primary' };
+  for (const bad of ['null', 'garbage', { ...valid, id: 0 }, { ...valid, method: 'PATCH' }, { ...valid, caller: null }, { ...valid, headers: { a: 1 } }]) {
+    assert.doesNotThrow(() => onRequest('peer', frame(bad)));
+  }
+  assert.equal(lines.filter((l) => l.includes('malformed forwarded request')).length, 6);
+  assert.equal(sent.length, 0);
+  forwarder.close();
+});
