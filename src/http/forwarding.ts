@@ -9,7 +9,7 @@ import type { Logger } from '../base/log.js';
 import { FrameKind, type CovenantNode } from '../node/node.js';
 import { z } from 'zod';
 import { toCovenantError, zodIssuesMessage } from './errors.js';
-import type { Caller, HttpMethod, RequestContext, Route, RouteResponse } from './route.js';
+import type { HttpMethod, RequestContext, Route, RouteResponse } from './route.js';
 import type { Router } from './router.js';
 import { buildRequestContext, type RequestForwarder } from './server.js';
 
