@@ -18,7 +18,7 @@ import type { EntrySealerFactory } from '../ledger/index.js';
 import type { Logger } from '../base/log.js';
 import { CovenantNode, type NodeAddresses, type RpcInterfaceAddress } from '../node/node.js';
 import type { NodeChannels } from '../node/channels.js';
-import { NodeServer } from '../http/service.js';
+import { listenPreferring, NodeServer, splitHostPort } from '../http/service.js';
 import { loggingAppRoutes } from '../apps/logging.js';
 import { COVENANT_VERSION } from './version.js';
 
@@ -145,11 +145,19 @@ export async function runNodeCommand(configPath: string): Promise<void> {
 
   try {
     await node.prepareIdentity();
-    const created = await createTlsNodeChannels({
-      identity: { nodeId: node.nodeId, privateKeyPem: node.nodePrivateKeyPem, certificatePem: node.selfSignedCertificatePem },
-      bindAddress: config.node_to_node_interface.bind_address,
-      logger: logger.child({ component: 'channels' }),
-    });
+    // A node restarted from its state binds the ports it had where the configuration leaves them to the system (port 0).
+    const previous = node.previousBoundAddresses();
+    const n2nBind = config.node_to_node_interface.bind_address;
+    const created = await listenPreferring(
+      portToReuse(n2nBind, previous?.node_to_node),
+      (port) =>
+        createTlsNodeChannels({
+          identity: { nodeId: node.nodeId, privateKeyPem: node.nodePrivateKeyPem, certificatePem: node.selfSignedCertificatePem },
+          bindAddress: port === undefined ? n2nBind : `${splitHostPortText(n2nBind)}:${port}`,
+          logger: logger.child({ component: 'channels' }),
+        }),
+      (reason) => logger.fail(`node-to-node interface: ${reason}`),
+    );
     channels = created.channels;
     node.attachChannels(channels);
     server = new NodeServer({
@@ -159,7 +167,12 @@ export async function runNodeCommand(configPath: string): Promise<void> {
       appRoutes: loggingAppRoutes,
       tls: { keyPem: node.nodePrivateKeyPem, certificatePem: node.selfSignedCertificatePem },
     });
-    const bound = await server.listen();
+    const preferPorts = new Map<string, number>();
+    for (const [name, iface] of Object.entries(config.rpc_interfaces)) {
+      const port = portToReuse(iface.bind_address, previous?.rpc[name]);
+      if (port !== undefined) preferPorts.set(name, port);
+    }
+    const bound = await server.listen(preferPorts);
     const rpc: RpcInterfaceAddress[] = Object.entries(config.rpc_interfaces).map(([name, iface]) => {
       const actual = bound.get(name)!;
       return { name, bindAddress: actual, publishedAddress: published(iface.published_address, actual), enabledOperatorFeatures: iface.enabled_operator_features };
@@ -210,4 +223,16 @@ export async function runNodeCommand(configPath: string): Promise<void> {
     await Promise.all([server?.close(), channels?.close()]);
     process.exit(1);
   }
+}
+
+/** The port of `previous` when `configured` leaves the port to the system (port 0); otherwise none. */
+function portToReuse(configured: string, previous: string | undefined): number | undefined {
+  if (previous === undefined || splitHostPort(configured).port !== 0) return undefined;
+  const port = splitHostPort(previous).port;
+  return Number.isInteger(port) && port > 0 ? port : undefined;
+}
+
+/** The host part of "host:port", as written (brackets of an IPv6 address kept). */
+function splitHostPortText(address: string): string {
+  return address.slice(0, address.lastIndexOf(':'));
 }

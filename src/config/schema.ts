@@ -102,7 +102,7 @@ export function nodeConfigSchema(baseDir: string) {
     command,
     node_certificate: z
       .strictObject({
-        subject_alt_names: z.array(subjectAltName()).default(['iPAddress:127.0.0.1']),
+        subject_alt_names: z.array(subjectAltName()).optional(),
         curve_id: z.enum(['Secp384R1']).default('Secp384R1'),
         initial_validity_days: validityDays.default(1),
       })

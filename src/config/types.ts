@@ -67,8 +67,8 @@ export type CommandConfig =
   | (CommandSections & { type: 'Recover'; recover: RecoverCommandConfig });
 
 export interface NodeCertificateConfig {
-  /** "iPAddress:<ip>" or "dNSName:<name>". */
-  subject_alt_names: string[];
+  /** "iPAddress:<ip>" or "dNSName:<name>"; when absent, the hosts of the RPC interfaces' published addresses. */
+  subject_alt_names?: string[];
   curve_id: 'Secp384R1';
   initial_validity_days: number;
 }

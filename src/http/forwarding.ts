@@ -37,7 +37,8 @@ const forwardedResponseSchema = z.object({
   status: z.number().int().min(100).max(599),
   headers: z.record(z.string(), z.union([z.string(), z.number(), z.array(z.string())])),
   kind: z.enum(['json', 'none', 'bytes', 'text']),
-  body: z.unknown(),
+  // Absent for answers without a body (JSON leaves undefined out).
+  body: z.unknown().optional(),
 });
 
 type ForwardedRequest = z.infer<typeof forwardedRequestSchema>;

@@ -96,10 +96,11 @@ export class RpcInterface {
     this.server.setSecureContext({ key: tls.keyPem, cert: tls.certificatePem });
   }
 
-  async listen(): Promise<AddressInfo> {
+  /** Listens on the configured port, or on `port` when given (a restarted node's previous one). */
+  async listen(port = this.options.port): Promise<AddressInfo> {
     await new Promise<void>((resolve, reject) => {
       this.server.once('error', reject);
-      this.server.listen(this.options.port, this.options.host, () => {
+      this.server.listen(port, this.options.host, () => {
         this.server.off('error', reject);
         resolve();
       });

@@ -68,11 +68,17 @@ export class NodeServer {
     }
   }
 
-  /** Listens on every interface; returns name → actual "host:port" (port 0 resolved). */
-  async listen(): Promise<Map<string, string>> {
+  /**
+   * Listens on every interface; returns name → actual "host:port" (port 0 resolved). `preferPorts`
+   * names ports to try first (a restarted node's previous ones); one that is taken is logged and
+   * the configured address is bound instead.
+   */
+  async listen(preferPorts: ReadonlyMap<string, number> = new Map()): Promise<Map<string, string>> {
     const out = new Map<string, string>();
     for (const iface of this.interfaces) {
-      const address = await iface.listen();
+      const address = await listenPreferring(preferPorts.get(iface.name), (port) => iface.listen(port), (reason) =>
+        this.options.logger.fail(`RPC interface ${iface.name}: ${reason}`),
+      );
       const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
       out.set(iface.name, `${host}:${address.port}`);
     }
@@ -101,4 +107,20 @@ export function splitHostPort(address: string): { host: string; port: number } {
   let host = address.slice(0, i);
   if (host.startsWith('[') && host.endsWith(']')) host = host.slice(1, -1);
   return { host, port: Number(address.slice(i + 1)) };
+}
+
+/**
+ * Binds `preferredPort` if there is one and it is free, else the configured address (listen with
+ * no port). Only "address in use" falls back; any other failure is the caller's.
+ */
+export async function listenPreferring<T>(preferredPort: number | undefined, listen: (port?: number) => Promise<T>, log: (reason: string) => void): Promise<T> {
+  if (preferredPort !== undefined) {
+    try {
+      return await listen(preferredPort);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw e;
+      log(`port ${preferredPort}, bound before the restart, is taken now: binding the configured address instead (peers learn the new one when this node rejoins)`);
+    }
+  }
+  return listen();
 }

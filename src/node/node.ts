@@ -9,6 +9,7 @@
  * Everything time- or I/O-related comes in through NodeInit (clock, disk, randomness, logger,
  * node-to-node channels, the join client, the entry sealer).
  */
+import { isIP } from 'node:net';
 import { assert } from '../base/assert.js';
 import { fromHex, toHex, utf8 } from '../base/bytes.js';
 import { CovenantError, errorMessage } from '../base/errors.js';
@@ -130,6 +131,14 @@ interface PersistedNodeState {
   voted_for: string | null;
   /** Seqno of the snapshot the node started from (0: from genesis); its ledger starts after it. */
   startup_seqno?: number;
+  /** Where the interfaces were bound: a restart binds the same ports again where the configuration says port 0. */
+  bound_addresses?: BoundAddresses;
+}
+
+/** The "host:port" each interface was bound to: the node-to-node interface, and RPC interfaces by name. */
+export interface BoundAddresses {
+  readonly node_to_node: string;
+  readonly rpc: Record<string, string>;
 }
 
 export const NODE_STATE_FILE = 'node_state.json';
@@ -403,8 +412,18 @@ export class CovenantNode {
       view: this.hardView,
       voted_for: this.hardVotedFor ?? null,
       startup_seqno: this.startupSeqno,
+      ...(this.addresses ? { bound_addresses: boundAddressesOf(this.addresses) } : {}),
     };
     this.init.writeSecretFile(this.statePath, JSON.stringify(state));
+  }
+
+  /**
+   * The addresses this node's interfaces were bound to in its previous run (when it restarts from
+   * its persisted state). Peers and clients know the node there until it announces new ones, and
+   * announcing needs a primary, which may need this node: a restart binds the same ports again.
+   */
+  previousBoundAddresses(): BoundAddresses | undefined {
+    return this.hasPersistedState() ? this.loadPersistedState().bound_addresses : undefined;
   }
 
   /** Creates the node's key, self-signed certificate and quote (before its interfaces listen). */
@@ -434,8 +453,18 @@ export class CovenantNode {
     this.logger.info(`node identity ${this.nodeId} (virtual mode: NO hardware attestation, never for production)`);
   }
 
+  /**
+   * The names in the node's certificates: node_certificate.subject_alt_names when configured,
+   * otherwise the hosts of the RPC interfaces' published addresses (spec "Authentication" 3), as
+   * bound once the interfaces listen, as configured before.
+   */
   private subjectAltNames(): string[] {
-    return [...this.init.config.node_certificate.subject_alt_names];
+    const configured = this.init.config.node_certificate.subject_alt_names;
+    if (configured !== undefined) return [...configured];
+    const published = this.addresses
+      ? this.addresses.rpc.map((a) => a.publishedAddress)
+      : Object.values(this.init.config.rpc_interfaces).map((i) => i.published_address ?? i.bind_address);
+    return subjectAltNamesOf(published);
   }
 
   get nodePrivateKeyPem(): string {
@@ -662,6 +691,8 @@ export class CovenantNode {
     this.installLedgerSecret(new Uint8Array(Buffer.from(state.ledger_secrets[0]!.secret, 'base64')));
     this.hardView = state.view;
     this.hardVotedFor = state.voted_for ?? undefined;
+    // Record where this run is bound (the same ports unless they were taken).
+    this.persistState();
     onEndorsed();
     const last = this.ledger.lastSeqno;
     const started = this.init.clock.monotonicMs();
@@ -787,8 +818,8 @@ export class CovenantNode {
     this.executeWrite((tx) => {
       const nodes = tx.map(Tables.nodesInfo, json);
       const current = nodes.get(nodeId) as NodeInfo | undefined;
-      if (current && current.node_to_node_interface?.published_address !== request.node_to_node_interface.published_address) {
-        // A node restarted from its ledger with new addresses: record where it is now.
+      if (current && !sameAddresses(current, request)) {
+        // A node restarted from its ledger with new addresses (node-to-node or RPC): record where it is now.
         nodes.put(nodeId, { ...current, rpc_interfaces: request.rpc_interfaces, node_to_node_interface: request.node_to_node_interface });
         this.logger.info(`node ${nodeId} rejoined from ${request.node_to_node_interface.published_address}`);
       }
@@ -1753,4 +1784,30 @@ export class CovenantNode {
 /** A transaction id that will never be committed: rolled back, or never assigned (seqno 0, a view that never held it). */
 function transactionInvalid(txId: TxId): CovenantError {
   return new CovenantError('TransactionInvalid', `transaction ${formatTxId(txId)} is Invalid: it will never be committed (it was rolled back, or no such transaction was ever assigned)`, 404);
+}
+
+function boundAddressesOf(addresses: NodeAddresses): BoundAddresses {
+  const rpc: Record<string, string> = {};
+  for (const a of addresses.rpc) rpc[a.name] = a.bindAddress;
+  return { node_to_node: addresses.nodeToNode.bindAddress, rpc };
+}
+
+/** Whether a node's record already holds the addresses its join request announces. */
+function sameAddresses(current: NodeInfo, request: Pick<NodeInfo, 'rpc_interfaces' | 'node_to_node_interface'>): boolean {
+  if (current.node_to_node_interface?.published_address !== request.node_to_node_interface?.published_address) return false;
+  const published = (interfaces: NodeInfo['rpc_interfaces']) =>
+    JSON.stringify(Object.entries(interfaces ?? {}).map(([name, i]) => [name, i.published_address, i.bind_address]).sort());
+  return published(current.rpc_interfaces) === published(request.rpc_interfaces);
+}
+
+/** "iPAddress:" or "dNSName:" names for the hosts of "host:port" addresses (wildcard hosts name nothing; loopback when none is left). */
+export function subjectAltNamesOf(addresses: readonly string[]): string[] {
+  const names = new Set<string>();
+  for (const address of addresses) {
+    let host = address.slice(0, address.lastIndexOf(':'));
+    if (host.startsWith('[') && host.endsWith(']')) host = host.slice(1, -1);
+    if (host === '' || host === '0.0.0.0' || host === '::') continue;
+    names.add(isIP(host) ? `iPAddress:${host}` : `dNSName:${host}`);
+  }
+  return names.size > 0 ? [...names] : ['iPAddress:127.0.0.1'];
 }

@@ -213,7 +213,7 @@ export async function startJoiningNode(options: JoinNodeOptions): Promise<Starte
     options.configPatch,
   );
   const addressesFile = join(dir, 'rpc_addresses.json');
-  // A restarted node binds new ports: never read the previous run's addresses.
+  // Written again once the node listens: never read the previous run's addresses.
   rmSync(addressesFile, { force: true });
   const spawned = spawnNode(configPath, dir, options.env);
   const child = spawned.process;

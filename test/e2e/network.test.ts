@@ -103,6 +103,8 @@ describe('a three-node network', () => {
       assert.equal(redirect.headers.location, `https://${first.address}/node/primary`);
 
       // SIGKILL the primary: a new one is elected among the others, committed writes survive.
+      const n2nAddresses = async (node: StartedNode) => (await node.client.request('GET', '/node/consensus')).body.configs[0].nodes as Record<string, { address: string }>;
+      const n2nBefore = await n2nAddresses(nodes[1]!);
       const oldPrimary = await network.primary();
       assert.equal(oldPrimary, first);
       const oldId = (await first.client.request('GET', '/node/state')).body.node_id;
@@ -133,6 +135,9 @@ describe('a three-node network', () => {
         configPatch: FAST,
       });
       nodes[0] = restarted;
+      // It binds the ports it had (the configuration says port 0): peers and clients find it where it was.
+      assert.equal(restarted.address, first.address);
+      assert.deepEqual(await n2nAddresses(newPrimary), n2nBefore);
       const afterRestart = await write(newPrimary, 1003, 'after restart');
       await waitCommitted(restarted, afterRestart);
       assert.equal((await restarted.client.request('GET', '/app/log/private?id=1002', { identity: first.user })).body.msg, 'after failover');

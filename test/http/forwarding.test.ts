@@ -80,6 +80,11 @@ test('malformed forwarded answers are dropped with a logged reason; the right an
     assert.equal(response.status, 200);
     assert.equal(response.body, true);
     assert.equal(response.headers?.['x-covenant-transaction-id'], '2.7');
+    // An answer without a body (204) has no body field at all.
+    const empty = forwarder.forward(route, context(), '');
+    const emptyId = (sent[1]!.payload as { id: number }).id;
+    onResponse('primary-node', frame({ id: emptyId, status: 204, headers: { 'content-length': 0 }, kind: 'none' }));
+    assert.equal((await empty).status, 204);
   } finally {
     forwarder.close();
   }
