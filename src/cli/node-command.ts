@@ -5,7 +5,8 @@
 import { randomBytes } from 'node:crypto';
 import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, readFileSync, writeFileSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { errorMessage, isCovenantError } from '../base/errors.js';
+import { CovenantError, errorMessage, isCovenantError } from '../base/errors.js';
+import { CONSTITUTION_EXPORTS, loadJsEngine } from '../gov/index.js';
 import { loadNodeConfig, type NodeConfig } from '../config/index.js';
 import { FsDisk } from '../platform/fs-disk.js';
 import { createLogger } from '../platform/logger.js';
@@ -182,7 +183,10 @@ export async function runNodeCommand(configPath: string): Promise<void> {
       nodeToNode: { bindAddress: created.boundAddress, publishedAddress: published(config.node_to_node_interface.published_address, created.boundAddress) },
     };
     // A Start node checks the files its genesis needs before it writes anything.
-    if (config.command.type === 'Start') node.checkStartInputs();
+    if (config.command.type === 'Start') {
+      node.checkStartInputs();
+      await checkConstitution(node.startConstitution());
+    }
     const outputs = config.output_files;
     if (outputs.pid_file) writeFileAtomic(outputs.pid_file, `${process.pid}\n`);
     if (outputs.node_to_node_address_file) {
@@ -216,6 +220,13 @@ export async function runNodeCommand(configPath: string): Promise<void> {
       else await node.joinNetwork(addresses, client, endorse);
     }
   } catch (e) {
+    if (isCovenantError(e) && e.code === 'InvalidConfiguration') {
+      // Found before anything was written: a configuration error like the loader's.
+      process.stderr.write(`covenant node: configuration error: ${e.message}\n`);
+      node.stop();
+      await Promise.all([server?.close(), channels?.close()]);
+      process.exit(2);
+    }
     const message = isCovenantError(e) ? `${e.code}: ${e.message}` : errorMessage(e);
     logger.fatal(`node failed to start: ${message}`);
     if (!isCovenantError(e) && e instanceof Error && e.stack) process.stderr.write(e.stack + '\n');
@@ -235,4 +246,14 @@ function portToReuse(configured: string, previous: string | undefined): number |
 /** The host part of "host:port", as written (brackets of an IPv6 address kept). */
 function splitHostPortText(address: string): string {
   return address.slice(0, address.lastIndexOf(':'));
+}
+
+/** The constitution of a new service must load in the sandbox and export validate, resolve and apply. */
+async function checkConstitution(source: string): Promise<void> {
+  if (source.length === 0) return;
+  try {
+    (await loadJsEngine()).checkModule(source, 'constitution', CONSTITUTION_EXPORTS);
+  } catch (e) {
+    throw new CovenantError('InvalidConfiguration', `"command.start.constitution_files": the constitution cannot be used: ${errorMessage(e)}`, 400);
+  }
 }

@@ -902,7 +902,7 @@ export class CovenantNode {
       tx.map(Tables.usersCerts, json).put(id, pem);
       tx.map(Tables.usersInfo, json).put(id, { user_data: this.readJsonFile(user.data_json_file) });
     }
-    const constitution = (start.constitution_files ?? []).map((f) => this.init.readTextFile(f)).join('\n');
+    const constitution = this.startConstitution();
     if (constitution.length > 0) tx.map(Tables.constitution, json).put(SINGLETON_KEY, constitution);
   }
 
@@ -913,26 +913,35 @@ export class CovenantNode {
   checkStartInputs(): void {
     const start = this.init.config.command.start;
     assert(start, 'Start configuration is present');
-    const files: [string, string | undefined, boolean][] = [];
+    // Each file is read and parsed as genesis will use it: a bad one is found before anything is written.
+    const files: [string, string | undefined, (text: string) => void][] = [];
+    const asJson = (text: string) => void JSON.parse(text);
+    const asCertificate = (text: string) => void certificateId(text);
+    const asPublicKey = (text: string) => void loadPublicKey(text);
+    const asText = () => undefined;
     start.members.forEach((m, i) => {
-      files.push([`command.start.members[${i}].certificate_file`, m.certificate_file, false]);
-      files.push([`command.start.members[${i}].encryption_public_key_file`, m.encryption_public_key_file, false]);
-      files.push([`command.start.members[${i}].data_json_file`, m.data_json_file, true]);
+      files.push([`command.start.members[${i}].certificate_file`, m.certificate_file, asCertificate]);
+      files.push([`command.start.members[${i}].encryption_public_key_file`, m.encryption_public_key_file, asPublicKey]);
+      files.push([`command.start.members[${i}].data_json_file`, m.data_json_file, asJson]);
     });
     (start.users ?? []).forEach((u, i) => {
-      files.push([`command.start.users[${i}].certificate_file`, u.certificate_file, false]);
-      files.push([`command.start.users[${i}].data_json_file`, u.data_json_file, true]);
+      files.push([`command.start.users[${i}].certificate_file`, u.certificate_file, asCertificate]);
+      files.push([`command.start.users[${i}].data_json_file`, u.data_json_file, asJson]);
     });
-    (start.constitution_files ?? []).forEach((f, i) => files.push([`command.start.constitution_files[${i}]`, f, false]));
-    for (const [key, path, isJson] of files) {
+    (start.constitution_files ?? []).forEach((f, i) => files.push([`command.start.constitution_files[${i}]`, f, asText]));
+    for (const [key, path, check] of files) {
       if (path === undefined) continue;
       try {
-        const text = this.init.readTextFile(path);
-        if (isJson) JSON.parse(text);
+        check(this.init.readTextFile(path));
       } catch (e) {
         throw new CovenantError('InvalidConfiguration', `"${key}": cannot use ${path}: ${errorMessage(e)}`, 400);
       }
     }
+  }
+
+  /** The constitution genesis records: the command.start.constitution_files, in order, as one module. */
+  startConstitution(): string {
+    return (this.init.config.command.start?.constitution_files ?? []).map((f) => this.init.readTextFile(f)).join('\n');
   }
 
   private readJsonFile(path: string | undefined): unknown {

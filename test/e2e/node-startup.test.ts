@@ -33,6 +33,11 @@ test('a bad configuration exits non-zero, names the key, and writes nothing', as
   const { dir, configPath } = await prepareStartNode();
   try {
     const good = JSON.parse(readFileSync(configPath, 'utf8'));
+    // Written before the run (and before its "nothing written" baseline).
+    const textFile = (name: string, text: string) => {
+      writeFileSync(join(dir, name), text);
+      return name;
+    };
     const cases: [string, (c: any) => void, RegExp][] = [
       ['unknown key', (c) => (c.ledger.chunksize = '1MB'), /ledger\.chunksize/],
       ['wrong type', (c) => (c.ledger_signatures = { tx_count: 'many' }), /ledger_signatures\.tx_count/],
@@ -41,6 +46,15 @@ test('a bad configuration exits non-zero, names the key, and writes nothing', as
       ['missing data file', (c) => (c.node_data_json_file = 'nowhere.json'), /node_data_json_file/],
       ['bad command', (c) => (c.command.type = 'Begin'), /command\.type/],
       ['missing member certificate', (c) => (c.command.start.members[0].certificate_file = 'nobody_cert.pem'), /command\.start\.members\[0\]\.certificate_file/],
+      ['member certificate not a certificate', (c) => (c.command.start.members[0].certificate_file = textFile('not_a_cert.pem', 'notpem')), /command\.start\.members\[0\]\.certificate_file/],
+      ['user certificate not a certificate', (c) => (c.command.start.users = [{ certificate_file: textFile('user.pem', 'notpem') }]), /command\.start\.users\[0\]\.certificate_file/],
+      [
+        'encryption key not a key',
+        (c) => (c.command.start.members[0].encryption_public_key_file = textFile('enc.pem', '-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n')),
+        /command\.start\.members\[0\]\.encryption_public_key_file/,
+      ],
+      ['constitution that does not compile', (c) => (c.command.start.constitution_files = [textFile('broken.js', 'export function validate( {')]), /command\.start\.constitution_files/],
+      ['constitution without apply', (c) => (c.command.start.constitution_files = [textFile('partial.js', 'export function validate() {}\nexport function resolve() {}')]), /does not export a function "apply"/],
     ];
     for (const [name, mutate, keyPattern] of cases) {
       const config = structuredClone(good);
@@ -48,7 +62,7 @@ test('a bad configuration exits non-zero, names the key, and writes nothing', as
       writeFileSync(configPath, JSON.stringify(config));
       const before = listTree(dir);
       const { code, output } = await runToExit(configPath, dir);
-      assert.notEqual(code, 0, name);
+      assert.equal(code, 2, `${name}: a configuration error\n${output}`);
       assert.match(output, keyPattern, name);
       assert.deepEqual(listTree(dir), before, `${name}: nothing written`);
     }
