@@ -377,6 +377,21 @@ const actions = new Map([
       invalidateOtherOpenProposals(proposalId);
     },
   }],
+  ['add_virtual_measurement', {
+    validate: (a) => checkArgs(a, { measurement: is.id }, {}),
+    apply: (a, proposalId) => {
+      put(T.virtualMeasurements, a.measurement, {});
+      invalidateOtherOpenProposals(proposalId);
+    },
+  }],
+  ['remove_virtual_measurement', {
+    validate: (a) => checkArgs(a, { measurement: is.id }, {}),
+    apply: (a, proposalId) => {
+      if (!svc.kv.has(T.virtualMeasurements, a.measurement)) throw new Error('measurement ' + a.measurement + ' is not registered');
+      remove(T.virtualMeasurements, a.measurement);
+      invalidateOtherOpenProposals(proposalId);
+    },
+  }],
   ['set_node_join_policy', {
     validate: (a) => checkArgs(a, { policy: is.nonEmptyString }, {}),
     apply: (a, proposalId) => {

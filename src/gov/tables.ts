@@ -15,6 +15,8 @@ export const GovTables = {
   usersCerts: 'public:svc.gov.users.certs',
   usersInfo: 'public:svc.gov.users.info',
   hostData: 'public:svc.gov.nodes.snp.host_data',
+  /** Code measurements trusted for joining nodes (virtual attestation): genesis records the first node's. */
+  virtualMeasurements: 'public:svc.gov.nodes.virtual.measurements',
   // Governance's own tables.
   proposals: 'public:svc.gov.proposals',
   proposalsInfo: 'public:svc.gov.proposals_info',

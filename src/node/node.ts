@@ -793,6 +793,15 @@ export class CovenantNode {
       this.logger.info(`join refused: ${verdict.reason}`);
       throw new CovenantError('InvalidQuote', `quote verification failed: ${verdict.reason}`, 403);
     }
+    const trustedMeasurement = this.executeRead((tx) => {
+      const measurements = tx.map(Tables.virtualMeasurements, json);
+      // A service whose genesis predates the table trusts the code the primary runs.
+      return measurements.has(verdict.quote.measurement) || (measurements.size === 0 && verdict.quote.measurement === this.measurement);
+    });
+    if (!trustedMeasurement) {
+      this.logger.info(`join refused: measurement ${verdict.quote.measurement} is not trusted`);
+      throw new CovenantError('UntrustedMeasurement', `measurement ${verdict.quote.measurement} is not trusted by the service (add_virtual_measurement)`, 403);
+    }
     const trustedHostData = this.executeRead((tx) => tx.map(Tables.hostData, json).has(verdict.quote.host_data));
     if (!trustedHostData) {
       this.logger.info(`join refused: host data ${verdict.quote.host_data} is not trusted`);
@@ -886,6 +895,7 @@ export class CovenantNode {
     tx.map(Tables.nodesInfo, json).put(this.nodeId, nodeInfo);
     tx.map(Tables.nodesEndorsedCertificates, json).put(this.nodeId, this.nodeCertificatePem);
     tx.map(Tables.hostData, json).put(this.hostData, { measurement: this.measurement });
+    tx.map(Tables.virtualMeasurements, json).put(this.measurement, {});
     for (const member of start.members) {
       const pem = this.init.readTextFile(member.certificate_file);
       const id = certificateId(pem);

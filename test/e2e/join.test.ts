@@ -72,6 +72,14 @@ describe('joining', () => {
       });
       assert.equal(badQuote.status, 403);
       assert.equal(badQuote.body.error.code, 'InvalidQuote');
+      const otherCode = await client.request('POST', '/node/join', {
+        identity,
+        body: { ...base, quote_info: createVirtualQuote(publicKeyDer(identity.publicKeyPem), codeMeasurement('some other build'), defaultHostData()) },
+      });
+      assert.equal(otherCode.status, 403, 'a measurement the service does not trust');
+      assert.equal(otherCode.body.error.code, 'UntrustedMeasurement');
+      const own = (await first.client.request('GET', '/node/quotes/self')).body.measurement as string;
+      assert.deepEqual((await first.client.request('GET', '/gov/service/join-policy')).body.measurements, [own], 'genesis trusts the first node’s measurement');
       for (const document of ['null', '5', '"text"', 'not json']) {
         const malformed = await client.request('POST', '/node/join', {
           identity,

@@ -201,6 +201,21 @@ describe('governance', () => {
     assert.equal(table(f, GovTables.serviceConfig, '0').recovery_threshold, 1);
   });
 
+  test('code trust actions: add and remove a virtual measurement; removing an unknown one fails', async () => {
+    const f = await fixture();
+    const [m] = f.members as [typeof f.members[0]];
+    f.activate(m);
+    const measurement = 'ab'.repeat(32);
+    assert.equal(f.vote(m, f.propose(m, [{ name: 'add_virtual_measurement', args: { measurement } }]), true).state, 'Accepted');
+    assert.deepEqual(table(f, GovTables.virtualMeasurements, measurement), {});
+    assert.equal(f.vote(m, f.propose(m, [{ name: 'remove_virtual_measurement', args: { measurement } }]), true).state, 'Accepted');
+    assert.equal(table(f, GovTables.virtualMeasurements, measurement), undefined);
+    const again = f.vote(m, f.propose(m, [{ name: 'remove_virtual_measurement', args: { measurement } }]), true);
+    assert.equal(again.state, 'Failed');
+    assert.match(again.failure!.reason, /is not registered/);
+    assert.equal(refused(f, () => f.propose(m, [{ name: 'add_virtual_measurement', args: { measurement: 'nope' } }])).code, 'ProposalFailedToValidate');
+  });
+
   test('changing the constitution drops other open proposals and the new rules apply', async () => {
     const f = await fixture({ members: 2 });
     const [a, b] = f.members as [typeof f.members[0], typeof f.members[0]];

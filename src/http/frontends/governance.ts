@@ -182,15 +182,19 @@ export function governanceRoutes(node: CovenantNode, options: GovernanceFrontend
     {
       method: 'GET',
       path: '/gov/service/join-policy',
-      summary: 'Trusted host data and the node join policy',
+      summary: 'Trusted code measurements and host data, and the node join policy',
       handler: () =>
         read((_gov, tx) => {
           const hostData: Record<string, unknown> = {};
           tx.map(Tables.hostData, anyJson).forEach((value: unknown, key: string) => {
             hostData[key] = value;
           });
+          const measurements: string[] = [];
+          tx.map(Tables.virtualMeasurements, anyJson).forEach((_value: unknown, key: string) => {
+            measurements.push(key);
+          });
           const policy = (tx.map(Tables.joinPolicy, anyJson).get(SINGLETON_KEY) as string | undefined) ?? null;
-          return { host_data: hostData, policy };
+          return { measurements, host_data: hostData, policy };
         }),
     },
     // Disaster recovery with recovery shares (DESIGN "Governance requests"): listed now, answered once recovery exists.
