@@ -107,10 +107,13 @@ export async function runNodeCommand(configPath: string): Promise<void> {
   }
 
   const disk = new FsDisk();
+  // The node core and its RPC frontends are the trusted part (CCF's enclave side): their lines carry
+  // e_ts. The command itself, the node-to-node transport and the files are the host side.
+  const trusted = logger.child({}, { enclave: true });
   const node = new CovenantNode({
     config,
     disk,
-    logger,
+    logger: trusted,
     clock: systemClock,
     randomBytes: (n) => new Uint8Array(randomBytes(n)),
     version: COVENANT_VERSION,
@@ -164,7 +167,7 @@ export async function runNodeCommand(configPath: string): Promise<void> {
     server = new NodeServer({
       node,
       config,
-      logger,
+      logger: trusted,
       appRoutes: loggingAppRoutes,
       tls: { keyPem: node.nodePrivateKeyPem, certificatePem: node.selfSignedCertificatePem },
     });

@@ -548,6 +548,9 @@ export class CovenantNode {
     this.addresses = addresses;
     if (!this.resumed) {
       this.openLedger();
+      // Until the service endorses it, clients reach this node with its self-signed certificate as CA
+      // (spec endpoint rule 9): node_certificate_file holds that one, then the endorsed one.
+      this.init.writeTextFile(config.node_certificate_file, this.selfSignedCertificatePem);
       this.serviceCertificatePem = this.init.readTextFile(config.command.service_certificate_file);
       this.startupSnapshot = this.snapshots.findStartupSnapshot(this.serviceCertificatePem);
       this.startupSeqno = this.startupSnapshot?.seqno ?? 0;

@@ -9,6 +9,8 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import net from 'node:net';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { generateEcKeyPair, generateIdentity } from '../../src/crypto/index.js';
 import { createVirtualQuote, defaultHostData, codeMeasurement } from '../../src/attestation/virtual.js';
 import { publicKeyDer } from '../../src/crypto/index.js';
@@ -138,6 +140,14 @@ describe('joining', () => {
         const pending = await first.client.request('GET', '/node/network/nodes?status=Pending');
         return pending.body.nodes.length === 1 ? true : undefined;
       });
+      // A client reaches the Pending node with its self-signed certificate (node_certificate_file) as CA.
+      const selfSigned = readFileSync(join(joiner.dir, 'node_cert.pem'), 'utf8');
+      const viaSelfSigned = new HttpsClient(joiner.address, selfSigned);
+      const state = await viaSelfSigned.request('GET', '/node/state');
+      assert.equal(state.status, 200);
+      assert.notEqual(state.body.state, 'PartOfNetwork');
+      assert.equal((await viaSelfSigned.request('GET', '/node/self_signed_certificate')).body.self_signed_certificate, selfSigned);
+      viaSelfSigned.close();
       // While it keeps polling it stays.
       await new Promise((r) => setTimeout(r, 1500));
       assert.equal((await first.client.request('GET', '/node/network/nodes?status=Pending')).body.nodes.length, 1);

@@ -143,7 +143,12 @@ test('JSON logs carry the spec fields; node and service data are recorded', asyn
       assert.equal(typeof record.number, 'number');
       assert.ok(['info', 'debug', 'trace', 'fail', 'fatal'].includes(record.level));
       assert.equal(typeof record.msg, 'string');
+      if ('e_ts' in record) assert.match(record.e_ts, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/);
     }
+    // The node core's lines come from the trusted part; the command's own lines from the host.
+    const records = lines.map((l) => JSON.parse(l) as { msg: string; e_ts?: string });
+    assert.ok(records.some((r) => /service started/.test(r.msg) && r.e_ts !== undefined), 'node core lines carry e_ts');
+    assert.ok(records.some((r) => /RPC interface .* listening/.test(r.msg) && r.e_ts === undefined), 'host-side lines have no e_ts');
   } finally {
     await node.stop();
     removeDir(node.dir);

@@ -148,7 +148,9 @@ describe('a single node', () => {
       // report_data binds the node's public key, whose digest is the node id.
       assert.equal(quote.body.report_data, state.body.node_id);
     }
-    assert.equal((await get('/node/attestations')).status, 200);
+    const all = await get('/node/attestations');
+    assert.equal(all.status, 200);
+    assert.deepEqual(all.body.attestations, [(await get('/node/attestations/self')).body], 'every trusted node: this one');
     for (const path of ['/node/historical_cache', '/node/index/strategies', '/node/js_metrics', '/node/jwt_keys/refresh/metrics']) {
       assert.equal((await get(path)).status, 200, path);
     }

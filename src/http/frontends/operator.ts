@@ -258,8 +258,17 @@ export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFronte
     {
       method: 'GET',
       path: '/node/attestations',
-      summary: 'Attestations of every trusted node',
-      handler: () => json(200, { attestations: node.executeRead(() => node.listNodes().map((n) => ({ node_id: n.node_id, format: 'Insecure_Virtual' }))) }),
+      summary: 'Attestations of every trusted node, as each presented it when it joined (virtual mode)',
+      handler: () =>
+        json(200, {
+          attestations: node.executeRead((tx) => {
+            const out: Record<string, unknown>[] = [];
+            tx.map(Tables.nodesInfo, jsonCodec<NodeInfo>()).forEach((info, id) => {
+              if (info.status === 'Trusted') out.push(quoteBodyOf(id, info.quote_info));
+            });
+            return out;
+          }),
+        }),
     },
     {
       method: 'GET',
@@ -322,10 +331,19 @@ export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFronte
 }
 
 function quoteBody(node: CovenantNode): Record<string, unknown> {
-  const info = node.quoteInfo;
-  const decoded = info ? (JSON.parse(Buffer.from(info.quote, 'base64').toString('utf8')) as Record<string, unknown>) : {};
+  return quoteBodyOf(node.nodeId, node.quoteInfo);
+}
+
+/** A node's quote with its virtual fields decoded (the quote was checked when the node joined). */
+function quoteBodyOf(nodeId: string, info: NodeInfo['quote_info'] | undefined): Record<string, unknown> {
+  let decoded: Record<string, unknown> = {};
+  try {
+    if (info) decoded = (JSON.parse(Buffer.from(info.quote, 'base64').toString('utf8')) as Record<string, unknown>) ?? {};
+  } catch {
+    // Not a virtual quote document: its fields stay absent.
+  }
   return {
-    node_id: node.nodeId,
+    node_id: nodeId,
     format: info?.format ?? 'Insecure_Virtual',
     quote: info?.quote ?? '',
     endorsements: info?.endorsements ?? '',
