@@ -136,6 +136,11 @@ function checkRaw(json: unknown): ConfigIssue[] {
       issues.push(keyIssue(`command.${section}`, `"command.${section}" is required when "command.type" is ${String(command['type'])}`));
     }
   }
+  if (json['service_certificate_file'] !== undefined && isObject(command) && command['service_certificate_file'] !== undefined) {
+    issues.push(
+      keyIssue('service_certificate_file', '"service_certificate_file" and "command.service_certificate_file" name the same file: give one of them'),
+    );
+  }
   const cleanup = json['files_cleanup'];
   const ledger = json['ledger'];
   if (isObject(cleanup) && cleanup['max_committed_ledger_chunks'] !== undefined) {
@@ -179,7 +184,8 @@ function readDataFiles(json: unknown, baseDir: string, issues: ConfigIssue[]): R
 }
 
 function finish(parsed: ParsedNodeConfigFile, data: Record<string, unknown>): NodeConfig {
-  const { command: parsedCommand, rpc_interfaces: parsedInterfaces, node_to_node_interface: n2n, ...rest } = parsed;
+  const { command: parsedWithDefault, rpc_interfaces: parsedInterfaces, node_to_node_interface: n2n, service_certificate_file: topLevel, ...rest } = parsed;
+  const parsedCommand = topLevel === undefined ? parsedWithDefault : { ...parsedWithDefault, service_certificate_file: topLevel };
   let command: CommandConfig;
   const { start, join, recover } = parsedCommand;
   if (parsedCommand.type === 'Start' && start !== undefined) command = { ...parsedCommand, type: 'Start', start };

@@ -108,6 +108,8 @@ export function nodeConfigSchema(baseDir: string) {
       })
       .prefault({}),
     node_certificate_file: file.prefault('node_cert.pem'),
+    /** The spec's spelling of command.service_certificate_file (one of the two, not both). */
+    service_certificate_file: file.optional(),
     node_data_json_file: file.optional(),
     service_data_json_file: file.optional(),
     rpc_interfaces: z.union([namedRpcInterfaces, listedRpcInterfaces]),

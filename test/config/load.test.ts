@@ -326,3 +326,13 @@ test('the JSON Schema describes the file, with defaults and no unknown keys', ()
   assert.equal(schema.properties['pending_node_timeout'].default, '1h');
   assert.deepEqual(schema.properties['command'].properties.type.enum, ['Start', 'Join', 'Recover']);
 });
+
+test('service_certificate_file at the top level (the spec’s spelling) is command.service_certificate_file; both at once is an error', () => {
+  const config = defaultNodeConfig({ service_certificate_file: 'certs/service.pem' }, '/srv/node0');
+  assert.equal(config.command.service_certificate_file, path.resolve('/srv/node0', 'certs/service.pem'));
+  assert.equal('service_certificate_file' in config, false, 'one place in the parsed configuration');
+  assertOneLineMatches(
+    errorsOf({ service_certificate_file: 'a.pem', command: { service_certificate_file: 'b.pem' } }),
+    /"service_certificate_file" and "command.service_certificate_file" name the same file/,
+  );
+});
