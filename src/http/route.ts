@@ -4,7 +4,7 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
-import type { z } from 'zod';
+import { z } from 'zod';
 
 export type HttpMethod = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'DELETE';
 
@@ -82,3 +82,10 @@ export function stream(status: number, body: Readable, headers?: RouteResponse['
 export function routeMethods(route: Route): readonly HttpMethod[] {
   return typeof route.method === 'string' ? [route.method] : route.method;
 }
+
+/**
+ * Query parameters arrive as text; these parse them and describe them in /node/api by what they
+ * mean (an integer, a boolean), as the spec's operator table names them.
+ */
+export const integerQuery = z.string().regex(/^\d+$/, 'must be a non-negative integer').meta({ type: 'integer', minimum: 0 }).transform(Number);
+export const booleanQuery = z.enum(['true', 'false']).meta({ type: 'boolean', enum: [true, false] }).transform((v) => v === 'true');

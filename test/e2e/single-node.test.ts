@@ -177,6 +177,12 @@ describe('a single node', () => {
     ];
     for (const [method, path] of expected) assert.ok(api.body.paths[path]?.[method], `${method.toUpperCase()} ${path} is documented`);
     assert.ok(api.body.paths['/node/receipt'].get.parameters.some((p: any) => p.name === 'transaction_id' && p.required));
+    // Parameters are described by what they mean, as the spec's table types them.
+    const parameter = (path: string, name: string) => api.body.paths[path].get.parameters.find((p: any) => p.name === name);
+    assert.equal(parameter('/node/ledger_chunk', 'since').schema.type, 'integer');
+    assert.equal(parameter('/node/ledger_chunk', 'since').required, true);
+    assert.equal(parameter('/node/commit', 'view_history_since').schema.type, 'integer');
+    assert.equal(parameter('/node/commit', 'view_history').schema.type, 'boolean');
     // Listed before they are implemented: a JSON error that names what is missing.
     const shares = await get('/gov/recovery/encrypted-shares/abc');
     assert.equal(shares.status, 501);

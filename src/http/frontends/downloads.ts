@@ -14,9 +14,8 @@ import { parseChunkName } from '../../ledger/index.js';
 import { httpErrors } from '../errors.js';
 import { FileDigestCache, serveImmutableFile } from '../file-download.js';
 import type { NodeConfig } from '../../config/index.js';
-import { type RequestContext, type Route, type RouteResponse } from '../route.js';
+import { integerQuery, type RequestContext, type Route, type RouteResponse } from '../route.js';
 
-const integerQuery = z.string().regex(/^\d+$/, 'must be a non-negative integer').transform(Number);
 
 /** The chunk name header of rule 3 (`vendor-service` is `covenant`). */
 export const LEDGER_CHUNK_NAME_HEADER = 'x-covenant-ledger-chunk-name';

@@ -12,10 +12,8 @@ import type { NodeSummary } from '../../node/reports.js';
 import { Tables, type NodeInfo } from '../../node/tables.js';
 import { X509Certificate } from 'node:crypto';
 import { JoinRequestSchema } from '../../node/join.js';
-import { json, noContent, type Route } from '../route.js';
+import { booleanQuery, integerQuery, json, noContent, type Route } from '../route.js';
 
-const booleanQuery = z.enum(['true', 'false']).transform((v) => v === 'true');
-const integerQuery = z.string().regex(/^\d+$/, 'must be a non-negative integer').transform(Number);
 
 function nodeNotFound(id: string): CovenantError {
   return new CovenantError('ResourceNotFound', `No node with id ${id} is known to the service`, 404);
