@@ -14,6 +14,8 @@ import { createSelfSignedCertificate, generateEcKeyPair } from '../../src/crypto
 import { Router } from '../../src/http/router.js';
 import { json, type Route } from '../../src/http/route.js';
 import { RpcInterface, type Authenticator } from '../../src/http/server.js';
+import { listenPreferring } from '../../src/http/service.js';
+import net from 'node:net';
 
 const anyone: Authenticator = { authenticate: () => ({ kind: 'anonymous' }) };
 
@@ -167,4 +169,30 @@ test('requests the HTTP parser refuses get the JSON error body too: 400 for garb
   assert.equal(oversized.status, 431);
   assert.equal(oversized.body.error.code, 'RequestHeaderTooLarge');
   assert.equal((await call('GET', '/sync')).status, 200, 'the interface still serves');
+});
+
+test('a preferred port (a restarted node\u2019s previous one) is bound when free; when taken, the configured address, with a logged reason', async () => {
+  const keyPair = generateEcKeyPair('P-384');
+  const certificatePem = await createSelfSignedCertificate({ keyPair, subjectCommonName: 'test', validityDays: 1, isCa: false });
+  const make = () =>
+    new RpcInterface({ name: 'again', host: '127.0.0.1', port: 0, tls: { keyPem: keyPair.privateKeyPem, certificatePem }, router: new Router(routes), enabledFeatures: [], maxBodySizeBytes: 64, authenticator: anyone, logger: nullLogger });
+  const blocker = net.createServer();
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+  const taken = (blocker.address() as net.AddressInfo).port;
+  const reasons: string[] = [];
+  const first = make();
+  try {
+    const bound = await listenPreferring(taken, (p) => first.listen(p), (r) => reasons.push(r));
+    assert.notEqual(bound.port, taken);
+    assert.match(reasons.join('\n'), new RegExp(`port ${taken}, bound before the restart, is taken`));
+  } finally {
+    await first.close();
+  }
+  await new Promise<void>((resolve) => blocker.close(() => resolve()));
+  const second = make();
+  try {
+    assert.equal((await listenPreferring(taken, (p) => second.listen(p), (r) => reasons.push(r))).port, taken, 'free again: bound');
+  } finally {
+    await second.close();
+  }
 });
