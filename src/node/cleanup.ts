@@ -33,6 +33,8 @@ export interface CleanupHost {
 export interface CleanupReport {
   deletedSnapshots: string[];
   deletedChunks: string[];
+  /** The newest committed snapshot the chunk rule was checked against (none: no snapshot yet). */
+  newestSnapshotSeqno?: number;
 }
 
 export class FilesCleanup {
@@ -86,7 +88,8 @@ export class FilesCleanup {
       this.#host.logger.fail(`files cleanup failed: ${errorMessage(e)}`);
     }
     if (report.deletedSnapshots.length + report.deletedChunks.length > 0) {
-      this.#host.logger.info(`files cleanup: deleted snapshots [${report.deletedSnapshots.join(', ')}], ledger chunks [${report.deletedChunks.join(', ')}]`);
+      const against = report.deletedChunks.length > 0 && report.newestSnapshotSeqno !== undefined ? ` (newest committed snapshot ${report.newestSnapshotSeqno})` : '';
+      this.#host.logger.info(`files cleanup: deleted snapshots [${report.deletedSnapshots.join(', ')}], ledger chunks [${report.deletedChunks.join(', ')}]${against}`);
     }
     return report;
   }
@@ -117,6 +120,7 @@ export class FilesCleanup {
     if (chunks.length <= max) return;
     const snapshotDirectories = snapshots.read_only_directory === undefined ? [snapshots.directory] : [snapshots.directory, snapshots.read_only_directory];
     const newestSnapshot = listCommittedSnapshots(disk, snapshotDirectories)[0];
+    if (newestSnapshot !== undefined) report.newestSnapshotSeqno = newestSnapshot.seqno;
     let count = chunks.length;
     for (const chunk of chunks) {
       if (count <= max || this.#stopped) break;

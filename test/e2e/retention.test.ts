@@ -86,26 +86,32 @@ describe('files cleanup', () => {
       if (chunk === altered) bytes[bytes.length - 1]! ^= 1;
       writeFileSync(join(node.dir, 'ledger-ro', chunk.name), bytes);
     }
-    const newestSnapshot = Math.max(...committedSnapshots(node));
+    // Each deletion names the newest committed snapshot it was checked against (later ones may follow).
     const deleted = await until('chunks deleted', async () => {
-      const names = [...node.output().matchAll(/ledger chunks \[(ledger_[^\]]*)\]/g)].flatMap((m) => m[1]!.split(', '));
-      return names.length > 0 ? names : undefined;
+      const found = [...node.output().matchAll(/ledger chunks \[(ledger_[^\]]*)\] \(newest committed snapshot (\d+)\)/g)].flatMap((m) =>
+        m[1]!.split(', ').map((name) => ({ name, newestSnapshot: Number(m[2]) })),
+      );
+      return found.length > 0 ? found : undefined;
     });
-    for (const name of deleted) {
+    const snapshotsTaken = [...node.output().matchAll(/snapshot at (\d+) committed/g)].map((m) => Number(m[1]));
+    for (const { name, newestSnapshot } of deleted) {
+      assert.ok(snapshotsTaken.includes(newestSnapshot), `${newestSnapshot} is a snapshot this node took`);
       const parsed = parseChunkName(name);
       assert.ok(parsed.last! < newestSnapshot, `${name} ends before the newest snapshot ${newestSnapshot}`);
       assert.notEqual(name, altered.name, 'a chunk whose copy differs is kept');
       assert.ok(!existsSync(join(node.dir, 'ledger', name)));
     }
     assert.ok(existsSync(join(node.dir, 'ledger', altered.name)));
+    const newestSnapshot = Math.max(...committedSnapshots(node));
     const protectedChunks = committedChunks(node).filter((c) => c.last >= newestSnapshot);
     assert.ok(protectedChunks.length > 0, 'chunks at or after the newest snapshot stay');
 
     // A deleted chunk is still served from its read-only copy, and the node keeps working.
-    const chunkOf = parseChunkName(deleted[0]!);
-    const download = await node.client.request('GET', `/node/ledger_chunk/${deleted[0]}`);
+    const first = deleted[0]!.name;
+    const chunkOf = parseChunkName(first);
+    const download = await node.client.request('GET', `/node/ledger_chunk/${first}`);
     assert.equal(download.status, 200);
-    assert.equal(Number(download.headers['content-length']), readFileSync(join(node.dir, 'ledger-ro', deleted[0]!)).length);
+    assert.equal(Number(download.headers['content-length']), readFileSync(join(node.dir, 'ledger-ro', first)).length);
     assert.ok(chunkOf.first >= 1);
     for (let i = 100; i < 110; i++) await write(node, i);
   });
