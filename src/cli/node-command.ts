@@ -7,7 +7,7 @@ import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, readFileSync, wr
 import { dirname } from 'node:path';
 import { CovenantError, errorMessage, isCovenantError } from '../base/errors.js';
 import { CONSTITUTION_EXPORTS, loadJsEngine } from '../gov/index.js';
-import { loadNodeConfig, type NodeConfig } from '../config/index.js';
+import { formatHostPort, loadNodeConfig, parseHostPort, type NodeConfig } from '../config/index.js';
 import { FsDisk } from '../platform/fs-disk.js';
 import { createLogger } from '../platform/logger.js';
 import { systemClock } from '../platform/clock.js';
@@ -19,7 +19,7 @@ import type { EntrySealerFactory } from '../ledger/index.js';
 import type { Logger } from '../base/log.js';
 import { CovenantNode, type NodeAddresses, type RpcInterfaceAddress } from '../node/node.js';
 import type { NodeChannels } from '../node/channels.js';
-import { listenPreferring, NodeServer, splitHostPort } from '../http/service.js';
+import { listenPreferring, NodeServer } from '../http/service.js';
 import { loggingAppRoutes } from '../apps/logging.js';
 import { COVENANT_VERSION } from './version.js';
 
@@ -157,7 +157,7 @@ export async function runNodeCommand(configPath: string): Promise<void> {
       (port) =>
         createTlsNodeChannels({
           identity: { nodeId: node.nodeId, privateKeyPem: node.nodePrivateKeyPem, certificatePem: node.selfSignedCertificatePem },
-          bindAddress: port === undefined ? n2nBind : `${splitHostPortText(n2nBind)}:${port}`,
+          bindAddress: port === undefined ? n2nBind : withPort(n2nBind, port),
           logger: logger.child({ component: 'channels' }),
         }),
       (reason) => logger.fail(`node-to-node interface: ${reason}`),
@@ -241,14 +241,17 @@ export async function runNodeCommand(configPath: string): Promise<void> {
 
 /** The port of `previous` when `configured` leaves the port to the system (port 0); otherwise none. */
 function portToReuse(configured: string, previous: string | undefined): number | undefined {
-  if (previous === undefined || splitHostPort(configured).port !== 0) return undefined;
-  const port = splitHostPort(previous).port;
-  return Number.isInteger(port) && port > 0 ? port : undefined;
+  const wanted = parseHostPort(configured);
+  const before = previous === undefined ? undefined : parseHostPort(previous);
+  if (typeof wanted === 'string' || wanted.port !== 0 || before === undefined || typeof before === 'string') return undefined;
+  return before.port > 0 ? before.port : undefined;
 }
 
-/** The host part of "host:port", as written (brackets of an IPv6 address kept). */
-function splitHostPortText(address: string): string {
-  return address.slice(0, address.lastIndexOf(':'));
+/** `address` (a configured, hence valid, "host:port") with another port. */
+function withPort(address: string, port: number): string {
+  const parsed = parseHostPort(address);
+  if (typeof parsed === 'string') throw new Error(parsed);
+  return formatHostPort({ ...parsed, port });
 }
 
 /** The constitution of a new service must load in the sandbox and export validate, resolve and apply. */

@@ -16,7 +16,7 @@ import { CovenantError, errorMessage } from '../base/errors.js';
 import { formatTxId, type TxId } from '../base/ids.js';
 import type { Logger } from '../base/log.js';
 import type { Clock, TimerHandle } from '../base/clock.js';
-import type { NodeConfig } from '../config/index.js';
+import { parseHostPort, type NodeConfig } from '../config/index.js';
 import {
   certificateId,
   createEndorsedCertificate,
@@ -1826,10 +1826,9 @@ function sameAddresses(current: NodeInfo, request: Pick<NodeInfo, 'rpc_interface
 export function subjectAltNamesOf(addresses: readonly string[]): string[] {
   const names = new Set<string>();
   for (const address of addresses) {
-    let host = address.slice(0, address.lastIndexOf(':'));
-    if (host.startsWith('[') && host.endsWith(']')) host = host.slice(1, -1);
-    if (host === '' || host === '0.0.0.0' || host === '::') continue;
-    names.add(isIP(host) ? `iPAddress:${host}` : `dNSName:${host}`);
+    const parsed = parseHostPort(address);
+    if (typeof parsed === 'string' || parsed.host === '0.0.0.0' || parsed.host === '::') continue;
+    names.add(isIP(parsed.host) ? `iPAddress:${parsed.host}` : `dNSName:${parsed.host}`);
   }
   return names.size > 0 ? [...names] : ['iPAddress:127.0.0.1'];
 }

@@ -198,25 +198,22 @@ export function governanceRoutes(node: CovenantNode, options: GovernanceFrontend
         }),
     },
     // Disaster recovery with recovery shares (DESIGN "Governance requests"): listed now, answered once recovery exists.
-    {
-      method: 'GET',
-      path: '/gov/recovery/encrypted-shares/{member_id}',
-      summary: "The member's encrypted recovery share (not available in this version)",
-      responses: { 501: 'Recovery shares are not available in this version' },
-      handler: () => {
-        throw httpErrors.notImplemented('GET /gov/recovery/encrypted-shares/{member_id} (recovery shares)');
-      },
-    },
-    {
-      method: 'POST',
-      path: '/gov/recovery/members/{member_id}:recover',
-      summary: "Submits a member's decrypted recovery share (COSE_Sign1; not available in this version)",
-      responses: { 501: 'Recovery shares are not available in this version' },
-      handler: () => {
-        throw httpErrors.notImplemented('POST /gov/recovery/members/{member_id}:recover (recovery shares)');
-      },
-    },
+    recoveryShareRoute('GET', '/gov/recovery/encrypted-shares/{member_id}', "The member's encrypted recovery share"),
+    recoveryShareRoute('POST', '/gov/recovery/members/{member_id}:recover', "Submits a member's decrypted recovery share (COSE_Sign1)"),
   ];
+}
+
+/** A recovery-share route, listed in /node/api before recovery exists: 501 naming what is missing. */
+function recoveryShareRoute(method: 'GET' | 'POST', path: string, summary: string): Route {
+  return {
+    method,
+    path,
+    summary: `${summary} (not available in this version)`,
+    responses: { 501: 'Recovery shares are not available in this version' },
+    handler: () => {
+      throw httpErrors.notImplemented(`${method} ${path} (recovery shares)`);
+    },
+  };
 }
 
 function serviceInfoBody(tx: Tx): Record<string, unknown> {
