@@ -23,7 +23,8 @@ const allowed = {
   node: ['base', 'crypto', 'merkle', 'consensus', 'kv', 'ledger', 'attestation', 'jwt', 'gov', 'recovery', 'config'],
   http: ['base', 'crypto', 'merkle', 'consensus', 'kv', 'ledger', 'attestation', 'jwt', 'gov', 'recovery', 'config', 'node', 'platform'],
   apps: ['base', 'crypto', 'kv', 'http', 'node'],
-  testing: ['base', 'crypto', 'merkle', 'consensus', 'kv', 'ledger', 'attestation', 'jwt', 'gov', 'recovery', 'config', 'node', 'platform', 'http', 'apps', 'audit'],
+  // testing drives governance as a member would, with the member commands' client (src/cli/member.ts).
+  testing: ['base', 'crypto', 'merkle', 'consensus', 'kv', 'ledger', 'attestation', 'jwt', 'gov', 'recovery', 'config', 'node', 'platform', 'http', 'apps', 'audit', 'cli'],
   cli: ['base', 'crypto', 'merkle', 'consensus', 'kv', 'ledger', 'attestation', 'jwt', 'gov', 'recovery', 'config', 'node', 'platform', 'http', 'apps', 'audit'],
 };
 

@@ -99,20 +99,25 @@ export async function ack(connection: MemberConnection): Promise<GovAnswer> {
  * Opens the service with one member: acknowledge (if not Active yet), propose
  * transition_service_to_open, vote for it. Resolves once the service reports Open.
  */
-export async function openService(connection: MemberConnection): Promise<{ proposalId: string }> {
+export async function openService(connection: MemberConnection): Promise<{ proposalId: string; transactionId: string | undefined }> {
   const me = await govRequest(connection, 'GET', `/gov/members/${connection.memberId}`);
   if ((me.body as { status: string }).status !== 'Active') await ack(connection);
   const proposal = await propose(connection, [{ name: 'transition_service_to_open', args: {} }]);
   const proposalId = (proposal.body as { proposal_id: string }).proposal_id;
   let state = (proposal.body as { state: string }).state;
-  if (state === 'Open') state = ((await vote(connection, proposalId, ACCEPT_BALLOT)).body as { state: string }).state;
+  let transactionId = proposal.transactionId;
+  if (state === 'Open') {
+    const ballot = await vote(connection, proposalId, ACCEPT_BALLOT);
+    state = (ballot.body as { state: string }).state;
+    transactionId = ballot.transactionId;
+  }
   if (state !== 'Accepted') {
     const info = (await govRequest(connection, 'GET', `/gov/members/proposals/${proposalId}`)).body as { failure?: { reason: string } };
     throw new Error(`the proposal to open the service is ${state}${info.failure ? `: ${info.failure.reason}` : ''} (more members may need to vote)`);
   }
   const service = await govRequest(connection, 'GET', '/gov/service/info');
   if ((service.body as { status: string }).status !== 'Open') throw new Error(`the service is ${(service.body as { status: string }).status} after the proposal was accepted`);
-  return { proposalId };
+  return { proposalId, transactionId };
 }
 
 // ------------------------------------------------------------------ command line

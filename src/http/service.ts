@@ -5,6 +5,7 @@
  */
 import type { Logger } from '../base/log.js';
 import type { NodeConfig } from '../config/index.js';
+import { CovenantError } from '../base/errors.js';
 import type { CovenantNode } from '../node/node.js';
 import { Tables } from '../node/tables.js';
 import { jsonCodec } from '../kv/index.js';
@@ -41,7 +42,7 @@ export class NodeServer {
       ...operatorRoutes({ node, openApi, primaryAddress: () => this.primaryAddress() }),
       ...downloadRoutes(downloadDepsOf(options.config, { isPrimary: () => node.isPrimary(), primaryAddress: () => this.primaryAddress(), requestSnapshot: () => node.requestSnapshot() })),
       ...governanceRoutes(node, { nowMs: () => node.init.clock.nowMs() }),
-      ...options.appRoutes(node),
+      ...options.appRoutes(node).map((route) => whileAppOpen(route, node)),
     ];
     this.router = new Router(routes);
     this.forwarder = new PrimaryForwarder(node, () => this.router, options.logger.child({ component: 'forwarding' }));
@@ -100,6 +101,30 @@ export class NodeServer {
     this.forwarder.close();
     await Promise.all(this.interfaces.map((i) => i.close()));
   }
+}
+
+/**
+ * An application route that answers only once members have opened the service to users (spec
+ * "Service opening"); before, 503 FrontendNotOpen, as GET /node/ready/app says. A backup forwards
+ * writes before this check: the primary, which executes them, decides.
+ */
+function whileAppOpen(route: Route, node: CovenantNode): Route {
+  const handler = route.handler;
+  return {
+    ...route,
+    handler: (ctx) => {
+      if (!node.appFrontendOpen()) throw frontendNotOpen(node);
+      return handler(ctx);
+    },
+  };
+}
+
+function frontendNotOpen(node: CovenantNode): CovenantError {
+  const why =
+    node.state === 'PartOfNetwork'
+      ? 'the service is not open to users yet: members open it with a transition_service_to_open proposal'
+      : `this node is ${node.state}, not part of the network yet`;
+  return new CovenantError('FrontendNotOpen', `the application frontend is not open: ${why}`, 503);
 }
 
 export function splitHostPort(address: string): { host: string; port: number } {

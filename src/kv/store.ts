@@ -371,6 +371,14 @@ export class Store {
     return new StoreView(version, this.#stateAt(version));
   }
 
+  /**
+   * The stored bytes of one key at the current version, without a transaction. The same object
+   * comes back until that key is written again, so callers may cache what they derive from it.
+   */
+  currentRaw(map: string, key: string): Uint8Array | undefined {
+    return this.#current.get(map)?.get(key);
+  }
+
   /** A read-only view at the current version. */
   current(): StoreView {
     return new StoreView(this.#version, this.#current);

@@ -348,6 +348,23 @@ export class CovenantNode {
     return this.lifecycle;
   }
 
+  /** The service record's bytes last read by appFrontendOpen, and whether they said Open. */
+  private serviceRecordSeen: { raw: Uint8Array | undefined; open: boolean } = { raw: undefined, open: false };
+
+  /**
+   * Whether the application frontend serves users: members have opened the service
+   * (transition_service_to_open; spec "Service opening") and this node is part of the network.
+   * Asked on every application request: the service record is parsed again only when written.
+   */
+  appFrontendOpen(): boolean {
+    if (this.lifecycle !== 'PartOfNetwork') return false;
+    const raw = this.store.currentRaw(Tables.serviceInfo, SINGLETON_KEY);
+    if (raw !== this.serviceRecordSeen.raw) {
+      this.serviceRecordSeen = { raw, open: raw !== undefined && (JSON.parse(utf8.decode(raw)) as ServiceInfo).status === 'Open' };
+    }
+    return this.serviceRecordSeen.open;
+  }
+
   private transition(to: NodeLifecycleState): void {
     assert(canTransition(this.lifecycle, to), `node cannot go from ${this.lifecycle} to ${to}`);
     this.logger.info(`node state ${this.lifecycle} -> ${to}`);

@@ -2,7 +2,7 @@
  * A network of real node processes for end-to-end tests and benchmarks: one Start node, then
  * Join nodes against it, each its own OS process with its own temp folder.
  */
-import { joinOptionsOf, removeDir, startJoiningNode, startNode, type StartedNode } from './node-process.js';
+import { joinOptionsOf, openTestService, removeDir, startJoiningNode, startNode, type StartedNode } from './node-process.js';
 
 export interface TestNetwork {
   readonly nodes: StartedNode[];
@@ -29,7 +29,8 @@ export async function until<T>(what: string, fn: () => Promise<T | undefined>, t
 }
 
 export async function startNetwork(count: number, configPatch: Record<string, unknown> = {}): Promise<TestNetwork> {
-  const first = await startNode({ configPatch });
+  // Nodes that join while the service is opening are trusted at once; then member0 opens it.
+  const first = await startNode({ configPatch, open: false });
   const nodes: StartedNode[] = [first];
   const network: TestNetwork = {
     nodes,
@@ -58,6 +59,7 @@ export async function startNetwork(count: number, configPatch: Record<string, un
         await startJoiningNode({ ...joinOptionsOf(first), configPatch }),
       );
     }
+    await openTestService(first);
   } catch (e) {
     await network.stopAll();
     throw e;

@@ -8,7 +8,9 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { generateIdentity, type Identity } from '../crypto/index.js';
+import { X509Certificate } from 'node:crypto';
+import { ACCEPT_BALLOT, openService, propose, vote, type MemberConnection } from '../cli/member.js';
+import { generateIdentity, nodeIdFromPublicKey, type Identity } from '../crypto/index.js';
 import { HttpsClient, type ClientIdentity } from '../platform/https-client.js';
 
 export const CLI_ENTRY = fileURLToPath(new URL('../cli/main.js', import.meta.url));
@@ -34,6 +36,12 @@ export interface StartNodeOptions {
   readonly readyTimeoutMs?: number;
   /** Extra environment of the node process (e.g. COVENANT_SEALING). */
   readonly env?: Record<string, string>;
+  /**
+   * Whether member0 opens the service to users once the node is up (default true), as the
+   * sandbox does: the application answers only then. A test that joins nodes while the service
+   * is still opening (trusted at once) passes false and calls openTestService afterwards.
+   */
+  readonly open?: boolean;
 }
 
 function merge(base: Record<string, unknown>, patch: Record<string, unknown>): Record<string, unknown> {
@@ -153,6 +161,34 @@ function startedNode(parts: {
   };
 }
 
+/** member0 of a test node, as the member commands' client connects through `node`. */
+export function memberConnectionOf(node: Pick<StartedNode, 'address' | 'serviceCertificatePem' | 'member'>): MemberConnection {
+  return {
+    address: node.address,
+    caPem: node.serviceCertificatePem,
+    certificatePem: node.member.certificatePem,
+    privateKeyPem: node.member.privateKeyPem,
+    memberId: node.member.id,
+  };
+}
+
+/**
+ * member0 acknowledges and votes transition_service_to_open through `node` (see
+ * StartNodeOptions.open), and waits until that node reports the opening committed: a failover
+ * cannot roll it back afterwards.
+ */
+export async function openTestService(node: StartedNode, timeoutMs = 30_000): Promise<void> {
+  const { transactionId } = await openService(memberConnectionOf(node));
+  const opened = Number(transactionId?.split('.')[1] ?? 0);
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const commit = await node.client.request('GET', '/node/commit');
+    if (Number(String(commit.body.transaction_id).split('.')[1]) >= opened) return;
+    if (Date.now() > deadline) throw new Error(`the opening ${transactionId} was not committed within ${timeoutMs} ms`);
+    await sleep(20);
+  }
+}
+
 export async function startNode(options: StartNodeOptions = {}): Promise<StartedNode> {
   const prepared = await prepareStartNode(options);
   const { dir, configPath } = prepared;
@@ -179,7 +215,16 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Started
     child.kill('SIGKILL');
     throw e;
   }
-  return startedNode({ dir, configPath, address, serviceCertificatePem, spawned, user: prepared.user, member: prepared.member });
+  const node = startedNode({ dir, configPath, address, serviceCertificatePem, spawned, user: prepared.user, member: prepared.member });
+  if (options.open ?? true) {
+    try {
+      await openTestService(node);
+    } catch (e) {
+      await node.kill();
+      throw new Error(`the service could not be opened: ${(e as Error).message}:\n${spawned.output()}`);
+    }
+  }
+  return node;
 }
 
 export interface JoinNodeOptions {
@@ -195,6 +240,11 @@ export interface JoinNodeOptions {
   readonly member: ClientIdentity & { id: string };
   /** Extra environment of the node process (e.g. COVENANT_VIRTUAL_HOST_DATA). */
   readonly env?: Record<string, string>;
+  /**
+   * While waiting for the join: once the node is Pending (the service is open), member0 proposes
+   * and votes transition_node_to_trusted for it through the target. Default: waitUntilJoined.
+   */
+  readonly trust?: boolean;
 }
 
 /** What a joiner needs to join the network of `node`: its address, the service certificate and the test identities. */
@@ -233,10 +283,13 @@ export async function startJoiningNode(options: JoinNodeOptions): Promise<Starte
     else await sleep(50);
   }
   const client = new HttpsClient(address || '127.0.0.1:0', options.serviceCertificatePem);
+  const trust = options.trust ?? waitUntilJoined;
+  let trusted = false;
   if (waitUntilJoined) {
     for (;;) {
       if (child.exitCode !== null) throw new Error(`joining node exited with ${child.exitCode}:\n${spawned.output()}`);
       if (Date.now() > deadline) throw fail('joining node did not join in time');
+      if (trust && !trusted) trusted = await trustIfPending(dir, options);
       try {
         const state = await client.request('GET', '/node/state', { timeoutMs: 2000 });
         if (state.status === 200 && state.body.state === 'PartOfNetwork') break;
@@ -247,6 +300,30 @@ export async function startJoiningNode(options: JoinNodeOptions): Promise<Starte
     }
   }
   return startedNode({ dir, configPath, address, serviceCertificatePem: options.serviceCertificatePem, spawned, user: options.user, member: options.member, client });
+}
+
+/**
+ * If the joiner in `dir` is Pending on the network (it wrote its self-signed certificate, and the
+ * target lists its node id as Pending), member0 proposes and votes to trust it. Whether it did.
+ */
+async function trustIfPending(dir: string, options: JoinNodeOptions): Promise<boolean> {
+  const certificateFile = join(dir, 'node_cert.pem');
+  if (!existsSync(certificateFile)) return false;
+  const nodeId = nodeIdFromPublicKey(new X509Certificate(readFileSync(certificateFile)).publicKey);
+  const connection = memberConnectionOf({ address: options.target, serviceCertificatePem: options.serviceCertificatePem, member: options.member });
+  const target = new HttpsClient(options.target, options.serviceCertificatePem);
+  try {
+    const record = await target.request('GET', `/node/network/nodes/${nodeId}`, { timeoutMs: 2000 });
+    if (record.status !== 200 || record.body.status !== 'Pending') return false;
+  } catch {
+    return false;
+  } finally {
+    target.close();
+  }
+  const proposal = await propose(connection, [{ name: 'transition_node_to_trusted', args: { node_id: nodeId } }]);
+  const id = (proposal.body as { proposal_id: string }).proposal_id;
+  if ((proposal.body as { state: string }).state === 'Open') await vote(connection, id, ACCEPT_BALLOT);
+  return true;
 }
 
 export function removeDir(dir: string): void {

@@ -64,7 +64,7 @@ describe('governance on a single node', () => {
   const commitSeqno = async () => Number(((await get('/node/commit')).body.transaction_id as string).split('.')[1]);
 
   before(async () => {
-    node = await startNode({ configPatch: { ledger_signatures: { tx_count: 5, delay: '20ms' } } });
+    node = await startNode({ configPatch: { ledger_signatures: { tx_count: 5, delay: '20ms' } }, open: false });
     m0 = { id: node.member.id, privateKeyPem: node.member.privateKeyPem };
     [m1, m2] = await Promise.all([generateIdentity({ commonName: 'member1' }), generateIdentity({ commonName: 'member2', curve: 'P-256' })]);
   });
@@ -75,8 +75,21 @@ describe('governance on a single node', () => {
     removeDir(node.dir);
   });
 
-  test('the only member acknowledges, proposes and votes: the service opens', async () => {
+  test('the only member acknowledges, proposes and votes: the service opens, and only then the application answers users', async () => {
     assert.equal((await get('/node/network')).body.service_status, 'Opening');
+    const userWrite = () =>
+      node.client.request('POST', '/app/log/private', { identity: node.user, body: { id: 1, msg: 'before opening?' } });
+    const closed = await userWrite();
+    assert.equal(closed.status, 503, closed.text);
+    assert.equal(closed.body.error.code, 'FrontendNotOpen');
+    assert.match(closed.body.error.message, /transition_service_to_open/);
+    const closedRead = await node.client.request('GET', '/app/log/private?id=1', { identity: node.user });
+    assert.equal(closedRead.body.error.code, 'FrontendNotOpen');
+    const notReady = await get('/node/ready/app');
+    assert.equal(notReady.status, 503);
+    assert.match(notReady.body.error.message, /not open to users/);
+    assert.equal((await get('/node/ready/gov')).status, 204, 'governance answers while the service is opening');
+
     const members = await get('/gov/members');
     assert.deepEqual(members.body.members.map((m: { member_id: string; status: string }) => [m.member_id, m.status]), [[m0.id, 'Accepted']]);
     const early = await post('/gov/members/proposals:create', sign(m0, 'proposal', { actions: [{ name: 'transition_service_to_open' }] }));
@@ -90,6 +103,10 @@ describe('governance on a single node', () => {
     assert.equal(result.state, 'Accepted');
     assert.equal((await get('/node/network')).body.service_status, 'Open');
     assert.equal((await get('/gov/service/info')).body.status, 'Open');
+    assert.equal((await get('/node/ready/app')).status, 204);
+    const opened = await userWrite();
+    assert.equal(opened.status, 200, opened.text);
+    assert.equal((await node.client.request('GET', '/app/log/private?id=1', { identity: node.user })).body.msg, 'before opening?');
     const actions = await get(`/gov/members/proposals/${proposal.proposal_id}/actions`);
     assert.deepEqual(actions.body, { actions: [{ name: 'transition_service_to_open', args: {} }] });
     const ballot = await get(`/gov/members/proposals/${proposal.proposal_id}/ballots/${m0.id}`);

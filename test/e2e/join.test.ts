@@ -14,7 +14,6 @@ import { join } from 'node:path';
 import { generateEcKeyPair, generateIdentity } from '../../src/crypto/index.js';
 import { createVirtualQuote, defaultHostData, codeMeasurement } from '../../src/attestation/virtual.js';
 import { publicKeyDer } from '../../src/crypto/index.js';
-import { openService } from '../../src/cli/member.js';
 import { HttpsClient } from '../../src/platform/https-client.js';
 import { joinOptionsOf, startJoiningNode, waitForExit, type StartedNode } from '../../src/testing/node-process.js';
 import { startNetwork, until } from '../../src/testing/network.js';
@@ -123,13 +122,7 @@ describe('joining', () => {
     const network = await startNetwork(1, { ...FAST, pending_node_timeout: '1s' });
     const first = network.nodes[0]!;
     try {
-      await openService({
-        address: first.address,
-        caPem: first.serviceCertificatePem,
-        certificatePem: first.member.certificatePem,
-        privateKeyPem: first.member.privateKeyPem,
-        memberId: first.member.id,
-      });
+      assert.equal((await first.client.request('GET', '/node/network')).body.service_status, 'Open', 'startNetwork opened the service');
       const joiner = await startJoiningNode({
         ...joinOptionsOf(first),
         configPatch: FAST,

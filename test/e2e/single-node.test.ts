@@ -84,7 +84,7 @@ describe('a single node', () => {
 
     const network = await get('/node/network');
     assert.equal(network.status, 200);
-    assert.equal(network.body.service_status, 'Opening');
+    assert.equal(network.body.service_status, 'Open', 'member0 opened the service (startNode)');
     assert.equal(network.body.recovery_count, 0);
     assert.equal(network.body.service_certificate.trim(), node.serviceCertificatePem.trim());
     const state = await get('/node/state');

@@ -8,7 +8,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { ACCEPT_BALLOT, openService, propose, vote, type MemberConnection } from '../../src/cli/member.js';
+import { ACCEPT_BALLOT, propose, vote, type MemberConnection } from '../../src/cli/member.js';
 import { startJoiningNode, type StartedNode } from '../../src/testing/node-process.js';
 import { startNetwork, until } from '../../src/testing/network.js';
 
@@ -61,7 +61,6 @@ test('the code-upgrade procedure replaces every node under load without losing a
 
   const newNodes: StartedNode[] = [];
   try {
-    await openService(member(first.address));
     const oldHostData = (await first.client.request('GET', '/node/quotes/self')).body.host_data as string;
     const newHostData = createHash('sha256').update('covenant code version 2').digest('hex');
 
