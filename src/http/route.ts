@@ -87,5 +87,11 @@ export function routeMethods(route: Route): readonly HttpMethod[] {
  * Query parameters arrive as text; these parse them and describe them in /node/api by what they
  * mean (an integer, a boolean), as the spec's operator table names them.
  */
-export const integerQuery = z.string().regex(/^\d+$/, 'must be a non-negative integer').meta({ type: 'integer', minimum: 0 }).transform(Number);
+export const integerQuery = z
+  .string()
+  .regex(/^\d+$/, { message: 'must be a non-negative integer', abort: true })
+  // Beyond 2^53 - 1, Number() rounds (or gives Infinity): a redirect would pass on another value.
+  .refine((v) => Number.isSafeInteger(Number(v)), `must be at most ${Number.MAX_SAFE_INTEGER}`)
+  .meta({ type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER })
+  .transform(Number);
 export const booleanQuery = z.enum(['true', 'false']).meta({ type: 'boolean', enum: [true, false] }).transform((v) => v === 'true');

@@ -12,7 +12,7 @@ import { CovenantError } from '../../src/base/errors.js';
 import { nullLogger } from '../../src/base/log.js';
 import { createSelfSignedCertificate, generateEcKeyPair } from '../../src/crypto/index.js';
 import { Router } from '../../src/http/router.js';
-import { json, type Route } from '../../src/http/route.js';
+import { integerQuery, json, type Route } from '../../src/http/route.js';
 import { RpcInterface, type Authenticator } from '../../src/http/server.js';
 import { listenPreferring } from '../../src/http/service.js';
 import net from 'node:net';
@@ -34,6 +34,7 @@ const routes: Route[] = [
   { method: 'GET', path: '/bug', summary: 'fails unexpectedly', handler: () => Promise.reject(new TypeError('a bug')) },
   { method: 'GET', path: '/unserialisable', summary: 'answers a BigInt', handler: () => json(200, { big: 1n }) },
   { method: 'GET', path: '/items/{id}', summary: 'echoes the id', handler: ({ params }) => json(200, { id: params.id }) },
+  { method: 'GET', path: '/seqno', summary: 'echoes since', query: z.object({ since: integerQuery }).strict(), handler: ({ query }) => json(200, query) },
   { method: 'POST', path: '/echo', summary: 'echoes n', body: z.object({ n: z.number() }).strict(), handler: ({ body }) => json(200, { n: (body as { n: number }).n }) },
 ];
 
@@ -142,6 +143,16 @@ test('path parameters are %-decoded; a malformed escape is a 400, not an interna
   const bad = await call('GET', '/items/%zz');
   assert.equal(bad.status, 400);
   assert.equal((bad.body as { error: { code: string } }).error.code, 'InvalidPathParameter');
+});
+
+test('integer query parameters: every safe integer is taken as itself; larger ones are a 400, never rounded or Infinity', async () => {
+  assert.deepEqual((await call('GET', '/seqno?since=0')).body, { since: 0 });
+  assert.deepEqual((await call('GET', `/seqno?since=${Number.MAX_SAFE_INTEGER}`)).body, { since: Number.MAX_SAFE_INTEGER });
+  for (const since of ['9007199254740992', '1'.repeat(400), '-1', '1e3', '']) {
+    const answer = await call('GET', `/seqno?since=${since}`);
+    assert.equal(answer.status, 400, `since=${since}`);
+    assert.equal((answer.body as { error: { code: string } }).error.code, 'InvalidQueryParameterValue');
+  }
 });
 
 /** Sends raw bytes over TLS and returns everything the server answers before it closes. */
