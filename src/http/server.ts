@@ -47,7 +47,6 @@ export interface RpcInterfaceOptions {
   readonly forwarder?: RequestForwarder;
 }
 
-const KNOWN_METHODS = new Set<HttpMethod>(['GET', 'HEAD', 'POST', 'PUT', 'DELETE']);
 const ANONYMOUS: Caller = { kind: 'anonymous' };
 
 export class RpcInterface {
@@ -143,9 +142,8 @@ export class RpcInterface {
     const rawUrl = req.url ?? '/';
     const q = rawUrl.indexOf('?');
     const path = q === -1 ? rawUrl : rawUrl.slice(0, q);
+    // Any other method (OPTIONS, PATCH, ...) matches no route: 404, or 405 naming the path's methods in Allow.
     const method = (req.method ?? 'GET') as HttpMethod;
-    if (!KNOWN_METHODS.has(method)) throw httpErrors.methodNotAllowed(method, path, []);
-
     const result = this.options.router.match(method, path);
     if (result.kind === 'not-found') throw httpErrors.notFound(path);
     if (result.kind === 'method-not-allowed') {

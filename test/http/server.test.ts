@@ -135,6 +135,12 @@ test('bodies: valid, malformed JSON, wrong shape, over the limit; routing: unkno
   const method = await call('DELETE', '/sync');
   assert.equal(method.status, 405);
   assert.equal(method.headers.allow, 'GET, HEAD');
+  for (const other of ['OPTIONS', 'PATCH', 'PROPFIND']) {
+    const answer = await call(other, '/sync');
+    assert.equal(answer.status, 405, other);
+    assert.equal(answer.headers.allow, 'GET, HEAD', `${other}: a 405 names the methods the path has`);
+    assert.equal((await call(other, '/nowhere')).status, 404, other);
+  }
   assert.equal((await call('POST', '/echo', '{"n":6}')).status, 200, 'the interface still serves');
 });
 
