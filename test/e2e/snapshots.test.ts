@@ -125,6 +125,7 @@ describe('snapshots', () => {
     assert.equal(withBody.body.error.code, 'UnexpectedBody');
     const create = await network.nodes[2]!.client.request('POST', '/node/snapshot:create');
     assert.equal(create.status, 204, create.text);
+    assert.equal(create.headers['content-length'], undefined, 'a 204 carries no Content-Length (RFC 9110)');
     const created = await until('a snapshot from snapshot:create', async () => {
       const newer = snapshotFiles(first).filter((f) => parseSnapshotFileName(f)!.seqno > latest);
       return newer.length > 0 ? newer[0] : undefined;

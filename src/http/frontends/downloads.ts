@@ -14,7 +14,7 @@ import { parseChunkName } from '../../ledger/index.js';
 import { httpErrors } from '../errors.js';
 import { FileDigestCache, serveImmutableFile } from '../file-download.js';
 import type { NodeConfig } from '../../config/index.js';
-import { integerQuery, type RequestContext, type Route, type RouteResponse } from '../route.js';
+import { integerQuery, noContent, type RequestContext, type Route, type RouteResponse } from '../route.js';
 
 
 /** The chunk name header of rule 3 (`vendor-service` is `covenant`). */
@@ -219,7 +219,8 @@ export function downloadRoutes(deps: DownloadDeps): Route[] {
         if (rawBody.length > 0) throw new CovenantError('UnexpectedBody', 'POST /node/snapshot:create takes no request body', 400);
         if (deps.requestSnapshot === undefined) return notImplemented('POST /node/snapshot:create (snapshots)');
         deps.requestSnapshot();
-        return { status: 204, headers: { 'content-length': 0 }, bodyKind: 'none' };
+        // No Content-Length: RFC 9110 forbids it on a 204.
+        return noContent();
       },
     },
   ];
