@@ -39,8 +39,14 @@ export class NodeServer {
     let routes: Route[] = [];
     const openApi = () => openApiDocument(routes, { title: 'Covenant node API', version: node.init.version });
     routes = [
-      ...operatorRoutes({ node, openApi, primaryAddress: () => this.primaryAddress() }),
-      ...downloadRoutes(downloadDepsOf(options.config, { isPrimary: () => node.isPrimary(), primaryAddress: () => this.primaryAddress(), requestSnapshot: () => node.requestSnapshot() })),
+      ...operatorRoutes({ node, openApi, primaryAddress: (interfaceName) => this.primaryAddress(interfaceName) }),
+      ...downloadRoutes(
+        downloadDepsOf(options.config, {
+          isPrimary: () => node.isPrimary(),
+          primaryAddress: (interfaceName) => this.primaryAddress(interfaceName),
+          requestSnapshot: () => node.requestSnapshot(),
+        }),
+      ),
       ...governanceRoutes(node, { nowMs: () => node.init.clock.nowMs() }),
       ...options.appRoutes(node).map((route) => whileAppOpen(route, node)),
     ];
@@ -90,11 +96,16 @@ export class NodeServer {
     for (const iface of this.interfaces) iface.setTlsIdentity(tls);
   }
 
-  private primaryAddress(): string | undefined {
+  /**
+   * The primary's published address on its interface named like `interfaceName` (the one the
+   * request came in on), else on its first interface. Interfaces differ in their operator
+   * features: a download redirected to another interface could find its route switched off.
+   */
+  private primaryAddress(interfaceName?: string): string | undefined {
     const primary = this.options.node.listNodes().find((n) => n.primary);
     if (!primary) return undefined;
-    const first = Object.values(primary.rpc_interfaces)[0];
-    return first?.published_address;
+    const same = interfaceName === undefined ? undefined : primary.rpc_interfaces[interfaceName];
+    return (same ?? Object.values(primary.rpc_interfaces)[0])?.published_address;
   }
 
   async close(): Promise<void> {

@@ -9,6 +9,7 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { removeDir, startNode, type StartedNode } from '../../src/testing/node-process.js';
+import { startNetwork, until } from '../../src/testing/network.js';
 import { rawRequest, writeUntilCommittedChunks } from './download-helpers.js';
 
 const b64 = (alg: string, data: Buffer) => createHash(alg).update(data).digest('base64');
@@ -252,5 +253,38 @@ test('the download routes are 404 on an interface without LedgerChunkRead and Sn
   } finally {
     await node.stop();
     removeDir(node.dir);
+  }
+});
+
+test('a backup redirects to the primary on the interface of the same name, where the download routes are enabled too', async () => {
+  // The operator features on a second interface, as in docs/configuration.md.
+  const network = await startNetwork(2, {
+    rpc_interfaces: {
+      primary: { bind_address: '127.0.0.1:0', enabled_operator_features: [] },
+      operator: { bind_address: '127.0.0.1:0', enabled_operator_features: ['LedgerChunkRead', 'SnapshotRead'] },
+    },
+  });
+  try {
+    const primary = await network.primary();
+    const backup = network.nodes.find((n) => n !== primary)!;
+    const operator = (node: StartedNode) => ({
+      address: (JSON.parse(readFileSync(join(node.dir, 'rpc_addresses.json'), 'utf8')) as Record<string, string>)['operator']!,
+      serviceCertificatePem: node.serviceCertificatePem,
+    });
+    const base = `https://${operator(primary).address}`;
+    const chunk = await until('the backup to know the primary', async () => {
+      const answer = await rawRequest(operator(backup), 'GET', '/node/ledger_chunk?since=1000000');
+      return answer.status === 308 ? answer : undefined;
+    });
+    assert.equal(chunk.headers.location, `${base}/node/ledger_chunk?since=1000000`);
+    assert.equal((await rawRequest(operator(backup), 'GET', '/node/snapshot?since=1000000')).headers.location, `${base}/node/snapshot?since=1000000`);
+    assert.equal((await rawRequest(operator(backup), 'HEAD', '/node/primary')).headers.location, `${base}/node/primary`);
+    // Where the redirect leads the route exists: no such chunk there, rather than a switched-off feature.
+    const followed = await rawRequest(operator(primary), 'GET', '/node/ledger_chunk?since=1000000');
+    assert.equal(JSON.parse(followed.body.toString()).error.code, 'LedgerChunkNotFound');
+    // Requests on the first interface still lead to the primary's first interface.
+    assert.equal((await rawRequest(backup, 'HEAD', '/node/primary')).headers.location, `https://${primary.address}/node/primary`);
+  } finally {
+    await network.stopAll();
   }
 });

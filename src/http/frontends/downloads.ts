@@ -26,8 +26,11 @@ export interface DownloadDeps {
   readonly ledgerDirectories: readonly string[];
   /** snapshots.directory, then snapshots.read_only_directory. */
   readonly snapshotDirectories: readonly string[];
-  /** `https://<primary address>` when this node is not the primary, so a missing file is asked there. */
-  readonly redirectBase: () => string | undefined;
+  /**
+   * `https://<primary address>` when this node is not the primary, so a missing file is asked
+   * there: on the primary's interface named like the one the request came in on.
+   */
+  readonly redirectBase: (interfaceName: string) => string | undefined;
   /** Digests of served files; a fresh bounded cache by default. */
   readonly digestCache?: FileDigestCache;
   /** Asks for a snapshot at the next signature (POST /node/snapshot:create, forwarded to the primary). */
@@ -90,15 +93,15 @@ async function listNames(directories: readonly string[]): Promise<string[]> {
 /** The deps of a node: directories from its configuration, the primary from its view of the network. */
 export function downloadDepsOf(
   config: Pick<NodeConfig, 'ledger' | 'snapshots'>,
-  node: { isPrimary(): boolean; primaryAddress(): string | undefined; requestSnapshot?(): void },
+  node: { isPrimary(): boolean; primaryAddress(interfaceName?: string): string | undefined; requestSnapshot?(): void },
 ): DownloadDeps {
   const snapshotsReadOnly = config.snapshots.read_only_directory;
   return {
     ledgerDirectories: [config.ledger.directory, ...config.ledger.read_only_directories],
     snapshotDirectories: snapshotsReadOnly === undefined ? [config.snapshots.directory] : [config.snapshots.directory, snapshotsReadOnly],
-    redirectBase: () => {
+    redirectBase: (interfaceName) => {
       if (node.isPrimary()) return undefined;
-      const address = node.primaryAddress();
+      const address = node.primaryAddress(interfaceName);
       return address === undefined ? undefined : `https://${address}`;
     },
     ...(node.requestSnapshot ? { requestSnapshot: () => node.requestSnapshot!() } : {}),
@@ -132,8 +135,8 @@ async function serveNamed(
 
 export function downloadRoutes(deps: DownloadDeps): Route[] {
   const cache = deps.digestCache ?? new FileDigestCache();
-  const redirectTo = (path: string, query: string): RouteResponse | undefined => {
-    const base = deps.redirectBase();
+  const redirectTo = (interfaceName: string, path: string, query: string): RouteResponse | undefined => {
+    const base = deps.redirectBase(interfaceName);
     return base === undefined ? undefined : redirect(`${base}${path}${query}`);
   };
 
@@ -152,7 +155,7 @@ export function downloadRoutes(deps: DownloadDeps): Route[] {
           if (chunk !== undefined && chunk.first <= since && since <= chunk.last) return redirect(`/node/ledger_chunk/${chunk.name}`);
         }
         return (
-          redirectTo('/node/ledger_chunk', `?since=${since}`) ??
+          redirectTo(ctx.interfaceName, '/node/ledger_chunk', `?since=${since}`) ??
           notFound('LedgerChunkNotFound', `no committed ledger chunk holds seqno ${since}`)
         );
       },
@@ -193,7 +196,7 @@ export function downloadRoutes(deps: DownloadDeps): Route[] {
         }
         if (latest !== undefined) return redirect(`/node/snapshot/${latest.name}`);
         const what = since === undefined ? 'no committed snapshot' : `no committed snapshot is newer than seqno ${since}`;
-        return redirectTo('/node/snapshot', since === undefined ? '' : `?since=${since}`) ?? notFound('SnapshotNotFound', what);
+        return redirectTo(ctx.interfaceName, '/node/snapshot', since === undefined ? '' : `?since=${since}`) ?? notFound('SnapshotNotFound', what);
       },
     },
     {

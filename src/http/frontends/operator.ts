@@ -23,8 +23,8 @@ export interface OperatorFrontendOptions {
   readonly node: CovenantNode;
   /** Returns the full OpenAPI document of every route the node serves. */
   readonly openApi: () => unknown;
-  /** Published address of the primary's RPC interface, for HEAD /node/primary. */
-  readonly primaryAddress: () => string | undefined;
+  /** Published address of the primary's RPC interface named like the request's (else its first), for redirects. */
+  readonly primaryAddress: (interfaceName?: string) => string | undefined;
 }
 
 export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFrontendOptions): Route[] {
@@ -43,9 +43,9 @@ export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFronte
       body: JoinRequestSchema,
       forward: false,
       responses: { 200: 'Join answer: Pending, or Trusted with the network information', 308: 'Redirect to the primary' },
-      handler: async ({ body, clientCertificateDer }) => {
+      handler: async ({ body, clientCertificateDer, interfaceName }) => {
         if (!node.isPrimary()) {
-          const address = primaryAddress();
+          const address = primaryAddress(interfaceName);
           if (!address) throw new CovenantError('NoPrimary', 'no primary is known at the moment: retry the join shortly', 503);
           return { status: 308, headers: { location: `https://${address}/node/join` }, bodyKind: 'none' };
         }
@@ -189,10 +189,10 @@ export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFronte
       path: '/node/primary',
       summary: 'Redirects (308) to the current primary; the primary itself answers 200',
       responses: { 200: 'This node is the primary', 308: 'Redirect to the primary' },
-      handler: () => {
+      handler: ({ interfaceName }) => {
         // A redirect to itself would send clients that follow redirects round in a loop.
         if (node.isPrimary()) return { status: 200, bodyKind: 'none' };
-        const address = primaryAddress();
+        const address = primaryAddress(interfaceName);
         if (!address) throw new CovenantError('PrimaryNotFound', 'No primary is known to this node', 404);
         return { status: 308, headers: { location: `https://${address}/node/primary` }, bodyKind: 'none' };
       },
