@@ -70,6 +70,9 @@ export class RpcInterface {
         noDelay: true,
         // A client that stalls in the TLS handshake is dropped (Node's default waits 120 s).
         handshakeTimeout: 10_000,
+        // An HTTP/1.1 request without Host is refused in route() with the JSON error body
+        // (Node's own check answers an empty 400).
+        requireHostHeader: false,
       },
       (req, res) => this.handle(req, res),
     );
@@ -139,6 +142,9 @@ export class RpcInterface {
 
   /** Matches the route, checks its operator feature and authenticates the caller (401 otherwise). */
   private route(req: IncomingMessage, res: ServerResponse): RoutedRequest {
+    if (req.headers.host === undefined && req.httpVersionMajor === 1 && req.httpVersionMinor === 1) {
+      throw new CovenantError('MissingHostHeader', 'an HTTP/1.1 request must carry a Host header (RFC 9112)', 400);
+    }
     const rawUrl = req.url ?? '/';
     const q = rawUrl.indexOf('?');
     const path = q === -1 ? rawUrl : rawUrl.slice(0, q);

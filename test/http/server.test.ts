@@ -178,13 +178,16 @@ function parseRaw(text: string): { status: number; body: { error: { code: string
   return { status: Number(head.split(' ')[1]), body: JSON.parse(body) };
 }
 
-test('requests the HTTP parser refuses get the JSON error body too: 400 for garbage, 431 for oversized headers', async () => {
+test('requests the HTTP parser refuses get the JSON error body too: 400 for garbage or a missing Host, 431 for oversized headers', async () => {
   const garbage = parseRaw(await raw('GARBAGE\r\n\r\n'));
   assert.equal(garbage.status, 400);
   assert.equal(garbage.body.error.code, 'MalformedRequest');
   const oversized = parseRaw(await raw(`GET /sync HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`));
   assert.equal(oversized.status, 431);
   assert.equal(oversized.body.error.code, 'RequestHeaderTooLarge');
+  const hostless = parseRaw(await raw('GET /sync HTTP/1.1\r\nConnection: close\r\n\r\n'));
+  assert.equal(hostless.status, 400);
+  assert.equal(hostless.body.error.code, 'MissingHostHeader');
   assert.equal((await call('GET', '/sync')).status, 200, 'the interface still serves');
 });
 
