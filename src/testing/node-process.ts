@@ -307,9 +307,12 @@ export async function startJoiningNode(options: JoinNodeOptions): Promise<Starte
  * target lists its node id as Pending), member0 proposes and votes to trust it. Whether it did.
  */
 async function trustIfPending(dir: string, options: JoinNodeOptions): Promise<boolean> {
-  const certificateFile = join(dir, 'node_cert.pem');
-  if (!existsSync(certificateFile)) return false;
-  const nodeId = nodeIdFromPublicKey(new X509Certificate(readFileSync(certificateFile)).publicKey);
+  let nodeId: string;
+  try {
+    nodeId = nodeIdFromPublicKey(new X509Certificate(readFileSync(join(dir, 'node_cert.pem'))).publicKey);
+  } catch {
+    return false; // not written yet (or being written)
+  }
   const connection = memberConnectionOf({ address: options.target, serviceCertificatePem: options.serviceCertificatePem, member: options.member });
   const target = new HttpsClient(options.target, options.serviceCertificatePem);
   try {
