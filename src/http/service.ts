@@ -124,18 +124,12 @@ function whileAppOpen(route: Route, node: CovenantNode): Route {
   return {
     ...route,
     handler: (ctx) => {
-      if (!node.appFrontendOpen()) throw frontendNotOpen(node);
+      if (!node.appFrontendOpen()) {
+        throw new CovenantError('FrontendNotOpen', `the application frontend is not open: ${node.appFrontendClosedReason()}`, 503);
+      }
       return handler(ctx);
     },
   };
-}
-
-function frontendNotOpen(node: CovenantNode): CovenantError {
-  const why =
-    node.state === 'PartOfNetwork'
-      ? 'the service is not open to users yet: members open it with a transition_service_to_open proposal'
-      : `this node is ${node.state}, not part of the network yet`;
-  return new CovenantError('FrontendNotOpen', `the application frontend is not open: ${why}`, 503);
 }
 
 export function splitHostPort(address: string): { host: string; port: number } {

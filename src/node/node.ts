@@ -365,6 +365,13 @@ export class CovenantNode {
     return this.serviceRecordSeen.open;
   }
 
+  /** Why the application frontend does not serve users yet (GET /node/ready/app and the /app routes say it). */
+  appFrontendClosedReason(): string {
+    return this.lifecycle === 'PartOfNetwork'
+      ? 'the service is not open to users yet: members open it with a transition_service_to_open proposal'
+      : `this node is ${this.lifecycle}, not part of the network yet`;
+  }
+
   private transition(to: NodeLifecycleState): void {
     assert(canTransition(this.lifecycle, to), `node cannot go from ${this.lifecycle} to ${to}`);
     this.logger.info(`node state ${this.lifecycle} -> ${to}`);

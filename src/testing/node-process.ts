@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { X509Certificate } from 'node:crypto';
+import { parseTxId } from '../base/ids.js';
 import { ACCEPT_BALLOT, openService, propose, vote, type MemberConnection } from '../cli/member.js';
 import { generateIdentity, nodeIdFromPublicKey, type Identity } from '../crypto/index.js';
 import { HttpsClient, type ClientIdentity } from '../platform/https-client.js';
@@ -179,11 +180,11 @@ export function memberConnectionOf(node: Pick<StartedNode, 'address' | 'serviceC
  */
 export async function openTestService(node: StartedNode, timeoutMs = 30_000): Promise<void> {
   const { transactionId } = await openService(memberConnectionOf(node));
-  const opened = Number(transactionId?.split('.')[1] ?? 0);
+  const opened = parseTxId(transactionId ?? '')?.seqno ?? 0;
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const commit = await node.client.request('GET', '/node/commit');
-    if (Number(String(commit.body.transaction_id).split('.')[1]) >= opened) return;
+    if ((parseTxId(String(commit.body.transaction_id))?.seqno ?? -1) >= opened) return;
     if (Date.now() > deadline) throw new Error(`the opening ${transactionId} was not committed within ${timeoutMs} ms`);
     await sleep(20);
   }

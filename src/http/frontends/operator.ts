@@ -203,10 +203,7 @@ export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFronte
       summary: '204 when the application frontend is ready (this node is part of the network and members opened the service), 503 otherwise',
       responses: { 204: 'Ready', 503: 'Not ready' },
       handler: () => {
-        if (!node.appFrontendOpen()) {
-          const why = node.state === 'PartOfNetwork' ? 'the service is not open to users yet' : `this node is ${node.state}`;
-          throw new CovenantError('FrontendNotReady', `application frontend is not ready: ${why}`, 503);
-        }
+        if (!node.appFrontendOpen()) throw new CovenantError('FrontendNotReady', `application frontend is not ready: ${node.appFrontendClosedReason()}`, 503);
         return noContent();
       },
     },
