@@ -73,8 +73,38 @@ export function hmacSha256(key: Uint8Array, data: Uint8Array | string): Uint8Arr
   return toUint8(nodeCrypto.createHmac('sha256', key).update(data).digest());
 }
 
-/** HMAC-SHA256 under one key for many messages (the key is imported once). */
-export function keyedHmacSha256(key: Uint8Array): (data: Uint8Array | string) => Uint8Array {
-  const keyObject = nodeCrypto.createSecretKey(key);
-  return (data) => fromLatin1(nodeCrypto.createHmac('sha256', keyObject).update(data).digest('binary'));
+/**
+ * HMAC-SHA256 under one key for many short messages (commit evidence nonces, one per
+ * transaction). RFC 2104 written out over two one-shot hashes of preallocated blocks (the key
+ * XOR ipad, then the key XOR opad, each followed by the message or the inner digest): about half
+ * the cost of a createHmac object per message. Messages longer than the block fall back to
+ * createHmac. `encoding` 'hex' returns the digest as lower-case hex text.
+ */
+export function keyedHmacSha256(key: Uint8Array): (data: Uint8Array | string) => Uint8Array;
+export function keyedHmacSha256(key: Uint8Array, encoding: 'hex'): (data: Uint8Array | string) => string;
+export function keyedHmacSha256(key: Uint8Array, encoding?: 'hex'): (data: Uint8Array | string) => Uint8Array | string {
+  const keyCopy = new Uint8Array(key);
+  const block = keyCopy.byteLength > HMAC_BLOCK_BYTES ? nodeCrypto.hash('sha256', keyCopy, 'buffer') : keyCopy;
+  const inner = Buffer.alloc(HMAC_BLOCK_BYTES + HMAC_SHORT_MESSAGE_BYTES, 0x36);
+  const outer = Buffer.alloc(HMAC_BLOCK_BYTES + 32, 0x5c);
+  for (let i = 0; i < block.byteLength; i++) {
+    inner[i] = block[i]! ^ 0x36;
+    outer[i] = block[i]! ^ 0x5c;
+  }
+  const finish = (innerDigest: string): Uint8Array | string => {
+    outer.write(innerDigest, HMAC_BLOCK_BYTES, 32, 'latin1');
+    return encoding === 'hex' ? nodeCrypto.hash('sha256', outer, 'hex') : fromLatin1(nodeCrypto.hash('sha256', outer, 'binary'));
+  };
+  return (data) => {
+    // A string of n UTF-16 units takes at most 3n bytes in UTF-8, so this check is conservative.
+    if (typeof data === 'string' ? data.length * 3 <= HMAC_SHORT_MESSAGE_BYTES : data.byteLength <= HMAC_SHORT_MESSAGE_BYTES) {
+      const length = typeof data === 'string' ? inner.write(data, HMAC_BLOCK_BYTES, 'utf8') : (inner.set(data, HMAC_BLOCK_BYTES), data.byteLength);
+      return finish(nodeCrypto.hash('sha256', inner.subarray(0, HMAC_BLOCK_BYTES + length), 'binary'));
+    }
+    const mac = nodeCrypto.createHmac('sha256', keyCopy).update(data);
+    return encoding === 'hex' ? mac.digest('hex') : fromLatin1(mac.digest('binary'));
+  };
 }
+
+const HMAC_BLOCK_BYTES = 64;
+const HMAC_SHORT_MESSAGE_BYTES = 192;

@@ -12,7 +12,7 @@
 import { assert } from '../base/assert.js';
 import { sha256 } from '../crypto/index.js';
 import { LedgerEncryptor, AES_GCM_TAG_BYTES } from '../kv/index.js';
-import { createCommitEvidenceDeriver, formatCommitEvidence, leafDigest } from '../merkle/index.js';
+import { createCommitEvidenceFormatter, leafDigest } from '../merkle/index.js';
 import { ENTRY_OVERHEAD_BYTES, encodeEntry, entryWriteSets, writeSetDigest, type DecodedEntry } from './entry.js';
 
 /** A committed transaction to seal: its id, entry flags, claims digest and clear write sets. */
@@ -46,11 +46,11 @@ export function sealedFrameBytes(publicBytes: number, privatePlainBytes: number)
 /** Seals jobs under one ledger secret. Deterministic: any thread holding the secret seals alike. */
 export class EntrySeal {
   readonly #encryptor: LedgerEncryptor;
-  readonly #nonce: (view: number, seqno: number) => Uint8Array;
+  readonly #commitEvidence: (view: number, seqno: number) => string;
 
   constructor(ledgerSecret: Uint8Array) {
     this.#encryptor = new LedgerEncryptor(ledgerSecret);
-    this.#nonce = createCommitEvidenceDeriver(ledgerSecret);
+    this.#commitEvidence = createCommitEvidenceFormatter(ledgerSecret);
   }
 
   get encryptor(): LedgerEncryptor {
@@ -59,7 +59,7 @@ export class EntrySeal {
 
   /** The commit evidence of a transaction (its digest is in the entry, the text in receipts). */
   commitEvidence(view: number, seqno: number): string {
-    return formatCommitEvidence(view, seqno, this.#nonce(view, seqno));
+    return this.#commitEvidence(view, seqno);
   }
 
   seal(job: SealJob): SealedEntry {

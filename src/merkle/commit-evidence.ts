@@ -28,6 +28,21 @@ export function createCommitEvidenceDeriver(ledgerSecretKeyBytes: Uint8Array): (
   };
 }
 
+/**
+ * Formats the commit evidence of many transactions under one ledger secret: the text
+ * formatCommitEvidence(view, seqno, nonce) would give, with the nonce hashed straight to hex
+ * (this runs once per transaction on the primary).
+ */
+export function createCommitEvidenceFormatter(ledgerSecretKeyBytes: Uint8Array): (view: number, seqno: number) => string {
+  assert(ledgerSecretKeyBytes.byteLength >= 16, 'a ledger secret has at least 16 bytes');
+  const hmacHex = keyedHmacSha256(hkdfSha256(ledgerSecretKeyBytes, new Uint8Array(0), COMMIT_EVIDENCE_HKDF_INFO, 32), 'hex');
+  return (view, seqno) => {
+    checkTxId(view, seqno);
+    const id = `${view}.${seqno}`;
+    return `ce:${id}:${hmacHex(id)}`;
+  };
+}
+
 export function commitEvidenceNonce(ledgerSecretKeyBytes: Uint8Array, view: number, seqno: number): Uint8Array {
   return createCommitEvidenceDeriver(ledgerSecretKeyBytes)(view, seqno);
 }

@@ -44,6 +44,19 @@ test('HMAC-SHA256 matches RFC 4231 test case 2, one-off and under a reused key',
   const keyed = keyedHmacSha256(key);
   for (let i = 0; i < 3; i++) assert.equal(toHex(keyed('what do ya want for nothing?')), expected);
   assert.notEqual(toHex(keyed('what do ya want for nothing!')), expected);
+  assert.equal(keyedHmacSha256(key, 'hex')('what do ya want for nothing?'), expected);
+});
+
+test('HMAC-SHA256 under a reused key equals createHmac for any key and message length', () => {
+  fc.assert(
+    fc.property(fc.uint8Array({ maxLength: 150 }), fc.oneof(fc.uint8Array({ maxLength: 400 }), fc.string({ maxLength: 200, unit: 'binary' })), (key, message) => {
+      const expected = nodeCrypto.createHmac('sha256', key).update(message).digest('hex');
+      assert.equal(toHex(keyedHmacSha256(key)(message)), expected);
+      const keyed = keyedHmacSha256(key, 'hex');
+      assert.equal(keyed(message), expected);
+      assert.equal(keyed(message), expected, 'a second message under the same key');
+    }),
+  );
 });
 
 test('node id is the hex SHA-256 of the DER SubjectPublicKeyInfo, from a key or a PEM', () => {

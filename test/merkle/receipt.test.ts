@@ -6,7 +6,7 @@ import { toHex, isCovenantError } from '../../src/base/index.js';
 import { generateEcKeyPair, createSelfSignedCertificate, createEndorsedCertificate, nodeIdFromPublicKey, sha256 } from '../../src/crypto/index.js';
 import {
   buildReceipt, verifyReceipt, signMerkleRoot, verifyMerkleRootSignature, leafFromComponents, leafDigest,
-  commitEvidenceNonce, createCommitEvidenceDeriver, formatCommitEvidence, parseCommitEvidence, NO_CLAIMS_DIGEST, type Receipt,
+  commitEvidenceNonce, createCommitEvidenceDeriver, createCommitEvidenceFormatter, formatCommitEvidence, parseCommitEvidence, NO_CLAIMS_DIGEST, type Receipt,
 } from '../../src/merkle/index.js';
 import { treeOfTransactions } from './helpers.js';
 
@@ -25,6 +25,11 @@ test('commit evidence nonces are deterministic per (secret, view, seqno) and fol
   assert.notDeepEqual(commitEvidenceNonce(new Uint8Array(32).fill(8), 2, 15), nonce);
   // "2.15" and "21.5" must not collide: the dot is part of the input.
   assert.notDeepEqual(commitEvidenceNonce(secret, 21, 5), nonce);
+  // The formatter the sealing path uses gives the same text as formatting the nonce.
+  const format = createCommitEvidenceFormatter(secret);
+  for (const [view, seqno] of [[2, 15], [21, 5], [0, 0], [Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER]] as const) {
+    assert.equal(format(view, seqno), formatCommitEvidence(view, seqno, commitEvidenceNonce(secret, view, seqno)));
+  }
 });
 
 test('commit evidence formats and parses; other text is InvalidCommitEvidence', () => {
