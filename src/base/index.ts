@@ -3,3 +3,4 @@ export * from './bytes.js';
 export * from './errors.js';
 export * from './ids.js';
 export * from './units.js';
+export * from './json.js';

@@ -12,6 +12,7 @@
  */
 import { CovenantError } from '../base/errors.js';
 import { toHex, utf8 } from '../base/bytes.js';
+import { parseExternalJson } from '../base/json.js';
 import { sha256 } from '../crypto/index.js';
 import { jsonCodec, type Tx } from '../kv/index.js';
 import { createConstitutionHost, type GovEffect } from './constitution-host.js';
@@ -92,7 +93,7 @@ function badRequest(code: string, message: string): CovenantError {
 
 function parseJsonPayload(payload: Uint8Array, what: string): unknown {
   try {
-    return JSON.parse(utf8.decode(payload)) as unknown;
+    return parseExternalJson(utf8.decode(payload));
   } catch (e) {
     throw badRequest('InvalidInput', `${what} payload is not JSON: ${(e as Error).message}`);
   }

@@ -12,6 +12,7 @@ import { type Readable, pipeline } from 'node:stream';
 import { z } from 'zod';
 import { CovenantError } from '../base/errors.js';
 import type { Logger } from '../base/log.js';
+import { parseExternalJson } from '../base/json.js';
 import type { Router } from './router.js';
 import type { AuthPolicy, Caller, HttpMethod, OperatorFeature, RequestContext, Route, RouteResponse } from './route.js';
 import { httpErrors, toCovenantError, zodIssuesMessage } from './errors.js';
@@ -359,7 +360,7 @@ export function buildRequestContext(route: Route, parts: RequestParts): RequestC
     let value: unknown;
     if (parts.rawBody.length > 0) {
       try {
-        value = JSON.parse(parts.rawBody.toString('utf8'));
+        value = parseExternalJson(parts.rawBody.toString('utf8'));
       } catch (e) {
         throw httpErrors.invalidJson((e as Error).message);
       }

@@ -292,6 +292,8 @@ describe('a single node', () => {
       ['missing query parameter', node.client.request('GET', '/app/log/private', { identity: user }), 400, 'MissingRequiredQueryParameter'],
       ['body over the limit', node.client.request('POST', '/app/log/private', { body: { id: 1, msg: 'x'.repeat(4096) }, identity: user }), 413, 'RequestBodyTooLarge'],
       ['no client certificate', node.client.request('POST', '/app/log/private', { body: { id: 1, msg: 'x' } }), 401, 'InvalidAuthenticationInfo'],
+      // Deeper than any schema check or JSON.stringify into the store could walk safely.
+      ['JSON nested too deeply', node.client.request('POST', '/node/join', { rawBody: `{"node_data": ${'['.repeat(600)}${']'.repeat(600)}}` }), 400, 'InvalidJsonBody'],
     ];
     const stranger = await generateIdentity({ commonName: 'stranger' });
     cases.push([
