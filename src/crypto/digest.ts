@@ -93,7 +93,7 @@ export function keyedHmacSha256(key: Uint8Array, encoding?: 'hex'): (data: Uint8
   }
   const finish = (innerDigest: string): Uint8Array | string => {
     outer.write(innerDigest, HMAC_BLOCK_BYTES, 32, 'latin1');
-    return encoding === 'hex' ? nodeCrypto.hash('sha256', outer, 'hex') : fromLatin1(nodeCrypto.hash('sha256', outer, 'binary'));
+    return encoding === 'hex' ? sha256Hex(outer) : sha256(outer);
   };
   return (data) => {
     // A string of n UTF-16 units takes at most 3n bytes in UTF-8, so this check is conservative.

@@ -18,10 +18,15 @@ function checkTxId(view: number, seqno: number): void {
   assert(Number.isSafeInteger(seqno) && seqno >= 0, () => `seqno ${seqno} is not a non-negative integer`);
 }
 
+/** The HMAC key of the nonces: HKDF of the ledger secret (see the derivation above). */
+function commitSecret(ledgerSecretKeyBytes: Uint8Array): Uint8Array {
+  assert(ledgerSecretKeyBytes.byteLength >= 16, 'a ledger secret has at least 16 bytes');
+  return hkdfSha256(ledgerSecretKeyBytes, new Uint8Array(0), COMMIT_EVIDENCE_HKDF_INFO, 32);
+}
+
 /** Derives nonces for many transactions from one ledger secret (the HKDF step is done once). */
 export function createCommitEvidenceDeriver(ledgerSecretKeyBytes: Uint8Array): (view: number, seqno: number) => Uint8Array {
-  assert(ledgerSecretKeyBytes.byteLength >= 16, 'a ledger secret has at least 16 bytes');
-  const hmac = keyedHmacSha256(hkdfSha256(ledgerSecretKeyBytes, new Uint8Array(0), COMMIT_EVIDENCE_HKDF_INFO, 32));
+  const hmac = keyedHmacSha256(commitSecret(ledgerSecretKeyBytes));
   return (view, seqno) => {
     checkTxId(view, seqno);
     return hmac(`${view}.${seqno}`);
@@ -34,8 +39,7 @@ export function createCommitEvidenceDeriver(ledgerSecretKeyBytes: Uint8Array): (
  * (this runs once per transaction on the primary).
  */
 export function createCommitEvidenceFormatter(ledgerSecretKeyBytes: Uint8Array): (view: number, seqno: number) => string {
-  assert(ledgerSecretKeyBytes.byteLength >= 16, 'a ledger secret has at least 16 bytes');
-  const hmacHex = keyedHmacSha256(hkdfSha256(ledgerSecretKeyBytes, new Uint8Array(0), COMMIT_EVIDENCE_HKDF_INFO, 32), 'hex');
+  const hmacHex = keyedHmacSha256(commitSecret(ledgerSecretKeyBytes), 'hex');
   return (view, seqno) => {
     checkTxId(view, seqno);
     const id = `${view}.${seqno}`;
