@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { joinOptionsOf, startJoiningNode, type StartedNode } from '../../src/testing/node-process.js';
 import { startNetwork, until } from '../../src/testing/network.js';
 import { verifyCoseReceipt } from '../../src/merkle/index.js';
+import { parseTxId } from '../../src/base/ids.js';
 
 const FAST = {
   ledger_signatures: { delay: '20ms' },
@@ -223,6 +224,11 @@ describe('a primary deposed while alive', () => {
       };
       const loops = Array.from({ length: 16 }, loop);
       await until('writes under way', async () => (acknowledged.length >= 200 ? true : undefined));
+      // A write is acknowledged before it commits: let the first 200 commit (commit is a prefix of
+      // the old primary's view, so the highest seqno among them suffices), while the load goes on.
+      const committedBeforeFreeze = acknowledged.slice(0, 200);
+      const highest = committedBeforeFreeze.reduce((a, b) => (parseTxId(b)!.seqno > parseTxId(a)!.seqno ? b : a));
+      await waitCommitted(old, highest);
       old.process.kill('SIGSTOP');
       const others = network.nodes.filter((n) => n !== old);
       const newPrimary = await until('a new primary while the old one is frozen', async () => {
@@ -244,14 +250,17 @@ describe('a primary deposed while alive', () => {
       for (const node of network.nodes) await waitCommitted(node, last);
 
       const statuses = new Map<string, number>();
+      const finalStatus = new Map<string, string>();
       for (const txId of acknowledged) {
         const status = await until(`a final status for ${txId}`, async () => {
           const answer = await newPrimary.client.request('GET', `/app/tx?transaction_id=${txId}`);
           return answer.body.status === 'Committed' || answer.body.status === 'Invalid' ? (answer.body.status as string) : undefined;
         });
         statuses.set(status, (statuses.get(status) ?? 0) + 1);
+        finalStatus.set(txId, status);
       }
       assert.ok((statuses.get('Committed') ?? 0) >= 200, `most acknowledged writes committed (${JSON.stringify([...statuses])})`);
+      for (const txId of committedBeforeFreeze) assert.equal(finalStatus.get(txId), 'Committed', `${txId}, committed before the freeze, stays committed`);
       // The store of every node agrees with the ledger: each committed write reads back everywhere.
       const committed = acknowledged.filter((_, i) => i % 25 === 0);
       for (const txId of committed) {
