@@ -13,8 +13,17 @@ import { json, type Route } from '../http/route.js';
 
 export const TRANSACTION_ID_HEADER = 'x-covenant-transaction-id';
 
-const recordBody = z.object({ id: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER), msg: z.string() }).strict();
-const idQuery = z.object({ id: z.string().regex(/^\d{1,15}$/, 'must be a non-negative integer').transform(Number) }).strict();
+/** Record ids: integers from 0 to 2^53 - 1 (z.int() allows no more), the same in bodies and queries. */
+const recordBody = z.object({ id: z.int().nonnegative(), msg: z.string() }).strict();
+const idQuery = z
+  .object({
+    id: z
+      .string()
+      .regex(/^\d{1,16}$/, 'must be a non-negative integer')
+      .transform(Number)
+      .refine(Number.isSafeInteger, `must be at most ${Number.MAX_SAFE_INTEGER}`),
+  })
+  .strict();
 const msgCodec = jsonCodec<{ msg: string }>();
 
 function recordNotFound(id: number): CovenantError {

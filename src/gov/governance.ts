@@ -10,6 +10,7 @@
  * if the whole apply succeeds). A ballot or constitution function that throws, loops or exhausts
  * memory makes the proposal Failed with the reason recorded.
  */
+import { isUtf8 } from 'node:buffer';
 import { CovenantError } from '../base/errors.js';
 import { toHex, utf8 } from '../base/bytes.js';
 import { parseExternalJson } from '../base/json.js';
@@ -92,6 +93,7 @@ function badRequest(code: string, message: string): CovenantError {
 }
 
 function parseJsonPayload(payload: Uint8Array, what: string): unknown {
+  if (!isUtf8(payload)) throw badRequest('InvalidInput', `${what} payload is not JSON: it is not valid UTF-8`);
   try {
     return parseExternalJson(utf8.decode(payload));
   } catch (e) {

@@ -4,6 +4,7 @@
  * body with zod, authenticates the caller and maps every failure to the JSON error body.
  * A request can never crash the node: every path ends in an answer.
  */
+import { isUtf8 } from 'node:buffer';
 import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
@@ -348,7 +349,13 @@ export interface RequestParts {
 /** Validates the query and body of a request for its route (also used for forwarded requests). */
 export function buildRequestContext(route: Route, parts: RequestParts): RequestContext {
   const queryObject: Record<string, string> = {};
-  if (parts.rawQuery !== '') for (const [k, v] of new URLSearchParams(parts.rawQuery)) queryObject[k] = v;
+  if (parts.rawQuery !== '') {
+    for (const [k, v] of new URLSearchParams(parts.rawQuery)) {
+      // No parameter of the API takes several values: which one was meant would be a guess.
+      if (Object.hasOwn(queryObject, k)) throw httpErrors.invalidQuery(`query parameter "${k}" is given more than once`);
+      queryObject[k] = v;
+    }
+  }
   let query: unknown = queryObject;
   if (route.query) {
     const parsed = route.query.safeParse(queryObject);
@@ -359,6 +366,8 @@ export function buildRequestContext(route: Route, parts: RequestParts): RequestC
   if (route.body) {
     let value: unknown;
     if (parts.rawBody.length > 0) {
+      // JSON is UTF-8 (RFC 8259); decoding other bytes would silently store U+FFFD instead.
+      if (!isUtf8(parts.rawBody)) throw httpErrors.invalidJson('the body is not valid UTF-8');
       try {
         value = parseExternalJson(parts.rawBody.toString('utf8'));
       } catch (e) {

@@ -229,6 +229,15 @@ describe('a single node', () => {
     const gone = await node.client.request('GET', '/app/log/private?id=42', { identity: user });
     assert.equal(gone.status, 404);
     assert.equal(gone.body.error.code, 'ResourceNotFound');
+
+    // Every id a write accepts can be read back, and the first id past 2^53 - 1 is refused both ways.
+    const largest = Number.MAX_SAFE_INTEGER;
+    assert.equal((await node.client.request('POST', '/app/log/public', { body: { id: largest, msg: 'edge' }, identity: user })).status, 200);
+    assert.equal((await node.client.request('GET', `/app/log/public?id=${largest}`, { identity: user })).body.msg, 'edge');
+    const tooLargeWrite = await node.client.request('POST', '/app/log/public', { rawBody: `{"id": ${largest + 1}, "msg": "x"}`, identity: user });
+    assert.equal(tooLargeWrite.body.error.code, 'InvalidInput');
+    const tooLargeRead = await node.client.request('GET', '/app/log/public?id=9007199254740992', { identity: user });
+    assert.deepEqual(tooLargeRead.body.error, { code: 'InvalidQueryParameterValue', message: 'query parameter "id": must be at most 9007199254740991' });
   });
 
   test('historical queries read a record as a committed transaction wrote it, from the ledger', async () => {
@@ -293,6 +302,8 @@ describe('a single node', () => {
       ['body over the limit', node.client.request('POST', '/app/log/private', { body: { id: 1, msg: 'x'.repeat(4096) }, identity: user }), 413, 'RequestBodyTooLarge'],
       ['no client certificate', node.client.request('POST', '/app/log/private', { body: { id: 1, msg: 'x' } }), 401, 'InvalidAuthenticationInfo'],
       // Deeper than any schema check or JSON.stringify into the store could walk safely.
+      ['body not UTF-8', node.client.request('POST', '/app/log/private', { rawBody: Buffer.concat([Buffer.from('{"id": 1, "msg": "'), Buffer.from([0xc3]), Buffer.from('"}')]), identity: user }), 400, 'InvalidJsonBody'],
+      ['query parameter given twice', node.client.request('GET', '/app/log/private?id=1&id=2', { identity: user }), 400, 'InvalidQueryParameterValue'],
       ['JSON nested too deeply', node.client.request('POST', '/node/join', { rawBody: `{"node_data": ${'['.repeat(600)}${']'.repeat(600)}}` }), 400, 'InvalidJsonBody'],
     ];
     const stranger = await generateIdentity({ commonName: 'stranger' });

@@ -6,7 +6,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { CovenantError } from '../../src/base/errors.js';
 import { generateIdentity } from '../../src/crypto/index.js';
-import { GovTables } from '../../src/gov/index.js';
+import { GovTables, signGovRequest } from '../../src/gov/index.js';
 import { Tables } from '../../src/node/tables.js';
 import { fixture, table, type Fixture } from './helpers.js';
 
@@ -146,6 +146,17 @@ describe('governance', () => {
       assert.equal(e.code, 'ProposalFailedToValidate', JSON.stringify(actions));
       assert.match(e.message, reason);
     }
+  });
+
+  test('a proposal whose signed payload is not UTF-8 is refused as not JSON, before any action is read', async () => {
+    const f = await fixture();
+    const [m] = f.members as [typeof f.members[0]];
+    f.activate(m);
+    // {"actions":[{"name":"<0xff>"}]}: decoded lossily it would be a proposal of an unknown action.
+    const payload = Buffer.concat([Buffer.from('{"actions":[{"name":"'), Buffer.from([0xff]), Buffer.from('"}]}')]);
+    const body = signGovRequest({ type: 'proposal', payload, privateKeyPem: m.privateKeyPem, memberId: m.id, createdAtSeconds: Math.floor(f.nowMs / 1000) });
+    const e = refused(f, () => f.write((tx) => f.gov.createProposal(tx, { body, contentType: 'application/cose' })));
+    assert.deepEqual([e.code, e.status, e.message], ['InvalidInput', 400, 'proposal payload is not JSON: it is not valid UTF-8']);
   });
 
   test('hostile ballots make the proposal Failed with a clear reason; the engine stays usable', async () => {

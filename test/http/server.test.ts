@@ -67,7 +67,7 @@ interface Answer {
   readonly body: unknown;
 }
 
-function call(method: string, path: string, body?: string): Promise<Answer> {
+function call(method: string, path: string, body?: string | Buffer): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const req = https.request({ host: '127.0.0.1', port, method, path, ca, agent: false, headers: body === undefined ? {} : { 'content-type': 'application/json' } }, (res) => {
       const chunks: Buffer[] = [];
@@ -142,6 +142,24 @@ test('bodies: valid, malformed JSON, wrong shape, over the limit; routing: unkno
     assert.equal((await call(other, '/nowhere')).status, 404, other);
   }
   assert.equal((await call('POST', '/echo', '{"n":6}')).status, 200, 'the interface still serves');
+});
+
+test('a body that is not UTF-8 is a 400, not JSON with U+FFFD in place of its bytes', async () => {
+  // {"n":"<0xff>"}: JSON.parse of its lossy decoding would succeed.
+  const answer = await call('POST', '/echo', Buffer.concat([Buffer.from('{"n":"'), Buffer.from([0xff]), Buffer.from('"}')]));
+  assert.equal(answer.status, 400);
+  assert.deepEqual(answer.body, { error: { code: 'InvalidJsonBody', message: 'request body is not valid JSON: the body is not valid UTF-8' } });
+  const accented = await call('POST', '/echo', Buffer.from('{"n":"é"}', 'utf8'));
+  assert.equal((accented.body as { error: { code: string } }).error.code, 'InvalidInput', 'valid UTF-8 goes on to the schema check');
+});
+
+test('a query parameter given twice is a 400 naming it, even when both values agree', async () => {
+  for (const query of ['since=1&since=2', 'since=2&since=2']) {
+    const answer = await call('GET', `/seqno?${query}`);
+    assert.equal(answer.status, 400, query);
+    assert.deepEqual(answer.body, { error: { code: 'InvalidQueryParameterValue', message: 'query parameter "since" is given more than once' } });
+  }
+  assert.deepEqual((await call('GET', '/seqno?since=2')).body, { since: 2 });
 });
 
 test('path parameters are %-decoded; a malformed escape is a 400, not an internal error', async () => {
