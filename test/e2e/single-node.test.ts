@@ -104,6 +104,13 @@ describe('a single node', () => {
     const [host, port] = node.address.split(':');
     assert.equal((await get(`/node/network/nodes?host=${host}&port=${port}`)).body.nodes.length, 1);
     assert.equal((await get(`/node/network/nodes?host=10.9.9.9`)).body.nodes.length, 0);
+    assert.equal((await get(`/node/network/nodes?port=0${port}`)).body.nodes.length, 1, 'a port is a number');
+    assert.equal((await get(`/node/network/nodes?port=${Number(port) === 1 ? 2 : 1}`)).body.nodes.length, 0);
+    for (const bad of ['abc', '65536', '-1', '']) {
+      const answer = await get(`/node/network/nodes?port=${bad}`);
+      assert.equal(answer.status, 400, `port=${bad}`);
+      assert.equal(answer.body.error.code, 'InvalidQueryParameterValue', `port=${bad}`);
+    }
     assert.equal((await get('/node/network/nodes?status=Trusted')).body.nodes.length, 1);
     assert.equal((await get('/node/network/nodes?status=Pending')).body.nodes.length, 0);
     assert.equal((await get('/node/network/nodes?status=Bogus')).status, 400);

@@ -103,7 +103,12 @@ export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFronte
       query: z
         .object({
           host: z.string().optional(),
-          port: z.string().optional(),
+          port: z
+            .string()
+            .regex(/^\d{1,10}$/, 'must be a port number (0 to 65535)')
+            .transform(Number)
+            .refine((port) => port <= 65535, 'must be a port number (0 to 65535)')
+            .optional(),
           status: z.enum(['Pending', 'Trusted', 'Retired']).optional(),
         })
         .strict(),
@@ -113,7 +118,7 @@ export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFronte
           if (query.host !== undefined || query.port !== undefined) {
             return Object.values(n.rpc_interfaces).some((i) => {
               const { host, port } = splitAddress(i.published_address);
-              return (query.host === undefined || host === query.host) && (query.port === undefined || port === query.port);
+              return (query.host === undefined || host === query.host) && (query.port === undefined || (port !== '' && Number(port) === query.port));
             });
           }
           return true;
