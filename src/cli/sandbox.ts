@@ -59,10 +59,42 @@ export async function getJson(address: string, path: string, ca: string): Promis
   }
 }
 
+/** The --node-config fragment: a JSON object, or an error naming the option and the file. */
+function readConfigFragment(file: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new Error(`--node-config ${file}: cannot read it (${errorMessage(e)})`);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (e) {
+    throw new Error(`--node-config ${file}: not JSON (${errorMessage(e)})`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new Error(`--node-config ${file}: must be a JSON object (a fragment of a node configuration)`);
+  }
+  return value as Record<string, unknown>;
+}
+
+/** The last `lines` non-empty lines of a log file, indented; a note if it cannot be read. */
+function logTail(file: string, lines: number): string {
+  try {
+    const all = readFileSync(file, 'utf8').split('\n').filter((l) => l.trim() !== '');
+    return all.slice(-lines).map((l) => `  ${l}`).join('\n');
+  } catch (e) {
+    return `  (cannot read it: ${errorMessage(e)})`;
+  }
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function runSandbox(options: SandboxOptions): Promise<void> {
   const dir = resolve(options.dir);
+  // Read before anything is created: a bad fragment would otherwise surface as a node's exit.
+  const fragment = options.nodeConfigFile ? readConfigFragment(options.nodeConfigFile) : {};
   if (existsSync(join(dir, 'network.json'))) rmSync(join(dir, 'network.json'));
   const common = join(dir, 'common');
   mkdirSync(common, { recursive: true });
@@ -78,7 +110,6 @@ export async function runSandbox(options: SandboxOptions): Promise<void> {
   const user = await writeIdentity(common, 'user0');
   const serviceCert = join(common, 'service_cert.pem');
 
-  const fragment = options.nodeConfigFile ? (JSON.parse(readFileSync(options.nodeConfigFile, 'utf8')) as Record<string, unknown>) : {};
   const children: ChildProcess[] = [];
   const stopAll = () => {
     for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
@@ -135,7 +166,8 @@ export async function runSandbox(options: SandboxOptions): Promise<void> {
     for (;;) {
       if (child.exitCode !== null) {
         stopAll();
-        throw new Error(`node ${i} exited with status ${child.exitCode}; see ${join(dir, `node${i}`, 'out.log')}`);
+        const log = join(dir, `node${i}`, 'out.log');
+        throw new Error(`node ${i} exited with status ${child.exitCode}; the end of ${log}:\n${logTail(log, 5)}`);
       }
       if (Date.now() > deadline) {
         stopAll();

@@ -84,3 +84,37 @@ test('covenant sandbox starts an open two-node network, describes it, and stops 
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('covenant sandbox refuses a bad --node-config before creating anything, and shows why a node did not start', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'covenant-sandbox-'));
+  const run = async (fragment: unknown, sandboxDir: string): Promise<{ code: number | null; stderr: string }> => {
+    const file = join(dir, 'fragment.json');
+    writeFileSync(file, typeof fragment === 'string' ? fragment : JSON.stringify(fragment));
+    const child = spawn(process.execPath, [CLI_ENTRY, 'sandbox', '--nodes', '1', '--dir', sandboxDir, '--node-config', file], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    try {
+      return { code: await waitForExit(child), stderr };
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    }
+  };
+  try {
+    for (const [fragment, reason] of [
+      ['[1, 2]', /--node-config .*fragment\.json: must be a JSON object/],
+      ['{"ledger": ', /--node-config .*fragment\.json: not JSON/],
+    ] as const) {
+      const sandboxDir = join(dir, 'never');
+      const { code, stderr } = await run(fragment, sandboxDir);
+      assert.equal(code, 1, fragment);
+      assert.match(stderr, reason);
+      assert.equal(existsSync(sandboxDir), false, `${fragment}: nothing was created`);
+    }
+    // A fragment the node refuses: the sandbox ends and prints the node's own reason.
+    const { code, stderr } = await run({ bogus_key: 1 }, join(dir, 'sb'));
+    assert.equal(code, 1);
+    assert.match(stderr, /node 0 exited with status 2; the end of .*out\.log:\n.*unknown key "bogus_key"/s);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
