@@ -6,6 +6,7 @@
  * part of the network (ledger secrets, service key, its endorsed certificate).
  */
 import { z } from 'zod';
+import type { ServiceStatus } from './tables.js';
 
 export const JoinRequestSchema = z
   .object({
@@ -44,7 +45,20 @@ export interface NetworkInfo {
 export interface JoinResponse {
   node_id: string;
   node_status: 'Pending' | 'Trusted';
+  /**
+   * The service's status as the target sees it. A Pending joiner holds no service record yet, and
+   * reports this one in GET /node/network until it has replicated its own.
+   */
+  service_status?: ServiceStatus;
   network_info?: NetworkInfo;
+}
+
+const SERVICE_STATUSES: readonly ServiceStatus[] = ['Opening', 'Open', 'WaitingForRecoveryShares', 'Recovering'];
+
+/** The service status a join response carries, if it carries a known one. */
+export function joinResponseServiceStatus(response: unknown): ServiceStatus | undefined {
+  const status = (response as { service_status?: unknown } | null)?.service_status;
+  return SERVICE_STATUSES.find((s) => s === status);
 }
 
 /** How a joining node reaches the target: one POST, answered (30x answers are followed by the caller). */

@@ -73,9 +73,9 @@ import {
 import { codeMeasurement, createVirtualQuote, defaultHostData, type QuoteInfo, verifyVirtualQuote } from '../attestation/virtual.js';
 import type { NodeChannels } from './channels.js';
 import { canTransition, type NodeLifecycleState } from './lifecycle.js';
-import type { JoinClient, JoinRequest, JoinResponse, NetworkInfo } from './join.js';
+import { joinResponseServiceStatus, type JoinClient, type JoinRequest, type JoinResponse, type NetworkInfo } from './join.js';
 import type { ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, VersionReport } from './reports.js';
-import { SINGLETON_KEY, Tables, type MemberInfo, type NodeInfo, type ServiceInfo, type SignatureRecord } from './tables.js';
+import { SINGLETON_KEY, Tables, type MemberInfo, type NodeInfo, type ServiceInfo, type ServiceStatus, type SignatureRecord } from './tables.js';
 import { txStatus, viewOfSeqno, type TxStatus } from './tx-status.js';
 import { SNAPSHOT_MARKER_TABLE, SnapshotManager, treeOfSnapshot, type StartupSnapshot } from './snapshots.js';
 import { FilesCleanup } from './cleanup.js';
@@ -630,6 +630,7 @@ export class CovenantNode {
         throw new CovenantError(error?.code ?? 'JoinFailed', `join refused by ${target} (${answer.status}): ${error?.message ?? 'no reason given'}`, 400);
       }
       const response = answer.body as JoinResponse;
+      this.joinReportedServiceStatus = joinResponseServiceStatus(response) ?? this.joinReportedServiceStatus;
       if (response.node_status === 'Pending' || !response.network_info) {
         if (!pendingLogged && !this.resumed) {
           this.transition('Pending');
@@ -657,6 +658,8 @@ export class CovenantNode {
   }
 
   private resumed = false;
+  /** The service status in the last join response, reported until the service record is replicated. */
+  private joinReportedServiceStatus: ServiceStatus | undefined;
 
   /** Downloads a snapshot newer than startup_seqno from `target` and verifies it; false on any failure. */
   private async fetchStartupSnapshot(client: JoinClient, target: string): Promise<boolean> {
@@ -876,10 +879,13 @@ export class CovenantNode {
         tx.map(Tables.nodesEndorsedCertificates, json).put(nodeId, endorsed);
       }
     });
-    if (!willBeTrusted) return { node_id: nodeId, node_status: 'Pending' };
+    const serviceStatus = this.serviceInfo()?.status;
+    const status = serviceStatus !== undefined ? { service_status: serviceStatus } : {};
+    if (!willBeTrusted) return { node_id: nodeId, node_status: 'Pending', ...status };
     return {
       node_id: nodeId,
       node_status: 'Trusted',
+      ...status,
       network_info: {
         service_certificate: this.serviceCertificatePem,
         service_key: this.servicePrivateKeyPem!,
@@ -1769,7 +1775,7 @@ export class CovenantNode {
   networkReport(): NetworkReport {
     const info = this.serviceInfo();
     return {
-      service_status: info?.status ?? 'Opening',
+      service_status: info?.status ?? this.joinReportedServiceStatus ?? 'Opening',
       service_certificate: info?.cert ?? this.serviceCertificatePem,
       recovery_count: info?.recovery_count ?? 0,
       service_data: info?.service_data ?? null,

@@ -140,6 +140,8 @@ describe('joining', () => {
       assert.equal(state.status, 200);
       assert.notEqual(state.body.state, 'PartOfNetwork');
       assert.equal((await viaSelfSigned.request('GET', '/node/self_signed_certificate')).body.self_signed_certificate, selfSigned);
+      // It holds no service record yet: it reports the status the target gave in its join answer.
+      assert.equal((await viaSelfSigned.request('GET', '/node/network')).body.service_status, 'Open');
       viaSelfSigned.close();
       // While it keeps polling it stays.
       await new Promise((r) => setTimeout(r, 1500));
