@@ -9,21 +9,13 @@ import { formatTxId, parseTxId } from '../base/ids.js';
 import { jsonCodec } from '../kv/index.js';
 import type { CovenantNode } from '../node/node.js';
 import { Tables } from '../node/tables.js';
-import { json, type Route } from '../http/route.js';
+import { integerQuery, json, type Route } from '../http/route.js';
 
 export const TRANSACTION_ID_HEADER = 'x-covenant-transaction-id';
 
 /** Record ids: integers from 0 to 2^53 - 1 (z.int() allows no more), the same in bodies and queries. */
 const recordBody = z.object({ id: z.int().nonnegative(), msg: z.string() }).strict();
-const idQuery = z
-  .object({
-    id: z
-      .string()
-      .regex(/^\d{1,16}$/, 'must be a non-negative integer')
-      .transform(Number)
-      .refine(Number.isSafeInteger, `must be at most ${Number.MAX_SAFE_INTEGER}`),
-  })
-  .strict();
+const idQuery = z.object({ id: integerQuery }).strict();
 const msgCodec = jsonCodec<{ msg: string }>();
 
 function recordNotFound(id: number): CovenantError {

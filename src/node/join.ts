@@ -6,7 +6,7 @@
  * part of the network (ledger secrets, service key, its endorsed certificate).
  */
 import { z } from 'zod';
-import type { ServiceStatus } from './tables.js';
+import { SERVICE_STATUSES, type ServiceStatus } from './tables.js';
 
 export const JoinRequestSchema = z
   .object({
@@ -52,8 +52,6 @@ export interface JoinResponse {
   service_status?: ServiceStatus;
   network_info?: NetworkInfo;
 }
-
-const SERVICE_STATUSES: readonly ServiceStatus[] = ['Opening', 'Open', 'WaitingForRecoveryShares', 'Recovering'];
 
 /** The service status a join response carries, if it carries a known one. */
 export function joinResponseServiceStatus(response: unknown): ServiceStatus | undefined {

@@ -20,7 +20,8 @@ export const Tables = {
 /** The key under which single-value tables store their value. */
 export const SINGLETON_KEY = '0';
 
-export type ServiceStatus = 'Opening' | 'Open' | 'WaitingForRecoveryShares' | 'Recovering';
+export const SERVICE_STATUSES = ['Opening', 'Open', 'WaitingForRecoveryShares', 'Recovering'] as const;
+export type ServiceStatus = (typeof SERVICE_STATUSES)[number];
 export type NodeStatus = 'Pending' | 'Trusted' | 'Retired';
 
 export interface ServiceInfo {

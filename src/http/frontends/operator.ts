@@ -103,12 +103,7 @@ export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFronte
       query: z
         .object({
           host: z.string().optional(),
-          port: z
-            .string()
-            .regex(/^\d{1,10}$/, 'must be a port number (0 to 65535)')
-            .transform(Number)
-            .refine((port) => port <= 65535, 'must be a port number (0 to 65535)')
-            .optional(),
+          port: integerQuery.refine((port) => port <= 65535, 'must be a port number (0 to 65535)').optional(),
           status: z.enum(['Pending', 'Trusted', 'Retired']).optional(),
         })
         .strict(),
