@@ -1,7 +1,7 @@
 /**
  * The sealing worker thread (see worker-sealer.ts): seals each batch it receives, in order, and
- * answers with the sealed batch, then bumps the shared counter of answered batches so that a
- * request thread blocked in drain() wakes up.
+ * answers with the sealed batch (or with the reason it could not seal it, and ends), then bumps the
+ * shared counter of answered batches so that a request thread blocked in drain() wakes up.
  */
 import { workerData, type MessagePort } from 'node:worker_threads';
 import { EntrySeal } from '../ledger/index.js';
@@ -21,22 +21,28 @@ export interface SealBatchMessage {
   readonly jobs: ArrayBuffer;
 }
 
-export interface SealedBatchMessage {
-  readonly id: number;
-  readonly sealed: ArrayBuffer;
-}
+/** The sealed batch, or why it could not be sealed (the worker then ends). */
+export type SealedBatchMessage = { readonly id: number; readonly sealed: ArrayBuffer } | { readonly id: number; readonly error: string };
 
 const { port, answered, ledgerSecret, answerDelayMs } = workerData as SealWorkerData;
 const seal = new EntrySeal(ledgerSecret);
 
 function answer(message: SealedBatchMessage): void {
-  port.postMessage(message, [message.sealed]);
+  port.postMessage(message, 'sealed' in message ? [message.sealed] : []);
   Atomics.add(answered, 0, 1);
   Atomics.notify(answered, 0);
 }
 
 port.on('message', (message: SealBatchMessage) => {
-  const sealed = packSealed(unpackJobs(message.jobs).map((job) => seal.seal(job)));
+  let sealed: ArrayBuffer;
+  try {
+    sealed = packSealed(unpackJobs(message.jobs).map((job) => seal.seal(job)));
+  } catch (e) {
+    // Answered like a batch, so that a request thread blocked in drain() learns it at once; the
+    // error then ends the worker.
+    answer({ id: message.id, error: e instanceof Error ? e.message : String(e) });
+    throw e;
+  }
   // Equal delays fire in order, so answers keep the order of the batches.
   if (answerDelayMs > 0) setTimeout(() => answer({ id: message.id, sealed }), answerDelayMs);
   else answer({ id: message.id, sealed });

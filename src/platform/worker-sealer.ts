@@ -46,7 +46,8 @@ export class WorkerEntrySealer<J extends SealJob> implements EntrySealer<J> {
   #postScheduled = false;
   #pending = 0;
   #closed = false;
-  #failed = false;
+  /** Why the worker failed, once it has. */
+  #failure: Error | undefined;
 
   constructor(
     ledgerSecret: Uint8Array,
@@ -103,7 +104,8 @@ export class WorkerEntrySealer<J extends SealJob> implements EntrySealer<J> {
         this.#onSealed(received.message as SealedBatchMessage);
         continue;
       }
-      if (this.#failed || Date.now() > deadline) {
+      if (this.#failure !== undefined) throw this.#failure;
+      if (Date.now() > deadline) {
         throw new Error(`the sealing worker did not answer ${this.#posted.length} batch(es) within ${DRAIN_TIMEOUT_MS} ms`);
       }
       Atomics.wait(this.#answered, 0, seen, WAIT_SLICE_MS);
@@ -137,7 +139,11 @@ export class WorkerEntrySealer<J extends SealJob> implements EntrySealer<J> {
   }
 
   #onSealed(message: SealedBatchMessage): void {
-    if (this.#closed) return;
+    if (this.#closed || this.#failure !== undefined) return;
+    if ('error' in message) {
+      this.#fail(new Error(`the sealing worker failed: ${message.error}`));
+      return;
+    }
     const batch = this.#posted.shift();
     assert(batch !== undefined && batch.id === message.id, () => `sealed batch ${message.id} answers the oldest posted batch (${batch?.id})`);
     const sealed = unpackSealed(message.sealed);
@@ -149,8 +155,8 @@ export class WorkerEntrySealer<J extends SealJob> implements EntrySealer<J> {
   }
 
   #fail(error: Error): void {
-    if (this.#failed || this.#closed) return;
-    this.#failed = true;
+    if (this.#failure !== undefined || this.#closed) return;
+    this.#failure = error;
     this.options.onFailure(error);
   }
 }

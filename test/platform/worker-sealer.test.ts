@@ -1,7 +1,7 @@
 /**
  * The worker-thread sealer (src/platform/worker-sealer.ts) against the inline one: same bytes,
  * same order, completions after the turn, a synchronous drain, nothing after close, and a failed
- * worker reported.
+ * worker reported, also to a drain blocked waiting for it.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -117,6 +117,23 @@ test('a worker that fails is reported once', async () => {
     while (failures.length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
     assert.equal(failures.length, 1);
     assert.match(failures[0]!.message, /view/);
+  } finally {
+    s.close();
+  }
+});
+
+test('drain reports the worker failing on a posted batch with the worker\'s reason, not as a timeout', async () => {
+  const failures: Error[] = [];
+  const s = sealer([], (e) => failures.push(e));
+  try {
+    s.submit({ view: 2 ** 33, seqno: 1, flags: 0, claimsDigest: new Uint8Array(32), publicBytes: new Uint8Array(0), privatePlain: new Uint8Array([1]) });
+    await nextTurn(); // posted to the worker
+    // Blocked in drain, the thread cannot receive the worker's 'error' event: the failure must
+    // come through the answer itself (a timeout would say "did not answer").
+    assert.throws(() => s.drain(), /the sealing worker failed: .*view/);
+    assert.equal(failures.length, 1, 'reported once, by drain');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(failures.length, 1, 'the worker ending afterwards is not reported again');
   } finally {
     s.close();
   }
