@@ -92,6 +92,17 @@ export interface NodeChannels {
 export const FRAME_HEADER_BYTES = 5;
 /** Default limit of frameBytes (kind + payload). */
 export const DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024;
+/**
+ * Largest ledger entry a node records (its sealed frame): an AppendEntries message carrying it
+ * alone, with the message's header and a reconfiguration's node list, must fit in one frame of
+ * the default limit, or the entry could never be replicated and commit would stop behind it.
+ */
+export const MAX_ENTRY_BYTES = DEFAULT_MAX_FRAME_BYTES - 1024 * 1024;
+/**
+ * Largest request body an RPC interface may be configured to accept (`max_body_size`): a backup
+ * forwards a request to the primary in one frame, its body in base64.
+ */
+export const MAX_REQUEST_BODY_BYTES = 32 * 1024 * 1024;
 /** Default bound of each peer's send queue. */
 export const DEFAULT_MAX_QUEUE_BYTES_PER_PEER = 64 * 1024 * 1024;
 

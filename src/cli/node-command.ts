@@ -18,7 +18,7 @@ import { workerEntrySealer } from '../platform/worker-sealer.js';
 import type { EntrySealerFactory } from '../ledger/index.js';
 import type { Logger } from '../base/log.js';
 import { CovenantNode, type NodeAddresses, type RpcInterfaceAddress } from '../node/node.js';
-import type { NodeChannels } from '../node/channels.js';
+import { MAX_ENTRY_BYTES, type NodeChannels } from '../node/channels.js';
 import { listenPreferring, NodeServer } from '../http/service.js';
 import { loggingAppRoutes } from '../apps/logging.js';
 import { COVENANT_VERSION } from './version.js';
@@ -92,6 +92,21 @@ function sealingOption(logger: Logger): { createEntrySealer?: EntrySealerFactory
   };
 }
 
+/**
+ * COVENANT_BUGGIFY_MAX_ENTRY_BYTES lowers the largest ledger entry the node records, for tests
+ * only: the real bound (MAX_ENTRY_BYTES, just under the node-to-node frame limit) needs a
+ * transaction of 63 MiB to reach.
+ */
+function maxEntryOption(): { maxEntryBytes?: number } {
+  const value = process.env['COVENANT_BUGGIFY_MAX_ENTRY_BYTES'];
+  if (value === undefined) return {};
+  if (!/^\d{1,9}$/.test(value) || Number(value) > MAX_ENTRY_BYTES) {
+    process.stderr.write(`covenant node: COVENANT_BUGGIFY_MAX_ENTRY_BYTES must be a number of bytes up to ${MAX_ENTRY_BYTES}, not "${value}"\n`);
+    process.exit(2);
+  }
+  return { maxEntryBytes: Number(value) };
+}
+
 export async function runNodeCommand(configPath: string): Promise<void> {
   let config: NodeConfig;
   try {
@@ -122,6 +137,7 @@ export async function runNodeCommand(configPath: string): Promise<void> {
     writeSecretFile,
     ...virtualHostData(),
     ...sealingOption(logger),
+    ...maxEntryOption(),
   });
 
   let server: NodeServer | undefined;

@@ -48,7 +48,7 @@ export function positiveDurationMs() {
 }
 
 /** A size: a string with a binary unit ("5MB", "64KB") or an integer number of bytes. */
-export function sizeBytes(minBytes = 1) {
+export function sizeBytes(minBytes = 1, max?: { bytes: number; text: string; why: string }) {
   return z
     .union([z.string(), z.int().min(0)])
     .transform((value, ctx) => {
@@ -61,6 +61,10 @@ export function sizeBytes(minBytes = 1) {
       }
       if (bytes < minBytes) {
         ctx.addIssue({ code: 'custom', message: `${JSON.stringify(value)} is too small: at least ${minBytes} bytes`, input: value });
+        return z.NEVER;
+      }
+      if (max !== undefined && bytes > max.bytes) {
+        ctx.addIssue({ code: 'custom', message: `${JSON.stringify(value)} is too large: at most ${max.text} (${max.why})`, input: value });
         return z.NEVER;
       }
       return bytes;

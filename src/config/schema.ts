@@ -4,6 +4,7 @@
  * resolved while parsing.
  */
 import { z } from 'zod';
+import { MAX_REQUEST_BODY_BYTES } from '../base/channels.js';
 import { address, durationMs, isIpv4, isIpv6, pathIn, positiveDurationMs, sizeBytes } from './fields.js';
 
 export const COMMAND_TYPES = ['Start', 'Join', 'Recover'] as const;
@@ -85,7 +86,11 @@ export function nodeConfigSchema(baseDir: string) {
     bind_address: address(),
     published_address: address().optional(),
     enabled_operator_features: z.array(z.enum(OPERATOR_FEATURES)).default([]),
-    max_body_size: sizeBytes().prefault(RPC_INTERFACE_DEFAULTS.maxBodySize),
+    max_body_size: sizeBytes(1, {
+      bytes: MAX_REQUEST_BODY_BYTES,
+      text: '32MB',
+      why: 'a backup forwards a request to the primary in one node-to-node message',
+    }).prefault(RPC_INTERFACE_DEFAULTS.maxBodySize),
     max_open_sessions: z.int().min(1).default(RPC_INTERFACE_DEFAULTS.maxOpenSessions),
   };
   const namedRpcInterfaces = z

@@ -22,6 +22,7 @@ export {
   DEFAULT_MAX_FRAME_BYTES,
   DEFAULT_MAX_QUEUE_BYTES_PER_PEER,
   FRAME_HEADER_BYTES,
+  MAX_ENTRY_BYTES,
   type ChannelErrorCode,
   type ChannelIdentity,
   type ChannelStats,

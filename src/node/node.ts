@@ -71,7 +71,7 @@ import {
   type Ready,
 } from '../consensus/index.js';
 import { codeMeasurement, createVirtualQuote, defaultHostData, type QuoteInfo, verifyVirtualQuote } from '../attestation/virtual.js';
-import type { NodeChannels } from './channels.js';
+import { MAX_ENTRY_BYTES, type NodeChannels } from './channels.js';
 import { canTransition, type NodeLifecycleState } from './lifecycle.js';
 import { joinResponseServiceStatus, type JoinClient, type JoinRequest, type JoinResponse, type NetworkInfo } from './join.js';
 import type { ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, VersionReport } from './reports.js';
@@ -101,6 +101,12 @@ export interface NodeInit {
    * the calling thread; node processes pass a worker-thread sealer (src/platform/worker-sealer.ts).
    */
   readonly createEntrySealer?: EntrySealerFactory;
+  /**
+   * Largest ledger entry (sealed frame) the node records; a larger transaction is refused (413
+   * TransactionTooLarge). Default MAX_ENTRY_BYTES, what one node-to-node frame can carry; tests
+   * lower it.
+   */
+  readonly maxEntryBytes?: number;
 }
 
 /** A transaction on its way from the KV store to consensus through the sealer. */
@@ -1403,6 +1409,17 @@ export class CovenantNode {
       throw e;
     }
     const encoded = encodeWriteSet(writeSet);
+    const entryBytes = sealedFrameBytes(encoded.publicBytes.byteLength, encoded.privateBytes.byteLength);
+    const maxEntryBytes = this.init.maxEntryBytes ?? MAX_ENTRY_BYTES;
+    if (entryBytes > maxEntryBytes) {
+      // Recorded, it could never be replicated (nor caught up from the ledger): commit would stop.
+      this.store.rollback(seqno - 1);
+      throw new CovenantError(
+        'TransactionTooLarge',
+        `the transaction's ledger entry would take ${entryBytes} bytes, more than the ${maxEntryBytes} a node can replicate: nothing was written`,
+        413,
+      );
+    }
     if (kind === 'signature') {
       const end = shouldEndChunk({
         chunkBytesSoFar: this.chunkBytes,
@@ -1417,7 +1434,7 @@ export class CovenantNode {
       this.chunkBytes = 0;
       this.forceChunkEnd = false;
     } else {
-      this.chunkBytes += sealedFrameBytes(encoded.publicBytes.byteLength, encoded.privateBytes.byteLength);
+      this.chunkBytes += entryBytes;
     }
     const job: NodeSealJob = {
       view,

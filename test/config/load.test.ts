@@ -190,6 +190,15 @@ test('bad sizes are reported with the accepted forms', () => {
   assertOneLineMatches(lines, /at "rpc_interfaces\.primary\.max_body_size": 0 is too small/);
 });
 
+test('max_body_size is at most 32MB: a backup must forward any accepted request in one node-to-node message', () => {
+  assertOneLineMatches(
+    errorsOf({ rpc_interfaces: { primary: { max_body_size: '33MB' } } }),
+    /at "rpc_interfaces\.primary\.max_body_size": "33MB" is too large: at most 32MB \(a backup forwards a request to the primary in one node-to-node message\)/,
+  );
+  assertOneLineMatches(errorsOf({ rpc_interfaces: { primary: { max_body_size: 32 * 1024 * 1024 + 1 } } }), /max_body_size": 33554433 is too large/);
+  assert.equal(defaultNodeConfig({ rpc_interfaces: { primary: { bind_address: '127.0.0.1:0', max_body_size: '32MB' } } }).rpc_interfaces['primary']!.max_body_size, 32 * 1024 * 1024);
+});
+
 test('bad enum values list the accepted ones', () => {
   const lines = errorsOf({
     command: { type: 'Begin' },

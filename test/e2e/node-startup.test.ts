@@ -71,12 +71,13 @@ test('a bad configuration exits non-zero, names the key, and writes nothing', as
   }
 });
 
-test('the sealing variables: bad values exit 2 and write nothing; inline sealing runs a node that commits', async () => {
+test('the sealing and entry-size variables: bad values exit 2 and write nothing; inline sealing runs a node that commits', async () => {
   const { dir, configPath } = await prepareStartNode();
   try {
     const cases: [Record<string, string>, RegExp][] = [
       [{ COVENANT_SEALING: 'threads' }, /COVENANT_SEALING must be "worker" or "inline", not "threads"/],
       [{ COVENANT_BUGGIFY_SEAL_DELAY_MS: 'soon' }, /COVENANT_BUGGIFY_SEAL_DELAY_MS must be a number of milliseconds/],
+      [{ COVENANT_BUGGIFY_MAX_ENTRY_BYTES: '1e6' }, /COVENANT_BUGGIFY_MAX_ENTRY_BYTES must be a number of bytes up to 66060288, not "1e6"/],
     ];
     for (const [env, message] of cases) {
       const before = listTree(dir);

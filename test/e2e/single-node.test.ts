@@ -429,3 +429,34 @@ describe('a single node', () => {
     assert.ok(Number(last.split('.')[1]) - Number(firstTx.split('.')[1]) > 2048);
   });
 });
+
+test('a transaction whose ledger entry could not be replicated is refused with 413, writes nothing, and commit goes on', async () => {
+  // The real bound is just under the 64 MiB node-to-node frame; the test lowers it (above the
+  // genesis transaction, which carries the constitution and certificates).
+  const node = await startNode({
+    configPatch: { ledger_signatures: { tx_count: 10, delay: '50ms' }, rpc_interfaces: { primary: { max_body_size: '512KB' } } },
+    env: { COVENANT_BUGGIFY_MAX_ENTRY_BYTES: String(200 * 1024) },
+  });
+  try {
+    const write = (id: number, size: number) => node.client.request('POST', '/app/log/private', { body: { id, msg: 'm'.repeat(size) }, identity: node.user });
+    const before = await write(1, 100);
+    assert.equal(before.status, 200, before.text);
+    const tooLarge = await write(2, 300 * 1024);
+    assert.equal(tooLarge.status, 413, tooLarge.text);
+    assert.equal(tooLarge.body.error.code, 'TransactionTooLarge');
+    assert.match(tooLarge.body.error.message, /more than the 204800 a node can replicate: nothing was written/);
+    assert.equal(tooLarge.headers['x-covenant-transaction-id'], undefined);
+    const fits = await write(3, 150 * 1024);
+    assert.equal(fits.status, 200, fits.text);
+    // The refused transaction took no seqno: the next one follows the one before it.
+    const [, seqBefore] = (before.headers['x-covenant-transaction-id'] as string).split('.').map(Number);
+    const txId = fits.headers['x-covenant-transaction-id'] as string;
+    assert.ok(Number(txId.split('.')[1]) <= seqBefore! + 2, `${txId} follows ${before.headers['x-covenant-transaction-id']} (at most a signature between)`);
+    await until('the later write to commit', async () => ((await node.client.request('GET', `/app/tx?transaction_id=${txId}`)).body.status === 'Committed' ? true : undefined));
+    assert.equal((await node.client.request('GET', '/app/log/private?id=2', { identity: node.user })).status, 404, 'the refused record is absent');
+    assert.equal((await node.client.request('GET', '/app/log/private?id=3', { identity: node.user })).body.msg.length, 150 * 1024);
+  } finally {
+    await node.stop();
+    removeDir(node.dir);
+  }
+});
