@@ -42,7 +42,11 @@ export interface RpcInterfaceOptions {
   readonly router: Router;
   readonly enabledFeatures: readonly OperatorFeature[];
   readonly maxBodySizeBytes: number;
-  /** Connections beyond this many are refused (max_open_sessions). */
+  /**
+   * Client sessions served at once (max_open_sessions): a request on a session beyond this many
+   * is answered 503 SessionCapExhausted and the session closed; TCP connections beyond it plus
+   * SESSION_HARD_CAP_EXTRA are closed as soon as they are accepted.
+   */
   readonly maxOpenSessions?: number;
   readonly authenticator: Authenticator;
   readonly logger: Logger;
@@ -50,12 +54,17 @@ export interface RpcInterfaceOptions {
 }
 
 const ANONYMOUS: Caller = { kind: 'anonymous' };
+/** Connections accepted beyond max_open_sessions only to be told so (as CCF's soft and hard caps). */
+export const SESSION_HARD_CAP_EXTRA = 10;
 
 export class RpcInterface {
   private readonly server: https.Server;
   private readonly options: RpcInterfaceOptions;
   private readonly features: ReadonlySet<string>;
   private readonly sockets = new Set<Socket>();
+  /** TLS sessions open, and those opened while max_open_sessions were (answered 503). */
+  private sessions = 0;
+  private readonly overCap = new WeakSet<Socket>();
   private held: { res: ServerResponse; response: RouteResponse; isHead: boolean }[] = [];
 
   constructor(options: RpcInterfaceOptions) {
@@ -83,7 +92,15 @@ export class RpcInterface {
       this.sockets.add(socket);
       socket.once('close', () => this.sockets.delete(socket));
     });
-    if (options.maxOpenSessions !== undefined && options.maxOpenSessions > 0) this.server.maxConnections = options.maxOpenSessions;
+    const maxSessions = options.maxOpenSessions;
+    if (maxSessions !== undefined && maxSessions > 0) {
+      this.server.maxConnections = maxSessions + SESSION_HARD_CAP_EXTRA;
+      this.server.on('secureConnection', (socket: Socket) => {
+        if (this.sessions >= maxSessions) this.overCap.add(socket);
+        this.sessions++;
+        socket.once('close', () => this.sessions--);
+      });
+    }
     this.server.on('tlsClientError', (err) => options.logger.debug('TLS handshake failed', { interface: options.name, reason: err.message }));
     this.server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
       options.logger.debug('malformed HTTP request', { interface: options.name, reason: err.message });
@@ -129,6 +146,11 @@ export class RpcInterface {
    * Every failure, thrown or rejected, ends in fail().
    */
   private handle(req: IncomingMessage, res: ServerResponse): void {
+    if (this.overCap.has(req.socket)) {
+      const max = this.options.maxOpenSessions;
+      this.fail(res, new CovenantError('SessionCapExhausted', `this interface serves at most ${max} client sessions at once: retry shortly`, 503), undefined);
+      return;
+    }
     let request: RoutedRequest;
     try {
       request = this.route(req, res);
@@ -292,7 +314,8 @@ export class RpcInterface {
     res.statusCode = error.status;
     res.setHeader('content-type', 'application/json');
     res.setHeader('content-length', Buffer.byteLength(text));
-    if (error.status === 413) res.setHeader('connection', 'close');
+    // The body was not read, or the session is one too many: the connection cannot go on.
+    if (error.code === 'RequestBodyTooLarge' || error.code === 'SessionCapExhausted') res.setHeader('connection', 'close');
     res.end(text);
   }
 }

@@ -234,3 +234,54 @@ test('a preferred port (a restarted node\u2019s previous one) is bound when free
     await second.close();
   }
 });
+
+test('sessions beyond max_open_sessions are answered 503 SessionCapExhausted and closed; a freed session lets the next one in', async () => {
+  const keyPair = generateEcKeyPair('P-384');
+  const cert = await createSelfSignedCertificate({ keyPair, subjectCommonName: 'capped', subjectAltNames: ['iPAddress:127.0.0.1'], validityDays: 1, isCa: false });
+  const capped = new RpcInterface({
+    name: 'capped',
+    host: '127.0.0.1',
+    port: 0,
+    tls: { keyPem: keyPair.privateKeyPem, certificatePem: cert },
+    router: new Router(routes),
+    enabledFeatures: [],
+    maxBodySizeBytes: 64,
+    maxOpenSessions: 2,
+    authenticator: anyone,
+    logger: nullLogger,
+  });
+  const cappedPort = (await capped.listen()).port;
+  // One keep-alive session per agent.
+  const agents = Array.from({ length: 4 }, () => new https.Agent({ keepAlive: true, maxSockets: 1 }));
+  const get = (agent: https.Agent) =>
+    new Promise<Answer>((resolve, reject) => {
+      const req = https.request({ host: '127.0.0.1', port: cappedPort, path: '/sync', ca: cert, agent }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) }));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+  try {
+    assert.equal((await get(agents[0]!)).status, 200);
+    assert.equal((await get(agents[1]!)).status, 200);
+    const third = await get(agents[2]!);
+    assert.equal(third.status, 503);
+    assert.deepEqual(third.body, { error: { code: 'SessionCapExhausted', message: 'this interface serves at most 2 client sessions at once: retry shortly' } });
+    assert.equal(third.headers['connection'], 'close');
+    // The first two sessions stay served.
+    assert.equal((await get(agents[0]!)).status, 200);
+    agents[1]!.destroy();
+    // Its close reaches the server a moment later.
+    let fourth: Answer | undefined;
+    for (let i = 0; i < 50 && fourth?.status !== 200; i++) {
+      if (fourth !== undefined) await new Promise((resolve) => setTimeout(resolve, 20));
+      fourth = await get(agents[3]!);
+    }
+    assert.equal(fourth?.status, 200, 'a session freed lets a new one in');
+  } finally {
+    for (const agent of agents) agent.destroy();
+    await capped.close();
+  }
+});
