@@ -1402,23 +1402,22 @@ export class CovenantNode {
         throw new CovenantError('NotPrimary', 'this node stopped being primary: the transaction was not recorded', 503);
       }
     }
+    const encoded = encodeWriteSet(writeSet);
+    const entryBytes = sealedFrameBytes(encoded.publicBytes.byteLength, encoded.privateBytes.byteLength);
     try {
       raft.checkProposal(kind, this.sealInFlight);
+      const maxEntryBytes = this.init.maxEntryBytes ?? MAX_ENTRY_BYTES;
+      if (entryBytes > maxEntryBytes) {
+        // Recorded, it could never be replicated (nor caught up from the ledger): commit would stop.
+        throw new CovenantError(
+          'TransactionTooLarge',
+          `the transaction's ledger entry would take ${entryBytes} bytes, more than the ${maxEntryBytes} a node can replicate: nothing was written`,
+          413,
+        );
+      }
     } catch (e) {
       this.store.rollback(seqno - 1);
       throw e;
-    }
-    const encoded = encodeWriteSet(writeSet);
-    const entryBytes = sealedFrameBytes(encoded.publicBytes.byteLength, encoded.privateBytes.byteLength);
-    const maxEntryBytes = this.init.maxEntryBytes ?? MAX_ENTRY_BYTES;
-    if (entryBytes > maxEntryBytes) {
-      // Recorded, it could never be replicated (nor caught up from the ledger): commit would stop.
-      this.store.rollback(seqno - 1);
-      throw new CovenantError(
-        'TransactionTooLarge',
-        `the transaction's ledger entry would take ${entryBytes} bytes, more than the ${maxEntryBytes} a node can replicate: nothing was written`,
-        413,
-      );
     }
     if (kind === 'signature') {
       const end = shouldEndChunk({
