@@ -9,8 +9,9 @@ test('external JSON parses up to the nesting limit and is refused one level deep
   assert.throws(() => parseExternalJson(nested(JSON_NESTING_MAX + 1)), { name: 'SyntaxError', message: /nested deeper than 128/ });
   const objects = `${'{"a":'.repeat(JSON_NESTING_MAX + 1)}1${'}'.repeat(JSON_NESTING_MAX + 1)}`;
   assert.throws(() => parseExternalJson(objects), SyntaxError);
-  // A hundred thousand levels, which JSON.stringify cannot walk back, are refused before parsing.
+  // A hundred thousand levels, which JSON.stringify cannot walk back, are refused before anything walks them.
   assert.throws(() => parseExternalJson(nested(100_000)), /nested deeper/);
+  assert.throws(() => parseExternalJson(`${'{"a":'.repeat(100_000)}1${'}'.repeat(100_000)}`), /nested deeper/);
 });
 
 test('brackets inside strings, escaped quotes included, do not count as nesting', () => {
@@ -18,6 +19,17 @@ test('brackets inside strings, escaped quotes included, do not count as nesting'
   assert.deepEqual(parseExternalJson(text), JSON.parse(text));
   assert.deepEqual(parseExternalJson(`{"n": 5}`, 1), { n: 5 });
   assert.throws(() => parseExternalJson(`${' '.repeat(10)}{"n": [5]}`, 1), /nested deeper than 1 levels/);
+});
+
+test('the depth counts arrays and objects in any member, not only the first', () => {
+  // The root is level 1: a member holding nested(127) reaches level 128 exactly.
+  const deepInLast = { a: 1, b: [2, { c: 'x' }], d: JSON.parse(nested(JSON_NESTING_MAX - 1)) as unknown };
+  assert.deepEqual(parseExternalJson(JSON.stringify(deepInLast)), deepInLast);
+  const tooDeepInLast = { ...deepInLast, e: [JSON.parse(nested(JSON_NESTING_MAX - 1)) as unknown] };
+  assert.throws(() => parseExternalJson(JSON.stringify(tooDeepInLast)), /nested deeper than 128/);
+  // An own "__proto__" member is a member like any other.
+  assert.throws(() => parseExternalJson(`{"__proto__": ${nested(JSON_NESTING_MAX)}}`), /nested deeper than 128/);
+  assert.deepEqual(Object.keys(parseExternalJson(`{"__proto__": ${nested(JSON_NESTING_MAX - 1)}}`) as object), ['__proto__']);
 });
 
 test('malformed JSON is still a SyntaxError', () => {
