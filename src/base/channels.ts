@@ -64,7 +64,8 @@ export interface NodeChannels {
   /**
    * Queues a frame for the peer. Returns false (and counts a drop) when the peer is unknown, the
    * frame exceeds the frame limit, or the peer's queue is full. Never blocks, never throws for a
-   * dead peer. The payload is copied: the caller may reuse it at once. `kind` is a u8.
+   * dead peer. A small payload is copied; one of 64 KiB or more is written from the caller's
+   * bytes, which must not change afterwards (callers pass freshly encoded bytes). `kind` is a u8.
    */
   send(to: string, kind: number, payload: Uint8Array): boolean;
   /**

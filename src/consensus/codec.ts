@@ -39,9 +39,15 @@ const textEncoder = new TextEncoder();
 const textDecoder = new TextDecoder('utf-8', { fatal: true });
 
 class Writer {
-  private buffer = new Uint8Array(256);
-  private view = new DataView(this.buffer.buffer);
+  private buffer: Uint8Array;
+  private view: DataView;
   private length = 0;
+
+  /** `capacity`: the expected size, so that a message is written into one allocation. */
+  constructor(capacity = 256) {
+    this.buffer = new Uint8Array(capacity);
+    this.view = new DataView(this.buffer.buffer);
+  }
 
   private reserve(bytes: number): void {
     if (this.length + bytes <= this.buffer.length) return;
@@ -92,8 +98,9 @@ class Writer {
     this.length += bytes.length;
   }
 
+  /** The bytes written: a view, not a copy (the channel copies them into its frame). */
   finish(): Uint8Array {
-    return this.buffer.slice(0, this.length);
+    return this.buffer.subarray(0, this.length);
   }
 }
 
@@ -164,6 +171,22 @@ class Reader {
   }
 }
 
+/** At least the encoded size of an append message (UTF-8 takes at most 3 bytes per UTF-16 unit). */
+function appendSizeBound(m: Extract<Message, { type: 'append' }>): number {
+  let size = 64 + 3 * (m.from.length + m.to.length);
+  const nodesBound = (nodes: readonly NodeId[]) => {
+    let n = 2;
+    for (const id of nodes) n += 2 + 3 * id.length;
+    return n;
+  };
+  for (const e of m.entries) {
+    size += 24 + e.bytes.length;
+    if (e.configuration !== undefined) size += 8 + nodesBound(e.configuration.nodes);
+    if (e.retiredCommitted !== undefined) size += nodesBound(e.retiredCommitted);
+  }
+  return size;
+}
+
 function writeNodes(w: Writer, nodes: readonly NodeId[]): void {
   if (nodes.length > MAX_NODES) throw new RangeError(`${nodes.length} nodes is too many`);
   w.u16(nodes.length);
@@ -221,7 +244,7 @@ function readEntry(r: Reader): Entry {
 }
 
 export function encodeMessage(m: Message): Uint8Array {
-  const w = new Writer();
+  const w = new Writer(m.type === 'append' ? appendSizeBound(m) : 256);
   w.u8(VERSION);
   w.u8(TYPE_CODES[m.type]);
   w.str(m.from);

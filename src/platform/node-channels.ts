@@ -17,9 +17,11 @@
  *
  * Sending: each peer has one queue bounded in bytes (frames waiting for the connection or for
  * 'drain', plus what the socket holds). Frames that do not fit are dropped and counted: consensus
- * retransmits. Frames are written one by one: while a write is in progress the socket buffers
- * the next ones and hands them to TLS together (writev), so corking each synchronous burst of
- * sends into one write measured no faster (bench/channels.ts) and was left out.
+ * retransmits. A payload of UNCOPIED_PAYLOAD_BYTES or more is written after its own header rather
+ * than copied into the frame. Frames are written one by one: while a write is in progress the
+ * socket buffers the next ones and hands them to TLS together (writev), so corking each
+ * synchronous burst of sends into one write measured no faster (bench/channels.ts) and was left
+ * out.
  * Once a peer has been sent to, its connection is kept up, re-established after a failure with
  * exponential backoff (with jitter) that resets once a connection has lasted reconnect.maxMs.
  */
@@ -82,6 +84,31 @@ const KEEPALIVE_DELAY_MS = 10_000;
 /** Each delay is scaled by a factor in [1 - J, 1 + J], so that nodes do not retry in lockstep. */
 const RECONNECT_JITTER = 0.2;
 const EMPTY = Buffer.alloc(0);
+
+/**
+ * Payloads from this size on are written from the caller's bytes after a header of their own
+ * instead of being copied into one frame buffer: a copy of a 32 MB entry batch per peer costs
+ * the request thread tens of milliseconds (most of it faulting in fresh pages).
+ */
+export const UNCOPIED_PAYLOAD_BYTES = 64 * 1024;
+
+/**
+ * A frame ready to write: one buffer, or its header and a large payload left uncopied. The two
+ * parts are always queued and written together, so that a connection never starts mid-frame.
+ */
+type OutFrame = Buffer | readonly [header: Buffer, payload: Buffer];
+
+function outFrameOf(kind: number, payload: Uint8Array): OutFrame {
+  if (payload.byteLength < UNCOPIED_PAYLOAD_BYTES) return encodeFrame(kind, payload);
+  const header = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
+  header.writeUInt32LE(payload.byteLength + 1, 0);
+  header[4] = kind;
+  return [header, Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength)];
+}
+
+function frameBytesOf(frame: OutFrame): number {
+  return Buffer.isBuffer(frame) ? frame.length : frame[0].length + frame[1].length;
+}
 
 /** One frame with its header, ready to write. */
 export function encodeFrame(kind: number, payload: Uint8Array): Buffer {
@@ -183,7 +210,7 @@ class Peer {
   /** The outbound socket refused a write: hold frames in `pending` until 'drain'. */
   waitingDrain = false;
   /** Frames waiting for a connection or for 'drain'; [pendingHead, length) are live. */
-  pending: Buffer[] = [];
+  pending: OutFrame[] = [];
   pendingHead = 0;
   pendingBytes = 0;
   backoffMs: number;
@@ -304,12 +331,12 @@ export class TlsNodeChannels implements NodeChannels {
     if (payload.byteLength + 1 > this.maxFrameBytes) return this.drop(peer, 'frame larger than the frame limit', frameBytes);
     if (peer.queuedBytes() + frameBytes > this.maxQueueBytesPerPeer) return this.drop(peer, 'send queue full', frameBytes);
     peer.dropping = false;
-    const frame = encodeFrame(kind, payload);
+    const frame = outFrameOf(kind, payload);
     if (peer.verified && !peer.waitingDrain && !peer.hasPending()) {
       this.write(peer, frame);
     } else {
       peer.pending.push(frame);
-      peer.pendingBytes += frame.length;
+      peer.pendingBytes += frameBytesOf(frame);
     }
     peer.active = true;
     if (peer.outbound === undefined && peer.reconnectTimer === undefined) this.connect(peer);
@@ -472,9 +499,16 @@ export class TlsNodeChannels implements NodeChannels {
     }, delayMs);
   }
 
-  private write(peer: Peer, frame: Buffer): void {
+  private write(peer: Peer, frame: OutFrame): void {
     peer.sent++;
-    if (!peer.outbound!.write(frame)) peer.waitingDrain = true;
+    const socket = peer.outbound!;
+    if (Buffer.isBuffer(frame)) {
+      if (!socket.write(frame)) peer.waitingDrain = true;
+      return;
+    }
+    // Both parts, even when the socket pushes back after the header (it buffers the payload).
+    const headerTaken = socket.write(frame[0]);
+    if (!socket.write(frame[1]) || !headerTaken) peer.waitingDrain = true;
   }
 
   /** Moves pending frames to the socket until it pushes back. */
@@ -484,7 +518,7 @@ export class TlsNodeChannels implements NodeChannels {
     while (peer.hasPending() && !peer.waitingDrain) {
       const frame = peer.pending[peer.pendingHead]!;
       peer.pending[peer.pendingHead++] = EMPTY;
-      peer.pendingBytes -= frame.length;
+      peer.pendingBytes -= frameBytesOf(frame);
       this.write(peer, frame);
     }
     if (!peer.hasPending()) peer.clearPending();

@@ -5,7 +5,7 @@
  */
 import { workerData, type MessagePort } from 'node:worker_threads';
 import { EntrySeal } from '../ledger/index.js';
-import { packSealed, unpackJobs } from './seal-batch.js';
+import { packSealed, unpackJobs, type PackedBatch } from './seal-batch.js';
 
 export interface SealWorkerData {
   readonly port: MessagePort;
@@ -18,23 +18,23 @@ export interface SealWorkerData {
 
 export interface SealBatchMessage {
   readonly id: number;
-  readonly jobs: ArrayBuffer;
+  readonly jobs: PackedBatch;
 }
 
 /** The sealed batch, or why it could not be sealed (the worker then ends). */
-export type SealedBatchMessage = { readonly id: number; readonly sealed: ArrayBuffer } | { readonly id: number; readonly error: string };
+export type SealedBatchMessage = { readonly id: number; readonly sealed: PackedBatch } | { readonly id: number; readonly error: string };
 
 const { port, answered, ledgerSecret, answerDelayMs } = workerData as SealWorkerData;
 const seal = new EntrySeal(ledgerSecret);
 
 function answer(message: SealedBatchMessage): void {
-  port.postMessage(message, 'sealed' in message ? [message.sealed] : []);
+  port.postMessage(message, 'sealed' in message ? [message.sealed.packed, ...message.sealed.transferred] : []);
   Atomics.add(answered, 0, 1);
   Atomics.notify(answered, 0);
 }
 
 port.on('message', (message: SealBatchMessage) => {
-  let sealed: ArrayBuffer;
+  let sealed: PackedBatch;
   try {
     sealed = packSealed(unpackJobs(message.jobs).map((job) => seal.seal(job)));
   } catch (e) {

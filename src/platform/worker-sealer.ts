@@ -10,6 +10,8 @@
  * (Atomics.wait) until the worker has answered every posted batch, then seals what was not yet
  * posted on the calling thread. The node drains before anything that needs every earlier entry
  * in consensus and in the Merkle tree (a signature, a reconfiguration, a snapshot).
+ * A job's large write sets are transferred to the worker, not copied (seal-batch.ts): once its
+ * batch is posted, the job's views of them are detached, and only its other fields stay usable.
  */
 import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from 'node:worker_threads';
 import { assert } from '../base/assert.js';
@@ -135,7 +137,8 @@ export class WorkerEntrySealer<J extends SealJob> implements EntrySealer<J> {
     this.#unposted = [];
     const message: SealBatchMessage = { id: this.#nextBatchId++, jobs: packJobs(jobs) };
     this.#posted.push({ id: message.id, jobs });
-    this.#port.postMessage(message, [message.jobs]);
+    // Large write sets go transferred: the jobs' views of them are detached from here on.
+    this.#port.postMessage(message, [message.jobs.packed, ...message.jobs.transferred]);
   }
 
   #onSealed(message: SealedBatchMessage): void {

@@ -67,6 +67,18 @@ test('every message survives encode then decode unchanged', () => {
   );
 });
 
+test('an append message is written into one buffer of about its size (no regrowth, no final copy needed)', () => {
+  const entries: Entry[] = [
+    { view: 3, seqno: 11, kind: 'normal', bytes: new Uint8Array(3 * 1024 * 1024).fill(7) },
+    { view: 3, seqno: 12, kind: 'reconfiguration', bytes: new Uint8Array(100), configuration: { seqno: 12, nodes: ['n1', 'n2', 'n3'] }, retiredCommitted: ['n0'] },
+  ];
+  const m: Message = { type: 'append', from: 'n1', to: 'n2', view: 3, prevSeqno: 10, prevView: 3, commitSeqno: 9, entries };
+  const encoded = encodeMessage(m);
+  assert.deepEqual(decodeMessage(encoded), m);
+  assert.ok(encoded.byteLength > 3 * 1024 * 1024);
+  assert.ok(encoded.buffer.byteLength - encoded.byteLength < 4096, `buffer of ${encoded.buffer.byteLength} bytes for a ${encoded.byteLength}-byte message`);
+});
+
 test('garbage and damaged messages are rejected with ConsensusMessageError, never another error', () => {
   const decodeOrTypedError = (bytes: Uint8Array): void => {
     try {

@@ -12,7 +12,7 @@ import fc from 'fast-check';
 import { MemoryLogger } from '../../src/base/log.js';
 import { ChannelError, type ChannelIdentity, type NodeChannels, type PeerAddress } from '../../src/node/channels.js';
 import { createEndorsedCertificate, createSelfSignedCertificate, generateEcKeyPair, nodeIdFromPublicKey, type KeyPair } from '../../src/crypto/index.js';
-import { createTlsNodeChannels, encodeFrame, FrameDecoder, type TlsNodeChannelsInit } from '../../src/platform/node-channels.js';
+import { createTlsNodeChannels, encodeFrame, FrameDecoder, UNCOPIED_PAYLOAD_BYTES, type TlsNodeChannelsInit } from '../../src/platform/node-channels.js';
 import { MemoryChannelNetwork } from '../../src/testing/memory-channels.js';
 
 /** A broken channel tends to hang rather than fail: bound each suite. */
@@ -356,6 +356,33 @@ describe('TLS node-to-node channels', { timeout: TEST_TIMEOUT_MS }, () => {
     assert.equal(a.channels.stats().peers[idB.nodeId]!.connected, true);
     assert.equal(a.channels.stats().peers[idB.nodeId]!.queuedBytes, 0);
     assert.ok(a.logger.messages('info').includes('node-to-node connection lost'));
+  });
+
+  test('large payloads, written after their own header, arrive whole and in order among small ones, queued or not', async (t) => {
+    const a = await tlsHarness.start(t, idA);
+    const b1 = await tlsHarness.start(t, idB);
+    a.channels.setPeers([peer(a), peer(b1)]);
+    b1.channels.setPeers([peer(a), peer(b1)]);
+    const large = (i: number, bytes: number) => text(`${i}:`.padEnd(bytes, String.fromCharCode(97 + (i % 26))));
+    const sizes = [UNCOPIED_PAYLOAD_BYTES - 1, UNCOPIED_PAYLOAD_BYTES, 3 * 1024 * 1024, 10, UNCOPIED_PAYLOAD_BYTES + 1];
+    // Sent before the connection is up (queued), then on a live connection (written at once).
+    for (const round of [0, 1]) {
+      for (const [i, bytes] of sizes.entries()) assert.ok(a.channels.send(idB.nodeId, 3, large(round * 10 + i, bytes)));
+      await waitFor(`round ${round} delivered`, () => b1.frames.length === (round + 1) * sizes.length);
+    }
+    const expected = [0, 1].flatMap((round) => sizes.map((bytes, i) => large(round * 10 + i, bytes).toString()));
+    assert.deepEqual(b1.frames.map((f) => f.text), expected);
+
+    // Queued while the peer is down, large frames go out whole on the next connection.
+    await b1.channels.close();
+    await waitFor('A notices B is gone', () => !a.channels.stats().peers[idB.nodeId]!.connected);
+    for (const [i, bytes] of sizes.entries()) assert.ok(a.channels.send(idB.nodeId, 3, large(20 + i, bytes)));
+    const b2 = await tlsHarness.start(t, idB, { bindAddress: b1.address });
+    b2.channels.setPeers([peer(a), peer(b2)]);
+    await waitFor('B receives the queued frames', () => b2.frames.length === sizes.length);
+    assert.deepEqual(b2.frames.map((f) => f.text), sizes.map((bytes, i) => large(20 + i, bytes).toString()));
+    assert.equal(a.channels.stats().peers[idB.nodeId]!.queuedBytes, 0);
+    assert.deepEqual(b2.channels.stats().refused, {});
   });
 
   test('removing a peer closes its connections and refuses it from then on', async (t) => {

@@ -9,7 +9,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import fc from 'fast-check';
 import { EntrySeal, type SealJob, type SealedEntry } from '../../src/ledger/index.js';
 import { WorkerEntrySealer } from '../../src/platform/worker-sealer.js';
-import { packJobs, packSealed, unpackJobs, unpackSealed } from '../../src/platform/seal-batch.js';
+import { packJobs, packSealed, TRANSFERRED_PART_BYTES, unpackJobs, unpackSealed } from '../../src/platform/seal-batch.js';
 import { sealJobArb } from '../ledger/helpers.js';
 
 const SECRET = new Uint8Array(32).fill(3);
@@ -49,6 +49,65 @@ test('batches round-trip through their packed form', () => {
     }),
     { numRuns: 50 },
   );
+});
+
+/** Large parts: whole buffers of their own (transferred), and views into a larger buffer (copied). */
+function largeJobs(): SealJob[] {
+  const big = (bytes: number, fill: number) => new Uint8Array(bytes).fill(fill);
+  const digest = new Uint8Array(32).fill(9);
+  return [
+    { view: 2, seqno: 10, flags: 0, claimsDigest: digest, publicBytes: big(10, 1), privatePlain: big(TRANSFERRED_PART_BYTES, 2) },
+    { view: 2, seqno: 11, flags: 0, claimsDigest: digest, publicBytes: big(3 * TRANSFERRED_PART_BYTES, 3), privatePlain: big(TRANSFERRED_PART_BYTES + 8, 4).subarray(8) },
+    { view: 2, seqno: 12, flags: 0, claimsDigest: digest, publicBytes: new Uint8Array(0), privatePlain: big(TRANSFERRED_PART_BYTES - 1, 5) },
+  ];
+}
+
+const copyOf = (job: SealJob): SealJob => ({ ...job, publicBytes: job.publicBytes.slice(), privatePlain: job.privatePlain.slice() });
+
+test('large write sets and frames travel transferred beside the batch, and come back whole', () => {
+  const batch = largeJobs();
+  const copies = batch.map(copyOf);
+  const packed = packJobs(batch);
+  // The private part of 10 and the public part of 11 are whole buffers of their own; the rest is copied.
+  assert.deepEqual(packed.transferred, [batch[0]!.privatePlain.buffer, batch[1]!.publicBytes.buffer]);
+  assert.ok(packed.packed.byteLength < TRANSFERRED_PART_BYTES * 3, 'transferred parts are not in the packed buffer');
+  const unpacked = unpackJobs(packed);
+  assert.deepEqual(
+    unpacked.map((j) => ({ ...j, claimsDigest: [...j.claimsDigest], publicBytes: Buffer.from(j.publicBytes).toString('hex'), privatePlain: Buffer.from(j.privatePlain).toString('hex') })),
+    copies.map((j) => ({ ...j, claimsDigest: [...j.claimsDigest], publicBytes: Buffer.from(j.publicBytes).toString('hex'), privatePlain: Buffer.from(j.privatePlain).toString('hex') })),
+  );
+  const seal = new EntrySeal(SECRET);
+  const sealed = copies.map((j) => seal.seal(j));
+  const back = packSealed(sealed);
+  assert.equal(back.transferred.length, 3, 'every frame over the bound is a whole buffer of its own');
+  assert.deepEqual(
+    unpackSealed(back).map((e) => [Buffer.from(e.bytes).toString('hex'), [...e.leaf]]),
+    sealed.map((e) => [Buffer.from(e.bytes).toString('hex'), [...e.leaf]]),
+  );
+  // A batch that names a transferred part it does not carry is refused.
+  assert.throws(() => unpackJobs({ packed: packed.packed, transferred: packed.transferred.slice(1) }), /transferred part/);
+});
+
+test('through the worker, large jobs seal as in line; once posted, their transferred parts are detached here', async () => {
+  const completed: [SealJob, SealedEntry][] = [];
+  const s = sealer(completed);
+  try {
+    const submitted = largeJobs();
+    const copies = submitted.map(copyOf);
+    for (const job of submitted) s.submit(job);
+    await nextTurn();
+    assert.equal(submitted[0]!.privatePlain.byteLength, 0, 'the transferred write set is detached');
+    assert.equal(submitted[1]!.privatePlain.byteLength, TRANSFERRED_PART_BYTES, 'a view into a larger buffer was copied, not moved');
+    s.drain();
+    assert.equal(completed.length, 3);
+    const inline = new EntrySeal(SECRET);
+    completed.forEach(([job, sealed], i) => {
+      assert.equal(job, submitted[i]);
+      assert.deepEqual(sealed.bytes, inline.seal(copies[i]!).bytes, `entry ${i} has the inline sealer's bytes`);
+    });
+  } finally {
+    s.close();
+  }
 });
 
 test('the worker seals what the inline sealer seals, in order, after the turn that submitted it', async () => {
