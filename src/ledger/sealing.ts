@@ -82,6 +82,8 @@ export interface EntrySealer<J extends SealJob = SealJob> {
   submit(job: J): void;
   /** Jobs submitted and not yet completed. */
   readonly pending: number;
+  /** The write-set bytes of those jobs. */
+  readonly pendingBytes: number;
   /** Blocks until every submitted job has completed (their completions run inside drain). */
   drain(): void;
   /** Completes nothing more: jobs not yet completed are dropped. Used when the node stops. */
@@ -106,6 +108,10 @@ export class InlineEntrySealer<J extends SealJob> implements EntrySealer<J> {
   }
 
   get pending(): number {
+    return 0;
+  }
+
+  get pendingBytes(): number {
     return 0;
   }
 

@@ -188,6 +188,9 @@ const TLS_IDENTITY_ERRORS = new Set([
 
 /** Consensus runs on ticks of this length (election and heartbeat timeouts are counted in ticks). */
 const TICK_MS = 10;
+/** Write-set bytes in the sealing pipeline from which a signature due by its delay waits for the worker (signWhenSealed). */
+const SIGNATURE_WAITS_FOR_BYTES = 256 * 1024;
+const SIGNATURE_WAIT_POLL_MS = 5;
 const ZERO_DIGEST = new Uint8Array(32);
 const json = jsonCodec<any>();
 const nodeInfoCodec = jsonCodec<NodeInfo>();
@@ -1528,12 +1531,29 @@ export class CovenantNode {
     } else if (this.signatureTimer === undefined) {
       this.signatureTimer = this.init.clock.setTimer(delay, () => {
         this.signatureTimer = undefined;
-        if (this.unsignedCount > 0 && this.isPrimary()) {
-          this.emitSignature();
-          this.pump();
-        }
+        this.signWhenSealed(this.init.clock.nowMs() + this.init.config.consensus.election_timeout / 2);
       });
     }
+  }
+
+  /**
+   * The signature the delay calls for. A signature drains the sealing pipeline first, blocking the
+   * request thread while the worker seals what is in it: with a large write set there (tens of
+   * megabytes take it hundreds of milliseconds), the signature waits for the worker instead,
+   * polling, for at most `waitUntilMs` (half an election timeout), so that commit is delayed by
+   * that much at worst and never starved by a stream of large writes.
+   */
+  private signWhenSealed(waitUntilMs: number): void {
+    if (this.unsignedCount === 0 || !this.isPrimary()) return;
+    if ((this.sealer?.pendingBytes ?? 0) >= SIGNATURE_WAITS_FOR_BYTES && this.init.clock.nowMs() < waitUntilMs) {
+      this.signatureTimer = this.init.clock.setTimer(SIGNATURE_WAIT_POLL_MS, () => {
+        this.signatureTimer = undefined;
+        this.signWhenSealed(waitUntilMs);
+      });
+      return;
+    }
+    this.emitSignature();
+    this.pump();
   }
 
   private cancelSignatureTimer(): void {

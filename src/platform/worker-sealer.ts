@@ -43,10 +43,11 @@ export class WorkerEntrySealer<J extends SealJob> implements EntrySealer<J> {
   /** Seals on this thread what drain() finds not yet posted. */
   readonly #seal: EntrySeal;
   #unposted: J[] = [];
-  readonly #posted: { id: number; jobs: J[] }[] = [];
+  readonly #posted: { id: number; jobs: J[]; bytes: number }[] = [];
   #nextBatchId = 1;
   #postScheduled = false;
   #pending = 0;
+  #pendingBytes = 0;
   #closed = false;
   /** Why the worker failed, once it has. */
   #failure: Error | undefined;
@@ -82,9 +83,14 @@ export class WorkerEntrySealer<J extends SealJob> implements EntrySealer<J> {
     return this.#pending;
   }
 
+  get pendingBytes(): number {
+    return this.#pendingBytes;
+  }
+
   submit(job: J): void {
     assert(!this.#closed, 'the sealer is open');
     this.#pending++;
+    this.#pendingBytes += jobBytes(job);
     this.#unposted.push(job);
     if (this.#unposted.length >= BATCH_JOBS_MAX) this.#post();
     else if (!this.#postScheduled) {
@@ -117,6 +123,7 @@ export class WorkerEntrySealer<J extends SealJob> implements EntrySealer<J> {
     this.#unposted = [];
     for (const job of jobs) {
       this.#pending--;
+      this.#pendingBytes -= jobBytes(job);
       this.complete(job, this.#seal.seal(job));
     }
   }
@@ -127,6 +134,7 @@ export class WorkerEntrySealer<J extends SealJob> implements EntrySealer<J> {
     this.#unposted = [];
     this.#posted.length = 0;
     this.#pending = 0;
+    this.#pendingBytes = 0;
     this.#port.close();
     void this.#worker.terminate();
   }
@@ -135,8 +143,10 @@ export class WorkerEntrySealer<J extends SealJob> implements EntrySealer<J> {
     if (this.#closed || this.#unposted.length === 0) return;
     const jobs = this.#unposted;
     this.#unposted = [];
+    let bytes = 0;
+    for (const job of jobs) bytes += jobBytes(job);
     const message: SealBatchMessage = { id: this.#nextBatchId++, jobs: packJobs(jobs) };
-    this.#posted.push({ id: message.id, jobs });
+    this.#posted.push({ id: message.id, jobs, bytes });
     // Large write sets go transferred: the jobs' views of them are detached from here on.
     this.#port.postMessage(message, [message.jobs.packed, ...message.jobs.transferred]);
   }
@@ -151,6 +161,7 @@ export class WorkerEntrySealer<J extends SealJob> implements EntrySealer<J> {
     assert(batch !== undefined && batch.id === message.id, () => `sealed batch ${message.id} answers the oldest posted batch (${batch?.id})`);
     const sealed = unpackSealed(message.sealed);
     assert(sealed.length === batch.jobs.length, 'a sealed batch holds one entry per job');
+    this.#pendingBytes -= batch.bytes;
     for (let i = 0; i < sealed.length; i++) {
       this.#pending--;
       this.complete(batch.jobs[i]!, sealed[i]!);
@@ -162,6 +173,11 @@ export class WorkerEntrySealer<J extends SealJob> implements EntrySealer<J> {
     this.#failure = error;
     this.options.onFailure(error);
   }
+}
+
+/** The write-set bytes of a job (counted before its parts are transferred away). */
+function jobBytes(job: SealJob): number {
+  return job.publicBytes.byteLength + job.privatePlain.byteLength;
 }
 
 /** The factory a node process passes to the node (NodeInit.createEntrySealer). */
