@@ -113,7 +113,10 @@ describe('snapshots', () => {
     tampered[100]! ^= 1;
     assert.throws(() => verifySnapshotFile(names[0]!, tampered, first.serviceCertificatePem), /InvalidSnapshot|snapshot/);
 
-    // The offline verifier accepts the ledger of every node together with the snapshot.
+    // The offline verifier accepts the ledger of every node together with the snapshot. It reads a
+    // live node's directory here: first let every completed chunk take its `.committed` name, or
+    // a rename between listing the directory and opening a file would be read as a missing file.
+    await until('every completed chunk renamed .committed', async () => (chunkNames(first).every((c) => !/^ledger_\d+-\d+$/.test(c)) ? true : undefined));
     const report = verifyLedger(new FsDisk(), [join(first.dir, 'ledger')], { snapshot: { name: names[0]!, bytes: readSnapshot(first, names[0]!) } });
     assert.equal(report.problem, undefined, report.problem?.message);
 
