@@ -98,7 +98,7 @@ class Writer {
     this.length += bytes.length;
   }
 
-  /** The bytes written: a view, not a copy (the channel copies them into its frame). */
+  /** The bytes written: a view of the buffer, not a copy (nothing writes to it afterwards). */
   finish(): Uint8Array {
     return this.buffer.subarray(0, this.length);
   }

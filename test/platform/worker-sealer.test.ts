@@ -95,11 +95,15 @@ test('through the worker, large jobs seal as in line; once posted, their transfe
     const submitted = largeJobs();
     const copies = submitted.map(copyOf);
     for (const job of submitted) s.submit(job);
+    const bytes = copies.reduce((sum, j) => sum + j.publicBytes.byteLength + j.privatePlain.byteLength, 0);
+    assert.equal(s.pendingBytes, bytes, 'the write-set bytes in the pipeline are counted at submit');
     await nextTurn();
+    assert.equal(s.pendingBytes, bytes, 'and still counted once posted, detached or not');
     assert.equal(submitted[0]!.privatePlain.byteLength, 0, 'the transferred write set is detached');
     assert.equal(submitted[1]!.privatePlain.byteLength, TRANSFERRED_PART_BYTES, 'a view into a larger buffer was copied, not moved');
     s.drain();
     assert.equal(completed.length, 3);
+    assert.equal(s.pendingBytes, 0);
     const inline = new EntrySeal(SECRET);
     completed.forEach(([job, sealed], i) => {
       assert.equal(job, submitted[i]);
