@@ -35,30 +35,40 @@ export interface PackedBatch {
   readonly transferred: ArrayBuffer[];
 }
 
-/** The buffer of `bytes` when it may travel transferred: large, and all of its own buffer. */
-function transferable(bytes: Uint8Array): ArrayBuffer | undefined {
+/**
+ * The buffer of `bytes` when it may travel transferred: large, all of its own buffer, and not
+ * already in this batch's transfer list (the same bytes given twice are copied the second time).
+ */
+function transferable(bytes: Uint8Array, taken: readonly ArrayBuffer[]): ArrayBuffer | undefined {
   const buffer = bytes.buffer;
   if (bytes.byteLength < TRANSFERRED_PART_BYTES || !(buffer instanceof ArrayBuffer)) return undefined;
-  return bytes.byteOffset === 0 && bytes.byteLength === buffer.byteLength ? buffer : undefined;
+  if (bytes.byteOffset !== 0 || bytes.byteLength !== buffer.byteLength) return undefined;
+  return taken.includes(buffer) ? undefined : buffer;
 }
 
 /** Packs jobs; their large parts are transferred with the batch (and detached here once posted). */
 export function packJobs(jobs: readonly SealJob[]): PackedBatch {
   const transferred: ArrayBuffer[] = [];
+  // Per job, its public then its private part's transferred buffer (undefined: copied).
+  const moved: (ArrayBuffer | undefined)[] = [];
   let total = 0;
   for (const job of jobs) {
-    total += JOB_HEADER_BYTES;
-    if (transferable(job.publicBytes) === undefined) total += job.publicBytes.byteLength;
-    if (transferable(job.privatePlain) === undefined) total += job.privatePlain.byteLength;
+    const publicBuffer = transferable(job.publicBytes, transferred);
+    if (publicBuffer) transferred.push(publicBuffer);
+    const privateBuffer = transferable(job.privatePlain, transferred);
+    if (privateBuffer) transferred.push(privateBuffer);
+    moved.push(publicBuffer, privateBuffer);
+    total += JOB_HEADER_BYTES + (publicBuffer ? 0 : job.publicBytes.byteLength) + (privateBuffer ? 0 : job.privatePlain.byteLength);
   }
   const buffer = new ArrayBuffer(total);
   const bytes = new Uint8Array(buffer);
   const view = new DataView(buffer);
   let at = 0;
-  for (const job of jobs) {
+  for (let i = 0; i < jobs.length; i++) {
+    const job = jobs[i]!;
     assert(job.claimsDigest.byteLength === DIGEST_BYTES, 'a claims digest has 32 bytes');
-    const publicBuffer = transferable(job.publicBytes);
-    const privateBuffer = transferable(job.privatePlain);
+    const publicBuffer = moved[2 * i];
+    const privateBuffer = moved[2 * i + 1];
     view.setFloat64(at, job.view, true);
     view.setFloat64(at + 8, job.seqno, true);
     view.setUint32(at + 16, job.flags, true);
@@ -67,15 +77,11 @@ export function packJobs(jobs: readonly SealJob[]): PackedBatch {
     view.setUint32(at + 28, (publicBuffer ? PUBLIC_TRANSFERRED : 0) | (privateBuffer ? PRIVATE_TRANSFERRED : 0), true);
     bytes.set(job.claimsDigest, at + 32);
     at += JOB_HEADER_BYTES;
-    if (publicBuffer) {
-      transferred.push(publicBuffer);
-    } else {
+    if (!publicBuffer) {
       bytes.set(job.publicBytes, at);
       at += job.publicBytes.byteLength;
     }
-    if (privateBuffer) {
-      transferred.push(privateBuffer);
-    } else {
+    if (!privateBuffer) {
       bytes.set(job.privatePlain, at);
       at += job.privatePlain.byteLength;
     }
@@ -136,22 +142,27 @@ export function unpackJobs(batch: PackedBatch): SealJob[] {
 /** Packs sealed entries; large frames are transferred with the batch. */
 export function packSealed(entries: readonly SealedEntry[]): PackedBatch {
   const transferred: ArrayBuffer[] = [];
+  const moved: (ArrayBuffer | undefined)[] = [];
   let total = 0;
-  for (const entry of entries) total += SEALED_HEADER_BYTES + (transferable(entry.bytes) === undefined ? entry.bytes.byteLength : 0);
+  for (const entry of entries) {
+    const frameBuffer = transferable(entry.bytes, transferred);
+    if (frameBuffer) transferred.push(frameBuffer);
+    moved.push(frameBuffer);
+    total += SEALED_HEADER_BYTES + (frameBuffer ? 0 : entry.bytes.byteLength);
+  }
   const buffer = new ArrayBuffer(total);
   const bytes = new Uint8Array(buffer);
   const view = new DataView(buffer);
   let at = 0;
-  for (const entry of entries) {
+  for (let i = 0; i < entries.length; i++) {
+    const entry = entries[i]!;
     assert(entry.leaf.byteLength === DIGEST_BYTES, 'a leaf has 32 bytes');
     assert(entry.bytes.byteLength < FRAME_TRANSFERRED, 'a frame is shorter than 2 GiB');
-    const frameBuffer = transferable(entry.bytes);
+    const frameBuffer = moved[i];
     view.setUint32(at, entry.bytes.byteLength | (frameBuffer ? FRAME_TRANSFERRED : 0), true);
     bytes.set(entry.leaf, at + 4);
     at += SEALED_HEADER_BYTES;
-    if (frameBuffer) {
-      transferred.push(frameBuffer);
-    } else {
+    if (!frameBuffer) {
       bytes.set(entry.bytes, at);
       at += entry.bytes.byteLength;
     }

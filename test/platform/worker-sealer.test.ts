@@ -84,6 +84,11 @@ test('large write sets and frames travel transferred beside the batch, and come 
     unpackSealed(back).map((e) => [Buffer.from(e.bytes).toString('hex'), [...e.leaf]]),
     sealed.map((e) => [Buffer.from(e.bytes).toString('hex'), [...e.leaf]]),
   );
+  // The same large bytes given twice travel transferred once and copied the second time.
+  const twice = { view: 2, seqno: 13, flags: 0, claimsDigest: new Uint8Array(32), publicBytes: copies[0]!.privatePlain, privatePlain: copies[0]!.privatePlain };
+  const shared = packJobs([twice]);
+  assert.equal(shared.transferred.length, 1);
+  assert.deepEqual(unpackJobs(shared).map((j) => Buffer.from(j.publicBytes).equals(Buffer.from(j.privatePlain))), [true]);
   // A batch that names a transferred part it does not carry is refused.
   assert.throws(() => unpackJobs({ packed: packed.packed, transferred: packed.transferred.slice(1) }), /transferred part/);
 });
