@@ -76,66 +76,78 @@ export function packJobs(jobs: readonly SealJob[]): PackedBatch {
     view.setUint32(at + 24, job.privatePlain.byteLength, true);
     view.setUint32(at + 28, (publicBuffer ? PUBLIC_TRANSFERRED : 0) | (privateBuffer ? PRIVATE_TRANSFERRED : 0), true);
     bytes.set(job.claimsDigest, at + 32);
-    at += JOB_HEADER_BYTES;
-    if (!publicBuffer) {
-      bytes.set(job.publicBytes, at);
-      at += job.publicBytes.byteLength;
-    }
-    if (!privateBuffer) {
-      bytes.set(job.privatePlain, at);
-      at += job.privatePlain.byteLength;
-    }
+    at = place(bytes, at + JOB_HEADER_BYTES, job.publicBytes, publicBuffer);
+    at = place(bytes, at, job.privatePlain, privateBuffer);
   }
   return { packed: buffer, transferred };
 }
 
-/** Takes the next transferred buffer, which must hold exactly `length` bytes. */
-function nextTransferred(batch: PackedBatch, index: number, length: number): Uint8Array {
-  const buffer = batch.transferred[index];
-  assert(buffer !== undefined && buffer.byteLength === length, 'a transferred part is present, with its recorded length');
-  return new Uint8Array(buffer);
+/** Copies `part` into the packed buffer at `at` unless it travels transferred; where the next part goes. */
+function place(out: Uint8Array, at: number, part: Uint8Array, transferred: ArrayBuffer | undefined): number {
+  if (transferred !== undefined) return at;
+  out.set(part, at);
+  return at + part.byteLength;
+}
+
+/** Reads a packed batch in order: headers and small parts in place, large ones from beside it. */
+class BatchReader {
+  readonly view: DataView;
+  #at = 0;
+  #taken = 0;
+
+  constructor(private readonly batch: PackedBatch) {
+    this.view = new DataView(batch.packed);
+  }
+
+  get done(): boolean {
+    return this.#at >= this.batch.packed.byteLength;
+  }
+
+  /** Steps over a header of `bytes`; where it starts. */
+  header(bytes: number, what: string): number {
+    assert(this.#at + bytes <= this.batch.packed.byteLength, `${what} header is complete`);
+    const start = this.#at;
+    this.#at += bytes;
+    return start;
+  }
+
+  /** The next part, `length` bytes: the next transferred buffer, or a view of the bytes in place. */
+  part(transferred: boolean, length: number, what: string): Uint8Array {
+    if (transferred) {
+      const buffer = this.batch.transferred[this.#taken++];
+      assert(buffer !== undefined && buffer.byteLength === length, 'a transferred part is present, with its recorded length');
+      return new Uint8Array(buffer);
+    }
+    assert(this.#at + length <= this.batch.packed.byteLength, `${what} is complete`);
+    const bytes = new Uint8Array(this.batch.packed, this.#at, length);
+    this.#at += length;
+    return bytes;
+  }
+
+  /** Checks that every transferred buffer was taken by a part. */
+  finish(): void {
+    assert(this.#taken === this.batch.transferred.length, 'every transferred part belongs to the batch');
+  }
 }
 
 /** The jobs of a packed batch, as views of its buffers. */
 export function unpackJobs(batch: PackedBatch): SealJob[] {
-  const { packed } = batch;
-  const view = new DataView(packed);
+  const reader = new BatchReader(batch);
+  const { view } = reader;
   const jobs: SealJob[] = [];
-  let at = 0;
-  let taken = 0;
-  while (at < packed.byteLength) {
-    assert(at + JOB_HEADER_BYTES <= packed.byteLength, 'a job header is complete');
-    const publicLength = view.getUint32(at + 20, true);
-    const privateLength = view.getUint32(at + 24, true);
+  while (!reader.done) {
+    const at = reader.header(JOB_HEADER_BYTES, 'a job');
     const moved = view.getUint32(at + 28, true);
-    const header = at;
-    at += JOB_HEADER_BYTES;
-    let publicBytes: Uint8Array;
-    if ((moved & PUBLIC_TRANSFERRED) !== 0) {
-      publicBytes = nextTransferred(batch, taken++, publicLength);
-    } else {
-      assert(at + publicLength <= packed.byteLength, 'a job body is complete');
-      publicBytes = new Uint8Array(packed, at, publicLength);
-      at += publicLength;
-    }
-    let privatePlain: Uint8Array;
-    if ((moved & PRIVATE_TRANSFERRED) !== 0) {
-      privatePlain = nextTransferred(batch, taken++, privateLength);
-    } else {
-      assert(at + privateLength <= packed.byteLength, 'a job body is complete');
-      privatePlain = new Uint8Array(packed, at, privateLength);
-      at += privateLength;
-    }
     jobs.push({
-      view: view.getFloat64(header, true),
-      seqno: view.getFloat64(header + 8, true),
-      flags: view.getUint32(header + 16, true),
-      claimsDigest: new Uint8Array(packed, header + 32, DIGEST_BYTES),
-      publicBytes,
-      privatePlain,
+      view: view.getFloat64(at, true),
+      seqno: view.getFloat64(at + 8, true),
+      flags: view.getUint32(at + 16, true),
+      claimsDigest: new Uint8Array(batch.packed, at + 32, DIGEST_BYTES),
+      publicBytes: reader.part((moved & PUBLIC_TRANSFERRED) !== 0, view.getUint32(at + 20, true), 'a job body'),
+      privatePlain: reader.part((moved & PRIVATE_TRANSFERRED) !== 0, view.getUint32(at + 24, true), 'a job body'),
     });
   }
-  assert(taken === batch.transferred.length, 'every transferred part belongs to a job');
+  reader.finish();
   return jobs;
 }
 
@@ -161,36 +173,21 @@ export function packSealed(entries: readonly SealedEntry[]): PackedBatch {
     const frameBuffer = moved[i];
     view.setUint32(at, entry.bytes.byteLength | (frameBuffer ? FRAME_TRANSFERRED : 0), true);
     bytes.set(entry.leaf, at + 4);
-    at += SEALED_HEADER_BYTES;
-    if (!frameBuffer) {
-      bytes.set(entry.bytes, at);
-      at += entry.bytes.byteLength;
-    }
+    at = place(bytes, at + SEALED_HEADER_BYTES, entry.bytes, frameBuffer);
   }
   return { packed: buffer, transferred };
 }
 
 /** The sealed entries of a packed batch, as views of its buffers (which the entries then share). */
 export function unpackSealed(batch: PackedBatch): SealedEntry[] {
-  const { packed } = batch;
-  const view = new DataView(packed);
+  const reader = new BatchReader(batch);
   const entries: SealedEntry[] = [];
-  let at = 0;
-  let taken = 0;
-  while (at < packed.byteLength) {
-    assert(at + SEALED_HEADER_BYTES <= packed.byteLength, 'a sealed entry header is complete');
-    const word = view.getUint32(at, true);
-    const length = word & ~FRAME_TRANSFERRED;
-    const leaf = new Uint8Array(packed, at + 4, DIGEST_BYTES);
-    at += SEALED_HEADER_BYTES;
-    if ((word & FRAME_TRANSFERRED) !== 0) {
-      entries.push({ leaf, bytes: nextTransferred(batch, taken++, length) });
-    } else {
-      assert(at + length <= packed.byteLength, 'a sealed entry is complete');
-      entries.push({ leaf, bytes: new Uint8Array(packed, at, length) });
-      at += length;
-    }
+  while (!reader.done) {
+    const at = reader.header(SEALED_HEADER_BYTES, 'a sealed entry');
+    const word = reader.view.getUint32(at, true);
+    const leaf = new Uint8Array(batch.packed, at + 4, DIGEST_BYTES);
+    entries.push({ leaf, bytes: reader.part((word & FRAME_TRANSFERRED) !== 0, word & ~FRAME_TRANSFERRED, 'a sealed entry') });
   }
-  assert(taken === batch.transferred.length, 'every transferred frame belongs to an entry');
+  reader.finish();
   return entries;
 }
