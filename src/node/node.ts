@@ -369,7 +369,7 @@ export class CovenantNode {
     if (this.lifecycle !== 'PartOfNetwork') return false;
     const raw = this.store.currentRaw(Tables.serviceInfo, SINGLETON_KEY);
     if (raw !== this.serviceRecordSeen.raw) {
-      this.serviceRecordSeen = { raw, open: raw !== undefined && (JSON.parse(utf8.decode(raw)) as ServiceInfo).status === 'Open' };
+      this.serviceRecordSeen = { raw, open: raw !== undefined && (json.decode(raw) as ServiceInfo).status === 'Open' };
     }
     return this.serviceRecordSeen.open;
   }
