@@ -1,13 +1,16 @@
 /**
  * `covenant receipt verify <file> --service-cert <pem>`: checks a receipt offline, either the JSON
- * answer of GET /node/receipt (or its `receipt` member) or the COSE_Sign1 bytes of
+ * answer of GET /node/receipt (or its `receipt` member; a signature transaction's receipt too) or
+ * the COSE_Sign1 bytes of
  * GET /node/receipt/cose. Exit code 0 when it verifies, 1 when it does not, 2 for unusable input.
  */
 import { readFileSync } from 'node:fs';
 import { errorMessage } from '../base/errors.js';
 import { toHex } from '../base/bytes.js';
-import { verifyCoseReceipt, verifyReceipt, type Receipt } from '../merkle/index.js';
+import { isSignatureReceipt, verifyCoseReceipt, verifyReceipt, verifySignatureReceipt, type Receipt, type SignatureReceipt } from '../merkle/index.js';
 import type { Output } from './ledger-tools.js';
+
+type AnyReceipt = Receipt | SignatureReceipt;
 
 export interface ReceiptVerifyArgs {
   readonly receiptFile: string;
@@ -27,14 +30,22 @@ export function runReceiptVerify(args: ReceiptVerifyArgs, output: Output): numbe
   const text = bytes.toString('utf8').trimStart();
   try {
     if (text.startsWith('{')) {
-      let parsed: { receipt?: Receipt } & Receipt;
+      let parsed: { receipt?: AnyReceipt; transaction_id?: unknown } & AnyReceipt;
       try {
-        parsed = JSON.parse(text) as { receipt?: Receipt } & Receipt;
+        parsed = JSON.parse(text) as { receipt?: AnyReceipt; transaction_id?: unknown } & AnyReceipt;
       } catch (e) {
         output.err(`covenant receipt verify: ${args.receiptFile} is neither JSON nor COSE: ${errorMessage(e)}`);
         return 2;
       }
-      const verified = verifyReceipt(parsed.receipt ?? parsed, serviceCertificatePem);
+      const receipt = parsed.receipt ?? parsed;
+      if (isSignatureReceipt(receipt)) {
+        // The receipt itself names no transaction: the answer around it does.
+        const verified = verifySignatureReceipt(receipt, serviceCertificatePem);
+        const txId = typeof parsed.transaction_id === 'string' ? `signature transaction ${parsed.transaction_id}, ` : 'a signature transaction, ';
+        output.out(`signature receipt verifies: ${txId}root ${toHex(verified.root)} signed by node ${verified.nodeId}`);
+        return 0;
+      }
+      const verified = verifyReceipt(receipt, serviceCertificatePem);
       output.out(`receipt verifies: transaction ${verified.view}.${verified.seqno}, root ${toHex(verified.root)} signed by node ${verified.nodeId}`);
     } else {
       const verified = verifyCoseReceipt(bytes, serviceCertificatePem);

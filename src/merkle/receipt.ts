@@ -1,5 +1,8 @@
 /**
  * Receipts: offline-verifiable proof that a transaction is in the ledger, in CCF's JSON shape.
+ * A transaction's receipt proves its leaf is under a signed root; a signature transaction, which
+ * is what signs roots (its own leaf only joins the tree after it), gets a signature receipt: the
+ * root it signed and its signature, with no proof.
  *
  * The node signs the 32-byte Merkle root itself (not a hex or JSON form of it) with ECDSA over its
  * identity key: P-384 with SHA-384 (P-256 with SHA-256), DER-encoded signature. The node's
@@ -31,6 +34,18 @@ export interface Receipt {
   readonly signature: string;
   readonly proof: readonly ProofStep[];
   readonly leaf_components: LeafComponentsJson;
+}
+
+/** The receipt of a signature transaction: the root it signed (hex), with no proof. */
+export interface SignatureReceipt {
+  readonly cert: string;
+  readonly node_id: string;
+  readonly signature: string;
+  readonly signed_root: string;
+}
+
+export function isSignatureReceipt(receipt: Receipt | SignatureReceipt): receipt is SignatureReceipt {
+  return typeof receipt === 'object' && receipt !== null && 'signed_root' in receipt;
 }
 
 export interface LeafComponents {
@@ -107,6 +122,7 @@ function invalid(reason: string): Error {
  */
 export function verifyReceipt(receipt: Receipt, serviceCertificatePem: string): VerifiedReceipt {
   if (typeof receipt !== 'object' || receipt === null) throw invalid('not an object');
+  if (isSignatureReceipt(receipt)) throw invalid('this is the receipt of a signature transaction (signed_root, no proof): see verifySignatureReceipt');
   const { cert, node_id: nodeId, signature, proof, leaf_components: components } = receipt;
   if (typeof cert !== 'string' || typeof nodeId !== 'string' || typeof signature !== 'string' || !Array.isArray(proof)) {
     throw invalid('cert, node_id, signature (strings) and proof (array) are required');
@@ -127,6 +143,57 @@ export function verifyReceipt(receipt: Receipt, serviceCertificatePem: string): 
   const root = rootFromProof(leaf, { path: proof });
   if (root === undefined) throw invalid('proof is malformed (each step is {"left": hex} or {"right": hex})');
 
+  const nodePublicKey = endorsedNodeKey(cert, nodeId, serviceCertificatePem);
+  if (!verifyMerkleRootSignature(nodePublicKey, root, fromBase64(signature))) {
+    throw invalid('signature does not verify over the root the proof leads to');
+  }
+  return { view: txId.view, seqno: txId.seqno, leaf, root, nodeId };
+}
+
+export interface BuildSignatureReceiptOptions {
+  /** The node's DER signature over `signedRoot`, as its signature transaction holds it. */
+  readonly signature: Uint8Array;
+  readonly nodeCertificatePem: string;
+  readonly nodeId: string;
+  readonly signedRoot: Uint8Array;
+}
+
+export function buildSignatureReceipt(options: BuildSignatureReceiptOptions): SignatureReceipt {
+  assert(options.signedRoot.byteLength === HASH_LENGTH_BYTES, 'a Merkle root is 32 bytes');
+  return {
+    cert: options.nodeCertificatePem,
+    node_id: options.nodeId,
+    signature: toBase64(options.signature),
+    signed_root: toHex(options.signedRoot),
+  };
+}
+
+export interface VerifiedSignatureReceipt {
+  readonly root: Uint8Array;
+  readonly nodeId: string;
+}
+
+/**
+ * Verifies a signature receipt against the service certificate: the node certificate is endorsed
+ * by the service certificate, names the node, and its key signed `signed_root`. Throws
+ * InvalidReceipt naming the first failed check.
+ */
+export function verifySignatureReceipt(receipt: SignatureReceipt, serviceCertificatePem: string): VerifiedSignatureReceipt {
+  if (typeof receipt !== 'object' || receipt === null) throw invalid('not an object');
+  const { cert, node_id: nodeId, signature, signed_root: signedRoot } = receipt;
+  if (typeof cert !== 'string' || typeof nodeId !== 'string' || typeof signature !== 'string' || typeof signedRoot !== 'string') {
+    throw invalid('cert, node_id, signature and signed_root (strings) are required');
+  }
+  if (!HEX_DIGEST.test(signedRoot)) throw invalid('signed_root must be 64 lower-case hex digits');
+  if (!BASE64.test(signature)) throw invalid('signature is not base64');
+  const root = fromHex(signedRoot);
+  const nodePublicKey = endorsedNodeKey(cert, nodeId, serviceCertificatePem);
+  if (!verifyMerkleRootSignature(nodePublicKey, root, fromBase64(signature))) throw invalid('signature does not verify over signed_root');
+  return { root, nodeId };
+}
+
+/** The public key of `cert`, once it is known to be node `nodeId`'s and endorsed by the service. */
+function endorsedNodeKey(cert: string, nodeId: string, serviceCertificatePem: string): KeyObject {
   let nodePublicKey: KeyObject;
   try {
     nodePublicKey = parseCertificate(cert).publicKey;
@@ -136,8 +203,5 @@ export function verifyReceipt(receipt: Receipt, serviceCertificatePem: string): 
   }
   if (nodeIdFromPublicKey(nodePublicKey) !== nodeId) throw invalid('node_id does not match the key of cert');
   if (!verifyCertificateSignedBy(cert, serviceCertificatePem)) throw invalid('cert is not endorsed by the service certificate');
-  if (!verifyMerkleRootSignature(nodePublicKey, root, fromBase64(signature))) {
-    throw invalid('signature does not verify over the root the proof leads to');
-  }
-  return { view: txId.view, seqno: txId.seqno, leaf, root, nodeId };
+  return nodePublicKey;
 }

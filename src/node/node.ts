@@ -36,9 +36,11 @@ import {
   BLOCK_LEAF_COUNT,
   HistoryTree,
   buildReceipt,
+  buildSignatureReceipt,
   coseReceiptWithProof,
   signRootCose,
   type Receipt,
+  type SignatureReceipt,
 } from '../merkle/index.js';
 import { LedgerEncryptor, Store, type Codec, type MapReader, type Tx, type WriteSet, decodeWriteSet, decodeWriteSetParts, encodeWriteSet, jsonCodec } from '../kv/index.js';
 import {
@@ -1270,10 +1272,7 @@ export class CovenantNode {
 
   /** A backup checks each signature transaction against its own Merkle tree before accepting it. */
   private checkSignature(publicBytes: Uint8Array, seqno: number): void {
-    const writes = decodeWriteSet(publicBytes);
-    const raw = writes.get(Tables.signatures)?.get(SINGLETON_KEY);
-    assert(raw, `signature entry ${seqno} carries a signature record`);
-    const record = JSON.parse(utf8.decode(raw)) as SignatureRecord;
+    const record = signatureRecordOf({ publicBytes, seqno });
     const root = this.tree.root();
     if (record.root !== toHex(root)) {
       this.logger.fatal(`signature at seqno ${seqno} signs root ${record.root}, but this node's tree root is ${toHex(root)}`);
@@ -1655,11 +1654,23 @@ export class CovenantNode {
    * A receipt for a committed transaction (GET /node/receipt): the latest committed signature
    * (commit always lands on one, and any later signed root covers the transaction), with the
    * inclusion proof of its leaf in that root, from memory or rebuilt from the ledger files when
-   * the tree has compacted that part. 'pending' while it is not committed and covered.
+   * the tree has compacted that part. A signature transaction gets its signature receipt (the
+   * root it signed, no proof) as soon as it is committed: no later root may ever come to cover
+   * it. 'pending' while the transaction is not committed.
    */
-  receipt(txId: TxId): Receipt | 'pending' {
-    const parts = this.receiptParts(txId);
-    if (parts === 'pending') return parts;
+  receipt(txId: TxId): Receipt | SignatureReceipt | 'pending' {
+    const entry = this.committedEntry(txId);
+    if (entry === 'pending') return entry;
+    if (hasFlag(entry.flags, EntryFlags.SIGNATURE)) {
+      const record = signatureRecordOf(entry);
+      return buildSignatureReceipt({
+        signature: Buffer.from(record.sig, 'base64'),
+        nodeCertificatePem: record.cert,
+        nodeId: record.node,
+        signedRoot: fromHex(record.root),
+      });
+    }
+    const parts = this.receiptParts(entry);
     return buildReceipt({
       leafComponents: parts.leafComponents,
       proof: parts.proof,
@@ -1673,10 +1684,20 @@ export class CovenantNode {
   /**
    * The COSE receipt of a committed transaction (GET /node/receipt/cose): the service key signs
    * the same committed root once (cached per signature), and each receipt adds its own proof.
+   * A signature transaction has no COSE receipt (it signs roots; its JSON receipt says which).
    */
   coseReceipt(txId: TxId): Uint8Array | 'pending' {
-    const parts = this.receiptParts(txId);
-    if (parts === 'pending') return parts;
+    const entry = this.committedEntry(txId);
+    if (entry === 'pending') return entry;
+    if (hasFlag(entry.flags, EntryFlags.SIGNATURE)) {
+      throw new CovenantError(
+        'ReceiptUnavailable',
+        `transaction ${formatTxId(txId)} is a signature transaction: a COSE receipt proves a transaction under a signed root, and ` +
+          `this transaction is the signature of one. GET /node/receipt?transaction_id=${formatTxId(txId)} answers its signature receipt`,
+        404,
+      );
+    }
+    const parts = this.receiptParts(entry);
     if (!this.servicePrivateKeyPem || !this.serviceCertificatePem) {
       throw new CovenantError('ServiceKeyUnavailable', 'this node does not hold the service key yet; ask a trusted node', 503);
     }
@@ -1696,18 +1717,23 @@ export class CovenantNode {
     return coseReceiptWithProof(signedRoot.cose, parts.leafComponents, parts.proof);
   }
 
-  private receiptParts(txId: TxId) {
+  /** The ledger entry of a committed transaction; 'pending' until it commits, TransactionInvalid if it never will. */
+  private committedEntry(txId: TxId): DecodedEntry | 'pending' {
     const status = this.statusOf(txId);
     if (status === 'Invalid') throw transactionInvalid(txId);
-    if (status !== 'Committed' || txId.seqno >= this.commitSeqno) return 'pending' as const;
+    if (status !== 'Committed') return 'pending';
+    return this.readEntryFrame(txId.seqno);
+  }
+
+  /** The latest committed signature and the inclusion proof of a committed non-signature entry under its root. */
+  private receiptParts(entry: DecodedEntry) {
+    // Commit lands on signatures only, so a committed entry that is not one precedes the latest.
     const signatureSeqno = this.commitSeqno;
+    assert(entry.seqno < signatureSeqno, () => `committed entry ${entry.seqno} precedes commit ${signatureSeqno}, a signature`);
     const signature = this.readEntryFrame(signatureSeqno);
     assert(hasFlag(signature.flags, EntryFlags.SIGNATURE), `commit ${signatureSeqno} lands on a signature`);
-    const raw = decodeWriteSet(signature.publicBytes).get(Tables.signatures)?.get(SINGLETON_KEY);
-    assert(raw, `signature entry ${signatureSeqno} carries a signature record`);
-    const record = JSON.parse(utf8.decode(raw)) as SignatureRecord;
-    const entry = this.readEntryFrame(txId.seqno);
-    const proof = this.tree.inclusionProof(txId.seqno - 1, signatureSeqno - 1, (block) => this.leavesOfBlock(block));
+    const record = signatureRecordOf(signature);
+    const proof = this.tree.inclusionProof(entry.seqno - 1, signatureSeqno - 1, (block) => this.leavesOfBlock(block));
     const leafComponents = {
       writeSetDigest: writeSetDigest(entry),
       commitEvidence: this.entrySeal!.commitEvidence(entry.view, entry.seqno),
@@ -1867,6 +1893,13 @@ export class CovenantNode {
     }
     this.lifecycle = 'Stopped';
   }
+}
+
+/** The record a signature entry carries (what it signed, with which node key). */
+function signatureRecordOf(entry: { readonly publicBytes: Uint8Array; readonly seqno: number }): SignatureRecord {
+  const raw = decodeWriteSet(entry.publicBytes).get(Tables.signatures)?.get(SINGLETON_KEY);
+  assert(raw, `signature entry ${entry.seqno} carries a signature record`);
+  return JSON.parse(utf8.decode(raw)) as SignatureRecord;
 }
 
 /** A transaction id that will never be committed: rolled back, or never assigned (seqno 0, a view that never held it). */

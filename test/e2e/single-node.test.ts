@@ -8,7 +8,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createHash, X509Certificate } from 'node:crypto';
 import { generateIdentity } from '../../src/crypto/index.js';
-import { verifyCoseReceipt, verifyReceipt } from '../../src/merkle/index.js';
+import { verifyCoseReceipt, verifyReceipt, verifySignatureReceipt } from '../../src/merkle/index.js';
 import { runReceiptVerify } from '../../src/cli/receipt-tools.js';
 import { removeDir, startNode, type StartedNode } from '../../src/testing/node-process.js';
 
@@ -427,6 +427,33 @@ describe('a single node', () => {
       }
     }
     assert.ok(Number(last.split('.')[1]) - Number(firstTx.split('.')[1]) > 2048);
+
+    // The signature that committed the fillers is the last transaction, and nothing will come to
+    // cover it while the service is idle: its receipt is the root it signed, available at once.
+    const commit = (await get('/node/commit')).body.transaction_id as string;
+    assert.ok(Number(commit.split('.')[1]) > Number(last.split('.')[1]));
+    const signatureAnswer = await get(`/node/receipt?transaction_id=${commit}`);
+    assert.equal(signatureAnswer.status, 200, signatureAnswer.text);
+    assert.deepEqual(Object.keys(signatureAnswer.body.receipt).sort(), ['cert', 'node_id', 'signature', 'signed_root']);
+    const signed = verifySignatureReceipt(signatureAnswer.body.receipt, node.serviceCertificatePem);
+    const lastAnswer = await get(`/node/receipt?transaction_id=${last}`);
+    assert.deepEqual(signed.root, verifyReceipt(lastAnswer.body.receipt, node.serviceCertificatePem).root, 'the root the fillers are proven under');
+    const signedRootHex = signatureAnswer.body.receipt.signed_root as string;
+    const forgedRoot = { ...signatureAnswer.body.receipt, signed_root: (signedRootHex[0] === '0' ? '1' : '0') + signedRootHex.slice(1) };
+    assert.throws(() => verifySignatureReceipt(forgedRoot, node.serviceCertificatePem));
+    // A signature transaction has no COSE receipt: the error says where its receipt is.
+    const coseOfSignature = await get(`/node/receipt/cose?transaction_id=${commit}`);
+    assert.equal(coseOfSignature.status, 404);
+    assert.equal(coseOfSignature.body.error.code, 'ReceiptUnavailable');
+    assert.match(coseOfSignature.body.error.message, /\/node\/receipt\?transaction_id=/);
+    const signatureFile = join(node.dir, 'signature-receipt.json');
+    writeFileSync(signatureFile, signatureAnswer.text);
+    const lines: string[] = [];
+    const code = runReceiptVerify({ receiptFile: signatureFile, serviceCertificateFile: join(node.dir, 'service_cert.pem') }, { out: (l) => lines.push(l), err: (l) => lines.push(l) });
+    assert.equal(code, 0, lines.join('\n'));
+    assert.match(lines.join('\n'), new RegExp(`signature transaction ${commit.replace('.', '\\.')}, root ${signedRootHex}`));
+    writeFileSync(signatureFile, JSON.stringify(forgedRoot));
+    assert.equal(runReceiptVerify({ receiptFile: signatureFile, serviceCertificateFile: join(node.dir, 'service_cert.pem') }, { out: () => {}, err: () => {} }), 1);
   });
 });
 

@@ -5,8 +5,8 @@ import fc from 'fast-check';
 import { toHex, isCovenantError } from '../../src/base/index.js';
 import { generateEcKeyPair, createSelfSignedCertificate, createEndorsedCertificate, nodeIdFromPublicKey, sha256 } from '../../src/crypto/index.js';
 import {
-  buildReceipt, verifyReceipt, signMerkleRoot, verifyMerkleRootSignature, leafFromComponents, leafDigest,
-  commitEvidenceNonce, createCommitEvidenceDeriver, createCommitEvidenceFormatter, formatCommitEvidence, parseCommitEvidence, NO_CLAIMS_DIGEST, type Receipt,
+  buildReceipt, buildSignatureReceipt, verifyReceipt, verifySignatureReceipt, isSignatureReceipt, signMerkleRoot, verifyMerkleRootSignature, leafFromComponents, leafDigest,
+  commitEvidenceNonce, createCommitEvidenceDeriver, createCommitEvidenceFormatter, formatCommitEvidence, parseCommitEvidence, NO_CLAIMS_DIGEST, type Receipt, type SignatureReceipt,
 } from '../../src/merkle/index.js';
 import { treeOfTransactions } from './helpers.js';
 
@@ -151,4 +151,36 @@ test('building a receipt whose proof does not reach the signed root is a program
     }),
     /invariant/,
   );
+});
+
+test('a signature transaction\'s receipt carries the root it signed and verifies without a proof; any change breaks it', async () => {
+  const ledger = await ledgerWithReceipts(9);
+  const receipt = JSON.parse(
+    JSON.stringify(buildSignatureReceipt({ signature: ledger.signature, nodeCertificatePem: ledger.nodeCertPem, nodeId: ledger.nodeId, signedRoot: ledger.signedRoot })),
+  ) as SignatureReceipt;
+  assert.deepEqual(Object.keys(receipt).sort(), ['cert', 'node_id', 'signature', 'signed_root']);
+  assert.equal(receipt.signed_root, toHex(ledger.signedRoot));
+  assert.ok(isSignatureReceipt(receipt));
+  assert.ok(!isSignatureReceipt(ledger.receiptFor(1)));
+  const verified = verifySignatureReceipt(receipt, ledger.serviceCertPem);
+  assert.deepEqual(verified.root, ledger.signedRoot);
+  assert.equal(verified.nodeId, ledger.nodeId);
+  // The root a transaction's receipt folds to is the one the signature receipt names.
+  assert.deepEqual(verifyReceipt(ledger.receiptFor(5), ledger.serviceCertPem).root, verified.root);
+
+  const other = await ledgerWithReceipts(1);
+  const flipFirst = (hex: string) => (hex[0] === '0' ? '1' : '0') + hex.slice(1);
+  const bad: [string, unknown][] = [
+    ['another root', { ...receipt, signed_root: flipFirst(receipt.signed_root) }],
+    ['another signature', { ...receipt, signature: other.receiptFor(1).signature }],
+    ['another node id', { ...receipt, node_id: flipFirst(receipt.node_id) }],
+    ['upper-case root', { ...receipt, signed_root: receipt.signed_root.toUpperCase() }],
+    ['no root', { ...receipt, signed_root: undefined }],
+    ['not base64', { ...receipt, signature: '***' }],
+    ['not an object', null],
+  ];
+  for (const [what, r] of bad) assert.throws(() => verifySignatureReceipt(r as SignatureReceipt, ledger.serviceCertPem), isInvalidReceipt, what);
+  assert.throws(() => verifySignatureReceipt(receipt, other.serviceCertPem), (e) => isInvalidReceipt(e) && /endorsed/.test((e as Error).message));
+  // Given to the transaction verifier, it is recognised and refused by name.
+  assert.throws(() => verifyReceipt(receipt as unknown as Receipt, ledger.serviceCertPem), (e) => isInvalidReceipt(e) && /signature transaction/.test((e as Error).message));
 });

@@ -304,7 +304,7 @@ export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFronte
         if (!txId) throw new CovenantError('InvalidQueryParameterValue', `"${query.transaction_id}" is not a transaction id <view>.<seqno>`, 400);
         const receipt = node.receipt(txId);
         if (receipt === 'pending') {
-          // Not committed, or not yet covered by a committed signature: ask again shortly.
+          // Not committed yet: ask again shortly.
           return json(202, { transaction_id: query.transaction_id, status: 'Pending' }, { 'retry-after': '1' });
         }
         return json(200, { transaction_id: query.transaction_id, receipt });
@@ -315,7 +315,7 @@ export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFronte
       path: '/node/receipt/cose',
       summary: 'COSE Sign1 receipt over one transaction',
       query: z.object({ transaction_id: z.string() }).strict(),
-      responses: { 200: 'Receipt', 202: 'Not yet available (see Retry-After)' },
+      responses: { 200: 'Receipt', 202: 'Not yet available (see Retry-After)', 404: 'ReceiptUnavailable: a signature transaction (see /node/receipt)' },
       handler: ({ query }) => {
         const txId = parseTxId(query.transaction_id);
         if (!txId) throw new CovenantError('InvalidQueryParameterValue', `"${query.transaction_id}" is not a transaction id <view>.<seqno>`, 400);
