@@ -86,6 +86,8 @@ interface Pending {
 }
 
 const json = jsonCodec<any>();
+/** A fetched snapshot is written under its name with this suffix, then renamed. */
+const DOWNLOAD_SUFFIX = '.download';
 
 function valueOf<T>(publicBytes: Uint8Array, table: string): T | undefined {
   const raw = decodeWriteSet(publicBytes).get(table)?.get(SINGLETON_KEY);
@@ -168,8 +170,12 @@ export class SnapshotManager {
     return this.#host.config.snapshots.directory;
   }
 
-  /** Starts the time_interval timer (a no-op when time-based snapshots are off). */
+  /**
+   * Once the node has its state (after any replay): removes what an earlier run left half-done
+   * in snapshots.directory, then starts the time_interval timer (when time-based snapshots are on).
+   */
   start(): void {
+    this.#removeLeftovers();
     const intervalMs = this.#host.config.snapshots.time_interval;
     if (intervalMs <= 0 || this.#timer !== undefined) return;
     const fire = () => {
@@ -181,6 +187,31 @@ export class SnapshotManager {
       this.#timer = this.#host.clock.setTimer(intervalMs, fire);
     };
     this.#timer = this.#host.clock.setTimer(intervalMs, fire);
+  }
+
+  /**
+   * Uncommitted snapshot files and interrupted downloads an earlier run left: a snapshot becomes
+   * `.committed` only in the run that wrote it (replaying the ledger at restart makes none), so
+   * these can never be completed, and would otherwise stay forever.
+   */
+  #removeLeftovers(): void {
+    const disk = this.#host.disk;
+    const directory = this.#directory;
+    if (!disk.exists(directory)) return;
+    const ours = new Set(this.#pending.map((p) => p.path));
+    for (const name of disk.listDirectory(directory)) {
+      const download = name.endsWith(DOWNLOAD_SUFFIX);
+      const parsed = parseSnapshotFileName(download ? name.slice(0, -DOWNLOAD_SUFFIX.length) : name);
+      if (parsed === undefined || (parsed.committed && !download)) continue;
+      const path = disk.join(directory, name);
+      if (ours.has(path)) continue;
+      try {
+        disk.remove(path);
+        this.#host.logger.info(`removed ${path}: ${download ? 'a snapshot download' : 'an uncommitted snapshot'} an earlier run of this node left unfinished`);
+      } catch (e) {
+        this.#host.logger.fail(`could not remove ${path}: ${errorMessage(e)}`);
+      }
+    }
   }
 
   stop(): void {
@@ -432,7 +463,7 @@ export class SnapshotManager {
     disk.ensureDirectory(this.#directory);
     const path = disk.join(this.#directory, name);
     if (!disk.exists(path)) {
-      const tmp = disk.join(this.#directory, `${name}.download`);
+      const tmp = disk.join(this.#directory, `${name}${DOWNLOAD_SUFFIX}`);
       if (disk.exists(tmp)) disk.remove(tmp);
       const file = disk.createFile(tmp);
       try {

@@ -6,7 +6,7 @@
  */
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { toHex } from '../../src/base/bytes.js';
 import { sha256 } from '../../src/crypto/index.js';
@@ -165,9 +165,19 @@ describe('snapshots', () => {
     // Restarted from its directories, the node starts from a snapshot again and replays its suffix.
     await joiner.kill();
     await write(first, 5001, 'while the joiner was down');
+    // What a crash can leave in snapshots.directory: an uncommitted snapshot (only the run that
+    // wrote one can complete it) and an interrupted download. The restart removes those only.
+    const joinerSnapshots = join(joinerDir, 'snapshots');
+    const leftovers = [`snapshot_${newestSeqno + 3}_${newestSeqno + 4}`, `${newest}.download`];
+    for (const name of leftovers) writeFileSync(join(joinerSnapshots, name), 'half written');
+    writeFileSync(join(joinerSnapshots, 'notes.txt'), 'an operator file');
     const restarted = await startJoiner();
     extra[extra.indexOf(joiner)] = restarted;
     assert.equal((await restarted.client.request('GET', '/node/state')).body.startup_seqno, newestSeqno);
+    const kept = readdirSync(joinerSnapshots);
+    for (const name of leftovers) assert.ok(!kept.includes(name), `${name} removed at restart`);
+    assert.ok(kept.includes(newest) && kept.includes('notes.txt'), kept.join(', '));
+    assert.match(restarted.output(), /removed .*snapshot_\d+_\d+: an uncommitted snapshot an earlier run of this node left unfinished/);
     await until('the restarted joiner catches up', async () => {
       const read = await restarted.client.request('GET', '/app/log/private?id=5001', { identity: restarted.user });
       return read.status === 200 ? true : undefined;
