@@ -9,11 +9,16 @@ import { packSealed, unpackJobs, type PackedBatch } from './seal-batch.js';
 
 export interface SealWorkerData {
   readonly port: MessagePort;
-  /** Int32Array over a SharedArrayBuffer: [0] counts the batches answered. */
+  /**
+   * Int32Array over a SharedArrayBuffer: [0] counts the batches answered (and is bumped once more
+   * when the worker ends), [1] becomes 1 when the worker ends, whatever ends it.
+   */
   readonly answered: Int32Array;
   readonly ledgerSecret: Uint8Array;
   /** Test-only fault injection: answer each batch this much later (WorkerSealerOptions). */
   readonly answerDelayMs: number;
+  /** Test-only fault injection: end without answering on receiving this batch (0: never). */
+  readonly vanishAtBatch: number;
 }
 
 export interface SealBatchMessage {
@@ -24,8 +29,17 @@ export interface SealBatchMessage {
 /** The sealed batch, or why it could not be sealed (the worker then ends). */
 export type SealedBatchMessage = { readonly id: number; readonly sealed: PackedBatch } | { readonly id: number; readonly error: string };
 
-const { port, answered, ledgerSecret, answerDelayMs } = workerData as SealWorkerData;
+const { port, answered, ledgerSecret, answerDelayMs, vanishAtBatch } = workerData as SealWorkerData;
 const seal = new EntrySeal(ledgerSecret);
+let received = 0;
+
+// However the worker ends (an uncaught error, process.exit), a request thread blocked in drain()
+// wakes up and learns it at once instead of waiting out its timeout.
+process.on('exit', () => {
+  Atomics.store(answered, 1, 1);
+  Atomics.add(answered, 0, 1);
+  Atomics.notify(answered, 0);
+});
 
 function answer(message: SealedBatchMessage): void {
   port.postMessage(message, 'sealed' in message ? [message.sealed.packed, ...message.sealed.transferred] : []);
@@ -34,6 +48,7 @@ function answer(message: SealedBatchMessage): void {
 }
 
 port.on('message', (message: SealBatchMessage) => {
+  if (++received === vanishAtBatch) process.exit(1);
   let sealed: PackedBatch;
   try {
     sealed = packSealed(unpackJobs(message.jobs).map((job) => seal.seal(job)));

@@ -8,7 +8,8 @@
  * and completions run in submission order when the answer arrives. drain() is synchronous: it
  * takes the worker's answers with receiveMessageOnPort, sleeping on a shared counter
  * (Atomics.wait) until the worker has answered every posted batch, then seals what was not yet
- * posted on the calling thread. The node drains before anything that needs every earlier entry
+ * posted on the calling thread; a worker that ends, however, flags it in the same shared memory,
+ * so a drain learns it at once. The node drains before anything that needs every earlier entry
  * in consensus and in the Merkle tree (a signature, a reconfiguration, a snapshot).
  * A job's large write sets are transferred to the worker, not copied (seal-batch.ts): once its
  * batch is posted, the job's views of them are detached, and only its other fields stay usable.
@@ -21,7 +22,7 @@ import type { SealBatchMessage, SealedBatchMessage, SealWorkerData } from './sea
 
 /** A batch is posted at the end of the turn, or as soon as it holds this many jobs. */
 const BATCH_JOBS_MAX = 256;
-/** drain() gives up (a dead or stuck worker is a fatal error) after this long. */
+/** drain() gives up on a worker that neither answers nor ends (a fatal error) after this long. */
 const DRAIN_TIMEOUT_MS = 30_000;
 const WAIT_SLICE_MS = 100;
 
@@ -34,6 +35,8 @@ export interface WorkerSealerOptions {
    * depose the primary while they are there. Default 0.
    */
   readonly answerDelayMs?: number;
+  /** Fault injection for tests: the worker ends without answering when this batch (1-based) arrives. */
+  readonly vanishAtBatch?: number;
 }
 
 export class WorkerEntrySealer<J extends SealJob> implements EntrySealer<J> {
@@ -60,12 +63,13 @@ export class WorkerEntrySealer<J extends SealJob> implements EntrySealer<J> {
     this.#seal = new EntrySeal(ledgerSecret);
     const { port1, port2 } = new MessageChannel();
     this.#port = port1;
-    this.#answered = new Int32Array(new SharedArrayBuffer(4));
+    this.#answered = new Int32Array(new SharedArrayBuffer(8));
     const workerData: SealWorkerData = {
       port: port2,
       answered: this.#answered,
       ledgerSecret: new Uint8Array(ledgerSecret),
       answerDelayMs: options.answerDelayMs ?? 0,
+      vanishAtBatch: options.vanishAtBatch ?? 0,
     };
     // The worker needs none of the process's Node.js options (source maps, --import hooks).
     this.#worker = new Worker(new URL('./seal-worker.js', import.meta.url), { workerData, transferList: [port2], execArgv: [] });
@@ -107,12 +111,18 @@ export class WorkerEntrySealer<J extends SealJob> implements EntrySealer<J> {
     const deadline = Date.now() + DRAIN_TIMEOUT_MS;
     while (this.#posted.length > 0) {
       const seen = Atomics.load(this.#answered, 0);
+      // Read before the port: whatever the worker answered before it ended is queued by then.
+      const ended = Atomics.load(this.#answered, 1) !== 0;
       const received = receiveMessageOnPort(this.#port);
       if (received !== undefined) {
         this.#onSealed(received.message as SealedBatchMessage);
         continue;
       }
       if (this.#failure !== undefined) throw this.#failure;
+      if (ended) {
+        this.#fail(new Error(`the sealing worker ended without answering ${this.#posted.length} batch(es)`));
+        throw this.#failure!;
+      }
       if (Date.now() > deadline) {
         throw new Error(`the sealing worker did not answer ${this.#posted.length} batch(es) within ${DRAIN_TIMEOUT_MS} ms`);
       }

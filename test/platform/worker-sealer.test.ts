@@ -1,7 +1,8 @@
 /**
  * The worker-thread sealer (src/platform/worker-sealer.ts) against the inline one: same bytes,
  * same order, completions after the turn, a synchronous drain, nothing after close, and a failed
- * worker reported, also to a drain blocked waiting for it.
+ * worker reported, also to a drain blocked waiting for it, and a worker that ends without answering
+ * found by that drain at once.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -202,6 +203,31 @@ test('drain reports the worker failing on a posted batch with the worker\'s reas
     assert.equal(failures.length, 1, 'reported once, by drain');
     await new Promise((resolve) => setTimeout(resolve, 100));
     assert.equal(failures.length, 1, 'the worker ending afterwards is not reported again');
+  } finally {
+    s.close();
+  }
+});
+
+test('drain learns at once that the worker ended without answering, not from its 30 s timeout', async () => {
+  const failures: Error[] = [];
+  const completed: [SealJob, SealedEntry][] = [];
+  const s = new WorkerEntrySealer<SealJob>(SECRET, (job, sealed) => completed.push([job, sealed]), {
+    onFailure: (e) => failures.push(e),
+    vanishAtBatch: 2,
+  });
+  try {
+    const submitted = jobs(20, 11);
+    for (const job of submitted.slice(0, 10)) s.submit(job);
+    await nextTurn(); // batch 1, answered
+    while (completed.length < 10) await new Promise((resolve) => setTimeout(resolve, 5));
+    for (const job of submitted.slice(10)) s.submit(job);
+    await nextTurn(); // batch 2: the worker ends on it
+    // The drain timeout would say "did not answer ... within 30000 ms".
+    assert.throws(() => s.drain(), /the sealing worker ended without answering 1 batch/);
+    assert.equal(failures.length, 1, 'reported once, by drain');
+    assert.equal(completed.length, 10, 'only the answered batch completed');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(failures.length, 1, 'the exit event afterwards is not reported again');
   } finally {
     s.close();
   }
