@@ -77,7 +77,7 @@ import { MAX_ENTRY_BYTES, type NodeChannels } from './channels.js';
 import { canTransition, type NodeLifecycleState } from './lifecycle.js';
 import { joinResponseServiceStatus, type JoinClient, type JoinRequest, type JoinResponse, type NetworkInfo } from './join.js';
 import type { ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, VersionReport } from './reports.js';
-import { SINGLETON_KEY, Tables, type MemberInfo, type NodeInfo, type ServiceInfo, type ServiceStatus, type SignatureRecord } from './tables.js';
+import { SINGLETON_KEY, Tables, signatureRecordOf, type MemberInfo, type NodeInfo, type ServiceInfo, type ServiceStatus, type SignatureRecord } from './tables.js';
 import { txStatus, viewOfSeqno, type TxStatus } from './tx-status.js';
 import { SNAPSHOT_MARKER_TABLE, SnapshotManager, treeOfSnapshot, type StartupSnapshot } from './snapshots.js';
 import { FilesCleanup } from './cleanup.js';
@@ -1893,13 +1893,6 @@ export class CovenantNode {
     }
     this.lifecycle = 'Stopped';
   }
-}
-
-/** The record a signature entry carries (what it signed, with which node key). */
-function signatureRecordOf(entry: { readonly publicBytes: Uint8Array; readonly seqno: number }): SignatureRecord {
-  const raw = decodeWriteSet(entry.publicBytes).get(Tables.signatures)?.get(SINGLETON_KEY);
-  assert(raw, `signature entry ${entry.seqno} carries a signature record`);
-  return JSON.parse(utf8.decode(raw)) as SignatureRecord;
 }
 
 /** A transaction id that will never be committed: rolled back, or never assigned (seqno 0, a view that never held it). */

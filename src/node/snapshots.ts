@@ -12,14 +12,14 @@
  * receipt; once that signature commits, the receipt is appended and the file becomes `.committed`.
  */
 import { assert } from '../base/assert.js';
-import { bytesEqual, fromBase64, fromHex, toBase64, toHex, utf8 } from '../base/bytes.js';
+import { bytesEqual, fromBase64, fromHex, toBase64, toHex } from '../base/bytes.js';
 import { CovenantError, errorMessage } from '../base/errors.js';
 import type { Logger } from '../base/log.js';
 import type { Clock, TimerHandle } from '../base/clock.js';
 import type { NodeConfig } from '../config/index.js';
 import { sha256 } from '../crypto/index.js';
 import { BLOCK_LEAF_COUNT, buildReceipt, HistoryTree, verifyReceipt, type Receipt } from '../merkle/index.js';
-import { decodeWriteSet, jsonCodec, readSnapshotHeader, type LedgerEncryptor, type Store } from '../kv/index.js';
+import { jsonCodec, readSnapshotHeader, type LedgerEncryptor, type Store } from '../kv/index.js';
 import {
   type DecodedEntry,
   type Disk,
@@ -35,7 +35,7 @@ import {
   type SnapshotMeta,
 } from '../ledger/index.js';
 import type { Configuration } from '../consensus/index.js';
-import { SINGLETON_KEY, Tables, type SignatureRecord } from './tables.js';
+import { SINGLETON_KEY, Tables, signatureRecordOf, singletonValueIn, type SignatureRecord } from './tables.js';
 
 /** Written by a signature transaction that is a snapshot point: the value is its own seqno. */
 export const SNAPSHOT_MARKER_TABLE = 'public:svc.internal.snapshot_marker';
@@ -88,11 +88,6 @@ interface Pending {
 const json = jsonCodec<any>();
 /** A fetched snapshot is written under its name with this suffix, then renamed. */
 const DOWNLOAD_SUFFIX = '.download';
-
-function valueOf<T>(publicBytes: Uint8Array, table: string): T | undefined {
-  const raw = decodeWriteSet(publicBytes).get(table)?.get(SINGLETON_KEY);
-  return raw ? (JSON.parse(utf8.decode(raw)) as T) : undefined;
-}
 
 /** Names of committed snapshots in `directories`, newest (highest seqno, then evidence) first. */
 export function listCommittedSnapshots(disk: Disk, directories: readonly string[]): { name: string; directory: string; seqno: number; evidenceSeqno: number }[] {
@@ -272,11 +267,10 @@ export class SnapshotManager {
     let record: SignatureRecord | undefined;
     for (const p of this.#pending) {
       if (p.evidence === undefined || p.receipt !== undefined || p.evidenceSeqno >= entry.seqno) continue;
-      record ??= valueOf<SignatureRecord>(entry.publicBytes, Tables.signatures);
-      assert(record, `signature entry ${entry.seqno} carries a signature record`);
+      record ??= signatureRecordOf(entry);
       p.receipt = { receipt: this.#receiptFor(p, record, entry.seqno), signatureSeqno: entry.seqno };
     }
-    if (valueOf<number>(entry.publicBytes, SNAPSHOT_MARKER_TABLE) === entry.seqno) this.#generate(entry.seqno, entry.view);
+    if (singletonValueIn<number>(entry.publicBytes, SNAPSHOT_MARKER_TABLE) === entry.seqno) this.#generate(entry.seqno, entry.view);
   }
 
   /** The commit advanced: snapshots whose receipt's signature is committed become `.committed`. */
@@ -374,7 +368,7 @@ export class SnapshotManager {
       this.#discard(p, `seqno ${entry.seqno} is not its evidence`);
       return;
     }
-    const record = valueOf<SnapshotEvidenceRecord>(entry.publicBytes, Tables.snapshotEvidence);
+    const record = singletonValueIn<SnapshotEvidenceRecord>(entry.publicBytes, Tables.snapshotEvidence);
     if (!bytesEqual(entry.claimsDigest, p.digest) || record?.sha256 !== toHex(p.digest) || record.seqno !== p.seqno) {
       this.#host.logger.fail(
         `snapshot at ${p.seqno}: evidence at ${entry.seqno} records sha-256 ${record?.sha256 ?? '?'}, this node's snapshot has ${toHex(p.digest)}`,

@@ -2,7 +2,10 @@
  * Names of the service's tables (KV maps). `public:` maps are in clear in the ledger; the others
  * are encrypted with the ledger secret. Governance tables follow CCF's layout under `svc`.
  */
+import { assert } from '../base/assert.js';
+import { utf8 } from '../base/bytes.js';
 import { GovTables } from '../gov/tables.js';
+import { decodeWriteSet } from '../kv/index.js';
 
 export const Tables = {
   // Governance-written tables (service, members, users, nodes, proposals, ...) are named once, in src/gov.
@@ -19,6 +22,19 @@ export const Tables = {
 
 /** The key under which single-value tables store their value. */
 export const SINGLETON_KEY = '0';
+
+/** The JSON value a single-value table holds in an entry's public write set (undefined when the entry does not write it). */
+export function singletonValueIn<T>(publicBytes: Uint8Array, table: string): T | undefined {
+  const raw = decodeWriteSet(publicBytes).get(table)?.get(SINGLETON_KEY);
+  return raw ? (JSON.parse(utf8.decode(raw)) as T) : undefined;
+}
+
+/** The record a signature entry carries (what it signed, with which node key). */
+export function signatureRecordOf(entry: { readonly publicBytes: Uint8Array; readonly seqno: number }): SignatureRecord {
+  const record = singletonValueIn<SignatureRecord>(entry.publicBytes, Tables.signatures);
+  assert(record, `signature entry ${entry.seqno} carries a signature record`);
+  return record;
+}
 
 export const SERVICE_STATUSES = ['Opening', 'Open', 'WaitingForRecoveryShares', 'Recovering'] as const;
 export type ServiceStatus = (typeof SERVICE_STATUSES)[number];
