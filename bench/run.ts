@@ -19,6 +19,12 @@
  * is the sealing worker, V8's helper threads and libuv's): a measure of cost that drifts less than
  * throughput.
  *
+ * Between the two stands the floor (floor-server.ts): a server doing per write only what any
+ * ledger of this design must (seal the entry on the sealing worker, add its leaf to the Merkle
+ * tree, append it to a file), measured the same way with the headline generator (ab when
+ * installed). What separates a node from the floor is its store, routing, authentication,
+ * consensus and signatures; what separates the floor from the bare server is the ledger itself.
+ *
  *   npm run bench -- [--duration 8] [--rounds 3] [--connections 64] [--writes N] [--skip-network]
  *
  * With --writes N it instead writes N 200-byte messages over 1,000 ids and reports the node's RSS.
@@ -241,42 +247,64 @@ async function measureNodeAb(node: StartedNode, args: Args, files: AbFiles, node
 
 /** One measured load against the bare server. */
 interface BareRun {
+  readonly requests: number;
+  readonly errors: number;
+  readonly non2xx: number;
   readonly requestsPerSecond: number;
   readonly cpuUsPerRequest: number;
+  readonly mainThreadCpuUsPerRequest: number;
   readonly generatorCpuUs: number;
 }
 
-/** The bare node:https server, kept running for the whole benchmark; measure() runs one load. */
-async function startBaseline(args: Args, dir: string) {
+/**
+ * A reference server kept running for the whole benchmark (the bare node:https server, or the
+ * floor: floor-server.ts); measure() runs one load against it.
+ */
+async function startReference(args: Args, dir: string, script: 'baseline-server.js' | 'floor-server.js') {
+  const name = script.replace('-server.js', '');
   const keys = generateEcKeyPair('P-384');
-  const cert = await createSelfSignedCertificate({ keyPair: keys, subjectCommonName: 'baseline', subjectAltNames: ['iPAddress:127.0.0.1'], validityDays: 1, isCa: false });
-  writeFileSync(join(dir, 'baseline_key.pem'), keys.privateKeyPem);
-  writeFileSync(join(dir, 'baseline_cert.pem'), cert);
-  const script = fileURLToPath(new URL('./baseline-server.js', import.meta.url));
-  const child = spawn(process.execPath, [script, join(dir, 'baseline_key.pem'), join(dir, 'baseline_cert.pem')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const cert = await createSelfSignedCertificate({ keyPair: keys, subjectCommonName: name, subjectAltNames: ['iPAddress:127.0.0.1'], validityDays: 1, isCa: false });
+  writeFileSync(join(dir, `${name}_key.pem`), keys.privateKeyPem);
+  writeFileSync(join(dir, `${name}_cert.pem`), cert);
+  const path = fileURLToPath(new URL(`./${script}`, import.meta.url));
+  const extra = script === 'floor-server.js' ? [join(dir, 'floor_entries')] : [];
+  const child = spawn(process.execPath, [path, join(dir, `${name}_key.pem`), join(dir, `${name}_cert.pem`), ...extra], { stdio: ['ignore', 'pipe', 'inherit'] });
   const port = await new Promise<number>((resolve) => child.stdout!.once('data', (d: Buffer) => resolve(Number(d.toString().trim()))));
   const target: LoadTarget = { host: '127.0.0.1', port, ca: cert };
+  const pid = child.pid!;
   return {
     /** With the built-in generator. */
     async measure(): Promise<BareRun> {
       await runLoad(target, { connections: args.connections, durationMs: 2000, request: writeRequest('127.0.0.1') });
-      const before = cpuUs(child.pid!);
+      const before = cpuUs(pid);
+      const mainBefore = cpuUs(pid, pid);
       const generatorBefore = process.cpuUsage();
       const result = await runLoad(target, { connections: args.connections, durationMs: args.durationS * 1000, request: writeRequest('127.0.0.1') });
       const generator = process.cpuUsage(generatorBefore);
+      const requests = Math.max(1, result.requests);
       return {
         ...result,
-        cpuUsPerRequest: (cpuUs(child.pid!) - before) / Math.max(1, result.requests),
-        generatorCpuUs: (generator.user + generator.system) / Math.max(1, result.requests),
+        cpuUsPerRequest: (cpuUs(pid) - before) / requests,
+        mainThreadCpuUsPerRequest: (cpuUs(pid, pid) - mainBefore) / requests,
+        generatorCpuUs: (generator.user + generator.system) / requests,
       };
     },
     /** With ab (the same request as against a node, with the node's user certificate). */
     async measureAb(files: AbFiles): Promise<BareRun> {
       const options = { ...files, url: `https://127.0.0.1:${port}/app/log/private`, connections: args.connections };
       await runAb({ ...options, durationS: 2 });
-      const before = cpuUs(child.pid!);
+      const before = cpuUs(pid);
+      const mainBefore = cpuUs(pid, pid);
       const result: AbResult = await runAb({ ...options, durationS: args.durationS });
-      return { requestsPerSecond: result.requestsPerSecond, cpuUsPerRequest: (cpuUs(child.pid!) - before) / result.requests, generatorCpuUs: result.generatorCpuUs };
+      return {
+        requests: result.requests,
+        requestsPerSecond: result.requestsPerSecond,
+        errors: result.errors,
+        non2xx: result.non2xx,
+        cpuUsPerRequest: (cpuUs(pid) - before) / result.requests,
+        mainThreadCpuUsPerRequest: (cpuUs(pid, pid) - mainBefore) / result.requests,
+        generatorCpuUs: result.generatorCpuUs,
+      };
     },
     stop() {
       child.kill('SIGTERM');
@@ -284,6 +312,21 @@ async function startBaseline(args: Args, dir: string) {
   };
 }
 
+/** A load against the floor server, in the form of a node's (it commits nothing: no commit figures). */
+function floorRun(run: BareRun): NodeRun {
+  return {
+    requestsPerSecond: (run.requestsPerSecond * (run.requests - run.non2xx)) / Math.max(1, run.requests),
+    errors: run.errors,
+    non2xx: run.non2xx,
+    commitP50Ms: NaN,
+    commitP99Ms: NaN,
+    commitCatchUpMs: NaN,
+    cpuUsPerWrite: [run.cpuUsPerRequest],
+    mainThreadCpuUsPerWrite: [run.mainThreadCpuUsPerRequest],
+    generatorCpuUs: run.generatorCpuUs,
+    rssMb: NaN,
+  };
+}
 
 interface Alternation {
   /** Per round: the node's result and its ratio to the mean of the bare runs around it. */
@@ -300,7 +343,13 @@ interface Alternation {
   readonly nodeMainThreadCpuUs: number[];
 }
 
+/** The floor commits nothing: its answered writes are only that. */
+function writesUnit(run: NodeRun): string {
+  return Number.isNaN(run.commitCatchUpMs) ? 'writes/s' : 'committed writes/s';
+}
+
 function describeCommit(run: NodeRun): string {
+  if (Number.isNaN(run.commitCatchUpMs)) return 'nothing to commit';
   return Number.isNaN(run.commitP50Ms)
     ? `all committed ${Math.round(run.commitCatchUpMs)} ms after the load`
     : `commit p50 ${round(run.commitP50Ms)} ms p99 ${round(run.commitP99Ms)} ms`;
@@ -320,7 +369,7 @@ async function alternate(label: string, args: Args, measureBare: () => Promise<B
     const bareRps = (before + after) / 2;
     rounds.push({ node, bareRps, bareCpuUs: (bareBefore.cpuUsPerRequest + bareAfter.cpuUsPerRequest) / 2, ratio: node.requestsPerSecond / bareRps });
     console.log(
-      `  round ${i + 1}: bare ${Math.round(before)} / ${Math.round(after)} req/s, ${label} ${Math.round(node.requestsPerSecond)} committed writes/s ` +
+      `  round ${i + 1}: bare ${Math.round(before)} / ${Math.round(after)} req/s, ${label} ${Math.round(node.requestsPerSecond)} ${writesUnit(node)} ` +
         `(${round(node.requestsPerSecond / bareRps, 3)}x), ${describeCommit(node)}; ` +
         `CPU µs per request: bare ${round(bareAfter.cpuUsPerRequest, 1)} (load generator ${round(bareAfter.generatorCpuUs, 1)}), ` +
         `${label} ${node.cpuUsPerWrite.map((c, n) => `${round(c, 1)} [main thread ${round(node.mainThreadCpuUsPerWrite[n]!, 1)}]`).join(' + ')} ` +
@@ -413,11 +462,13 @@ function reportOf(prefix: string, alternation: Alternation): Record<string, unkn
 }
 
 function summary(label: string, alternation: Alternation, rounds: number): string {
-  const commit = Number.isNaN(alternation.commitP50Ms)
+  const commit = Number.isNaN(alternation.rounds[0]!.node.commitCatchUpMs)
+    ? 'nothing to commit'
+    : Number.isNaN(alternation.commitP50Ms)
     ? 'commit kept up'
     : `commit p50 ${round(alternation.commitP50Ms)} ms p99 ${round(alternation.commitP99Ms)} ms`;
   return (
-    `bare node:https ${Math.round(alternation.bareRps)} req/s | ${label} ${Math.round(alternation.nodeRps)} committed writes/s ` +
+    `bare node:https ${Math.round(alternation.bareRps)} req/s | ${label} ${Math.round(alternation.nodeRps)} ${writesUnit(alternation.rounds[0]!.node)} ` +
     `(${round(alternation.ratio, 3)}x, median of ${rounds}) | ${commit}`
   );
 }
@@ -438,7 +489,8 @@ async function main(): Promise<void> {
   const withAb = abAvailable();
   if (!withAb) console.log('ab not found (Debian: apt-get install apache2-utils): measuring with the built-in load generator only');
   const single = await startNode({ configPatch: { logging: { level: 'fail' } } });
-  const baseline = await startBaseline(args, single.dir);
+  const baseline = await startReference(args, single.dir, 'baseline-server.js');
+  const floor = await startReference(args, single.dir, 'floor-server.js');
   const abFiles = writeAbFiles(single.dir, single.user);
   const report: Record<string, unknown> = { bench: 'committed writes', connections: args.connections, duration_s: args.durationS, rounds: args.rounds };
   try {
@@ -457,6 +509,16 @@ async function main(): Promise<void> {
     } finally {
       await single.stop();
     }
+    // The floor: what any ledger of this design must do per write (floor-server.ts), with the
+    // headline generator. A node's distance to it is the cost of its store, routing,
+    // authentication, consensus and signatures.
+    const generator = withAb ? 'ab' : 'built-in load generator';
+    console.log(`floor: ${args.rounds} rounds of ${args.durationS} s, alternating with the bare server (${generator})`);
+    const floorRuns = withAb
+      ? await alternate('floor', args, () => baseline.measureAb(abFiles), async () => floorRun(await floor.measureAb(abFiles)))
+      : await alternate('floor', args, () => baseline.measure(), async () => floorRun(await floor.measure()));
+    Object.assign(report, reportOf(withAb ? 'floor_ab' : 'floor', floorRuns));
+    console.log(summary('floor', floorRuns, args.rounds));
 
     if (!args.skipNetwork) {
       const network = await startNetwork(3, { logging: { level: 'fail' } });
@@ -491,6 +553,7 @@ async function main(): Promise<void> {
     console.log(JSON.stringify(report));
   } finally {
     baseline.stop();
+    floor.stop();
     removeDir(single.dir);
   }
 }
