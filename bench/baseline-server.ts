@@ -1,25 +1,17 @@
 /**
  * The baseline of `npm run bench`: a minimal node:https server answering a constant JSON body,
  * with the same TLS key type and client-certificate request as a Covenant node. Prints its port.
+ *
+ *   node dist/bench/baseline-server.js <key.pem> <cert.pem>
  */
-import https from 'node:https';
-import { readFileSync } from 'node:fs';
+import { serveReference } from './reference-server.js';
 
-const [keyFile, certFile] = process.argv.slice(2);
 const body = JSON.stringify(true);
-const server = https.createServer(
-  { key: readFileSync(keyFile!), cert: readFileSync(certFile!), requestCert: true, rejectUnauthorized: false, keepAliveTimeout: 30_000, noDelay: true },
-  (req, res) => {
-    req.resume();
-    req.on('end', () => {
-      res.setHeader('content-type', 'application/json');
-      res.setHeader('content-length', Buffer.byteLength(body));
-      res.end(body);
-    });
-  },
-);
-server.listen(0, '127.0.0.1', () => {
-  const address = server.address() as { port: number };
-  process.stdout.write(`${address.port}\n`);
+serveReference((req, res) => {
+  req.resume();
+  req.on('end', () => {
+    res.setHeader('content-type', 'application/json');
+    res.setHeader('content-length', Buffer.byteLength(body));
+    res.end(body);
+  });
 });
-process.on('SIGTERM', () => server.close(() => process.exit(0)));

@@ -9,22 +9,21 @@
  * - answer at the end of the event-loop turn with a transaction id.
  *
  * No store, routing, authentication, consensus, signatures, snapshots or commit: a node's cost
- * beyond this server's is the cost of those. Same TLS options as the bare server. Prints its port.
+ * beyond this server's is the cost of those. Same TLS options as the bare server (reference-server.ts).
  *
  *   node dist/bench/floor-server.js <key.pem> <cert.pem> <entries file>
  */
-import https from 'node:https';
 import type { ServerResponse } from 'node:http';
 import { randomBytes } from 'node:crypto';
-import { ftruncateSync, openSync, readFileSync, writevSync } from 'node:fs';
+import { ftruncateSync, openSync, writevSync } from 'node:fs';
 import { utf8 } from '../src/base/bytes.js';
 import { encodeWriteSet, type Write } from '../src/kv/write-set.js';
 import { HistoryTree, NO_CLAIMS_DIGEST } from '../src/merkle/index.js';
 import type { SealJob } from '../src/ledger/index.js';
 import { WorkerEntrySealer } from '../src/platform/worker-sealer.js';
+import { ownArguments, serveReference } from './reference-server.js';
 
-const [keyFile, certFile, entriesFile] = process.argv.slice(2);
-const fd = openSync(entriesFile!, 'w');
+const fd = openSync(ownArguments()[0]!, 'w');
 const tree = new HistoryTree();
 /** The file starts over past this size, so that a long benchmark does not fill the disk. */
 const FILE_BYTES_MAX = 256 * 1024 * 1024;
@@ -76,34 +75,26 @@ const refuse = (res: ServerResponse): void => {
   res.end('{}');
 };
 
-const server = https.createServer(
-  { key: readFileSync(keyFile!), cert: readFileSync(certFile!), requestCert: true, rejectUnauthorized: false, keepAliveTimeout: 30_000, noDelay: true },
-  (req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      let body: { id?: unknown; msg?: unknown };
-      try {
-        body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as typeof body;
-      } catch {
-        refuse(res);
-        return;
-      }
-      if (!Number.isSafeInteger(body.id) || typeof body.msg !== 'string') {
-        refuse(res);
-        return;
-      }
-      const writes = new Map<string, ReadonlyMap<string, Write>>([['records', new Map([[String(body.id), utf8.encode(JSON.stringify({ msg: body.msg }))]])]]);
-      const encoded = encodeWriteSet(writes);
-      seqno++;
-      sealer.submit({ view: VIEW, seqno, flags: 0, claimsDigest: NO_CLAIMS_DIGEST, publicBytes: encoded.publicBytes, privatePlain: encoded.privateBytes });
-      held.push([res, `${VIEW}.${seqno}`]);
-      if (held.length === 1) setImmediate(answerHeld);
-    });
-  },
-);
-server.listen(0, '127.0.0.1', () => {
-  const address = server.address() as { port: number };
-  process.stdout.write(`${address.port}\n`);
+serveReference((req, res) => {
+  const chunks: Buffer[] = [];
+  req.on('data', (chunk: Buffer) => chunks.push(chunk));
+  req.on('end', () => {
+    let body: { id?: unknown; msg?: unknown };
+    try {
+      body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as typeof body;
+    } catch {
+      refuse(res);
+      return;
+    }
+    if (!Number.isSafeInteger(body.id) || typeof body.msg !== 'string') {
+      refuse(res);
+      return;
+    }
+    const writes = new Map<string, ReadonlyMap<string, Write>>([['records', new Map([[String(body.id), utf8.encode(JSON.stringify({ msg: body.msg }))]])]]);
+    const encoded = encodeWriteSet(writes);
+    seqno++;
+    sealer.submit({ view: VIEW, seqno, flags: 0, claimsDigest: NO_CLAIMS_DIGEST, publicBytes: encoded.publicBytes, privatePlain: encoded.privateBytes });
+    held.push([res, `${VIEW}.${seqno}`]);
+    if (held.length === 1) setImmediate(answerHeld);
+  });
 });
-process.on('SIGTERM', () => server.close(() => process.exit(0)));

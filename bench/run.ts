@@ -83,7 +83,7 @@ interface NodeRun {
   /** NaN when the generator cannot tell (ab: no per-write transaction ids). */
   readonly commitP50Ms: number;
   readonly commitP99Ms: number;
-  /** From the end of the load until every acknowledged write was committed. */
+  /** From the end of the load until every acknowledged write was committed; NaN when nothing commits (the floor). */
   readonly commitCatchUpMs: number;
   /** Per node in `nodes` order: the process's CPU µs per write, and its main thread's. */
   readonly cpuUsPerWrite: number[];
@@ -102,18 +102,20 @@ async function committedSeqno(node: StartedNode): Promise<number> {
 }
 
 /**
- * Starts counting the CPU time of `nodes` (their processes and main threads); the returned
- * function gives what each spent per request since.
+ * Starts counting the CPU time of server processes (in total, and of their main threads); the
+ * returned function gives what each spent per request since.
  */
-function startCpuMeter(nodes: readonly StartedNode[]): (requests: number) => Pick<NodeRun, 'cpuUsPerWrite' | 'mainThreadCpuUsPerWrite'> {
-  const cpuBefore = nodes.map((n) => cpuUs(n.process.pid!));
+function startCpuMeter(pids: readonly number[]): (requests: number) => Pick<NodeRun, 'cpuUsPerWrite' | 'mainThreadCpuUsPerWrite'> {
+  const cpuBefore = pids.map((pid) => cpuUs(pid));
   // The main thread's id is the process id: what is left on the request thread.
-  const mainBefore = nodes.map((n) => cpuUs(n.process.pid!, n.process.pid!));
+  const mainBefore = pids.map((pid) => cpuUs(pid, pid));
   return (requests) => ({
-    cpuUsPerWrite: nodes.map((n, i) => (cpuUs(n.process.pid!) - cpuBefore[i]!) / Math.max(1, requests)),
-    mainThreadCpuUsPerWrite: nodes.map((n, i) => (cpuUs(n.process.pid!, n.process.pid!) - mainBefore[i]!) / Math.max(1, requests)),
+    cpuUsPerWrite: pids.map((pid, i) => (cpuUs(pid) - cpuBefore[i]!) / Math.max(1, requests)),
+    mainThreadCpuUsPerWrite: pids.map((pid, i) => (cpuUs(pid, pid) - mainBefore[i]!) / Math.max(1, requests)),
   });
 }
+
+const pidsOf = (nodes: readonly StartedNode[]): number[] => nodes.map((n) => n.process.pid!);
 
 /** Seqnos awaiting commit at once stay far below this (the ring of send times, see measureNode). */
 const SEQNO_RING = 1 << 21;
@@ -153,7 +155,7 @@ async function measureNode(node: StartedNode, args: Args, nodes: readonly Starte
 
   // Warm-up (JIT, TLS sessions), not measured.
   await runLoad(target, { connections: args.connections, durationMs: 2000, request: writeRequest(host) });
-  const cpu = startCpuMeter(nodes);
+  const cpu = startCpuMeter(pidsOf(nodes));
   const generatorBefore = process.cpuUsage();
   const result = await runLoad(target, {
     connections: args.connections,
@@ -220,7 +222,7 @@ function writeAbFiles(dir: string, identity: { certificatePem: string; privateKe
 async function measureNodeAb(node: StartedNode, args: Args, files: AbFiles, nodes: readonly StartedNode[] = [node]): Promise<NodeRun> {
   const options = { ...files, url: `https://${node.address}/app/log/private`, connections: args.connections };
   await runAb({ ...options, durationS: 2 });
-  const cpu = startCpuMeter(nodes);
+  const cpu = startCpuMeter(pidsOf(nodes));
   const result = await runAb({ ...options, durationS: args.durationS });
   const cpuPerWrite = cpu(result.requests);
   const loadEnd = performance.now();
@@ -276,40 +278,29 @@ async function startReference(args: Args, dir: string, script: 'baseline-server.
     /** With the built-in generator. */
     async measure(): Promise<BareRun> {
       await runLoad(target, { connections: args.connections, durationMs: 2000, request: writeRequest('127.0.0.1') });
-      const before = cpuUs(pid);
-      const mainBefore = cpuUs(pid, pid);
+      const cpu = startCpuMeter([pid]);
       const generatorBefore = process.cpuUsage();
       const result = await runLoad(target, { connections: args.connections, durationMs: args.durationS * 1000, request: writeRequest('127.0.0.1') });
       const generator = process.cpuUsage(generatorBefore);
-      const requests = Math.max(1, result.requests);
-      return {
-        ...result,
-        cpuUsPerRequest: (cpuUs(pid) - before) / requests,
-        mainThreadCpuUsPerRequest: (cpuUs(pid, pid) - mainBefore) / requests,
-        generatorCpuUs: (generator.user + generator.system) / requests,
-      };
+      return { ...result, ...perRequest(cpu(result.requests)), generatorCpuUs: (generator.user + generator.system) / Math.max(1, result.requests) };
     },
     /** With ab (the same request as against a node, with the node's user certificate). */
     async measureAb(files: AbFiles): Promise<BareRun> {
       const options = { ...files, url: `https://127.0.0.1:${port}/app/log/private`, connections: args.connections };
       await runAb({ ...options, durationS: 2 });
-      const before = cpuUs(pid);
-      const mainBefore = cpuUs(pid, pid);
+      const cpu = startCpuMeter([pid]);
       const result: AbResult = await runAb({ ...options, durationS: args.durationS });
-      return {
-        requests: result.requests,
-        requestsPerSecond: result.requestsPerSecond,
-        errors: result.errors,
-        non2xx: result.non2xx,
-        cpuUsPerRequest: (cpuUs(pid) - before) / result.requests,
-        mainThreadCpuUsPerRequest: (cpuUs(pid, pid) - mainBefore) / result.requests,
-        generatorCpuUs: result.generatorCpuUs,
-      };
+      return { ...result, ...perRequest(cpu(result.requests)) };
     },
     stop() {
       child.kill('SIGTERM');
     },
   };
+}
+
+/** A reference server's CPU per request, from its meter. */
+function perRequest(cpu: Pick<NodeRun, 'cpuUsPerWrite' | 'mainThreadCpuUsPerWrite'>): Pick<BareRun, 'cpuUsPerRequest' | 'mainThreadCpuUsPerRequest'> {
+  return { cpuUsPerRequest: cpu.cpuUsPerWrite[0]!, mainThreadCpuUsPerRequest: cpu.mainThreadCpuUsPerWrite[0]! };
 }
 
 /** A load against the floor server, in the form of a node's (it commits nothing: no commit figures). */
