@@ -11,23 +11,60 @@
  * No store, routing, authentication, consensus, signatures, snapshots or commit: a node's cost
  * beyond this server's is the cost of those. Same TLS options as the bare server (reference-server.ts).
  *
- *   node dist/bench/floor-server.js <key.pem> <cert.pem> <entries file>
+ * Given the ports of floor backups (floor-backup.ts), it also sends each batch it appends, as one
+ * length-prefixed message over TLS, to every backup, and reads their acknowledgements: the floor
+ * of a replicated network. Then `GET` answers `{"seqno", "replicated"}`: the newest seqno, and the
+ * newest held by a majority (this server and enough backups).
+ *
+ *   node dist/bench/floor-server.js <key.pem> <cert.pem> <entries file> [<ledger secret, hex> [<backup port> ...]]
  */
 import type { ServerResponse } from 'node:http';
 import { randomBytes } from 'node:crypto';
-import { ftruncateSync, openSync, writevSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
+import tls from 'node:tls';
 import { utf8 } from '../src/base/bytes.js';
 import { encodeWriteSet, type Write } from '../src/kv/write-set.js';
 import { HistoryTree, NO_CLAIMS_DIGEST } from '../src/merkle/index.js';
 import type { SealJob } from '../src/ledger/index.js';
 import { WorkerEntrySealer } from '../src/platform/worker-sealer.js';
+import { EntriesFile } from './floor-file.js';
 import { ownArguments, serveReference } from './reference-server.js';
 
-const fd = openSync(ownArguments()[0]!, 'w');
+const [entriesFile, secretHex, ...backupPorts] = ownArguments();
+const file = new EntriesFile(entriesFile!);
 const tree = new HistoryTree();
-/** The file starts over past this size, so that a long benchmark does not fill the disk. */
-const FILE_BYTES_MAX = 256 * 1024 * 1024;
-let position = 0;
+
+/** The backups' connections and the newest seqno each acknowledged. */
+const backups = await Promise.all(
+  backupPorts.map(
+    (port) =>
+      new Promise<{ socket: tls.TLSSocket; acked: number }>((resolve, reject) => {
+        const [keyFile, certFile] = process.argv.slice(2);
+        const socket = tls.connect({ host: '127.0.0.1', port: Number(port), key: readFileSync(keyFile!), cert: readFileSync(certFile!), rejectUnauthorized: false, minVersion: 'TLSv1.3' });
+        const backup = { socket, acked: 0 };
+        socket.setNoDelay(true);
+        socket.once('secureConnect', () => resolve(backup));
+        socket.once('error', reject);
+        let pending: Buffer = Buffer.alloc(0);
+        socket.on('data', (chunk: Buffer) => {
+          pending = pending.byteLength === 0 ? chunk : Buffer.concat([pending, chunk]);
+          while (pending.byteLength >= 8) {
+            backup.acked = pending.readDoubleLE(0);
+            pending = pending.subarray(8);
+          }
+        });
+      }),
+  ),
+);
+
+/** The newest seqno held by a majority of the three (or more) processes. */
+function replicatedSeqno(): number {
+  if (backups.length === 0) return seqno;
+  const acked = backups.map((b) => b.acked).sort((a, b) => b - a);
+  // This server plus floor((n + 1) / 2) backups make a majority of n + 1.
+  return acked[Math.floor((backups.length + 1) / 2) - 1]!;
+}
+
 let unwritten: Uint8Array[] = [];
 let writeScheduled = false;
 const writeEntries = (): void => {
@@ -35,14 +72,21 @@ const writeEntries = (): void => {
   const entries = unwritten;
   unwritten = [];
   if (entries.length === 0) return;
-  if (position > FILE_BYTES_MAX) {
-    ftruncateSync(fd, 0);
-    position = 0;
+  file.append(entries);
+  if (backups.length === 0) return;
+  let length = 0;
+  for (const e of entries) length += e.byteLength;
+  const message = Buffer.allocUnsafe(4 + length);
+  message.writeUInt32LE(length, 0);
+  let offset = 4;
+  for (const e of entries) {
+    message.set(e, offset);
+    offset += e.byteLength;
   }
-  position += writevSync(fd, entries, position);
+  for (const backup of backups) backup.socket.write(message);
 };
 const sealer = new WorkerEntrySealer<SealJob>(
-  randomBytes(32),
+  secretHex === undefined ? randomBytes(32) : Buffer.from(secretHex, 'hex'),
   (_job, sealed) => {
     tree.append(sealed.leaf);
     unwritten.push(sealed.bytes);
@@ -76,6 +120,12 @@ const refuse = (res: ServerResponse): void => {
 };
 
 serveReference((req, res) => {
+  if (req.method === 'GET') {
+    const text = JSON.stringify({ seqno, replicated: replicatedSeqno() });
+    res.writeHead(200, ['content-type', 'application/json', 'content-length', Buffer.byteLength(text)]);
+    res.end(text);
+    return;
+  }
   const chunks: Buffer[] = [];
   req.on('data', (chunk: Buffer) => chunks.push(chunk));
   req.on('end', () => {

@@ -29,7 +29,9 @@
  *
  * With --writes N it instead writes N 200-byte messages over 1,000 ids and reports the node's RSS.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import https from 'node:https';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -90,6 +92,8 @@ interface NodeRun {
   readonly mainThreadCpuUsPerWrite: number[];
   readonly generatorCpuUs: number;
   readonly rssMb: number;
+  /** A floor's run (floorRun): it commits nothing; with backups, commitCatchUpMs is until a majority held every write. */
+  readonly floor?: boolean;
 }
 
 /** The seqno of a `<view>.<seqno>` text (NaN if it is not one). */
@@ -247,63 +251,144 @@ async function measureNodeAb(node: StartedNode, args: Args, files: AbFiles, node
   };
 }
 
-/** One measured load against the bare server. */
+/** One measured load against the bare server (or the floor). */
 interface BareRun {
   readonly requests: number;
   readonly errors: number;
   readonly non2xx: number;
   readonly requestsPerSecond: number;
+  /** Of the server's process; `cpu` has each process's (the floor's backups after it). */
   readonly cpuUsPerRequest: number;
   readonly mainThreadCpuUsPerRequest: number;
+  readonly cpu: Pick<NodeRun, 'cpuUsPerWrite' | 'mainThreadCpuUsPerWrite'>;
   readonly generatorCpuUs: number;
+  /** The floor with backups: from the end of the load until a majority held every write; NaN otherwise. */
+  readonly replicatedCatchUpMs: number;
+}
+
+/** The floor's processes beyond its server: its backups (floor-backup.ts). */
+interface ReferenceOptions {
+  readonly name: string;
+  readonly extraArguments?: readonly string[];
+  readonly backups?: readonly ChildProcess[];
+}
+
+/** A key and a self-signed certificate for 127.0.0.1, written in `dir` as <name>_key.pem and <name>_cert.pem. */
+async function writeIdentity(dir: string, name: string) {
+  const keys = generateEcKeyPair('P-384');
+  const cert = await createSelfSignedCertificate({ keyPair: keys, subjectCommonName: name, subjectAltNames: ['iPAddress:127.0.0.1'], validityDays: 1, isCa: false });
+  const files = { key: join(dir, `${name}_key.pem`), cert: join(dir, `${name}_cert.pem`) };
+  writeFileSync(files.key, keys.privateKeyPem);
+  writeFileSync(files.cert, cert);
+  return { ...files, certPem: cert };
+}
+
+/** Starts a bench script and reads the port it prints. */
+async function spawnListening(script: string, argv: readonly string[]): Promise<{ child: ChildProcess; port: number }> {
+  const path = fileURLToPath(new URL(`./${script}`, import.meta.url));
+  const child = spawn(process.execPath, [path, ...argv], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise<number>((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`${script} exited (${code}) before listening`)));
+    child.stdout!.once('data', (d: Buffer) => resolve(Number(d.toString().trim())));
+  });
+  return { child, port };
 }
 
 /**
  * A reference server kept running for the whole benchmark (the bare node:https server, or the
- * floor: floor-server.ts); measure() runs one load against it.
+ * floor: floor-server.ts, alone or with backups); measure() runs one load against it.
  */
-async function startReference(args: Args, dir: string, script: 'baseline-server.js' | 'floor-server.js') {
-  const name = script.replace('-server.js', '');
-  const keys = generateEcKeyPair('P-384');
-  const cert = await createSelfSignedCertificate({ keyPair: keys, subjectCommonName: name, subjectAltNames: ['iPAddress:127.0.0.1'], validityDays: 1, isCa: false });
-  writeFileSync(join(dir, `${name}_key.pem`), keys.privateKeyPem);
-  writeFileSync(join(dir, `${name}_cert.pem`), cert);
-  const path = fileURLToPath(new URL(`./${script}`, import.meta.url));
-  const extra = script === 'floor-server.js' ? [join(dir, 'floor_entries')] : [];
-  const child = spawn(process.execPath, [path, join(dir, `${name}_key.pem`), join(dir, `${name}_cert.pem`), ...extra], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const port = await new Promise<number>((resolve) => child.stdout!.once('data', (d: Buffer) => resolve(Number(d.toString().trim()))));
-  const target: LoadTarget = { host: '127.0.0.1', port, ca: cert };
-  const pid = child.pid!;
+async function startReference(args: Args, dir: string, script: 'baseline-server.js' | 'floor-server.js', options: ReferenceOptions) {
+  const identity = await writeIdentity(dir, options.name);
+  const { child, port } = await spawnListening(script, [identity.key, identity.cert, ...(options.extraArguments ?? [])]);
+  const target: LoadTarget = { host: '127.0.0.1', port, ca: identity.certPem };
+  const backups = options.backups ?? [];
+  const pids = [child.pid!, ...backups.map((b) => b.pid!)];
+  /** With backups: how long after the load a majority held every write answered in it. */
+  const replicatedCatchUp = async (loadEnd: number): Promise<number> => {
+    if (backups.length === 0) return NaN;
+    const state = async () => (await getJson(port, identity.certPem)) as { seqno: number; replicated: number };
+    const { seqno } = await state();
+    await until('the floor backups to hold the writes', async () => ((await state()).replicated >= seqno ? true : undefined), 10_000, 2);
+    return performance.now() - loadEnd;
+  };
+  const runOf = async (result: Omit<BareRun, 'cpuUsPerRequest' | 'mainThreadCpuUsPerRequest' | 'cpu' | 'replicatedCatchUpMs'>, cpu: ReturnType<typeof startCpuMeter>, loadEnd: number): Promise<BareRun> => {
+    const perProcess = cpu(result.requests);
+    return {
+      ...result,
+      cpuUsPerRequest: perProcess.cpuUsPerWrite[0]!,
+      mainThreadCpuUsPerRequest: perProcess.mainThreadCpuUsPerWrite[0]!,
+      cpu: perProcess,
+      replicatedCatchUpMs: await replicatedCatchUp(loadEnd),
+    };
+  };
   return {
     /** With the built-in generator. */
     async measure(): Promise<BareRun> {
       await runLoad(target, { connections: args.connections, durationMs: 2000, request: writeRequest('127.0.0.1') });
-      const cpu = startCpuMeter([pid]);
+      const cpu = startCpuMeter(pids);
       const generatorBefore = process.cpuUsage();
       const result = await runLoad(target, { connections: args.connections, durationMs: args.durationS * 1000, request: writeRequest('127.0.0.1') });
+      const loadEnd = performance.now();
       const generator = process.cpuUsage(generatorBefore);
-      return { ...result, ...perRequest(cpu(result.requests)), generatorCpuUs: (generator.user + generator.system) / Math.max(1, result.requests) };
+      return runOf({ ...result, generatorCpuUs: (generator.user + generator.system) / Math.max(1, result.requests) }, cpu, loadEnd);
     },
     /** With ab (the same request as against a node, with the node's user certificate). */
     async measureAb(files: AbFiles): Promise<BareRun> {
-      const options = { ...files, url: `https://127.0.0.1:${port}/app/log/private`, connections: args.connections };
-      await runAb({ ...options, durationS: 2 });
-      const cpu = startCpuMeter([pid]);
-      const result: AbResult = await runAb({ ...options, durationS: args.durationS });
-      return { ...result, ...perRequest(cpu(result.requests)) };
+      const abOptions = { ...files, url: `https://127.0.0.1:${port}/app/log/private`, connections: args.connections };
+      await runAb({ ...abOptions, durationS: 2 });
+      const cpu = startCpuMeter(pids);
+      const result: AbResult = await runAb({ ...abOptions, durationS: args.durationS });
+      return runOf(result, cpu, performance.now());
     },
     stop() {
       child.kill('SIGTERM');
+      for (const backup of backups) backup.kill('SIGTERM');
     },
   };
 }
 
-/** A reference server's CPU per request, from its meter. */
-function perRequest(cpu: Pick<NodeRun, 'cpuUsPerWrite' | 'mainThreadCpuUsPerWrite'>): Pick<BareRun, 'cpuUsPerRequest' | 'mainThreadCpuUsPerRequest'> {
-  return { cpuUsPerRequest: cpu.cpuUsPerWrite[0]!, mainThreadCpuUsPerRequest: cpu.mainThreadCpuUsPerWrite[0]! };
+/** GET / of a reference server, as JSON. */
+function getJson(port: number, ca: string): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const req = https.get({ host: '127.0.0.1', port, path: '/', ca, servername: undefined, checkServerIdentity: () => undefined }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        try {
+          resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+        } catch (e) {
+          reject(e);
+        }
+      });
+    });
+    req.on('error', reject);
+  });
 }
 
-/** A load against the floor server, in the form of a node's (it commits nothing: no commit figures). */
+/**
+ * The floor of a replicated network: the floor server sending its entries to `count` floor
+ * backups (floor-backup.ts), which apply, hash, append and acknowledge them.
+ */
+async function startFloorNetwork(args: Args, dir: string, count: number) {
+  const secret = randomBytes(32).toString('hex');
+  const backups: ChildProcess[] = [];
+  const ports: string[] = [];
+  try {
+    for (let i = 1; i <= count; i++) {
+      const identity = await writeIdentity(dir, `floor_backup${i}`);
+      const { child, port } = await spawnListening('floor-backup.js', [identity.key, identity.cert, join(dir, `floor_backup${i}_entries`), secret]);
+      backups.push(child);
+      ports.push(String(port));
+    }
+    return await startReference(args, dir, 'floor-server.js', { name: 'floor_primary', extraArguments: [join(dir, 'floor_primary_entries'), secret, ...ports], backups });
+  } catch (e) {
+    for (const backup of backups) backup.kill('SIGTERM');
+    throw e;
+  }
+}
+
+/** A load against the floor server, in the form of a node's (without backups it commits nothing: no commit figures). */
 function floorRun(run: BareRun): NodeRun {
   return {
     requestsPerSecond: (run.requestsPerSecond * (run.requests - run.non2xx)) / Math.max(1, run.requests),
@@ -311,11 +396,11 @@ function floorRun(run: BareRun): NodeRun {
     non2xx: run.non2xx,
     commitP50Ms: NaN,
     commitP99Ms: NaN,
-    commitCatchUpMs: NaN,
-    cpuUsPerWrite: [run.cpuUsPerRequest],
-    mainThreadCpuUsPerWrite: [run.mainThreadCpuUsPerRequest],
+    commitCatchUpMs: run.replicatedCatchUpMs,
+    ...run.cpu,
     generatorCpuUs: run.generatorCpuUs,
     rssMb: NaN,
+    floor: true,
   };
 }
 
@@ -336,11 +421,11 @@ interface Alternation {
 
 /** The floor commits nothing: its answered writes are only that. */
 function writesUnit(run: NodeRun): string {
-  return Number.isNaN(run.commitCatchUpMs) ? 'writes/s' : 'committed writes/s';
+  return run.floor ? 'writes/s' : 'committed writes/s';
 }
 
 function describeCommit(run: NodeRun): string {
-  if (Number.isNaN(run.commitCatchUpMs)) return 'nothing to commit';
+  if (run.floor) return Number.isNaN(run.commitCatchUpMs) ? 'nothing to commit' : `a majority held every write ${Math.round(run.commitCatchUpMs)} ms after the load`;
   return Number.isNaN(run.commitP50Ms)
     ? `all committed ${Math.round(run.commitCatchUpMs)} ms after the load`
     : `commit p50 ${round(run.commitP50Ms)} ms p99 ${round(run.commitP99Ms)} ms`;
@@ -453,8 +538,11 @@ function reportOf(prefix: string, alternation: Alternation): Record<string, unkn
 }
 
 function summary(label: string, alternation: Alternation, rounds: number): string {
-  const commit = Number.isNaN(alternation.rounds[0]!.node.commitCatchUpMs)
-    ? 'nothing to commit'
+  const first = alternation.rounds[0]!.node;
+  const commit = first.floor
+    ? Number.isNaN(first.commitCatchUpMs)
+      ? 'nothing to commit'
+      : `a majority held every write ${Math.round(Math.max(...alternation.rounds.map((r) => r.node.commitCatchUpMs)))} ms after the load (at most)`
     : Number.isNaN(alternation.commitP50Ms)
     ? 'commit kept up'
     : `commit p50 ${round(alternation.commitP50Ms)} ms p99 ${round(alternation.commitP99Ms)} ms`;
@@ -480,8 +568,8 @@ async function main(): Promise<void> {
   const withAb = abAvailable();
   if (!withAb) console.log('ab not found (Debian: apt-get install apache2-utils): measuring with the built-in load generator only');
   const single = await startNode({ configPatch: { logging: { level: 'fail' } } });
-  const baseline = await startReference(args, single.dir, 'baseline-server.js');
-  const floor = await startReference(args, single.dir, 'floor-server.js');
+  const baseline = await startReference(args, single.dir, 'baseline-server.js', { name: 'baseline' });
+  const floor = await startReference(args, single.dir, 'floor-server.js', { name: 'floor', extraArguments: [join(single.dir, 'floor_entries')] });
   const abFiles = writeAbFiles(single.dir, single.user);
   const report: Record<string, unknown> = { bench: 'committed writes', connections: args.connections, duration_s: args.durationS, rounds: args.rounds };
   try {
@@ -512,6 +600,18 @@ async function main(): Promise<void> {
     console.log(summary('floor', floorRuns, args.rounds));
 
     if (!args.skipNetwork) {
+      // The floor of three processes: the floor server replicating to two floor backups.
+      const floorNetwork = await startFloorNetwork(args, single.dir, 2);
+      try {
+        console.log(`floor, 3 processes: ${args.rounds} rounds of ${args.durationS} s, alternating with the bare server (${generator})`);
+        const floorThree = withAb
+          ? await alternate('floor, 3 processes', args, () => baseline.measureAb(abFiles), async () => floorRun(await floorNetwork.measureAb(abFiles)))
+          : await alternate('floor, 3 processes', args, () => baseline.measure(), async () => floorRun(await floorNetwork.measure()));
+        Object.assign(report, reportOf(withAb ? 'floor_three_ab' : 'floor_three', floorThree));
+        console.log(summary('floor, 3 processes', floorThree, args.rounds));
+      } finally {
+        floorNetwork.stop();
+      }
       const network = await startNetwork(3, { logging: { level: 'fail' } });
       try {
         const primary = await network.primary();

@@ -1,0 +1,80 @@
+/**
+ * A backup of the floor (floor-server.ts started with backups): does, per replicated entry, only
+ * what any backup of Covenant's design must do whatever its implementation, with Covenant's own
+ * parts:
+ *
+ * - read the entries the primary sends over mutual TLS (length-prefixed batches);
+ * - check each frame (crc included), decrypt its private write set (AES-GCM, which also proves it
+ *   was not altered), decode both write sets and apply them to an in-memory state;
+ * - add the entry's Merkle leaf to the tree, append the batch to a file (one `writev`);
+ * - acknowledge the batch (its last seqno) to the primary.
+ *
+ * No consensus, store versions, signatures, snapshots or commit. Same TLS settings as a node's
+ * node-to-node channel (TLS 1.3, a certificate on both sides).
+ *
+ *   node dist/bench/floor-backup.js <key.pem> <cert.pem> <entries file> <ledger secret, hex>
+ */
+import tls from 'node:tls';
+import { readFileSync } from 'node:fs';
+import { LedgerEncryptor } from '../src/kv/encryption.js';
+import { decodeWriteSetParts, type Write } from '../src/kv/write-set.js';
+import { decodeEntry, peekFrameSizeBytes } from '../src/ledger/entry.js';
+import { entryLeaf } from '../src/ledger/sealing.js';
+import { HistoryTree } from '../src/merkle/index.js';
+import { EntriesFile } from './floor-file.js';
+
+const [keyFile, certFile, entriesFile, secretHex] = process.argv.slice(2);
+const file = new EntriesFile(entriesFile!);
+const encryptor = new LedgerEncryptor(Buffer.from(secretHex!, 'hex'));
+const tree = new HistoryTree();
+const state = new Map<string, Map<string, Write>>();
+
+/** Applies the entries of one batch and appends them to the file; returns the last seqno. */
+function applyBatch(batch: Uint8Array): number {
+  const frames: Uint8Array[] = [];
+  let seqno = 0;
+  for (let offset = 0; offset < batch.byteLength; ) {
+    const entry = decodeEntry(batch, offset);
+    const writes = decodeWriteSetParts(entry.publicBytes, encryptor.decryptPrivate(entry.view, entry.seqno, entry.privateBytes));
+    for (const [name, map] of writes) {
+      let table = state.get(name);
+      if (table === undefined) state.set(name, (table = new Map()));
+      for (const [key, value] of map) {
+        if (value === null) table.delete(key);
+        else table.set(key, value);
+      }
+    }
+    tree.append(entryLeaf(entry));
+    frames.push(entry.frameBytes);
+    seqno = entry.seqno;
+    offset += peekFrameSizeBytes(batch, offset);
+  }
+  file.append(frames);
+  return seqno;
+}
+
+const server = tls.createServer(
+  { key: readFileSync(keyFile!), cert: readFileSync(certFile!), requestCert: true, rejectUnauthorized: false, minVersion: 'TLSv1.3' },
+  (socket) => {
+    socket.setNoDelay(true);
+    let pending: Buffer = Buffer.alloc(0);
+    socket.on('data', (chunk: Buffer) => {
+      pending = pending.byteLength === 0 ? chunk : Buffer.concat([pending, chunk]);
+      let acked = 0;
+      while (pending.byteLength >= 4) {
+        const length = pending.readUInt32LE(0);
+        if (pending.byteLength < 4 + length) break;
+        acked = applyBatch(pending.subarray(4, 4 + length));
+        pending = pending.subarray(4 + length);
+      }
+      if (acked > 0) {
+        const ack = Buffer.allocUnsafe(8);
+        ack.writeDoubleLE(acked, 0);
+        socket.write(ack);
+      }
+    });
+    socket.on('error', () => socket.destroy());
+  },
+);
+server.listen(0, '127.0.0.1', () => process.stdout.write(`${(server.address() as { port: number }).port}\n`));
+process.on('SIGTERM', () => process.exit(0));
