@@ -1187,7 +1187,8 @@ export class CovenantNode {
         frames.push(entry.bytes);
       }
       if (ready.truncateAfterSeqno !== undefined && ready.truncateAfterSeqno < this.ledger.lastSeqno) this.ledger.truncate(ready.truncateAfterSeqno);
-      this.ledger.append(frames);
+      // Each frame was made by this node's sealer, or decoded (crc included) to be applied above.
+      this.ledger.append(frames, { crcChecked: true });
     } else if (ready.truncateAfterSeqno !== undefined && ready.truncateAfterSeqno < this.ledger.lastSeqno) {
       this.ledger.truncate(ready.truncateAfterSeqno);
     }

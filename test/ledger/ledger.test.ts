@@ -155,6 +155,25 @@ test('append refuses malformed frames and CHUNK_END on a non-signature', () => {
   assert.equal(ledger.lastSeqno, 0);
 });
 
+test('append with crcChecked skips only the crc: every other check of the frames still holds', () => {
+  const { ledger } = openLedger(new MemoryDisk());
+  // The caller vouches for the crc (it decoded the frame already, or made it).
+  const flipped = entry(1);
+  flipped[30] = flipped[30]! ^ 1;
+  assert.throws(() => ledger.append([flipped]), (e: unknown) => e instanceof LedgerError && e.code === 'MalformedLedgerEntry');
+  ledger.append([flipped], { crcChecked: true });
+  assert.equal(ledger.lastSeqno, 1);
+  assert.throws(() => ledger.append([entry(3)], { crcChecked: true }), (e: unknown) => e instanceof LedgerError && e.code === 'LedgerEntryOutOfOrder');
+  assert.throws(() => ledger.append([entry(2, 2)], { crcChecked: true }), /CHUNK_END but is not a signature/);
+  const trailing = new Uint8Array(entry(2).byteLength + 1);
+  trailing.set(entry(2));
+  assert.throws(() => ledger.append([trailing], { crcChecked: true }), /trailing bytes/);
+  const wrongVersion = entry(2);
+  wrongVersion[4] = 9;
+  assert.throws(() => ledger.append([wrongVersion], { crcChecked: true }), /unsupported format version/);
+  assert.equal(ledger.lastSeqno, 1);
+});
+
 test('reopening finds the same state', () => {
   const disk = new MemoryDisk();
   const { ledger } = openLedger(disk);
