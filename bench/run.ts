@@ -24,6 +24,9 @@
  * tree, append it to a file), measured the same way with the headline generator (ab when
  * installed). What separates a node from the floor is its store, routing, authentication,
  * consensus and signatures; what separates the floor from the bare server is the ledger itself.
+ * Before the three-node network, the floor of three processes is measured the same way: the floor
+ * server replicating each batch over TLS to two floor backups (floor-backup.ts: check, decrypt,
+ * apply, hash, append, acknowledge), with the time until a majority held every write.
  *
  *   npm run bench -- [--duration 8] [--rounds 3] [--connections 64] [--writes N] [--skip-network]
  *
