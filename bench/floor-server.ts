@@ -44,7 +44,12 @@ const backups = await Promise.all(
         const backup = { socket, acked: 0 };
         socket.setNoDelay(true);
         socket.once('secureConnect', () => resolve(backup));
-        socket.once('error', reject);
+        socket.on('error', (e) => {
+          // Without its backups the floor of three processes cannot be measured.
+          process.stderr.write(`floor server: backup on port ${port}: ${e.message}\n`);
+          reject(e);
+          process.exit(1);
+        });
         let pending: Buffer = Buffer.alloc(0);
         socket.on('data', (chunk: Buffer) => {
           pending = pending.byteLength === 0 ? chunk : Buffer.concat([pending, chunk]);

@@ -354,7 +354,7 @@ async function startReference(args: Args, dir: string, script: 'baseline-server.
 /** GET / of a reference server, as JSON. */
 function getJson(port: number, ca: string): Promise<unknown> {
   return new Promise((resolve, reject) => {
-    const req = https.get({ host: '127.0.0.1', port, path: '/', ca, servername: undefined, checkServerIdentity: () => undefined }, (res) => {
+    const req = https.get({ host: '127.0.0.1', port, path: '/', ca }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
