@@ -3,7 +3,7 @@
  * what any backup of Covenant's design must do whatever its implementation, with Covenant's own
  * parts:
  *
- * - read the entries the primary sends over mutual TLS (length-prefixed batches);
+ * - read the entries the primary sends over mutual TLS (one node-to-node frame per batch);
  * - check each frame (crc included), decrypt its private write set (AES-GCM, which also proves it
  *   was not altered), decode both write sets and apply them to an in-memory state;
  * - add the entry's Merkle leaf to the tree, append the batch to a file (one `writev`);
@@ -21,7 +21,9 @@ import { decodeWriteSetParts, type Write } from '../src/kv/write-set.js';
 import { decodeEntry, peekFrameSizeBytes } from '../src/ledger/entry.js';
 import { entryLeaf } from '../src/ledger/sealing.js';
 import { HistoryTree } from '../src/merkle/index.js';
-import { EntriesFile } from './floor-file.js';
+import { DEFAULT_MAX_FRAME_BYTES } from '../src/node/channels.js';
+import { encodeFrame, FrameDecoder } from '../src/platform/node-channels.js';
+import { EntriesFile, FLOOR_FRAME_KIND } from './floor-file.js';
 
 const [keyFile, certFile, entriesFile, secretHex] = process.argv.slice(2);
 const file = new EntriesFile(entriesFile!);
@@ -57,20 +59,18 @@ const server = tls.createServer(
   { key: readFileSync(keyFile!), cert: readFileSync(certFile!), requestCert: true, rejectUnauthorized: false, minVersion: 'TLSv1.3' },
   (socket) => {
     socket.setNoDelay(true);
-    let pending: Buffer = Buffer.alloc(0);
+    const decoder = new FrameDecoder(DEFAULT_MAX_FRAME_BYTES);
     socket.on('data', (chunk: Buffer) => {
-      pending = pending.byteLength === 0 ? chunk : Buffer.concat([pending, chunk]);
       let acked = 0;
-      while (pending.byteLength >= 4) {
-        const length = pending.readUInt32LE(0);
-        if (pending.byteLength < 4 + length) break;
-        acked = applyBatch(pending.subarray(4, 4 + length));
-        pending = pending.subarray(4 + length);
+      const error = decoder.push(chunk, (_kind, batch) => (acked = applyBatch(batch)));
+      if (error !== undefined) {
+        process.stderr.write(`floor backup: ${error.message}\n`);
+        process.exit(1);
       }
       if (acked > 0) {
         const ack = Buffer.allocUnsafe(8);
         ack.writeDoubleLE(acked, 0);
-        socket.write(ack);
+        socket.write(encodeFrame(FLOOR_FRAME_KIND, ack));
       }
     });
     socket.on('error', () => socket.destroy());

@@ -1,11 +1,14 @@
 /**
- * The entries file of the floor's processes (floor-server.ts, floor-backup.ts): appended one
- * `writev` per batch, and started over past FILE_BYTES_MAX so that a long benchmark does not fill
- * the disk.
+ * What the floor's processes (floor-server.ts, floor-backup.ts) share: the entries file, appended
+ * one `writev` per batch and started over past FILE_BYTES_MAX so that a long benchmark does not
+ * fill the disk, and the kind of the frames they exchange.
  */
 import { ftruncateSync, openSync, writevSync } from 'node:fs';
 
 const FILE_BYTES_MAX = 256 * 1024 * 1024;
+
+/** The kind byte of the floor's node-to-node frames (batches one way, acknowledgements the other). */
+export const FLOOR_FRAME_KIND = 1;
 
 export class EntriesFile {
   readonly #fd: number;

@@ -12,7 +12,7 @@
  * beyond this server's is the cost of those. Same TLS options as the bare server (reference-server.ts).
  *
  * Given the ports of floor backups (floor-backup.ts), it also sends each batch it appends, as one
- * length-prefixed message over TLS, to every backup, and reads their acknowledgements: the floor
+ * node-to-node frame over TLS, to every backup, and reads their acknowledgements: the floor
  * of a replicated network. Then `GET` answers `{"seqno", "replicated"}`: the newest seqno, and the
  * newest held by a majority (this server and enough backups).
  *
@@ -26,8 +26,10 @@ import { utf8 } from '../src/base/bytes.js';
 import { encodeWriteSet, type Write } from '../src/kv/write-set.js';
 import { HistoryTree, NO_CLAIMS_DIGEST } from '../src/merkle/index.js';
 import type { SealJob } from '../src/ledger/index.js';
+import { DEFAULT_MAX_FRAME_BYTES } from '../src/node/channels.js';
+import { encodeFrame, FrameDecoder } from '../src/platform/node-channels.js';
 import { WorkerEntrySealer } from '../src/platform/worker-sealer.js';
-import { EntriesFile } from './floor-file.js';
+import { EntriesFile, FLOOR_FRAME_KIND } from './floor-file.js';
 import { ownArguments, serveReference } from './reference-server.js';
 
 const [entriesFile, secretHex, ...backupPorts] = ownArguments();
@@ -50,13 +52,10 @@ const backups = await Promise.all(
           reject(e);
           process.exit(1);
         });
-        let pending: Buffer = Buffer.alloc(0);
+        const decoder = new FrameDecoder(DEFAULT_MAX_FRAME_BYTES);
         socket.on('data', (chunk: Buffer) => {
-          pending = pending.byteLength === 0 ? chunk : Buffer.concat([pending, chunk]);
-          while (pending.byteLength >= 8) {
-            backup.acked = pending.readDoubleLE(0);
-            pending = pending.subarray(8);
-          }
+          const error = decoder.push(chunk, (_kind, ack) => (backup.acked = ack.readDoubleLE(0)));
+          if (error !== undefined) socket.destroy(error);
         });
       }),
   ),
@@ -79,15 +78,7 @@ const writeEntries = (): void => {
   if (entries.length === 0) return;
   file.append(entries);
   if (backups.length === 0) return;
-  let length = 0;
-  for (const e of entries) length += e.byteLength;
-  const message = Buffer.allocUnsafe(4 + length);
-  message.writeUInt32LE(length, 0);
-  let offset = 4;
-  for (const e of entries) {
-    message.set(e, offset);
-    offset += e.byteLength;
-  }
+  const message = encodeFrame(FLOOR_FRAME_KIND, Buffer.concat(entries));
   for (const backup of backups) backup.socket.write(message);
 };
 const sealer = new WorkerEntrySealer<SealJob>(

@@ -34,12 +34,12 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import https from 'node:https';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseTxId } from '../src/base/ids.js';
 import { createSelfSignedCertificate, generateEcKeyPair } from '../src/crypto/index.js';
+import { HttpsClient } from '../src/platform/https-client.js';
 import { removeDir, startNode, type StartedNode } from '../src/testing/node-process.js';
 import { startNetwork, until } from '../src/testing/network.js';
 import { abAvailable, runAb, type AbResult } from './ab.js';
@@ -307,10 +307,11 @@ async function startReference(args: Args, dir: string, script: 'baseline-server.
   const target: LoadTarget = { host: '127.0.0.1', port, ca: identity.certPem };
   const backups = options.backups ?? [];
   const pids = [child.pid!, ...backups.map((b) => b.pid!)];
+  const client = new HttpsClient(`127.0.0.1:${port}`, identity.certPem);
   /** With backups: how long after the load a majority held every write answered in it. */
   const replicatedCatchUp = async (loadEnd: number): Promise<number> => {
     if (backups.length === 0) return NaN;
-    const state = async () => (await getJson(port, identity.certPem)) as { seqno: number; replicated: number };
+    const state = async () => (await client.request('GET', '/')).body as { seqno: number; replicated: number };
     const { seqno } = await state();
     await until('the floor backups to hold the writes', async () => ((await state()).replicated >= seqno ? true : undefined), 10_000, 2);
     return performance.now() - loadEnd;
@@ -345,28 +346,11 @@ async function startReference(args: Args, dir: string, script: 'baseline-server.
       return runOf(result, cpu, performance.now());
     },
     stop() {
+      client.close();
       child.kill('SIGTERM');
       for (const backup of backups) backup.kill('SIGTERM');
     },
   };
-}
-
-/** GET / of a reference server, as JSON. */
-function getJson(port: number, ca: string): Promise<unknown> {
-  return new Promise((resolve, reject) => {
-    const req = https.get({ host: '127.0.0.1', port, path: '/', ca }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        try {
-          resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
-        } catch (e) {
-          reject(e);
-        }
-      });
-    });
-    req.on('error', reject);
-  });
 }
 
 /**
