@@ -114,7 +114,12 @@ function open(key: Buffer, iv: Buffer, sealed: Uint8Array, aad: Uint8Array, what
   const body = decipher.update(sealed.subarray(0, split));
   try {
     const tail = decipher.final();
-    return tail.byteLength === 0 ? new Uint8Array(body.buffer, body.byteOffset, body.byteLength) : Buffer.concat([body, tail]);
+    if (tail.byteLength === 0) return new Uint8Array(body.buffer, body.byteOffset, body.byteLength);
+    // (GCM gives nothing at final; were it to, the result stays a buffer of its own, not a pool slice.)
+    const out = new Uint8Array(body.byteLength + tail.byteLength);
+    out.set(body, 0);
+    out.set(tail, body.byteLength);
+    return out;
   } catch {
     throw decryptionFailed(`${what}: authentication failed (wrong secret, wrong transaction id, or tampered bytes)`);
   }
@@ -135,7 +140,10 @@ export class LedgerEncryptor {
     return seal(this.secrets.keysFor(seqno).entryKey, ivFor(view, seqno), plaintext, aad);
   }
 
-  /** Inverse of encryptPrivate; throws DecryptionFailed when the bytes or their binding were altered. */
+  /**
+   * Inverse of encryptPrivate, as a buffer of its own (decoded write sets keep views of it);
+   * throws DecryptionFailed when the bytes or their binding were altered.
+   */
   decryptPrivate(view: View, seqno: Seqno, sealed: Uint8Array, aad: Uint8Array = EMPTY): Uint8Array {
     if (sealed.byteLength === 0) return EMPTY;
     return open(this.secrets.keysFor(seqno).entryKey, ivFor(view, seqno), sealed, aad, `private write set of ${view}.${seqno}`);

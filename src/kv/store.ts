@@ -404,8 +404,9 @@ export class Store {
 
   /**
    * Applies a transaction replicated from the primary or replayed from the ledger. `publicBytes`
-   * and `privatePlainBytes` are the two encoded parts (the latter decrypted); leave the private
-   * part undefined to apply the public domain only (recovery replays it first).
+   * and `privatePlainBytes` are the two encoded parts (the latter decrypted, a buffer the caller
+   * hands over: the state keeps views of it); leave the private part undefined to apply the
+   * public domain only (recovery replays it first).
    * Throws MalformedWriteSet (and changes nothing) when the bytes do not decode.
    */
   applyWriteSet(version: Seqno, publicBytes: Uint8Array, privatePlainBytes?: Uint8Array): WriteSet {

@@ -52,17 +52,20 @@ function sortedEntries<V>(map: ReadonlyMap<string, V>): [string, V][] {
 
 /** Whether names, and keys within each map, are in strictly ascending UTF-8 order. */
 function isCanonical(writes: WriteSet): boolean {
+  // forEach rather than for-of over entries: no [key, value] array per entry (this runs per write).
+  let canonical = true;
   let previousName: string | undefined;
-  for (const [name, mapWrites] of writes) {
-    if (previousName !== undefined && compareUtf8(previousName, name) >= 0) return false;
+  writes.forEach((mapWrites, name) => {
+    if (!canonical) return;
+    if (previousName !== undefined && compareUtf8(previousName, name) >= 0) canonical = false;
     previousName = name;
     let previousKey: string | undefined;
-    for (const key of mapWrites.keys()) {
-      if (previousKey !== undefined && compareUtf8(previousKey, key) >= 0) return false;
+    mapWrites.forEach((_value, key) => {
+      if (previousKey !== undefined && compareUtf8(previousKey, key) >= 0) canonical = false;
       previousKey = key;
-    }
-  }
-  return true;
+    });
+  });
+  return canonical;
 }
 
 /** The writes of one map in canonical key order: a map (as the store makes them) or an array. */
@@ -70,6 +73,24 @@ type SortedWrites = ReadonlyMap<string, Write> | readonly (readonly [string, Wri
 
 function countOf(writes: SortedWrites): number {
   return Array.isArray(writes) ? writes.length : (writes as ReadonlyMap<string, Write>).size;
+}
+
+/**
+ * Visits the maps, then the writes of one map, in order, without an array per entry: the store's
+ * write sets are Maps (iterated with forEach), snapshots' are arrays of pairs.
+ */
+function forEachMap(maps: Iterable<readonly [string, SortedWrites]>, visit: (name: string, writes: SortedWrites) => void): void {
+  if (maps instanceof Map) (maps as ReadonlyMap<string, SortedWrites>).forEach((writes, name) => visit(name, writes));
+  else for (const [name, writes] of maps) visit(name, writes);
+}
+
+function forEachWrite(writes: SortedWrites, visit: (key: string, value: Write) => void): void {
+  if (Array.isArray(writes)) {
+    for (let i = 0; i < writes.length; i++) {
+      const write = (writes as readonly (readonly [string, Write])[])[i]!;
+      visit(write[0], write[1]);
+    }
+  } else (writes as ReadonlyMap<string, Write>).forEach((value, key) => visit(key, value));
 }
 
 const ANY_MAP = (): boolean => true;
@@ -91,42 +112,44 @@ export function encodeSortedPart(maps: Iterable<readonly [string, SortedWrites]>
   // First pass: exact size, so that the part is written into one allocation.
   let size = 5;
   let mapCount = 0;
-  for (const [name, entries] of maps) {
-    if (countOf(entries) === 0 || !include(name)) continue;
+  const addSize = (key: string, value: Write): void => {
+    size += 5 + Buffer.byteLength(key, 'utf8');
+    if (value !== null) size += 4 + value.byteLength;
+  };
+  forEachMap(maps, (name, writes) => {
+    if (countOf(writes) === 0 || !include(name)) return;
     mapCount++;
     size += 8 + Buffer.byteLength(name, 'utf8');
-    for (const [key, value] of entries) {
-      size += 5 + Buffer.byteLength(key, 'utf8');
-      if (value !== null) size += 4 + value.byteLength;
-    }
-  }
+    forEachWrite(writes, addSize);
+  });
   if (mapCount === 0) return EMPTY;
   const out = Buffer.allocUnsafe(size);
   out[0] = WRITE_SET_FORMAT;
   out.writeUInt32LE(mapCount, 1);
   let offset = 5;
-  for (const [name, entries] of maps) {
-    const count = countOf(entries);
-    if (count === 0 || !include(name)) continue;
+  const writeOne = (key: string, value: Write): void => {
+    const keyLength = out.write(key, offset + 4, 'utf8');
+    out.writeUInt32LE(keyLength, offset);
+    offset += 4 + keyLength;
+    if (value === null) {
+      out[offset++] = TAG_REMOVE;
+    } else {
+      out[offset++] = TAG_VALUE;
+      out.writeUInt32LE(value.byteLength, offset);
+      out.set(value, offset + 4);
+      offset += 4 + value.byteLength;
+    }
+  };
+  forEachMap(maps, (name, writes) => {
+    const count = countOf(writes);
+    if (count === 0 || !include(name)) return;
     const nameLength = out.write(name, offset + 4, 'utf8');
     out.writeUInt32LE(nameLength, offset);
     offset += 4 + nameLength;
     out.writeUInt32LE(count, offset);
     offset += 4;
-    for (const [key, value] of entries) {
-      const keyLength = out.write(key, offset + 4, 'utf8');
-      out.writeUInt32LE(keyLength, offset);
-      offset += 4 + keyLength;
-      if (value === null) {
-        out[offset++] = TAG_REMOVE;
-      } else {
-        out[offset++] = TAG_VALUE;
-        out.writeUInt32LE(value.byteLength, offset);
-        out.set(value, offset + 4);
-        offset += 4 + value.byteLength;
-      }
-    }
-  }
+    forEachWrite(writes, writeOne);
+  });
   assert(offset === size, () => `write-set size: wrote ${offset} of ${size} bytes`);
   return out;
 }
@@ -188,6 +211,12 @@ export interface DecodeOptions {
   domain?: Domain;
   /** Reject removals (snapshot sections hold only values). */
   valuesOnly?: boolean;
+  /**
+   * The caller hands `bytes` over (a buffer of its own, such as a decrypted write set, that it
+   * will not change): values are views of it instead of copies. Without it each value is copied,
+   * since the state outlives the (possibly large) buffer it was decoded from.
+   */
+  viewValues?: boolean;
 }
 
 /**
@@ -229,8 +258,7 @@ export function decodeWriteSet(bytes: Uint8Array, options: DecodeOptions = {}): 
       const tag = r.u8('write tag');
       if (tag === TAG_VALUE) {
         const [start, end] = r.span('value');
-        // A copy: the state outlives the (possibly large) buffer it was decoded from.
-        writes.set(key, new Uint8Array(r.buf.subarray(start, end)));
+        writes.set(key, options.viewValues === true ? new Uint8Array(r.buf.buffer, r.buf.byteOffset + start, end - start) : new Uint8Array(r.buf.subarray(start, end)));
       } else if (tag === TAG_REMOVE && options.valuesOnly !== true) {
         writes.set(key, null);
       } else {
@@ -245,11 +273,16 @@ export function decodeWriteSet(bytes: Uint8Array, options: DecodeOptions = {}): 
 
 /**
  * The writes of a transaction from its two encoded parts (the private one in clear); without the
- * private part, the public domain alone. MalformedWriteSet as decodeWriteSet.
+ * private part, the public domain alone. MalformedWriteSet as decodeWriteSet. Public values are
+ * copies (the public part is a view of a larger entry or message); private values are views of
+ * `privatePlainBytes`, the caller's own decrypted buffer of just this write set, which it hands
+ * over and must not change afterwards.
  */
 export function decodeWriteSetParts(publicBytes: Uint8Array, privatePlainBytes?: Uint8Array): WriteSet {
   const publicWrites = decodeWriteSet(publicBytes, { domain: 'public' });
-  return privatePlainBytes === undefined ? publicWrites : mergeWriteSets(publicWrites, decodeWriteSet(privatePlainBytes, { domain: 'private' }));
+  return privatePlainBytes === undefined
+    ? publicWrites
+    : mergeWriteSets(publicWrites, decodeWriteSet(privatePlainBytes, { domain: 'private', viewValues: true }));
 }
 
 /** Merges two write sets of disjoint maps (e.g. the public and private parts) in canonical order. */

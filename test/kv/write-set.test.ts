@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import {
   compareUtf8,
   decodeWriteSet,
+  decodeWriteSetParts,
   encodeWriteSet,
   isPublicMapName,
   KvErrorCode,
@@ -81,6 +82,28 @@ test('public maps are readable in the public part; private maps appear only in t
       for (const name of decodeWriteSet(enc.privateBytes).keys()) assert.ok(!isPublicMapName(name));
     }),
   );
+});
+
+test('decoded private values are views of the decrypted buffer handed over; public values are copies', () => {
+  const writes: WriteSet = new Map([
+    ['public:svc.nodes', new Map([['n1', Buffer.from('trusted-node')]])],
+    ['records', new Map([['a', Buffer.from('first')], ['b', Buffer.from('second')]])],
+  ]);
+  const { publicBytes, privateBytes } = encodeWriteSet(writes);
+  // As a node receives them: the public part inside a larger message, the private part its own buffer.
+  const message = new Uint8Array(publicBytes.byteLength + 100);
+  message.set(publicBytes, 10);
+  const publicView = message.subarray(10, 10 + publicBytes.byteLength);
+  const privatePlain = new Uint8Array(privateBytes);
+  const decoded = decodeWriteSetParts(publicView, privatePlain);
+  const record = decoded.get('records')!.get('b')!;
+  assert.equal(Buffer.from(record).toString(), 'second');
+  assert.equal(record.buffer, privatePlain.buffer, 'no copy of a private value');
+  const node = decoded.get('public:svc.nodes')!.get('n1')!;
+  assert.notEqual(node.buffer, message.buffer, 'a public value does not keep the message alive');
+  message.fill(0);
+  assert.equal(Buffer.from(node).toString(), 'trusted-node');
+  assert.deepEqual(canonical(decoded), canonical(writes));
 });
 
 test('an empty domain encodes as empty bytes', () => {
