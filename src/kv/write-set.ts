@@ -50,22 +50,32 @@ function sortedEntries<V>(map: ReadonlyMap<string, V>): [string, V][] {
   return [...map].sort((a, b) => compareUtf8(a[0], b[0]));
 }
 
+// isCanonical and encodeSortedPart run for every write: they visit Maps with forEach and
+// module-level callbacks and state (both are synchronous and not re-entered), so that a visit
+// allocates neither a [key, value] array per entry nor closures.
+let canonicalSoFar = true;
+let previousName: string | undefined;
+let previousKey: string | undefined;
+
+function checkKeyOrder(_value: Write, key: string): void {
+  if (previousKey !== undefined && compareUtf8(previousKey, key) >= 0) canonicalSoFar = false;
+  previousKey = key;
+}
+
+function checkMapOrder(mapWrites: ReadonlyMap<string, Write>, name: string): void {
+  if (previousName !== undefined && compareUtf8(previousName, name) >= 0) canonicalSoFar = false;
+  previousName = name;
+  previousKey = undefined;
+  mapWrites.forEach(checkKeyOrder);
+}
+
 /** Whether names, and keys within each map, are in strictly ascending UTF-8 order. */
 function isCanonical(writes: WriteSet): boolean {
-  // forEach rather than for-of over entries: no [key, value] array per entry (this runs per write).
-  let canonical = true;
-  let previousName: string | undefined;
-  writes.forEach((mapWrites, name) => {
-    if (!canonical) return;
-    if (previousName !== undefined && compareUtf8(previousName, name) >= 0) canonical = false;
-    previousName = name;
-    let previousKey: string | undefined;
-    mapWrites.forEach((_value, key) => {
-      if (previousKey !== undefined && compareUtf8(previousKey, key) >= 0) canonical = false;
-      previousKey = key;
-    });
-  });
-  return canonical;
+  canonicalSoFar = true;
+  previousName = undefined;
+  writes.forEach(checkMapOrder);
+  previousName = previousKey = undefined;
+  return canonicalSoFar;
 }
 
 /** The writes of one map in canonical key order: a map (as the store makes them) or an array. */
@@ -73,24 +83,6 @@ type SortedWrites = ReadonlyMap<string, Write> | readonly (readonly [string, Wri
 
 function countOf(writes: SortedWrites): number {
   return Array.isArray(writes) ? writes.length : (writes as ReadonlyMap<string, Write>).size;
-}
-
-/**
- * Visits the maps, then the writes of one map, in order, without an array per entry: the store's
- * write sets are Maps (iterated with forEach), snapshots' are arrays of pairs.
- */
-function forEachMap(maps: Iterable<readonly [string, SortedWrites]>, visit: (name: string, writes: SortedWrites) => void): void {
-  if (maps instanceof Map) (maps as ReadonlyMap<string, SortedWrites>).forEach((writes, name) => visit(name, writes));
-  else for (const [name, writes] of maps) visit(name, writes);
-}
-
-function forEachWrite(writes: SortedWrites, visit: (key: string, value: Write) => void): void {
-  if (Array.isArray(writes)) {
-    for (let i = 0; i < writes.length; i++) {
-      const write = (writes as readonly (readonly [string, Write])[])[i]!;
-      visit(write[0], write[1]);
-    }
-  } else (writes as ReadonlyMap<string, Write>).forEach((value, key) => visit(key, value));
 }
 
 const ANY_MAP = (): boolean => true;
@@ -110,48 +102,86 @@ export function encodeWriteSetPart(maps: readonly (readonly [string, ReadonlyMap
  */
 export function encodeSortedPart(maps: Iterable<readonly [string, SortedWrites]>, include: (name: string) => boolean = ANY_MAP): Uint8Array {
   // First pass: exact size, so that the part is written into one allocation.
-  let size = 5;
-  let mapCount = 0;
-  const addSize = (key: string, value: Write): void => {
-    size += 5 + Buffer.byteLength(key, 'utf8');
-    if (value !== null) size += 4 + value.byteLength;
-  };
-  forEachMap(maps, (name, writes) => {
-    if (countOf(writes) === 0 || !include(name)) return;
-    mapCount++;
-    size += 8 + Buffer.byteLength(name, 'utf8');
-    forEachWrite(writes, addSize);
-  });
-  if (mapCount === 0) return EMPTY;
-  const out = Buffer.allocUnsafe(size);
+  encodeInclude = include;
+  encodeSize = 5;
+  encodeMapCount = 0;
+  visitMaps(maps, sizeMap);
+  if (encodeMapCount === 0) {
+    encodeInclude = ANY_MAP;
+    return EMPTY;
+  }
+  const out = Buffer.allocUnsafe(encodeSize);
   out[0] = WRITE_SET_FORMAT;
-  out.writeUInt32LE(mapCount, 1);
-  let offset = 5;
-  const writeOne = (key: string, value: Write): void => {
-    const keyLength = out.write(key, offset + 4, 'utf8');
-    out.writeUInt32LE(keyLength, offset);
-    offset += 4 + keyLength;
-    if (value === null) {
-      out[offset++] = TAG_REMOVE;
-    } else {
-      out[offset++] = TAG_VALUE;
-      out.writeUInt32LE(value.byteLength, offset);
-      out.set(value, offset + 4);
-      offset += 4 + value.byteLength;
-    }
-  };
-  forEachMap(maps, (name, writes) => {
-    const count = countOf(writes);
-    if (count === 0 || !include(name)) return;
-    const nameLength = out.write(name, offset + 4, 'utf8');
-    out.writeUInt32LE(nameLength, offset);
-    offset += 4 + nameLength;
-    out.writeUInt32LE(count, offset);
-    offset += 4;
-    forEachWrite(writes, writeOne);
-  });
-  assert(offset === size, () => `write-set size: wrote ${offset} of ${size} bytes`);
+  out.writeUInt32LE(encodeMapCount, 1);
+  encodeOut = out;
+  encodeOffset = 5;
+  visitMaps(maps, writeMap);
+  const offset = encodeOffset;
+  encodeOut = EMPTY_BUFFER;
+  encodeInclude = ANY_MAP;
+  assert(offset === encodeSize, () => `write-set size: wrote ${offset} of ${encodeSize} bytes`);
   return out;
+}
+
+// The state of the encodeSortedPart in progress (see isCanonical for why it is module-level).
+const EMPTY_BUFFER = Buffer.alloc(0);
+let encodeInclude: (name: string) => boolean = ANY_MAP;
+let encodeSize = 0;
+let encodeMapCount = 0;
+let encodeOut: Buffer = EMPTY_BUFFER;
+let encodeOffset = 0;
+
+function visitMaps(maps: Iterable<readonly [string, SortedWrites]>, visit: (writes: SortedWrites, name: string) => void): void {
+  if (maps instanceof Map) (maps as ReadonlyMap<string, SortedWrites>).forEach(visit);
+  else for (const [name, writes] of maps) visit(writes, name);
+}
+
+function visitWrites(writes: SortedWrites, visit: (value: Write, key: string) => void): void {
+  if (Array.isArray(writes)) {
+    const pairs = writes as readonly (readonly [string, Write])[];
+    for (let i = 0; i < pairs.length; i++) visit(pairs[i]![1], pairs[i]![0]);
+  } else (writes as ReadonlyMap<string, Write>).forEach(visit);
+}
+
+function sizeWrite(value: Write, key: string): void {
+  encodeSize += 5 + Buffer.byteLength(key, 'utf8');
+  if (value !== null) encodeSize += 4 + value.byteLength;
+}
+
+function sizeMap(writes: SortedWrites, name: string): void {
+  if (countOf(writes) === 0 || !encodeInclude(name)) return;
+  encodeMapCount++;
+  encodeSize += 8 + Buffer.byteLength(name, 'utf8');
+  visitWrites(writes, sizeWrite);
+}
+
+function writeWrite(value: Write, key: string): void {
+  const out = encodeOut;
+  let offset = encodeOffset;
+  const keyLength = out.write(key, offset + 4, 'utf8');
+  out.writeUInt32LE(keyLength, offset);
+  offset += 4 + keyLength;
+  if (value === null) {
+    out[offset++] = TAG_REMOVE;
+  } else {
+    out[offset++] = TAG_VALUE;
+    out.writeUInt32LE(value.byteLength, offset);
+    out.set(value, offset + 4);
+    offset += 4 + value.byteLength;
+  }
+  encodeOffset = offset;
+}
+
+function writeMap(writes: SortedWrites, name: string): void {
+  const count = countOf(writes);
+  if (count === 0 || !encodeInclude(name)) return;
+  const out = encodeOut;
+  const nameLength = out.write(name, encodeOffset + 4, 'utf8');
+  out.writeUInt32LE(nameLength, encodeOffset);
+  encodeOffset += 4 + nameLength;
+  out.writeUInt32LE(count, encodeOffset);
+  encodeOffset += 4;
+  visitWrites(writes, writeWrite);
 }
 
 /**
