@@ -305,6 +305,33 @@ function applyFlat(state: KvState, flat: FlatWrites): KvState {
   return state;
 }
 
+/**
+ * applyFlat for the retained writes of several versions, log[from..to), in order: each changed
+ * map is copied once and changed in place (immutable's withMutations) instead of once per write.
+ * Equal contents to applying them one by one (iteration order may differ; readers sort).
+ */
+function foldFlats(state: KvState, log: readonly FlatWrites[], from: number, to: number): KvState {
+  const touched = new Map<string, MapState>();
+  for (let v = from; v < to; v++) {
+    const flat = log[v]!;
+    for (let i = 0; i < flat.length; i += 3) {
+      const name = flat[i] as string;
+      let map = touched.get(name);
+      if (map === undefined) {
+        map = (state.get(name) ?? EMPTY_MAP).asMutable();
+        touched.set(name, map);
+      }
+      const value = flat[i + 2] as Write;
+      if (value === null) map.remove(flat[i + 1] as string);
+      else map.set(flat[i + 1] as string, value);
+    }
+  }
+  return state.withMutations((s) => {
+    // An empty map is dropped so that equal contents mean equal states (as applyToState).
+    touched.forEach((map, name) => (map.size === 0 ? s.remove(name) : s.set(name, map.asImmutable())));
+  });
+}
+
 function applyToState(state: KvState, writes: WriteSet): KvState {
   for (const [name, mapWrites] of writes) {
     let map = state.get(name) ?? EMPTY_MAP;
@@ -328,8 +355,10 @@ function applyToState(state: KvState, writes: WriteSet): KvState {
 export class Store {
   /** The state at committedVersion. */
   #committed: KvState = EMPTY_STATE;
-  /** The state at version. */
+  /** The state at version - #unfolded: see #folded. */
   #current: KvState = EMPTY_STATE;
+  /** The newest versions whose writes (in #log) are not in #current yet; fewer than checkpointInterval. */
+  #unfolded = 0;
   /** #log[#logStart + (v - committedVersion - 1)] holds the writes of retained version v. */
   #log: FlatWrites[] = [];
   #logStart = 0;
@@ -363,7 +392,7 @@ export class Store {
   }
 
   beginTx(): Tx {
-    return new Tx(this, this.#current, this.#version, this.#generation);
+    return new Tx(this, this.#folded(), this.#version, this.#generation);
   }
 
   /** A read-only view at a retained version (committedVersion ≤ version ≤ this.version). */
@@ -376,12 +405,12 @@ export class Store {
    * comes back until that key is written again, so callers may cache what they derive from it.
    */
   currentRaw(map: string, key: string): Uint8Array | undefined {
-    return this.#current.get(map)?.get(key);
+    return this.#folded().get(map)?.get(key);
   }
 
   /** A read-only view at the current version. */
   current(): StoreView {
-    return new StoreView(this.#version, this.#current);
+    return new StoreView(this.#version, this.#folded());
   }
 
   [STORE_COMMIT](txWrites: Map<string, Map<string, Write>>, generation: number, startVersion: Seqno): CommitResult {
@@ -423,9 +452,12 @@ export class Store {
   }
 
   #advance(version: Seqno, writes: WriteSet): void {
-    this.#current = applyToState(this.#current, writes);
+    // The state itself is brought up to date when something reads it (#folded), or at the next
+    // checkpoint: a backup applying a stream of replicated transactions that nobody reads between
+    // them folds each run of them into the state at once, path-copying each changed map once.
     this.#log.push(flatten(writes));
-    if (version % this.#checkpointInterval === 0) this.#checkpoints.push({ version, state: this.#current });
+    this.#unfolded++;
+    if (version % this.#checkpointInterval === 0) this.#checkpoints.push({ version, state: this.#folded() });
     this.#version = version;
     this.#generation++;
     for (const listener of this.#commitListeners) listener(version, writes);
@@ -447,6 +479,7 @@ export class Store {
     assert(version <= this.#version, () => `rollback to ${version} above current version ${this.#version}`);
     if (version === this.#version) return;
     this.#current = this.#stateAt(version);
+    this.#unfolded = 0;
     this.#log.length = this.#logStart + (version - this.#committedVersion);
     while (this.#checkpoints.length > 0 && this.#checkpoints.at(-1)!.version > version) this.#checkpoints.pop();
     this.#version = version;
@@ -459,6 +492,8 @@ export class Store {
     assert(Number.isSafeInteger(committedVersion), `bad committed version ${committedVersion}`);
     assert(committedVersion <= this.#version, () => `committed version ${committedVersion} above current version ${this.#version}`);
     if (committedVersion <= this.#committedVersion) return;
+    // The writes of unfolded versions may be among those dropped below.
+    this.#folded();
     this.#committed = this.#stateAt(committedVersion);
     const from = this.#logStart;
     this.#logStart += committedVersion - this.#committedVersion;
@@ -480,7 +515,7 @@ export class Store {
    * consumed and retained older versions keep no private maps; open transactions conflict.
    */
   adoptPrivateMaps(source: StoreView): void {
-    let state = this.#current;
+    let state = this.#folded();
     for (const name of state.keys()) assert(isPublicMapName(name), () => `adopting private maps over existing private map ${name}`);
     const sourceState = source[VIEW_STATE];
     for (const [name, map] of sourceState) if (!isPublicMapName(name)) state = state.set(name, map);
@@ -525,7 +560,7 @@ export class Store {
    * private maps encrypted. Equal states give byte-identical snapshots on every node.
    */
   serializeSnapshot(encryptor: LedgerEncryptor, view: View, version: Seqno = this.#version): Uint8Array {
-    const state = version === this.#version ? this.#current : this.#stateAt(version);
+    const state = version === this.#version ? this.#folded() : this.#stateAt(version);
     const publicMaps: [string, [string, Uint8Array][]][] = [];
     const privateMaps: [string, [string, Uint8Array][]][] = [];
     for (const name of sortedKeys(state.keys())) {
@@ -553,11 +588,22 @@ export class Store {
     return store;
   }
 
+  /** The state at the current version: #current with the writes of the unfolded versions applied. */
+  #folded(): KvState {
+    const count = this.#unfolded;
+    if (count > 0) {
+      const end = this.#log.length;
+      this.#current = count === 1 ? applyFlat(this.#current, this.#log[end - 1]!) : foldFlats(this.#current, this.#log, end - count, end);
+      this.#unfolded = 0;
+    }
+    return this.#current;
+  }
+
   #stateAt(version: Seqno): KvState {
     if (!Number.isSafeInteger(version) || version < this.#committedVersion || version > this.#version) {
       throw versionNotRetained(`version ${version} is outside the retained range ${this.#committedVersion}..${this.#version}`);
     }
-    if (version === this.#version) return this.#current;
+    if (version === this.#version) return this.#folded();
     // The nearest retained state at or below `version`, then the writes of the versions after it.
     let state = this.#committed;
     let from = this.#committedVersion;

@@ -121,6 +121,8 @@ test('transactions are serialisable: primary and backup match a sequential model
     fc.property(fc.integer({ min: 1, max: 9 }), fc.array(commandArb, { maxLength: 60 }), (checkpointInterval, commands) => {
       const primary = new Store({ checkpointInterval });
       const backup = new Store({ checkpointInterval: checkpointInterval + 1 });
+      // Like a backup under load, read only at the end: its state folds many versions at once.
+      const quiet = new Store({ checkpointInterval: checkpointInterval + 4 });
       // history[v] is the model state at version v; committed is the model's committed version.
       const history: ModelState[] = [new Map()];
       let committed = 0;
@@ -130,6 +132,7 @@ test('transactions are serialisable: primary and backup match a sequential model
         // The private part travels encrypted, as in the ledger.
         const sealed = encryptor.encryptPrivate(1, v, privateBytes);
         backup.applyWriteSet(v, publicBytes, encryptor.decryptPrivate(1, v, sealed));
+        quiet.applyWriteSet(v, publicBytes, encryptor.decryptPrivate(1, v, sealed));
       };
       for (const command of commands) {
         switch (command.kind) {
@@ -174,6 +177,7 @@ test('transactions are serialisable: primary and backup match a sequential model
             const target = Math.max(committed, version() - command.back);
             primary.rollback(target);
             backup.rollback(target);
+            quiet.rollback(target);
             history.length = target + 1;
             break;
           }
@@ -181,6 +185,7 @@ test('transactions are serialisable: primary and backup match a sequential model
             committed = Math.min(version(), committed + command.forward);
             primary.compact(committed);
             backup.compact(committed);
+            quiet.compact(committed);
             if (committed > 0) assert.throws(() => primary.rollback(committed - 1), InvariantError);
             break;
           }
@@ -196,6 +201,8 @@ test('transactions are serialisable: primary and backup match a sequential model
         assert.deepEqual(storeDump(primary.current()), expected);
         assert.deepEqual(storeDump(backup.current()), expected);
       }
+      assert.equal(quiet.version, version());
+      assert.deepEqual(storeDump(quiet.current()), modelDump(history[version()]!));
       // A snapshot of the final state restores the same state.
       const restored = Store.fromSnapshot(primary.serializeSnapshot(encryptor, 1), encryptor);
       assert.equal(restored.version, version());
