@@ -306,11 +306,13 @@ function applyFlat(state: KvState, flat: FlatWrites): KvState {
 }
 
 /**
- * applyFlat for the retained writes of several versions, log[from..to), in order: each changed
- * map is copied once and changed in place (immutable's withMutations) instead of once per write.
- * Equal contents to applying them one by one (iteration order may differ; readers sort).
+ * The retained writes of the versions log[from..to) applied to `state`, in order. Over several
+ * versions each changed map is copied once and changed in place (immutable's withMutations)
+ * instead of once per write: equal contents to applying them one by one (iteration order may
+ * differ; readers sort).
  */
 function foldFlats(state: KvState, log: readonly FlatWrites[], from: number, to: number): KvState {
+  if (to - from <= 1) return to === from ? state : applyFlat(state, log[from]!);
   const touched = new Map<string, MapState>();
   for (let v = from; v < to; v++) {
     const flat = log[v]!;
@@ -593,7 +595,7 @@ export class Store {
     const count = this.#unfolded;
     if (count > 0) {
       const end = this.#log.length;
-      this.#current = count === 1 ? applyFlat(this.#current, this.#log[end - 1]!) : foldFlats(this.#current, this.#log, end - count, end);
+      this.#current = foldFlats(this.#current, this.#log, end - count, end);
       this.#unfolded = 0;
     }
     return this.#current;
@@ -615,8 +617,8 @@ export class Store {
       else hi = mid;
     }
     if (lo > 0) ({ version: from, state } = this.#checkpoints[lo - 1]!);
-    for (let v = from + 1; v <= version; v++) state = applyFlat(state, this.#log[this.#logStart + (v - this.#committedVersion - 1)]!);
-    return state;
+    const start = this.#logStart - this.#committedVersion;
+    return foldFlats(state, this.#log, start + from, start + version);
   }
 }
 
