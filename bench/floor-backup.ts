@@ -3,9 +3,11 @@
  * what any backup of Covenant's design must do whatever its implementation, with Covenant's own
  * parts:
  *
- * - read the entries the primary sends over mutual TLS (one node-to-node frame per batch);
- * - check each frame (crc included), decrypt its private write set (AES-GCM, which also proves it
- *   was not altered), decode both write sets and apply them to an in-memory state;
+ * - read the entries the primary sends over mutual TLS (one node-to-node frame per batch), each
+ *   preceded by its private write set in clear (as a primary sends it beside the entry: a node's
+ *   backup applies that copy instead of decrypting the entry's, docs/ledger.md "Replication");
+ * - check each frame (crc included), decode both write sets (the private one from that copy, or
+ *   decrypted when there is none) and apply them to an in-memory state;
  * - add the entry's Merkle leaf to the tree, append the batch to a file (one `writev`);
  * - acknowledge the batch (its last seqno) to the primary.
  *
@@ -35,9 +37,14 @@ const state = new Map<string, Map<string, Write>>();
 function applyBatch(batch: Uint8Array): number {
   const frames: Uint8Array[] = [];
   let seqno = 0;
+  const view = new DataView(batch.buffer, batch.byteOffset, batch.byteLength);
   for (let offset = 0; offset < batch.byteLength; ) {
+    const plainLength = view.getUint32(offset, true);
+    const plain = batch.slice(offset + 4, offset + 4 + plainLength);
+    offset += 4 + plainLength;
     const entry = decodeEntry(batch, offset);
-    const writes = decodeWriteSetParts(entry.publicBytes, encryptor.decryptPrivate(entry.view, entry.seqno, entry.privateBytes));
+    const privatePlain = plainLength > 0 || entry.privateBytes.byteLength === 0 ? plain : encryptor.decryptPrivate(entry.view, entry.seqno, entry.privateBytes);
+    const writes = decodeWriteSetParts(entry.publicBytes, privatePlain);
     for (const [name, map] of writes) {
       let table = state.get(name);
       if (table === undefined) state.set(name, (table = new Map()));

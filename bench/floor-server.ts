@@ -12,7 +12,8 @@
  * beyond this server's is the cost of those. Same TLS options as the bare server (reference-server.ts).
  *
  * Given the ports of floor backups (floor-backup.ts), it also sends each batch it appends, as one
- * node-to-node frame over TLS, to every backup, and reads their acknowledgements: the floor
+ * node-to-node frame over TLS, to every backup, each entry preceded by its private write set in
+ * clear (as a primary sends it beside the entry), and reads their acknowledgements: the floor
  * of a replicated network. Then `GET` answers `{"seqno", "replicated"}`: the newest seqno, and the
  * newest held by a majority (this server and enough backups).
  *
@@ -70,22 +71,31 @@ function replicatedSeqno(): number {
 }
 
 let unwritten: Uint8Array[] = [];
+/** Per unwritten entry, for the backups: the length of its private write set, that write set, the frame. */
+let unsent: Uint8Array[] = [];
 let writeScheduled = false;
 const writeEntries = (): void => {
   writeScheduled = false;
   const entries = unwritten;
+  const parts = unsent;
   unwritten = [];
+  unsent = [];
   if (entries.length === 0) return;
   file.append(entries);
   if (backups.length === 0) return;
-  const message = encodeFrame(FLOOR_FRAME_KIND, Buffer.concat(entries));
+  const message = encodeFrame(FLOOR_FRAME_KIND, Buffer.concat(parts));
   for (const backup of backups) backup.socket.write(message);
 };
 const sealer = new WorkerEntrySealer<SealJob>(
   secretHex === undefined ? randomBytes(32) : Buffer.from(secretHex, 'hex'),
-  (_job, sealed) => {
+  (job, sealed) => {
     tree.append(sealed.leaf);
     unwritten.push(sealed.bytes);
+    if (backups.length > 0) {
+      const length = Buffer.allocUnsafe(4);
+      length.writeUInt32LE(job.privatePlain.byteLength, 0);
+      unsent.push(length, job.privatePlain, sealed.bytes);
+    }
     if (!writeScheduled) {
       writeScheduled = true;
       setImmediate(writeEntries);

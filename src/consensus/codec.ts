@@ -180,7 +180,7 @@ function appendSizeBound(m: Extract<Message, { type: 'append' }>): number {
     return n;
   };
   for (const e of m.entries) {
-    size += 24 + e.bytes.length;
+    size += 24 + e.bytes.length + (e.sidecar !== undefined ? 4 + e.sidecar.length : 0);
     if (e.configuration !== undefined) size += 8 + nodesBound(e.configuration.nodes);
     if (e.retiredCommitted !== undefined) size += nodesBound(e.retiredCommitted);
   }
@@ -206,7 +206,7 @@ function writeEntry(w: Writer, e: Entry): void {
   w.u53(e.view);
   w.u53(e.seqno);
   w.u8(KIND_CODES[e.kind]);
-  w.u8((e.configuration !== undefined ? 1 : 0) | (e.retiredCommitted !== undefined ? 2 : 0));
+  w.u8((e.configuration !== undefined ? 1 : 0) | (e.retiredCommitted !== undefined ? 2 : 0) | (e.sidecar !== undefined ? 4 : 0));
   if (e.configuration !== undefined) {
     w.u53(e.configuration.seqno);
     writeNodes(w, e.configuration.nodes);
@@ -214,6 +214,10 @@ function writeEntry(w: Writer, e: Entry): void {
   if (e.retiredCommitted !== undefined) writeNodes(w, e.retiredCommitted);
   w.u32(e.bytes.length);
   w.raw(e.bytes);
+  if (e.sidecar !== undefined) {
+    w.u32(e.sidecar.length);
+    w.raw(e.sidecar);
+  }
 }
 
 function readEntry(r: Reader): Entry {
@@ -222,7 +226,7 @@ function readEntry(r: Reader): Entry {
   const kind = KINDS_BY_CODE[r.u8('entry kind')];
   if (kind === undefined) throw new ConsensusMessageError('unknown entry kind');
   const flags = r.u8('entry flags');
-  if (flags > 3) throw new ConsensusMessageError('unknown entry flags');
+  if (flags > 7) throw new ConsensusMessageError('unknown entry flags');
   let configuration: Configuration | undefined;
   if (flags & 1) {
     const configSeqno = r.u53('configuration seqno');
@@ -240,6 +244,7 @@ function readEntry(r: Reader): Entry {
   const entry: { -readonly [K in keyof Entry]: Entry[K] } = { view, seqno, kind, bytes };
   if (configuration !== undefined) entry.configuration = configuration;
   if (retiredCommitted !== undefined) entry.retiredCommitted = retiredCommitted;
+  if (flags & 4) entry.sidecar = r.raw(r.u32('sidecar length'), 'sidecar bytes');
   return entry;
 }
 

@@ -30,6 +30,12 @@ export interface Entry {
    */
   readonly retiredCommitted?: readonly NodeId[];
   readonly bytes: Uint8Array;
+  /**
+   * Bytes the node layer sends to peers with the entry and never persists (a primary attaches the
+   * entry's private write set in clear: see CovenantNode.proposeSealed). Consensus carries it as
+   * it carries the entry; entries read back from storage have none.
+   */
+  readonly sidecar?: Uint8Array;
 }
 
 /** Read-only access to what the node layer has persisted (entries handed over in Ready). */

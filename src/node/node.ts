@@ -42,7 +42,7 @@ import {
   type Receipt,
   type SignatureReceipt,
 } from '../merkle/index.js';
-import { LedgerEncryptor, Store, type Codec, type MapReader, type Tx, type WriteSet, decodeWriteSet, decodeWriteSetParts, encodeWriteSet, jsonCodec } from '../kv/index.js';
+import { AES_GCM_TAG_BYTES, LedgerEncryptor, Store, type Codec, type MapReader, type Tx, type WriteSet, decodeWriteSet, decodeWriteSetParts, encodeWriteSet, jsonCodec } from '../kv/index.js';
 import {
   type DecodedEntry,
   type Disk,
@@ -192,6 +192,16 @@ const TLS_IDENTITY_ERRORS = new Set([
 const TICK_MS = 10;
 /** Write-set bytes in the sealing pipeline from which a signature due by its delay waits for the worker (signWhenSealed). */
 const SIGNATURE_WAITS_FOR_BYTES = 256 * 1024;
+
+/**
+ * Largest private write set a primary sends to backups in clear beside its entry (Entry.sidecar),
+ * so that they apply it without decrypting it: AES-GCM costs a backup a cipher set-up per entry,
+ * several times the cost of receiving the same bytes again over the channel. The node-to-node
+ * channel is mutually authenticated TLS between nodes that all hold the ledger secret. Larger
+ * write sets are decrypted (their cipher set-up is small beside their size, and a batch of them
+ * must stay within the frame limit).
+ */
+const SIDECAR_MAX_BYTES = 64 * 1024;
 const SIGNATURE_WAIT_POLL_MS = 5;
 const ZERO_DIGEST = new Uint8Array(32);
 const json = jsonCodec<any>();
@@ -1248,20 +1258,30 @@ export class CovenantNode {
     this.unsignedCount = 0;
   }
 
-  /** Applies an entry received from the primary: decrypts, applies the write set, checks signatures. */
+  /** Replicated private write sets applied from the primary's copy in clear, and decrypted (GET /node/consensus). */
+  private appliedInClear = 0;
+  private appliedDecrypted = 0;
+
+  /** Applies an entry received from the primary: checks signatures, applies the write sets (decrypting them unless the primary sent them in clear). */
   private applyReplicated(entry: Entry): void {
     assert(entry.seqno === this.store.version + 1, `replicated entries apply in order (${entry.seqno} after ${this.store.version})`);
     const decoded = decodeEntry(entry.bytes);
     assert(decoded.seqno === entry.seqno && decoded.view === entry.view, 'entry frame matches its consensus metadata');
     // Checked against the tree before the entry's own leaf joins it.
     if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) this.checkSignature(decoded.publicBytes, decoded.seqno);
-    this.applyEntry(decoded);
+    const sidecar = entry.sidecar;
+    // The primary's private write set in clear, as it sealed it: a copy, so that the values the
+    // store keeps do not hold the whole received message. Anything else is decrypted.
+    const plain = sidecar !== undefined && sidecar.byteLength + AES_GCM_TAG_BYTES === decoded.privateBytes.byteLength ? sidecar.slice() : undefined;
+    if (plain !== undefined) this.appliedInClear++;
+    else if (decoded.privateBytes.byteLength > 0) this.appliedDecrypted++;
+    this.applyEntry(decoded, plain);
     this.snapshots.afterEntry(decoded);
   }
 
   /** Applies a ledger entry written by a primary (replicated, or replayed at restart) to the store and the tree. */
-  private applyEntry(decoded: DecodedEntry): void {
-    this.store.applyWriteSet(decoded.seqno, decoded.publicBytes, this.privatePlainOf(decoded));
+  private applyEntry(decoded: DecodedEntry, privatePlain?: Uint8Array): void {
+    this.store.applyWriteSet(decoded.seqno, decoded.publicBytes, privatePlain ?? this.privatePlainOf(decoded));
     this.tree.append(entryLeaf(decoded));
     if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) this.lastSignedSeqno = decoded.seqno;
   }
@@ -1485,6 +1505,7 @@ export class CovenantNode {
 
   private proposeSealed(job: NodeSealJob, sealed: SealedEntry): void {
     const { view, seqno, kind, configuration, retiredCommitted } = job;
+    const plain = job.privatePlain;
     const entry: Entry = {
       view,
       seqno,
@@ -1492,6 +1513,8 @@ export class CovenantNode {
       bytes: sealed.bytes,
       ...(configuration ? { configuration } : {}),
       ...(retiredCommitted ? { retiredCommitted } : {}),
+      // Backups apply the private write set from here instead of decrypting it (applyReplicated).
+      ...(plain.byteLength > 0 && plain.byteLength <= SIDECAR_MAX_BYTES ? { sidecar: plain } : {}),
     };
     try {
       this.raft!.propose(entry);
@@ -1828,6 +1851,7 @@ export class CovenantNode {
       last_seqno: this.store.version,
       configs,
       acks,
+      private_write_sets_applied: { in_clear: this.appliedInClear, decrypted: this.appliedDecrypted },
     };
   }
 

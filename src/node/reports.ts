@@ -20,6 +20,12 @@ export interface ConsensusReport {
   configs: { seqno: number; nodes: Record<string, { address: string }> }[];
   /** Per peer (on the primary): the last seqno it acknowledged, and whether it lacks entries this node no longer holds. */
   acks: Record<string, { seqno: number; needs_snapshot: boolean }>;
+  /**
+   * Replicated entries with a private write set that this node applied since it started: from
+   * the copy in clear its primary sent beside the entry, or by decrypting the entry (entries the
+   * primary read back from its ledger, as when a node catches up, and write sets over 64 KiB).
+   */
+  private_write_sets_applied: { in_clear: number; decrypted: number };
 }
 
 export interface NetworkReport {

@@ -21,6 +21,7 @@ const appendMessage = fc
         nodes: fc.uniqueArray(nodeId, { minLength: 1, maxLength: 5 }),
         retired: fc.option(fc.uniqueArray(nodeId, { maxLength: 3 }), { nil: undefined }),
         bytes: fc.uint8Array({ maxLength: 40 }),
+        sidecar: fc.option(fc.uint8Array({ maxLength: 40 }), { nil: undefined }),
       }),
       { maxLength: 6 },
     ),
@@ -34,6 +35,7 @@ const appendMessage = fc
       const entry: { -readonly [K in keyof Entry]: Entry[K] } = { view: entryView, seqno, kind: s.kind as Entry['kind'], bytes: s.bytes };
       if (s.kind === 'reconfiguration') entry.configuration = { seqno, nodes: s.nodes };
       if (s.retired !== undefined) entry.retiredCommitted = s.retired;
+      if (s.sidecar !== undefined) entry.sidecar = s.sidecar;
       return entry;
     });
     return { type: 'append', from, to, view, prevSeqno, prevView, commitSeqno, entries };
@@ -71,11 +73,12 @@ test('an append message is written into one buffer of about its size (no regrowt
   const entries: Entry[] = [
     { view: 3, seqno: 11, kind: 'normal', bytes: new Uint8Array(3 * 1024 * 1024).fill(7) },
     { view: 3, seqno: 12, kind: 'reconfiguration', bytes: new Uint8Array(100), configuration: { seqno: 12, nodes: ['n1', 'n2', 'n3'] }, retiredCommitted: ['n0'] },
+    { view: 3, seqno: 13, kind: 'normal', bytes: new Uint8Array(300).fill(1), sidecar: new Uint8Array(2 * 1024 * 1024).fill(9) },
   ];
   const m: Message = { type: 'append', from: 'n1', to: 'n2', view: 3, prevSeqno: 10, prevView: 3, commitSeqno: 9, entries };
   const encoded = encodeMessage(m);
   assert.deepEqual(decodeMessage(encoded), m);
-  assert.ok(encoded.byteLength > 3 * 1024 * 1024);
+  assert.ok(encoded.byteLength > 5 * 1024 * 1024);
   assert.ok(encoded.buffer.byteLength - encoded.byteLength < 4096, `buffer of ${encoded.buffer.byteLength} bytes for a ${encoded.byteLength}-byte message`);
 });
 
