@@ -7,8 +7,6 @@ import type { Logger } from '../base/log.js';
 import type { NodeConfig } from '../config/index.js';
 import { CovenantError } from '../base/errors.js';
 import type { CovenantNode } from '../node/node.js';
-import { Tables } from '../node/tables.js';
-import { jsonCodec } from '../kv/index.js';
 import { StoreAuthenticator } from './auth.js';
 import { operatorRoutes } from './frontends/operator.js';
 import { governanceRoutes } from './frontends/governance.js';
@@ -26,8 +24,6 @@ export interface NodeServerOptions {
   readonly appRoutes: (node: CovenantNode) => Route[];
   readonly tls: TlsIdentity;
 }
-
-const anyCodec = jsonCodec<unknown>();
 
 export class NodeServer {
   readonly interfaces: RpcInterface[] = [];
@@ -52,9 +48,7 @@ export class NodeServer {
     ];
     this.router = new Router(routes);
     this.forwarder = new PrimaryForwarder(node, () => this.router, options.logger.child({ component: 'forwarding' }));
-    const authenticator = new StoreAuthenticator({
-      isUser: (id) => node.executeRead((tx) => tx.map(Tables.usersCerts, anyCodec).has(id)),
-    });
+    const authenticator = new StoreAuthenticator({ isUser: (id) => node.isUser(id) });
     for (const [name, iface] of Object.entries(options.config.rpc_interfaces)) {
       const { host, port } = splitHostPort(iface.bind_address);
       this.interfaces.push(

@@ -386,6 +386,11 @@ export class CovenantNode {
     return this.serviceRecordSeen.open;
   }
 
+  /** Whether a user certificate with this id (SHA-256 of its DER, hex) is registered. Asked on every user request: no transaction. */
+  isUser(id: string): boolean {
+    return this.store.currentRaw(Tables.usersCerts, id) !== undefined;
+  }
+
   /** Why the application frontend does not serve users yet (GET /node/ready/app and the /app routes say it). */
   appFrontendClosedReason(): string {
     return this.lifecycle === 'PartOfNetwork'
