@@ -202,6 +202,9 @@ const SIGNATURE_WAITS_FOR_BYTES = 256 * 1024;
  * must stay within the frame limit).
  */
 const SIDECAR_MAX_BYTES = 64 * 1024;
+
+/** Bytes of recently proposed entries (and their sidecars) a primary keeps for resending (recentProposals). */
+const RECENT_PROPOSALS_MAX_BYTES = 16 * 1024 * 1024;
 const SIGNATURE_WAIT_POLL_MS = 5;
 const ZERO_DIGEST = new Uint8Array(32);
 const json = jsonCodec<any>();
@@ -1077,8 +1080,37 @@ export class CovenantNode {
   }
 
   /** Rebuilds a consensus entry from the ledger (for append batches the core no longer holds). */
+  /**
+   * Entries this node proposed as primary and some peer has not acknowledged yet, newest last,
+   * up to RECENT_PROPOSALS_MAX_BYTES: when consensus sends one to a peer after it was persisted
+   * (a full pipeline, a peer that joined meanwhile), it asks for it again through
+   * entryFromLedger, and gets it from here with its sidecar (the private write set in clear, so
+   * that the backup need not decrypt it) and without a read of the ledger. Pruned at each
+   * commit; cleared when anything after the commit may be rewritten (a truncation, a rollback, a
+   * change of role).
+   */
+  private readonly recentProposals = new Map<number, Entry>();
+  private recentProposalsBytes = 0;
+
+  private rememberProposal(entry: Entry): void {
+    this.recentProposals.set(entry.seqno, entry);
+    this.recentProposalsBytes += entry.bytes.byteLength + (entry.sidecar?.byteLength ?? 0);
+    for (const [seqno, oldest] of this.recentProposals) {
+      if (this.recentProposalsBytes <= RECENT_PROPOSALS_MAX_BYTES) break;
+      this.recentProposals.delete(seqno);
+      this.recentProposalsBytes -= oldest.bytes.byteLength + (oldest.sidecar?.byteLength ?? 0);
+    }
+  }
+
+  private forgetProposals(): void {
+    this.recentProposals.clear();
+    this.recentProposalsBytes = 0;
+  }
+
   private entryFromLedger(seqno: number): Entry | undefined {
     if (seqno < 1 || seqno > this.ledger.lastSeqno) return undefined;
+    const proposed = this.recentProposals.get(seqno);
+    if (proposed !== undefined) return proposed;
     const bytes = this.ledger.getEntry(seqno);
     const decoded = decodeEntry(bytes);
     if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) return { view: decoded.view, seqno, kind: 'signature', bytes };
@@ -1192,6 +1224,7 @@ export class CovenantNode {
   }
 
   private handleReady(ready: Ready): void {
+    if (ready.truncateAfterSeqno !== undefined || ready.roleChange) this.forgetProposals();
     if (ready.truncateAfterSeqno !== undefined && ready.truncateAfterSeqno < this.store.version) {
       this.rollbackTo(ready.truncateAfterSeqno);
     }
@@ -1254,6 +1287,7 @@ export class CovenantNode {
 
   /** Rolls the store, the Merkle tree and the pipeline back to `seqno` (an unsigned suffix dropped by a view change). */
   private rollbackTo(seqno: number): void {
+    this.forgetProposals();
     assert(seqno >= this.commitSeqno, `never roll back below commit (${seqno} < ${this.commitSeqno})`);
     this.logger.info(`rolling back uncommitted entries after seqno ${seqno} (had ${this.store.version})`);
     this.store.rollback(seqno);
@@ -1527,6 +1561,7 @@ export class CovenantNode {
       this.store.rollback(seqno - 1);
       throw e;
     }
+    this.rememberProposal(entry);
     this.tree.append(sealed.leaf);
     if (this.snapshots.wantsEntry(job.flags)) this.snapshots.afterEntry(decodeEntry(sealed.bytes));
     this.schedulePump();
@@ -1656,6 +1691,18 @@ export class CovenantNode {
     this.snapshots.onCommit(seqno);
     this.store.compact(seqno);
     this.tree.compactBefore(Math.max(0, seqno - 1));
+    if (this.recentProposals.size > 0) this.dropAcknowledgedProposals();
+  }
+
+  /** Forgets the proposals every peer has acknowledged: none will be sent again (a peer that loses them catches up from the ledger). */
+  private dropAcknowledgedProposals(): void {
+    let acknowledged = Number.POSITIVE_INFINITY;
+    for (const peer of this.raft?.status().peers ?? []) acknowledged = Math.min(acknowledged, peer.matchSeqno);
+    for (const [seqno, entry] of this.recentProposals) {
+      if (seqno > acknowledged) break;
+      this.recentProposals.delete(seqno);
+      this.recentProposalsBytes -= entry.bytes.byteLength + (entry.sidecar?.byteLength ?? 0);
+    }
   }
 
   // ---------------------------------------------------------------- reports

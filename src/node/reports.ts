@@ -23,7 +23,8 @@ export interface ConsensusReport {
   /**
    * Replicated entries with a private write set that this node applied since it started: from
    * the copy in clear its primary sent beside the entry, or by decrypting the entry (entries the
-   * primary read back from its ledger, as when a node catches up, and write sets over 64 KiB).
+   * primary read back from its ledger, as when a node catches up on older entries, and write sets
+   * over 64 KiB).
    */
   private_write_sets_applied: { in_clear: number; decrypted: number };
 }
