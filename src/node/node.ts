@@ -1079,7 +1079,6 @@ export class CovenantNode {
     };
   }
 
-  /** Rebuilds a consensus entry from the ledger (for append batches the core no longer holds). */
   /**
    * Entries this node proposed as primary and some peer has not acknowledged yet, newest last,
    * up to RECENT_PROPOSALS_MAX_BYTES: when consensus sends one to a peer after it was persisted
@@ -1107,6 +1106,7 @@ export class CovenantNode {
     this.recentProposalsBytes = 0;
   }
 
+  /** Rebuilds a consensus entry from the ledger (for append batches the core no longer holds), or gives back a recent proposal. */
   private entryFromLedger(seqno: number): Entry | undefined {
     if (seqno < 1 || seqno > this.ledger.lastSeqno) return undefined;
     const proposed = this.recentProposals.get(seqno);
