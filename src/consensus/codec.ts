@@ -8,8 +8,9 @@
  *   vote-response   = u8 flags(bit0 preVote, bit1 granted)
  *   propose-vote    = (empty)
  *   entry    = u53 view | u53 seqno | u8 kind(0 normal, 1 signature, 2 reconfiguration)
- *              | u8 flags(bit0 configuration, bit1 retiredCommitted)
+ *              | u8 flags(bit0 configuration, bit1 retiredCommitted, bit2 sidecar)
  *              | [u53 configSeqno | u16 n | str*n] | [u16 n | str*n] | u32 length | bytes
+ *              | [u32 sidecar length | sidecar bytes]
  *   str      = u16 length | UTF-8 bytes;   u53 = u32 low | u32 high (high < 2^21)
  *
  * Decoding checks every bound and the message's own consistency and throws ConsensusMessageError

@@ -192,6 +192,7 @@ const TLS_IDENTITY_ERRORS = new Set([
 const TICK_MS = 10;
 /** Write-set bytes in the sealing pipeline from which a signature due by its delay waits for the worker (signWhenSealed). */
 const SIGNATURE_WAITS_FOR_BYTES = 256 * 1024;
+const SIGNATURE_WAIT_POLL_MS = 5;
 
 /**
  * Largest private write set a primary sends to backups in clear beside its entry (Entry.sidecar),
@@ -205,7 +206,12 @@ const SIDECAR_MAX_BYTES = 64 * 1024;
 
 /** Bytes of recently proposed entries (and their sidecars) a primary keeps for resending (recentProposals). */
 const RECENT_PROPOSALS_MAX_BYTES = 16 * 1024 * 1024;
-const SIGNATURE_WAIT_POLL_MS = 5;
+
+/** What a kept proposal counts against RECENT_PROPOSALS_MAX_BYTES: its frame and its sidecar. */
+function proposalBytes(entry: Entry): number {
+  return entry.bytes.byteLength + (entry.sidecar?.byteLength ?? 0);
+}
+
 const ZERO_DIGEST = new Uint8Array(32);
 const json = jsonCodec<any>();
 const nodeInfoCodec = jsonCodec<NodeInfo>();
@@ -1093,11 +1099,11 @@ export class CovenantNode {
 
   private rememberProposal(entry: Entry): void {
     this.recentProposals.set(entry.seqno, entry);
-    this.recentProposalsBytes += entry.bytes.byteLength + (entry.sidecar?.byteLength ?? 0);
+    this.recentProposalsBytes += proposalBytes(entry);
     for (const [seqno, oldest] of this.recentProposals) {
       if (this.recentProposalsBytes <= RECENT_PROPOSALS_MAX_BYTES) break;
       this.recentProposals.delete(seqno);
-      this.recentProposalsBytes -= oldest.bytes.byteLength + (oldest.sidecar?.byteLength ?? 0);
+      this.recentProposalsBytes -= proposalBytes(oldest);
     }
   }
 
@@ -1701,7 +1707,7 @@ export class CovenantNode {
     for (const [seqno, entry] of this.recentProposals) {
       if (seqno > acknowledged) break;
       this.recentProposals.delete(seqno);
-      this.recentProposalsBytes -= entry.bytes.byteLength + (entry.sidecar?.byteLength ?? 0);
+      this.recentProposalsBytes -= proposalBytes(entry);
     }
   }
 
