@@ -3,8 +3,6 @@
  * answers with the sealed batch (or with the reason it could not seal it, and ends), then bumps the
  * shared counter of answered batches so that a request thread blocked in drain() wakes up.
  */
-import { readlinkSync } from 'node:fs';
-import { getPriority, setPriority } from 'node:os';
 import { workerData, type MessagePort } from 'node:worker_threads';
 import { EntrySeal } from '../ledger/index.js';
 import { packSealed, unpackJobs, type PackedBatch } from './seal-batch.js';
@@ -21,8 +19,6 @@ export interface SealWorkerData {
   readonly answerDelayMs: number;
   /** Test-only fault injection: end without answering on receiving this batch (0: never). */
   readonly vanishAtBatch: number;
-  /** How much to lower this thread's priority (WorkerSealerOptions.niceIncrement). */
-  readonly niceIncrement: number;
 }
 
 export interface SealBatchMessage {
@@ -33,24 +29,7 @@ export interface SealBatchMessage {
 /** The sealed batch, or why it could not be sealed (the worker then ends). */
 export type SealedBatchMessage = { readonly id: number; readonly sealed: PackedBatch } | { readonly id: number; readonly error: string };
 
-const { port, answered, ledgerSecret, answerDelayMs, vanishAtBatch, niceIncrement } = workerData as SealWorkerData;
-
-/**
- * Lowers this thread's priority, not the process's: on Linux a thread id names one thread in
- * setpriority(2). Elsewhere (no /proc/thread-self), or if refused, the worker keeps its priority.
- */
-function lowerOwnPriority(increment: number): void {
-  if (increment <= 0) return;
-  try {
-    const tid = Number(readlinkSync('/proc/thread-self').split('/').at(-1));
-    if (!Number.isInteger(tid) || tid <= 0) return;
-    setPriority(tid, Math.min(19, getPriority(tid) + increment));
-  } catch {
-    // Not Linux, or not permitted: sealing works the same at the process's priority.
-  }
-}
-
-lowerOwnPriority(niceIncrement);
+const { port, answered, ledgerSecret, answerDelayMs, vanishAtBatch } = workerData as SealWorkerData;
 const seal = new EntrySeal(ledgerSecret);
 let received = 0;
 

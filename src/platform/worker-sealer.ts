@@ -25,13 +25,6 @@ const BATCH_JOBS_MAX = 256;
 /** drain() gives up on a worker that neither answers nor ends (a fatal error) after this long. */
 const DRAIN_TIMEOUT_MS = 30_000;
 const WAIT_SLICE_MS = 100;
-/**
- * How much lower the worker's CPU priority (nice) is than its process's (capped at 19). Every
- * write waits for the request thread, not for the worker, which only has to keep up: when all the
- * cores are busy, waking the worker at the end of a turn should not take a core from the request
- * thread. On a machine with cores to spare it changes nothing.
- */
-export const WORKER_NICE_INCREMENT = 10;
 
 export interface WorkerSealerOptions {
   /** Called once if the worker thread fails; the node cannot continue without it. */
@@ -44,8 +37,6 @@ export interface WorkerSealerOptions {
   readonly answerDelayMs?: number;
   /** Fault injection for tests: the worker ends without answering when this batch (1-based) arrives. */
   readonly vanishAtBatch?: number;
-  /** Default WORKER_NICE_INCREMENT; 0 keeps the process's priority. */
-  readonly niceIncrement?: number;
 }
 
 export class WorkerEntrySealer<J extends SealJob> implements EntrySealer<J> {
@@ -79,7 +70,6 @@ export class WorkerEntrySealer<J extends SealJob> implements EntrySealer<J> {
       ledgerSecret: new Uint8Array(ledgerSecret),
       answerDelayMs: options.answerDelayMs ?? 0,
       vanishAtBatch: options.vanishAtBatch ?? 0,
-      niceIncrement: options.niceIncrement ?? WORKER_NICE_INCREMENT,
     };
     // The worker needs none of the process's Node.js options (source maps, --import hooks).
     this.#worker = new Worker(new URL('./seal-worker.js', import.meta.url), { workerData, transferList: [port2], execArgv: [] });

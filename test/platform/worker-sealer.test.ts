@@ -6,12 +6,10 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
-import { getPriority } from 'node:os';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import fc from 'fast-check';
 import { EntrySeal, type SealJob, type SealedEntry } from '../../src/ledger/index.js';
-import { WORKER_NICE_INCREMENT, WorkerEntrySealer } from '../../src/platform/worker-sealer.js';
+import { WorkerEntrySealer } from '../../src/platform/worker-sealer.js';
 import { packJobs, packSealed, TRANSFERRED_PART_BYTES, unpackJobs, unpackSealed } from '../../src/platform/seal-batch.js';
 import { sealJobArb } from '../ledger/helpers.js';
 
@@ -232,57 +230,5 @@ test('drain learns at once that the worker ended without answering, not from its
     assert.equal(failures.length, 1, 'the exit event afterwards is not reported again');
   } finally {
     s.close();
-  }
-});
-
-/** The nice value of each thread of this process (Linux /proc), by thread id. */
-function threadNiceValues(): Map<number, number> {
-  const out = new Map<number, number>();
-  for (const tid of readdirSync('/proc/self/task')) {
-    try {
-      const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
-      // Fields after the command name's closing parenthesis start at field 3 (state); nice is field 19.
-      out.set(Number(tid), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]));
-    } catch {
-      // The thread ended while listed.
-    }
-  }
-  return out;
-}
-
-/** Waits for the worker to answer every job submitted (it started, so it set its priority first). */
-async function completedAfterTurns(s: WorkerEntrySealer<SealJob>): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  while (s.pending > 0 && Date.now() < deadline) await nextTurn();
-  assert.equal(s.pending, 0, 'the worker answered');
-}
-
-test('the worker thread runs at a lower priority than the process, so that it never takes a core from the request thread', async () => {
-  const own = getPriority();
-  const expected = Math.min(19, own + WORKER_NICE_INCREMENT);
-  const lowered = () => [...threadNiceValues()].filter(([, nice]) => nice === expected).map(([tid]) => tid);
-  const before = new Set(lowered());
-  const completed: [SealJob, SealedEntry][] = [];
-  const s = sealer(completed);
-  try {
-    s.submit(jobs(1, 7)[0]!);
-    await completedAfterTurns(s);
-    assert.equal(completed.length, 1, 'the worker sealed the job');
-    const added = lowered().filter((tid) => !before.has(tid));
-    assert.equal(added.length, 1, `one thread more at nice ${expected} (the process is at ${own})`);
-    assert.equal(getPriority(), own, "the process's own priority is unchanged");
-  } finally {
-    s.close();
-  }
-  const keptPriority = new WorkerEntrySealer<SealJob>(SECRET, (job, sealed) => completed.push([job, sealed]), { onFailure: (e) => assert.fail(e), niceIncrement: 0 });
-  try {
-    const threadsBefore = threadNiceValues();
-    keptPriority.submit(jobs(1, 8)[0]!);
-    await completedAfterTurns(keptPriority);
-    assert.equal(completed.length, 2);
-    const newThreads = [...threadNiceValues()].filter(([tid]) => !threadsBefore.has(tid));
-    assert.ok(newThreads.every(([, nice]) => nice === own), 'with niceIncrement 0 no new thread is lowered');
-  } finally {
-    keptPriority.close();
   }
 });
