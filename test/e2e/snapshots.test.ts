@@ -121,8 +121,30 @@ describe('snapshots', () => {
     assert.equal(report.problem, undefined, report.problem?.message);
 
     // snapshot:create (sent to a backup: forwarded) snapshots at the next signature, before tx_count.
-    await until('no snapshot in progress', async () => (snapshotFiles(first, false).length === 0 ? true : undefined));
-    const latest = parseSnapshotFileName(snapshotFiles(first).at(-1)!)!.seqno;
+    // Let every entry commit: nothing is then left unsigned, so no signature comes but the one
+    // snapshot:create asks for, and it takes the next seqno. How far past the latest snapshot the
+    // writes above leave the ledger depends on how many signatures fell among them (up to
+    // tx_count - 1): when the next signature would be due a snapshot by tx_count anyway, more
+    // writes make that snapshot first.
+    const primary = await network.primary();
+    const settle = async (): Promise<{ latest: number; settled: number }> => {
+      await until('no snapshot in progress', async () => (snapshotFiles(first, false).length === 0 ? true : undefined));
+      const settled = await until('every entry committed', async () => {
+        const { body } = await primary.client.request('GET', '/node/consensus');
+        return body.commit_seqno === body.last_seqno ? (body.last_seqno as number) : undefined;
+      });
+      await until('no snapshot in progress', async () => (snapshotFiles(first, false).length === 0 ? true : undefined));
+      return { latest: parseSnapshotFileName(snapshotFiles(first).at(-1)!)!.seqno, settled };
+    };
+    let { latest, settled } = await settle();
+    if (settled + 1 - latest >= 25) {
+      const before = latest;
+      for (let id = 1000; latest === before; id++) {
+        assert.ok(id < 1025, 'tx_count more writes make a snapshot');
+        await write(first, id);
+        ({ latest, settled } = await settle());
+      }
+    }
     const withBody = await network.nodes[0]!.client.request('POST', '/node/snapshot:create', { body: { now: true } });
     assert.equal(withBody.status, 400, 'snapshot:create takes no body');
     assert.equal(withBody.body.error.code, 'UnexpectedBody');
@@ -133,6 +155,7 @@ describe('snapshots', () => {
       const newer = snapshotFiles(first).filter((f) => parseSnapshotFileName(f)!.seqno > latest);
       return newer.length > 0 ? newer[0] : undefined;
     });
+    assert.equal(parseSnapshotFileName(created)!.seqno, settled + 1, 'at the signature snapshot:create asked for, the next seqno');
     assert.ok(parseSnapshotFileName(created)!.seqno - latest < 25, 'created before tx_count more transactions');
 
     // A node joins from a committed snapshot copied into its snapshots directory: only the suffix is replicated.
