@@ -4,6 +4,7 @@
  */
 import { utf8 } from '../base/index.js';
 import { malformedValue } from './errors.js';
+import { copyValue, utf8Value } from './value-bytes.js';
 
 /** Encodes values to the bytes the store holds. `encode` must be deterministic. */
 export interface Codec<T> {
@@ -26,7 +27,7 @@ export function jsonCodec<T>(): Codec<T> {
     encode: (value: T): Uint8Array => {
       const text = JSON.stringify(value);
       if (text === undefined) throw new TypeError('value has no JSON form');
-      return utf8.encode(text);
+      return utf8Value(text);
     },
     decode: (bytes: Uint8Array): T => {
       try {
@@ -39,14 +40,15 @@ export function jsonCodec<T>(): Codec<T> {
 }
 
 export const stringCodec: Codec<string> = {
-  encode: (value) => utf8.encode(value),
+  encode: (value) => utf8Value(value),
   decode: (bytes) => utf8.decode(bytes),
 };
 
 /** Copies both ways: the store's bytes are shared between versions and must never be mutated. */
 export const bytesCodec: Codec<Uint8Array> = {
-  encode: (value) => value.slice(),
-  decode: (bytes) => bytes.slice(),
+  encode: (value) => copyValue(value),
+  // Not bytes.slice(): on a Buffer that is a view of the same memory.
+  decode: (bytes) => new Uint8Array(bytes),
 };
 
 const UINT64_MAX = (1n << 64n) - 1n;

@@ -15,6 +15,7 @@ export {
   type KeyCodec,
 } from './codecs.js';
 export { compareUtf8, isPublicMapName, PUBLIC_MAP_PREFIX } from './key-order.js';
+export { copyValue, utf8Value, SLAB_BYTES, MAX_CARVED_BYTES } from './value-bytes.js';
 export {
   encodeWriteSet,
   decodeWriteSet,

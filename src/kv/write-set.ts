@@ -15,6 +15,7 @@ import { isUtf8 } from 'node:buffer';
 import { assert } from '../base/index.js';
 import { compareUtf8, isPublicMapName } from './key-order.js';
 import { malformedWriteSet } from './errors.js';
+import { copyValue } from './value-bytes.js';
 
 /** The new value of a key, or null when the transaction removed the key. */
 export type Write = Uint8Array | null;
@@ -288,7 +289,7 @@ export function decodeWriteSet(bytes: Uint8Array, options: DecodeOptions = {}): 
       const tag = r.u8('write tag');
       if (tag === TAG_VALUE) {
         const [start, end] = r.span('value');
-        writes.set(key, options.viewValues === true ? new Uint8Array(r.buf.buffer, r.buf.byteOffset + start, end - start) : new Uint8Array(r.buf.subarray(start, end)));
+        writes.set(key, options.viewValues === true ? new Uint8Array(r.buf.buffer, r.buf.byteOffset + start, end - start) : copyValue(r.buf.subarray(start, end)));
       } else if (tag === TAG_REMOVE && options.valuesOnly !== true) {
         writes.set(key, null);
       } else {

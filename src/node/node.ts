@@ -42,7 +42,7 @@ import {
   type Receipt,
   type SignatureReceipt,
 } from '../merkle/index.js';
-import { AES_GCM_TAG_BYTES, LedgerEncryptor, Store, type Codec, type MapReader, type Tx, type WriteSet, decodeWriteSet, decodeWriteSetParts, encodeWriteSet, jsonCodec } from '../kv/index.js';
+import { AES_GCM_TAG_BYTES, LedgerEncryptor, Store, copyValue, type Codec, type MapReader, type Tx, type WriteSet, decodeWriteSet, decodeWriteSetParts, encodeWriteSet, jsonCodec } from '../kv/index.js';
 import {
   type DecodedEntry,
   type Disk,
@@ -1316,8 +1316,9 @@ export class CovenantNode {
     if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) this.checkSignature(decoded.publicBytes, decoded.seqno);
     const sidecar = entry.sidecar;
     // The primary's private write set in clear, as it sealed it: a copy, so that the values the
-    // store keeps do not hold the whole received message. Anything else is decrypted.
-    const plain = sidecar !== undefined && sidecar.byteLength + AES_GCM_TAG_BYTES === decoded.privateBytes.byteLength ? sidecar.slice() : undefined;
+    // store keeps do not hold the whole received message (copyValue: the sidecar is a Buffer, whose
+    // slice() would be a view of it). Anything else is decrypted.
+    const plain = sidecar !== undefined && sidecar.byteLength + AES_GCM_TAG_BYTES === decoded.privateBytes.byteLength ? copyValue(sidecar) : undefined;
     if (plain !== undefined) this.appliedInClear++;
     else if (decoded.privateBytes.byteLength > 0) this.appliedDecrypted++;
     this.applyEntry(decoded, plain);
