@@ -30,7 +30,7 @@ export function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
 const textEncoder = new TextEncoder();
 
 export const utf8 = {
-  /** A fresh array of its own (not a view of a shared pool), so that stored values hold no pool. */
+  /** A fresh array of its own (not a view of a shared pool). Values the store keeps come from kv/value-bytes instead. */
   encode: (s: string): Uint8Array => textEncoder.encode(s),
   decode: (b: Uint8Array): string => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('utf8'),
 };
