@@ -4,9 +4,9 @@
  *
  * Every `ArrayBuffer` with its own memory costs a native allocation, an object the garbage
  * collector tracks and frees on a helper thread, and counts as external memory, which brings the
- * next full collection closer. A value encoded per write (a JSON record, a replicated write set)
- * was one such buffer per transaction on a primary and on each backup; carved out of a slab it
- * is a view, and one native buffer serves a slab's worth of writes.
+ * next full collection closer. A JSON record encoded per write was one such buffer per
+ * transaction on a primary, and a backup's copy of each replicated private write set would be
+ * another; carved out of a slab each is a view, and one native buffer serves a slab's worth.
  *
  * What it costs: a slab lives while any value carved out of it lives. Values written together
  * usually live or die together (the versions of a key overwritten one after another, records
