@@ -110,8 +110,12 @@ function readU32(bytes: Uint8Array, at: number): number {
   return (bytes[at]! | (bytes[at + 1]! << 8) | (bytes[at + 2]! << 16) | (bytes[at + 3]! << 24)) >>> 0;
 }
 
-/** Serialises one entry. On the primary's hot path: one slab carve, no intermediate copies. */
-export function encodeEntry(fields: EntryFields): Uint8Array {
+/**
+ * Serialises one entry. On the primary's hot path: one slab carve, no intermediate copies.
+ * `into`, when given, receives the frame instead of a slab carve and must be exactly its size
+ * (the sealing worker encodes each frame straight into the batch it answers with).
+ */
+export function encodeEntry(fields: EntryFields, into?: Uint8Array): Uint8Array {
   const { view, seqno, flags, claimsDigest, commitEvidenceDigest, publicBytes, privateBytes } = fields;
   checkU64(view, 'view');
   checkU64(seqno, 'seqno');
@@ -121,7 +125,8 @@ export function encodeEntry(fields: EntryFields): Uint8Array {
   const totalBytes = ENTRY_OVERHEAD_BYTES + publicBytes.byteLength + privateBytes.byteLength;
   if (totalBytes > ENTRY_FRAME_BYTES_MAX) throw new RangeError(`entry of ${totalBytes} bytes exceeds ${ENTRY_FRAME_BYTES_MAX}`);
 
-  const out = allocateFrame(totalBytes);
+  if (into !== undefined && into.byteLength !== totalBytes) throw new RangeError(`entry of ${totalBytes} bytes given ${into.byteLength} bytes to fill`);
+  const out = into ?? allocateFrame(totalBytes);
   writeU32(out, 0, totalBytes - 4);
   out[4] = ENTRY_FORMAT_VERSION;
   out[5] = flags;
@@ -231,7 +236,6 @@ export function decodeEntry(bytes: Uint8Array, offset = 0): DecodedEntry {
   };
 }
 
-/** Digest of a write set, the first input of the Merkle leaf: SHA-256(public ‖ private). */
 /** The public and private write sets of a frame this process encoded (views, no checks, no copy). */
 export function entryWriteSets(frame: Uint8Array): Pick<EntryFields, 'publicBytes' | 'privateBytes'> {
   const publicLength = readU32(frame, 88);
@@ -243,6 +247,7 @@ export function entryWriteSets(frame: Uint8Array): Pick<EntryFields, 'publicByte
   };
 }
 
+/** Digest of a write set, the first input of the Merkle leaf: SHA-256(public ‖ private). */
 export function writeSetDigest(entry: Pick<EntryFields, 'publicBytes' | 'privateBytes'>): Uint8Array {
   const { publicBytes, privateBytes } = entry;
   // In a decoded frame the two write sets are adjacent: hash them as one view, without a copy.

@@ -1,7 +1,8 @@
 /**
  * The wire format between the request thread and the sealing worker: a batch of jobs, and the
  * batch of sealed entries that answers it, each packed into one transferable ArrayBuffer (one
- * copy of the write sets in, one of the frames out; no structured clone of many small objects).
+ * copy of the write sets in; the frames are sealed in place in the answer; no structured clone of
+ * many small objects).
  * A large part (a write set or a frame of TRANSFERRED_PART_BYTES or more that is a whole
  * ArrayBuffer of its own) is not copied: it travels beside the packed buffer, transferred, and
  * the packed buffer only records its length. The sender's view of a transferred part is detached.
@@ -13,7 +14,7 @@
  * All numbers little-endian. Transferred parts follow the order in which the packed buffer names them.
  */
 import { assert } from '../base/assert.js';
-import type { SealJob, SealedEntry } from '../ledger/index.js';
+import { sealedFrameBytes, type EntrySeal, type SealJob, type SealedEntry } from '../ledger/index.js';
 
 const JOB_HEADER_BYTES = 64;
 const SEALED_HEADER_BYTES = 36;
@@ -151,29 +152,37 @@ export function unpackJobs(batch: PackedBatch): SealJob[] {
   return jobs;
 }
 
-/** Packs sealed entries; large frames are transferred with the batch. */
-export function packSealed(entries: readonly SealedEntry[]): PackedBatch {
-  const transferred: ArrayBuffer[] = [];
-  const moved: (ArrayBuffer | undefined)[] = [];
+/**
+ * Seals jobs straight into the batch that answers them: each frame is encoded in place in the
+ * packed buffer (its size is known from the job, sealedFrameBytes), so there is no frame of its
+ * own to allocate and no copy into the batch. A frame of TRANSFERRED_PART_BYTES or more is sealed
+ * into a buffer of its own, transferred with the batch.
+ */
+export function sealPacked(jobs: readonly SealJob[], seal: EntrySeal): PackedBatch {
+  const sizes: number[] = [];
   let total = 0;
-  for (const entry of entries) {
-    const frameBuffer = transferable(entry.bytes, transferred);
-    if (frameBuffer) transferred.push(frameBuffer);
-    moved.push(frameBuffer);
-    total += SEALED_HEADER_BYTES + (frameBuffer ? 0 : entry.bytes.byteLength);
+  for (const job of jobs) {
+    const size = sealedFrameBytes(job.publicBytes.byteLength, job.privatePlain.byteLength);
+    assert(size < FRAME_TRANSFERRED, 'a frame is shorter than 2 GiB');
+    sizes.push(size);
+    total += SEALED_HEADER_BYTES + (size >= TRANSFERRED_PART_BYTES ? 0 : size);
   }
   const buffer = new ArrayBuffer(total);
   const bytes = new Uint8Array(buffer);
   const view = new DataView(buffer);
+  const transferred: ArrayBuffer[] = [];
   let at = 0;
-  for (let i = 0; i < entries.length; i++) {
-    const entry = entries[i]!;
-    assert(entry.leaf.byteLength === DIGEST_BYTES, 'a leaf has 32 bytes');
-    assert(entry.bytes.byteLength < FRAME_TRANSFERRED, 'a frame is shorter than 2 GiB');
-    const frameBuffer = moved[i];
-    view.setUint32(at, entry.bytes.byteLength | (frameBuffer ? FRAME_TRANSFERRED : 0), true);
-    bytes.set(entry.leaf, at + 4);
-    at = place(bytes, at + SEALED_HEADER_BYTES, entry.bytes, frameBuffer);
+  for (let i = 0; i < jobs.length; i++) {
+    const size = sizes[i]!;
+    const moved = size >= TRANSFERRED_PART_BYTES;
+    const frameAt = at + SEALED_HEADER_BYTES;
+    const into = moved ? new Uint8Array(size) : new Uint8Array(buffer, frameAt, size);
+    const { leaf } = seal.seal(jobs[i]!, into);
+    assert(leaf.byteLength === DIGEST_BYTES, 'a leaf has 32 bytes');
+    view.setUint32(at, size | (moved ? FRAME_TRANSFERRED : 0), true);
+    bytes.set(leaf, at + 4);
+    if (moved) transferred.push(into.buffer as ArrayBuffer);
+    at = moved ? frameAt : frameAt + size;
   }
   return { packed: buffer, transferred };
 }

@@ -5,7 +5,7 @@
  */
 import { workerData, type MessagePort } from 'node:worker_threads';
 import { EntrySeal } from '../ledger/index.js';
-import { packSealed, unpackJobs, type PackedBatch } from './seal-batch.js';
+import { sealPacked, unpackJobs, type PackedBatch } from './seal-batch.js';
 
 export interface SealWorkerData {
   readonly port: MessagePort;
@@ -51,7 +51,7 @@ port.on('message', (message: SealBatchMessage) => {
   if (++received === vanishAtBatch) process.exit(1);
   let sealed: PackedBatch;
   try {
-    sealed = packSealed(unpackJobs(message.jobs).map((job) => seal.seal(job)));
+    sealed = sealPacked(unpackJobs(message.jobs), seal);
   } catch (e) {
     // Answered like a batch, so that a request thread blocked in drain() learns it at once; the
     // error then ends the worker.

@@ -30,6 +30,14 @@ test('a sealed entry decodes to its job, decrypts to its write set, and carries 
       assert.equal(seal.commitEvidence(job.view, job.seqno), evidence, 'the evidence receipts reveal is the one the entry commits to');
       assert.deepEqual(entry.commitEvidenceDigest, new Uint8Array(createHash('sha256').update(evidence).digest()));
       assert.deepEqual(sealed.leaf, entryLeaf(entry));
+      // Sealed into a given view, the same frame lands there; a view of another size is refused.
+      const size = sealed.bytes.byteLength;
+      const into = new Uint8Array(size + 2).fill(0xee).subarray(1, size + 1);
+      const placed = seal.seal(job, into);
+      assert.equal(placed.bytes, into);
+      assert.deepEqual(into, sealed.bytes);
+      assert.deepEqual([new Uint8Array(into.buffer)[0], new Uint8Array(into.buffer)[size + 1]], [0xee, 0xee], 'nothing written around it');
+      assert.throws(() => seal.seal(job, new Uint8Array(size + 1)), RangeError);
     }),
     { numRuns: 300 },
   );

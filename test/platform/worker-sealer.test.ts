@@ -10,7 +10,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import fc from 'fast-check';
 import { EntrySeal, type SealJob, type SealedEntry } from '../../src/ledger/index.js';
 import { WorkerEntrySealer } from '../../src/platform/worker-sealer.js';
-import { packJobs, packSealed, TRANSFERRED_PART_BYTES, unpackJobs, unpackSealed } from '../../src/platform/seal-batch.js';
+import { packJobs, sealPacked, TRANSFERRED_PART_BYTES, unpackJobs, unpackSealed } from '../../src/platform/seal-batch.js';
 import { sealJobArb } from '../ledger/helpers.js';
 
 const SECRET = new Uint8Array(32).fill(3);
@@ -41,10 +41,13 @@ test('batches round-trip through their packed form', () => {
         unpackJobs(packJobs(batch)).map((j) => ({ ...j, claimsDigest: [...j.claimsDigest], publicBytes: [...j.publicBytes], privatePlain: [...j.privatePlain] })),
         batch.map((j) => ({ ...j, claimsDigest: [...j.claimsDigest], publicBytes: [...j.publicBytes], privatePlain: [...j.privatePlain] })),
       );
+      // Sealed in place in the answer: the same frames and leaves as sealed one by one.
       const seal = new EntrySeal(SECRET);
       const sealed = batch.map((j) => seal.seal(j));
+      const packed = sealPacked(batch, seal);
+      assert.deepEqual(packed.transferred, []);
       assert.deepEqual(
-        unpackSealed(packSealed(sealed)).map((s) => [[...s.bytes], [...s.leaf]]),
+        unpackSealed(packed).map((s) => [[...s.bytes], [...s.leaf]]),
         sealed.map((s) => [[...s.bytes], [...s.leaf]]),
       );
     }),
@@ -79,7 +82,7 @@ test('large write sets and frames travel transferred beside the batch, and come 
   );
   const seal = new EntrySeal(SECRET);
   const sealed = copies.map((j) => seal.seal(j));
-  const back = packSealed(sealed);
+  const back = sealPacked(copies, seal);
   assert.equal(back.transferred.length, 3, 'every frame over the bound is a whole buffer of its own');
   assert.deepEqual(
     unpackSealed(back).map((e) => [Buffer.from(e.bytes).toString('hex'), [...e.leaf]]),
