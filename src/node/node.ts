@@ -81,6 +81,7 @@ import { SINGLETON_KEY, Tables, signatureRecordOf, type MemberInfo, type NodeInf
 import { txStatus, viewOfSeqno, type TxStatus } from './tx-status.js';
 import { SNAPSHOT_MARKER_TABLE, SnapshotManager, treeOfSnapshot, type StartupSnapshot } from './snapshots.js';
 import { FilesCleanup } from './cleanup.js';
+import { ProposalWindow } from './proposal-window.js';
 
 export interface NodeInit {
   readonly config: NodeConfig;
@@ -1094,22 +1095,14 @@ export class CovenantNode {
    * commit; cleared when anything after the commit may be rewritten (a truncation, a rollback, a
    * change of role).
    */
-  private readonly recentProposals = new Map<number, Entry>();
-  private recentProposalsBytes = 0;
+  private readonly recentProposals = new ProposalWindow<Entry>(RECENT_PROPOSALS_MAX_BYTES, proposalBytes);
 
   private rememberProposal(entry: Entry): void {
-    this.recentProposals.set(entry.seqno, entry);
-    this.recentProposalsBytes += proposalBytes(entry);
-    for (const [seqno, oldest] of this.recentProposals) {
-      if (this.recentProposalsBytes <= RECENT_PROPOSALS_MAX_BYTES) break;
-      this.recentProposals.delete(seqno);
-      this.recentProposalsBytes -= proposalBytes(oldest);
-    }
+    this.recentProposals.push(entry);
   }
 
   private forgetProposals(): void {
     this.recentProposals.clear();
-    this.recentProposalsBytes = 0;
   }
 
   /** Rebuilds a consensus entry from the ledger (for append batches the core no longer holds), or gives back a recent proposal. */
@@ -1705,11 +1698,7 @@ export class CovenantNode {
   private dropAcknowledgedProposals(): void {
     let acknowledged = Number.POSITIVE_INFINITY;
     for (const peer of this.raft?.status().peers ?? []) acknowledged = Math.min(acknowledged, peer.matchSeqno);
-    for (const [seqno, entry] of this.recentProposals) {
-      if (seqno > acknowledged) break;
-      this.recentProposals.delete(seqno);
-      this.recentProposalsBytes -= proposalBytes(entry);
-    }
+    this.recentProposals.dropThrough(acknowledged);
   }
 
   // ---------------------------------------------------------------- reports
