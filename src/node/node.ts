@@ -1545,15 +1545,17 @@ export class CovenantNode {
   private proposeSealed(job: NodeSealJob, sealed: SealedEntry): void {
     const { view, seqno, kind, configuration, retiredCommitted } = job;
     const plain = job.privatePlain;
+    // One object of one shape per entry (absent fields undefined): spreading optional fields in
+    // made three objects per entry and gave the kept one a shape built field by field.
     const entry: Entry = {
       view,
       seqno,
       kind,
       bytes: sealed.bytes,
-      ...(configuration ? { configuration } : {}),
-      ...(retiredCommitted ? { retiredCommitted } : {}),
+      configuration,
+      retiredCommitted,
       // Backups apply the private write set from here instead of decrypting it (applyReplicated).
-      ...(plain.byteLength > 0 && plain.byteLength <= SIDECAR_MAX_BYTES ? { sidecar: plain } : {}),
+      sidecar: plain.byteLength > 0 && plain.byteLength <= SIDECAR_MAX_BYTES ? plain : undefined,
     };
     try {
       this.raft!.propose(entry);
