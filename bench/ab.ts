@@ -15,6 +15,8 @@ export interface AbOptions {
   readonly bodyFile: string;
   readonly connections: number;
   readonly durationS: number;
+  /** Run ab on these cores only (`taskset -c`; see placement.ts). */
+  readonly cores?: string;
 }
 
 export interface AbResult {
@@ -68,7 +70,8 @@ export async function runAb(options: AbOptions): Promise<AbResult> {
   ];
   // Through a shell so that its `times` reports ab's CPU once ab has exited.
   const quoted = args.map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
-  const child = spawn('sh', ['-c', `ab ${quoted}; status=$?; echo '--times--'; times; exit $status`], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const command = options.cores === undefined ? 'ab' : `taskset -c '${options.cores.replace(/'/g, '')}' ab`;
+  const child = spawn('sh', ['-c', `${command} ${quoted}; status=$?; echo '--times--'; times; exit $status`], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));

@@ -28,7 +28,11 @@
  * server replicating each batch over TLS to two floor backups (floor-backup.ts: check, decrypt,
  * apply, hash, append, acknowledge), with the time until a majority held every write.
  *
- *   npm run bench -- [--duration 8] [--rounds 3] [--connections 64] [--writes N] [--skip-network]
+ *   npm run bench -- [--duration 8] [--rounds 3] [--connections 64] [--writes N] [--skip-network] [--pin]
+ *
+ * With --pin the ab measurements (bare server, floor and networks alike) run with their
+ * processes placed on the two cores (placement.ts): a diagnostic reading of the same code without
+ * the scheduler's placement of three nodes' threads on two cores.
  *
  * With --writes N it instead writes N 200-byte messages over 1,000 ids and reports the node's RSS.
  */
@@ -44,6 +48,7 @@ import { removeDir, startNode, type StartedNode } from '../src/testing/node-proc
 import { startNetwork, until } from '../src/testing/network.js';
 import { abAvailable, runAb, type AbResult } from './ab.js';
 import { buildRequest, percentile, runLoad, type LoadTarget } from './load.js';
+import { OTHER_CORE, placeServer, placementAvailable, REQUEST_CORE, unplace } from './placement.js';
 import { cpuUs, rssMb } from './proc.js';
 
 interface Args {
@@ -52,13 +57,19 @@ interface Args {
   connections: number;
   writes: number;
   skipNetwork: boolean;
+  /** Place the processes of the ab measurements on the two cores (placement.ts). */
+  pin: boolean;
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { durationS: 8, rounds: 3, connections: 64, writes: 0, skipNetwork: false };
+  const args: Args = { durationS: 8, rounds: 3, connections: 64, writes: 0, skipNetwork: false, pin: false };
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--skip-network') {
       args.skipNetwork = true;
+      continue;
+    }
+    if (argv[i] === '--pin') {
+      args.pin = true;
       continue;
     }
     const value = Number(argv[i + 1]);
@@ -227,11 +238,13 @@ function writeAbFiles(dir: string, identity: { certificatePem: string; privateKe
  * write, and the time until the node reports it committed (and with it every write before it).
  */
 async function measureNodeAb(node: StartedNode, args: Args, files: AbFiles, nodes: readonly StartedNode[] = [node]): Promise<NodeRun> {
-  const options = { ...files, url: `https://${node.address}/app/log/private`, connections: args.connections };
+  const options = { ...files, url: `https://${node.address}/app/log/private`, connections: args.connections, ...(args.pin ? { cores: OTHER_CORE } : {}) };
   await runAb({ ...options, durationS: 2 });
+  if (args.pin) placeServer(node.process.pid!, pidsOf(nodes).slice(1));
   const cpu = startCpuMeter(pidsOf(nodes));
   const result = await runAb({ ...options, durationS: args.durationS });
   const cpuPerWrite = cpu(result.requests);
+  if (args.pin) unplace(pidsOf(nodes));
   const loadEnd = performance.now();
   const last = await node.client.request('POST', '/app/log/private', { body: { id: 1, msg: 'last' }, identity: node.user });
   const lastSeqno = seqnoOf(last.headers['x-covenant-transaction-id']);
@@ -339,11 +352,14 @@ async function startReference(args: Args, dir: string, script: 'baseline-server.
     },
     /** With ab (the same request as against a node, with the node's user certificate). */
     async measureAb(files: AbFiles): Promise<BareRun> {
-      const abOptions = { ...files, url: `https://127.0.0.1:${port}/app/log/private`, connections: args.connections };
+      const abOptions = { ...files, url: `https://127.0.0.1:${port}/app/log/private`, connections: args.connections, ...(args.pin ? { cores: OTHER_CORE } : {}) };
       await runAb({ ...abOptions, durationS: 2 });
+      if (args.pin) placeServer(child.pid!, pids.slice(1));
       const cpu = startCpuMeter(pids);
       const result: AbResult = await runAb({ ...abOptions, durationS: args.durationS });
-      return runOf(result, cpu, performance.now());
+      const loadEnd = performance.now();
+      if (args.pin) unplace(pids);
+      return runOf(result, cpu, loadEnd);
     },
     stop() {
       client.close();
@@ -554,11 +570,13 @@ async function main(): Promise<void> {
 
   const withAb = abAvailable();
   if (!withAb) console.log('ab not found (Debian: apt-get install apache2-utils): measuring with the built-in load generator only');
+  if (args.pin && !placementAvailable()) throw new Error('--pin needs taskset (util-linux) and at least two cores');
+  if (args.pin) console.log(`--pin: in the ab measurements, each loaded server's request thread runs on core ${REQUEST_CORE}; its sealing worker, backups and ab on core ${OTHER_CORE}`);
   const single = await startNode({ configPatch: { logging: { level: 'fail' } } });
   const baseline = await startReference(args, single.dir, 'baseline-server.js', { name: 'baseline' });
   const floor = await startReference(args, single.dir, 'floor-server.js', { name: 'floor', extraArguments: [join(single.dir, 'floor_entries')] });
   const abFiles = writeAbFiles(single.dir, single.user);
-  const report: Record<string, unknown> = { bench: 'committed writes', connections: args.connections, duration_s: args.durationS, rounds: args.rounds };
+  const report: Record<string, unknown> = { bench: 'committed writes', connections: args.connections, duration_s: args.durationS, rounds: args.rounds, pinned: args.pin };
   try {
     let one: Alternation;
     try {

@@ -1,0 +1,74 @@
+/**
+ * `npm run bench -- --pin`: places the processes of each `ab` measurement on the two cores
+ * instead of leaving them to the scheduler, with `taskset` (util-linux). Core 0 runs the loaded
+ * server's request (main) thread and its small helpers (V8's, libuv's); core 1 runs that
+ * server's busiest helper when it has one that works alongside the request thread (a node's or
+ * the floor's sealing worker), every other server process (backups), and `ab`. The bare server
+ * is placed the same way (it has no such helper: all of it on core 0, `ab` on core 1).
+ *
+ * Why: on two cores shared by a primary, its backups, its sealing worker and `ab`, a thread the
+ * request thread wakes is queued on the request thread's core, and the scheduler leaves it there
+ * while the other core idles (docs/performance.md). Placement measures the same code without
+ * that effect of putting three nodes on two cores; it is a diagnostic reading beside the
+ * default one, not a setting of the nodes.
+ */
+import { spawnSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+
+/** The cores placement uses. */
+export const REQUEST_CORE = '0';
+export const OTHER_CORE = '1';
+
+/** A helper counts as working alongside the request thread from this share of its CPU time on. */
+const WORKER_SHARE = 0.1;
+
+/** Whether placement can run here: Linux with `taskset` and at least two cores. */
+export function placementAvailable(): boolean {
+  if (availableParallelism() < 2) return false;
+  const probe = spawnSync('taskset', ['-V'], { stdio: 'ignore' });
+  return probe.error === undefined && probe.status === 0;
+}
+
+function threadIds(pid: number): string[] {
+  try {
+    return readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return [];
+  }
+}
+
+/** CPU clock ticks a thread has used (user + system), 0 once it is gone. */
+function threadTicks(pid: number, tid: string): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return Number(fields[11]) + Number(fields[12]);
+  } catch {
+    return 0;
+  }
+}
+
+function pin(tid: string, cores: string): void {
+  // A thread that has just ended cannot be placed, and need not be.
+  spawnSync('taskset', ['-p', '-c', cores, tid], { stdio: 'ignore' });
+}
+
+/**
+ * Places a server process (`pid`, loaded by `ab`) and the processes beside it (`others`: its
+ * backups) as the header describes. The helper that goes to the other core is the busiest one
+ * so far, if it used at least WORKER_SHARE of the request thread's CPU time.
+ */
+export function placeServer(pid: number, others: readonly number[]): void {
+  const main = String(pid);
+  const helpers = threadIds(pid).filter((tid) => tid !== main);
+  const busiest = helpers.reduce<string | undefined>((best, tid) => (best === undefined || threadTicks(pid, tid) > threadTicks(pid, best) ? tid : best), undefined);
+  const worker = busiest !== undefined && threadTicks(pid, busiest) >= WORKER_SHARE * threadTicks(pid, main) ? busiest : undefined;
+  for (const tid of threadIds(pid)) pin(tid, tid === worker ? OTHER_CORE : REQUEST_CORE);
+  for (const other of others) for (const tid of threadIds(other)) pin(tid, OTHER_CORE);
+}
+
+/** Lets the processes' threads run on every core again (after a placed measurement). */
+export function unplace(pids: readonly number[]): void {
+  const all = `0-${availableParallelism() - 1}`;
+  for (const pid of pids) for (const tid of threadIds(pid)) pin(tid, all);
+}
