@@ -13,8 +13,9 @@
  * default one, not a setting of the nodes.
  */
 import { spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
+import { cpuUs } from './proc.js';
 
 /** The cores placement uses. */
 export const REQUEST_CORE = '0';
@@ -38,16 +39,6 @@ function threadIds(pid: number): string[] {
   }
 }
 
-/** CPU clock ticks a thread has used (user + system), 0 once it is gone. */
-function threadTicks(pid: number, tid: string): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return Number(fields[11]) + Number(fields[12]);
-  } catch {
-    return 0;
-  }
-}
-
 function pin(tid: string, cores: string): void {
   // A thread that has just ended cannot be placed, and need not be.
   spawnSync('taskset', ['-p', '-c', cores, tid], { stdio: 'ignore' });
@@ -59,11 +50,13 @@ function pin(tid: string, cores: string): void {
  * so far, if it used at least WORKER_SHARE of the request thread's CPU time.
  */
 export function placeServer(pid: number, others: readonly number[]): void {
-  const main = String(pid);
-  const helpers = threadIds(pid).filter((tid) => tid !== main);
-  const busiest = helpers.reduce<string | undefined>((best, tid) => (best === undefined || threadTicks(pid, tid) > threadTicks(pid, best) ? tid : best), undefined);
-  const worker = busiest !== undefined && threadTicks(pid, busiest) >= WORKER_SHARE * threadTicks(pid, main) ? busiest : undefined;
-  for (const tid of threadIds(pid)) pin(tid, tid === worker ? OTHER_CORE : REQUEST_CORE);
+  const tids = threadIds(pid);
+  // Each thread's CPU time, read once (0 for one that has just ended).
+  const used = new Map(tids.map((tid) => [tid, cpuUs(pid, Number(tid)) || 0]));
+  let worker: string | undefined;
+  for (const tid of tids) if (tid !== String(pid) && (worker === undefined || used.get(tid)! > used.get(worker)!)) worker = tid;
+  if (worker !== undefined && used.get(worker)! < WORKER_SHARE * used.get(String(pid))!) worker = undefined;
+  for (const tid of tids) pin(tid, tid === worker ? OTHER_CORE : REQUEST_CORE);
   for (const other of others) for (const tid of threadIds(other)) pin(tid, OTHER_CORE);
 }
 

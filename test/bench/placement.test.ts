@@ -9,6 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { OTHER_CORE, placeServer, placementAvailable, REQUEST_CORE, unplace } from '../../bench/placement.js';
+import { cpuUs } from '../../bench/proc.js';
 
 /** A process whose worker thread spins, and which prints when the worker runs. */
 const SERVER = `
@@ -40,11 +41,8 @@ test('placement puts the request thread, the busy worker and the processes besid
     assert.equal(coresOf(pid, String(pid)), REQUEST_CORE, 'the main thread is on the request core');
     const onOther = helpers.filter((t) => coresOf(pid, t) === OTHER_CORE);
     assert.equal(onOther.length, 1, 'exactly one helper, the busy worker, is on the other core');
-    const ticks = (t: string) => {
-      const f = readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      return Number(f[11]) + Number(f[12]);
-    };
-    assert.equal(onOther[0], helpers.reduce((a, b) => (ticks(b) > ticks(a) ? b : a)), 'and it is the busiest one');
+    const used = (t: string) => cpuUs(pid, Number(t));
+    assert.equal(onOther[0], helpers.reduce((a, b) => (used(b) > used(a) ? b : a)), 'and it is the busiest one');
     for (const t of helpers) if (t !== onOther[0]) assert.equal(coresOf(pid, t), REQUEST_CORE);
     for (const t of readdirSync(`/proc/${beside.pid}/task`)) assert.equal(coresOf(beside.pid!, t), OTHER_CORE, 'the process beside is on the other core');
 
