@@ -1,5 +1,5 @@
 /**
- * The written layering of src/ (see STYLE.md), checked in CI by `npm run lint`.
+ * The written layering of src/ (see docs/architecture.md, "Layering"), checked in CI by `npm run lint`.
  * Lower layers never import higher ones; the deterministic zone never touches I/O modules.
  */
 const IO_MODULES = '^(node:)?(fs|fs/promises|net|tls|http|https|http2|dgram|child_process|worker_threads|timers|timers/promises|readline)$';

@@ -1,6 +1,6 @@
 /**
  * Load from an external C load generator: ApacheBench (`ab`, Debian package apache2-utils), as
- * DESIGN.md prescribes for headline numbers (its `wrk` cannot present the TLS client certificate
+ * docs/architecture.md ("Dependencies") prescribes for headline numbers (its `wrk` cannot present the TLS client certificate
  * the logging application requires; `ab -E` can). A generator in C takes less of a small
  * machine's CPU than one in Node.js (≈ 11 µs per request here against ≈ 16–22), so more of it is
  * left to the server being measured. `ab` sends the same request every time (one record id).

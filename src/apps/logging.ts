@@ -1,6 +1,6 @@
 /**
  * The default application: a message log, the de facto workload of this kind of service
- * (DESIGN "The default application"). Private records live in an encrypted map, public ones in
+ * (docs/architecture.md, "The default application"). Private records live in an encrypted map, public ones in
  * a `public:` map. Every write answers with the `x-covenant-transaction-id` header.
  */
 import { z } from 'zod';

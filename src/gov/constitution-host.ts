@@ -5,7 +5,7 @@
  *
  * Writes do not go to the transaction directly: they are staged, and flushed only when the whole
  * `apply` succeeded, so a proposal whose apply throws half-way leaves nothing behind but its own
- * Failed record (DESIGN decision 11: nothing half-written). Effects outside the store (a ledger
+ * Failed record (docs/architecture.md, decision 11: nothing half-written). Effects outside the store (a ledger
  * chunk request) are likewise collected and run by the caller after the transaction commits.
  */
 import { CovenantError } from '../base/errors.js';

@@ -1,5 +1,5 @@
 /**
- * Signed governance requests (DESIGN decision 9): a tagged COSE_Sign1 whose payload is the JSON
+ * Signed governance requests (docs/architecture.md, decision 9): a tagged COSE_Sign1 whose payload is the JSON
  * request body, signed with the member's identity key. The protected header carries
  *
  *   1 (alg)                    -35 (ES384, P-384 key) or -7 (ES256, P-256 key)

@@ -1,6 +1,6 @@
 /**
  * Governance over one KV transaction: signed requests in, table writes out. Every method runs
- * synchronously inside the caller's transaction (DESIGN decision 2); a method that throws leaves
+ * synchronously inside the caller's transaction (docs/architecture.md, decision 2); a method that throws leaves
  * the transaction to be discarded, so a refused request writes nothing.
  *
  * Flow of a proposal: the request is verified (signature, type, created_at, replay); the

@@ -1,5 +1,5 @@
 /**
- * The JavaScript sandbox for constitutions, ballots and join policies (DESIGN decision 10): QuickJS
+ * The JavaScript sandbox for constitutions, ballots and join policies (docs/architecture.md, decision 10): QuickJS
  * compiled to WebAssembly (quickjs-emscripten, sync variant), so code from members runs in a separate
  * engine with its own heap and no access to the host: no `process`, `require`, file system, network
  * or timers exist inside it, only what a caller passes in as host functions.
@@ -85,7 +85,7 @@ const RESULT_TEXT_BYTES_MAX = 4 * 1024 * 1024;
 
 /**
  * One QuickJS WebAssembly instance. Load it once (asynchronously) with `loadJsEngine`; after that
- * every evaluation is synchronous, so it can run inside a KV transaction (DESIGN decision 2).
+ * every evaluation is synchronous, so it can run inside a KV transaction (docs/architecture.md, decision 2).
  */
 export class JsEngine {
   private runtime: QuickJSRuntime | undefined;

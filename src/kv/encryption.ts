@@ -1,5 +1,5 @@
 /**
- * Encryption of the private domain (DESIGN decision 6): AES-256-GCM under the ledger secret that
+ * Encryption of the private domain (docs/architecture.md, decision 6): AES-256-GCM under the ledger secret that
  * applies to the transaction's seqno, with a 12-byte IV bound to the transaction id:
  *
  *   IV = seqno as 8 bytes little-endian ‖ view as 4 bytes little-endian

@@ -2,7 +2,7 @@
  * The versioned key-value store. The state is a persistent map (map name → key → value bytes)
  * from `immutable`, so every version is a value that shares structure with its neighbours:
  * reading at the committed version costs nothing, a snapshot reads a stable state, and rollback
- * after a view change is a pointer swap (DESIGN decision 5) plus, at most, a short replay.
+ * after a view change is a pointer swap (docs/architecture.md, decision 5) plus, at most, a short replay.
  *
  * Versions above the committed one are retained as their writes, with the whole state kept
  * only at every CHECKPOINT_INTERVAL-th version (StoreOptions.checkpointInterval): a state per
@@ -12,7 +12,7 @@
  * CHECKPOINT_INTERVAL - 1 retained write sets (rollback, compaction, historical reads: all rare
  * next to commits).
  *
- * Transactions run synchronously (DESIGN decision 2): a Tx reads the state it began at and
+ * Transactions run synchronously (docs/architecture.md, decision 2): a Tx reads the state it began at and
  * buffers its writes; commit applies them as the next version in one step. Nothing is written
  * until then, so a handler that throws simply drops its Tx.
  */

@@ -1,7 +1,7 @@
 /**
  * Sealing a transaction into its ledger entry: everything between a committed write set and the
  * bytes consensus replicates: AES-GCM of the private write set, the commit evidence and its
- * digest, the entry frame, and the entry's Merkle leaf (DESIGN decision 8).
+ * digest, the entry frame, and the entry's Merkle leaf (docs/architecture.md, decision 8).
  *
  * This is the costliest part of the primary's write path that needs no node state beyond the
  * ledger secret, so it can run beside the request thread: an EntrySealer takes jobs in seqno
@@ -33,7 +33,7 @@ export interface SealedEntry {
   readonly leaf: Uint8Array;
 }
 
-/** The Merkle leaf of a ledger entry (DESIGN decision 8). */
+/** The Merkle leaf of a ledger entry (docs/architecture.md, decision 8). */
 export function entryLeaf(entry: Pick<DecodedEntry, 'publicBytes' | 'privateBytes' | 'commitEvidenceDigest' | 'claimsDigest'>): Uint8Array {
   return leafDigest(writeSetDigest(entry), entry.commitEvidenceDigest, entry.claimsDigest);
 }

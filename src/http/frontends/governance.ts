@@ -6,7 +6,7 @@
  * tables are public in the ledger anyway.
  *
  * The sandbox engine is loaded asynchronously once; handlers await it *before* their transaction
- * begins, so the transaction itself stays synchronous (DESIGN decision 2).
+ * begins, so the transaction itself stays synchronous (docs/architecture.md, decision 2).
  */
 import { CovenantError, isCovenantError } from '../../base/errors.js';
 import { toHex } from '../../base/bytes.js';
@@ -197,7 +197,7 @@ export function governanceRoutes(node: CovenantNode, options: GovernanceFrontend
           return { measurements, host_data: hostData, policy };
         }),
     },
-    // Disaster recovery with recovery shares (DESIGN "Governance requests"): listed now, answered once recovery exists.
+    // Disaster recovery with recovery shares (docs/architecture.md, decisions 9 and 15): listed now, answered once recovery exists.
     recoveryShareRoute('GET', '/gov/recovery/encrypted-shares/{member_id}', "The member's encrypted recovery share"),
     recoveryShareRoute('POST', '/gov/recovery/members/{member_id}:recover', "Submits a member's decrypted recovery share (COSE_Sign1)"),
   ];
