@@ -62,10 +62,14 @@ const node = new CovenantNode({
 });
 await node.prepareIdentity();
 const address = '127.0.0.1:1';
-await node.startNewService({
+await node.start(
+  {
   rpc: [{ name: 'primary', bindAddress: address, publishedAddress: address, enabledOperatorFeatures: [] }],
   nodeToNode: { bindAddress: address, publishedAddress: address },
-});
+  },
+  undefined,
+  () => undefined,
+);
 
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 async function run(count: number): Promise<void> {

@@ -223,21 +223,19 @@ export async function runNodeCommand(configPath: string): Promise<void> {
       server!.setTlsIdentity({ keyPem: node.nodePrivateKeyPem, certificatePem: node.nodeCertificatePem });
       channels!.setIdentity({ nodeId: node.nodeId, privateKeyPem: node.nodePrivateKeyPem, certificatePem: node.nodeCertificatePem });
     };
-    if (config.command.type === 'Start') {
-      await node.startNewService(addresses);
-      endorse();
-    } else {
-      const client = {
-        ...createJoinClient(() => ({
-          serviceCertificatePem: readFileSync(config.command.service_certificate_file, 'utf8'),
-          certificatePem: node.selfSignedCertificatePem,
-          privateKeyPem: node.nodePrivateKeyPem,
-        })),
-        fetchSnapshot: (target: string, since: number) => fetchSnapshot(target, since, readFileSync(config.command.service_certificate_file, 'utf8')),
-      };
-      if (node.hasPersistedState()) await node.resumeFromLedger(addresses, client, endorse);
-      else await node.joinNetwork(addresses, client, endorse);
-    }
+    // The flow follows command.type (src/node/flows): Start, Join, or restart from this node's own state.
+    const client =
+      config.command.type === 'Join'
+        ? {
+            ...createJoinClient(() => ({
+              serviceCertificatePem: readFileSync(config.command.service_certificate_file, 'utf8'),
+              certificatePem: node.selfSignedCertificatePem,
+              privateKeyPem: node.nodePrivateKeyPem,
+            })),
+            fetchSnapshot: (target: string, since: number) => fetchSnapshot(target, since, readFileSync(config.command.service_certificate_file, 'utf8')),
+          }
+        : undefined;
+    await node.start(addresses, client, endorse);
   } catch (e) {
     if (isCovenantError(e) && e.code === 'InvalidConfiguration') {
       // Found before anything was written: a configuration error like the loader's.

@@ -56,3 +56,8 @@ export function asFileCorruption(e: LedgerError, file: string, offsetBytes: numb
     reason: e.code,
   });
 }
+
+/** Whether `e` is a ledger error, optionally of one code. */
+export function isLedgerError(e: unknown, code?: LedgerErrorCode): e is LedgerError {
+  return e instanceof LedgerError && (code === undefined || e.code === code);
+}

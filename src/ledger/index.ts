@@ -1,6 +1,6 @@
 /** Public face of the ledger: entry frames, chunk files, and offline reading of ledger directories. */
 export { DiskError, type Disk, type DiskErrorCode, type DiskFile } from './disk.js';
-export { LedgerError, type LedgerErrorCode, type LedgerErrorDetails } from './errors.js';
+export { LedgerError, isLedgerError, type LedgerErrorCode, type LedgerErrorDetails } from './errors.js';
 export {
   checkEntry,
   decodeEntry,

@@ -5,7 +5,8 @@
 import { assert } from '../base/assert.js';
 import { utf8 } from '../base/bytes.js';
 import { GovTables } from '../gov/tables.js';
-import { decodeWriteSet } from '../kv/index.js';
+import { decodeWriteSet, type WriteSet } from '../kv/index.js';
+import type { Configuration } from '../consensus/index.js';
 
 export const Tables = {
   // Governance-written tables (service, members, users, nodes, proposals, ...) are named once, in src/gov.
@@ -76,4 +77,10 @@ export interface SignatureRecord {
   commit_seqno: number;
   commit_view: number;
   cert: string;
+}
+
+/** The configuration a reconfiguration transaction records (undefined when the write set records none). */
+export function configurationOf(writeSet: WriteSet): Configuration | undefined {
+  const raw = writeSet.get(Tables.configurations)?.get(SINGLETON_KEY);
+  return raw ? (JSON.parse(utf8.decode(raw)) as Configuration) : undefined;
 }

@@ -9,7 +9,6 @@
  * begins, so the transaction itself stays synchronous (docs/architecture.md, decision 2).
  */
 import { CovenantError, isCovenantError } from '../../base/errors.js';
-import { toHex } from '../../base/bytes.js';
 import { formatTxId } from '../../base/ids.js';
 import { Governance, type GovOutcome, type GovRequest, loadJsEngine, type SandboxLimits } from '../../gov/index.js';
 import { jsonCodec, type Tx } from '../../kv/index.js';
@@ -117,7 +116,7 @@ export function governanceRoutes(node: CovenantNode, options: GovernanceFrontend
       path: '/gov/members/state-digests/{member_id}:update',
       summary: 'Records and returns the state digest the member must acknowledge (msg type "state_digest")',
       responses: cose,
-      handler: (ctx) => write(ctx, (gov, tx, req) => gov.updateStateDigest(tx, req, ctx.params.member_id!, toHex(node.tree.root()))),
+      handler: (ctx) => write(ctx, (gov, tx, req) => gov.updateStateDigest(tx, req, ctx.params.member_id!, node.treeRootHex())),
     },
     {
       method: 'POST',

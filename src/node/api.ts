@@ -1,0 +1,109 @@
+/**
+ * The node as the layers above it see it: what the node is given (NodeInit), and the small
+ * interfaces the HTTP layer and the application use (transactions, frames, operator queries), so
+ * that they depend on what they use and not on the concrete node.
+ */
+import type { Clock } from '../base/clock.js';
+import type { TxId } from '../base/ids.js';
+import type { Logger } from '../base/log.js';
+import type { NodeConfig } from '../config/index.js';
+import type { Tx, WriteSet } from '../kv/index.js';
+import type { Disk, EntrySealerFactory } from '../ledger/index.js';
+import type { Receipt, SignatureReceipt } from '../merkle/index.js';
+import type { QuoteInfo } from '../attestation/virtual.js';
+import type { JoinRequest, JoinResponse } from './join.js';
+import type { NodeLifecycleState } from './lifecycle.js';
+import type { ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, VersionReport } from './reports.js';
+import type { TxStatus } from './tx-status.js';
+import type { WriteResult } from './write/transactions.js';
+
+export interface NodeInit {
+  readonly config: NodeConfig;
+  readonly disk: Disk;
+  readonly logger: Logger;
+  readonly clock: Clock;
+  readonly randomBytes: (length: number) => Uint8Array;
+  /** Version string of the running code (GET /node/version). */
+  readonly version: string;
+  /** Reads a text file named in the configuration (certificates, constitution). */
+  readonly readTextFile: (path: string) => string;
+  /** Writes an output file (certificates) atomically. */
+  readonly writeTextFile: (path: string, text: string) => void;
+  /** Writes a file only this node's user may read, atomically and durably (node state with keys). */
+  readonly writeSecretFile: (path: string, text: string) => void;
+  /** Virtual attestation: the host data this node reports (stands for its security policy digest). */
+  readonly hostData?: string;
+  /**
+   * Seals the primary's transactions into ledger entries (src/ledger/sealing.ts). Default: on
+   * the calling thread; node processes pass a worker-thread sealer (src/platform/worker-sealer.ts).
+   */
+  readonly createEntrySealer?: EntrySealerFactory;
+  /**
+   * Largest ledger entry (sealed frame) the node records; a larger transaction is refused (413
+   * TransactionTooLarge). Default MAX_ENTRY_BYTES, what one node-to-node frame can carry; tests
+   * lower it.
+   */
+  readonly maxEntryBytes?: number;
+}
+
+export interface RpcInterfaceAddress {
+  readonly name: string;
+  readonly bindAddress: string;
+  readonly publishedAddress: string;
+  readonly enabledOperatorFeatures: readonly string[];
+}
+
+export interface NodeAddresses {
+  readonly rpc: readonly RpcInterfaceAddress[];
+  readonly nodeToNode: { readonly bindAddress: string; readonly publishedAddress: string };
+}
+
+/** Transactions on the node's store, and what a client needs to know about their fate (the application). */
+export interface NodeTransactions {
+  readonly logger: Logger;
+  readonly clock: Clock;
+  executeWrite<T>(fn: (tx: Tx) => T): WriteResult<T>;
+  executeRead<T>(fn: (tx: Tx) => T): T;
+  isPrimary(): boolean;
+  statusOf(txId: TxId): TxStatus;
+  commitTxId(): TxId;
+  historicalWrites(txId: TxId): WriteSet | 'pending';
+}
+
+/** Frames on the node-to-node channels, and where the primary is (request forwarding). */
+export interface NodeFrames {
+  readonly nodeId: string;
+  isPrimary(): boolean;
+  primaryId(): string | undefined;
+  onFrame(kind: number, handler: (from: string, payload: Uint8Array) => void): void;
+  sendFrame(to: string, kind: number, payload: Uint8Array): boolean;
+}
+
+/** What the operator frontend (/node) asks of the node. */
+export interface NodeOperatorQueries extends NodeTransactions {
+  readonly nodeId: string;
+  readonly state: NodeLifecycleState;
+  readonly selfSignedCertificatePem: string;
+  readonly quoteInfo: QuoteInfo | undefined;
+  primaryId(): string | undefined;
+  stateReport(): NodeStateReport;
+  consensusReport(): ConsensusReport;
+  networkReport(): NetworkReport;
+  listNodes(): NodeSummary[];
+  serviceConfiguration(): unknown;
+  previousServiceIdentity(): string | undefined;
+  versionReport(): VersionReport;
+  viewHistory(since?: number): string[];
+  receipt(txId: TxId): Receipt | SignatureReceipt | 'pending';
+  coseReceipt(txId: TxId): Uint8Array | 'pending';
+  handleJoin(request: JoinRequest, clientPublicKeyDer: Uint8Array | undefined): Promise<JoinResponse>;
+  appFrontendOpen(): boolean;
+  appFrontendClosedReason(): string;
+}
+
+/** What the governance frontend (/gov) asks of the node. */
+export interface NodeGovernanceHost extends NodeTransactions {
+  /** The Merkle root over every entry so far (members acknowledge a state digest). */
+  treeRootHex(): string;
+  forceLedgerChunk(): void;
+}

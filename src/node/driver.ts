@@ -1,0 +1,178 @@
+/**
+ * The consensus driver: owns the Raft core of this node, ticks it, feeds it the consensus frames
+ * of peers, and does the work each `Ready` asks for. `handleReady` is the one function that
+ * orders the side effects of a step (the order is what makes the protocol safe):
+ *
+ *  1. forget kept proposals when the log may be rewritten (truncation, role change);
+ *  2. roll the replica back to a truncation point below its state;
+ *  3. apply the new entries, then persist them (cutting the ledger first);
+ *  4. persist the hard state (view, vote) — before any message of this step leaves;
+ *  5. send the messages;
+ *  6. advance commit (only to entries persisted here);
+ *  7. act on a role change; report peers that need a snapshot;
+ *  8. (primary) emit a requested signature; record retirements.
+ *
+ * Everything it touches goes through DriverHost, so a test can record the order (test/node/driver.test.ts).
+ */
+import type { Clock, TimerHandle } from '../base/clock.js';
+import { errorMessage } from '../base/errors.js';
+import type { Logger } from '../base/log.js';
+import { createRaft, decodeMessage, encodeMessage, type Entry, type Raft, type RaftInitialState, type RandomSource, type Ready } from '../consensus/index.js';
+import { appendBatchBytesMax, appendBatchEntriesMax, consensusUncommittedEntriesMax, pumpRoundsMax, tickDurationMs } from './limits.js';
+
+/** The side effects a Ready asks for, in the order handleReady does them. */
+export interface DriverHost {
+  readonly logger: Logger;
+  readonly clock: Clock;
+  storeVersion(): number;
+  ledgerLastSeqno(): number;
+  commitSeqno(): number;
+  forgetProposals(): void;
+  /** Drops what the sealer holds if this node can no longer propose it (before consensus rewrites the store). */
+  abandonIfDeposed(): void;
+  rollbackTo(seqno: number): void;
+  applyReplicated(entry: Entry): void;
+  persistEntries(frames: readonly Uint8Array[], truncateAfterSeqno: number | undefined): void;
+  persistHardState(view: number, votedFor: string | undefined): void;
+  send(to: string, message: Uint8Array): void;
+  advanceCommit(seqno: number): void;
+  onRoleChange(change: NonNullable<Ready['roleChange']>): void;
+  reportSnapshotsNeeded(ids: readonly string[]): void;
+  isPrimary(): boolean;
+  emitSignature(): void;
+  recordRetirements(ids: readonly string[]): void;
+  /** After a pump: bring the channels' peer set up to date if the node table changed. */
+  afterPump(): void;
+  /** Storage of the consensus core: an entry this node holds (a recent proposal, or from the ledger). */
+  entryAt(seqno: number): Entry | undefined;
+}
+
+export interface DriverOptions {
+  readonly selfId: string;
+  readonly random: RandomSource;
+  readonly electionTimeoutMs: number;
+  readonly messageTimeoutMs: number;
+  readonly initial: RaftInitialState;
+}
+
+export class ConsensusDriver {
+  private core: Raft | undefined;
+  private tickTimer: TimerHandle | undefined;
+  private pumpScheduled = false;
+  private stopped = false;
+  /** The hard state last persisted. */
+  hardView = 0;
+  hardVotedFor: string | undefined;
+
+  constructor(private readonly host: DriverHost) {}
+
+  get raft(): Raft | undefined {
+    return this.core;
+  }
+
+  /** Creates the consensus core (once, when the node's log start is known). */
+  create(options: DriverOptions): Raft {
+    const heartbeatTicks = Math.max(1, Math.round(options.messageTimeoutMs / tickDurationMs));
+    const electionTimeoutTicks = Math.max(heartbeatTicks * 2 + 1, Math.round(options.electionTimeoutMs / tickDurationMs));
+    this.core = createRaft({
+      selfId: options.selfId,
+      random: options.random,
+      storage: { entryAt: (seqno) => this.host.entryAt(seqno) },
+      electionTimeoutTicks,
+      heartbeatTicks,
+      maxBatchEntries: appendBatchEntriesMax,
+      maxBatchBytes: appendBatchBytesMax,
+      maxUncommittedEntries: consensusUncommittedEntriesMax,
+      initial: options.initial,
+    });
+    return this.core;
+  }
+
+  startTicking(): void {
+    const tick = () => {
+      if (this.stopped) return;
+      this.core?.tick();
+      this.pump();
+      this.tickTimer = this.host.clock.setTimer(tickDurationMs, tick);
+    };
+    this.tickTimer = this.host.clock.setTimer(tickDurationMs, tick);
+  }
+
+  /** A consensus frame from peer `from` (authenticated by the channel). */
+  onFrame(from: string, payload: Uint8Array): void {
+    if (!this.core || this.stopped) return;
+    let message;
+    try {
+      message = decodeMessage(payload);
+    } catch (e) {
+      this.host.logger.info(`dropping a malformed consensus message from ${from}: ${errorMessage(e)}`);
+      return;
+    }
+    if (message.from !== from) {
+      this.host.logger.info(`dropping a consensus message from ${from} claiming to be from ${message.from}`);
+      return;
+    }
+    this.core.step(message);
+    this.schedulePump();
+  }
+
+  schedulePump(): void {
+    if (this.pumpScheduled) return;
+    this.pumpScheduled = true;
+    this.host.clock.defer(() => {
+      this.pumpScheduled = false;
+      this.pump();
+    });
+  }
+
+  /** Does the work the consensus core asks for until it has none left (bounded: each round may make more). */
+  pump(): void {
+    const raft = this.core;
+    if (!raft || this.stopped) return;
+    this.host.abandonIfDeposed();
+    for (let rounds = 0; raft.hasReady() && rounds < pumpRoundsMax; rounds++) {
+      const ready = raft.ready();
+      this.handleReady(ready);
+      raft.advance(ready);
+    }
+    this.host.afterPump();
+  }
+
+  /** Does what one Ready asks for, in the order the module comment gives. */
+  handleReady(ready: Ready): void {
+    const host = this.host;
+    const truncateAfter = ready.truncateAfterSeqno;
+    if (truncateAfter !== undefined || ready.roleChange) host.forgetProposals();
+    if (truncateAfter !== undefined && truncateAfter < host.storeVersion()) host.rollbackTo(truncateAfter);
+    if (ready.entriesToPersist.length > 0) {
+      const frames: Uint8Array[] = [];
+      for (const entry of ready.entriesToPersist) {
+        if (entry.seqno > host.storeVersion()) host.applyReplicated(entry);
+        frames.push(entry.bytes);
+      }
+      host.persistEntries(frames, truncateAfter);
+    } else if (truncateAfter !== undefined && truncateAfter < host.ledgerLastSeqno()) {
+      host.persistEntries([], truncateAfter);
+    }
+    if (ready.hardState) this.persistHardState(ready.hardState);
+    for (const message of ready.messages) host.send(message.to, encodeMessage(message));
+    if (ready.committedSeqno > host.commitSeqno()) host.advanceCommit(Math.min(ready.committedSeqno, host.ledgerLastSeqno()));
+    if (ready.roleChange) host.onRoleChange(ready.roleChange);
+    if (ready.snapshotsNeeded.length > 0) host.reportSnapshotsNeeded(ready.snapshotsNeeded);
+    if (ready.signatureRequested && host.isPrimary()) host.emitSignature();
+    if (ready.retirementsToRecord.length > 0 && host.isPrimary()) host.recordRetirements(ready.retirementsToRecord);
+  }
+
+  /** View and vote must be durable before any message of this Ready is sent (a node never votes twice in a view). */
+  private persistHardState(hard: NonNullable<Ready['hardState']>): void {
+    if (hard.view === this.hardView && hard.votedFor === this.hardVotedFor) return;
+    this.hardView = hard.view;
+    this.hardVotedFor = hard.votedFor;
+    this.host.persistHardState(hard.view, hard.votedFor);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.tickTimer?.cancel();
+  }
+}

@@ -1,0 +1,82 @@
+/**
+ * Operating errors of the node layer. Each failure mode has one stable code and one HTTP status,
+ * listed here once (test/node/errors.test.ts lists them all); callers build them with `nodeError`
+ * or the named factories and recognise them with `isNodeError`, never by duck typing.
+ */
+import { CovenantError } from '../base/errors.js';
+
+/** Every code the node layer raises, with the HTTP status it answers. */
+export const NODE_ERROR_STATUS = {
+  /** A write, a join or a receipt signature reached a node that is not (or no longer) the primary. */
+  NotPrimary: 503,
+  /** Start or Join on a ledger directory that already holds a ledger. */
+  LedgerAlreadyExists: 400,
+  /** The node state file cannot be read as this version writes it. */
+  InvalidNodeState: 500,
+  /** A node that started from a snapshot restarts without a snapshot to start from again. */
+  StartupSnapshotMissing: 500,
+  /** The join target's TLS identity is not the service's (not transient: the joiner stops). */
+  JoinTargetNotTrusted: 400,
+  /** The join target refused the join (the target's own code is in the message). */
+  JoinFailed: 400,
+  /** A join request's public key is not a PEM public key. */
+  InvalidNodeKey: 400,
+  /** A join request's TLS client certificate does not carry the key being joined. */
+  InvalidAuthenticationInfo: 401,
+  /** The joiner's quote does not verify. */
+  InvalidQuote: 403,
+  /** The joiner's measurement is not trusted (add_virtual_measurement). */
+  UntrustedMeasurement: 403,
+  /** The joiner's host data is not trusted (add_snp_host_data). */
+  UntrustedHostData: 403,
+  /** A joiner starts before the target's own startup snapshot (spec "Join from a snapshot"). */
+  StartupSeqnoIsOld: 400,
+  /** A retired node asks to join again. */
+  NodeRetired: 403,
+  /** A transaction's ledger entry would be larger than a node can replicate. */
+  TransactionTooLarge: 413,
+  /** A transaction id that will never be committed. */
+  TransactionInvalid: 404,
+  /** A COSE receipt asked for a transaction that has none (a signature transaction). */
+  ReceiptUnavailable: 404,
+  /** This node does not hold the service key yet. */
+  ServiceKeyUnavailable: 503,
+  /** This node does not hold the ledger secret yet. */
+  LedgerSecretUnavailable: 503,
+  /** A committed transaction this node's ledger files do not hold (it started from a later snapshot). */
+  HistoricalDataUnavailable: 404,
+  /** A configuration input (a file named by command.start) cannot be used. */
+  InvalidConfiguration: 400,
+} as const;
+
+export type NodeErrorCode = keyof typeof NODE_ERROR_STATUS;
+
+export class NodeError extends CovenantError {
+  declare readonly code: NodeErrorCode;
+  constructor(code: NodeErrorCode, message: string, details?: Record<string, unknown>) {
+    super(code, message, NODE_ERROR_STATUS[code], details);
+    this.name = 'NodeError';
+  }
+}
+
+export function nodeError(code: NodeErrorCode, message: string, details?: Record<string, unknown>): NodeError {
+  return new NodeError(code, message, details);
+}
+
+/** Whether `e` is a node error, optionally of one code. */
+export function isNodeError(e: unknown, code?: NodeErrorCode): e is NodeError {
+  return e instanceof NodeError && (code === undefined || e.code === code);
+}
+
+/** The one way to say "not here: writes (joins, ...) go to the primary". */
+export function notPrimary(message: string): NodeError {
+  return nodeError('NotPrimary', message);
+}
+
+/** A transaction id that will never be committed: rolled back, or never assigned (seqno 0, a view that never held it). */
+export function transactionInvalid(txId: string): NodeError {
+  return nodeError(
+    'TransactionInvalid',
+    `transaction ${txId} is Invalid: it will never be committed (it was rolled back, or no such transaction was ever assigned)`,
+  );
+}

@@ -1,0 +1,60 @@
+/**
+ * What a start-up flow (one per command.type, plus restart) works with: the node's parts, and the
+ * few steps of composition they share. The node (src/node/node.ts) provides it; each flow takes
+ * only its own lifecycle edges (FLOW_TRIGGERS).
+ */
+import type { Logger } from '../../base/log.js';
+import type { NodeInit, NodeAddresses } from '../api.js';
+import type { ConsensusDriver } from '../driver.js';
+import type { LedgerSecretRecord, LedgerSecrets } from '../identity/ledger-secrets.js';
+import type { NodeIdentity } from '../identity/node-identity.js';
+import type { ServiceIdentity } from '../identity/service-identity.js';
+import type { LifecycleTrigger } from '../lifecycle.js';
+import type { NodeStateFile } from '../persistence.js';
+import type { Peers } from '../peers.js';
+import type { Replica } from '../replica.js';
+import type { SnapshotManager, StartupSnapshot } from '../snapshots.js';
+import type { ServiceStatus, NodeInfo } from '../tables.js';
+import type { Signatures } from '../write/signatures.js';
+import type { Transactions } from '../write/transactions.js';
+
+/** Where a node's consensus log starts when it restarts from its own ledger. */
+export interface RestoredConsensus {
+  readonly lastSeqno: number;
+  readonly view: number;
+  readonly votedFor: string | undefined;
+  readonly commitSeqno: number;
+}
+
+export interface FlowContext {
+  readonly init: NodeInit;
+  readonly logger: Logger;
+  readonly identity: NodeIdentity;
+  readonly service: ServiceIdentity;
+  readonly secrets: LedgerSecrets;
+  readonly stateFile: NodeStateFile;
+  readonly replica: Replica;
+  readonly snapshots: SnapshotManager;
+  readonly driver: ConsensusDriver;
+  readonly peers: Peers;
+  readonly transactions: Transactions;
+  readonly signatures: Signatures;
+  genesisConfiguration: { seqno: number; nodes: string[] } | undefined;
+  startupSnapshot: StartupSnapshot | undefined;
+  joinReportedServiceStatus: ServiceStatus | undefined;
+  transition(trigger: LifecycleTrigger, allowed: readonly LifecycleTrigger[]): void;
+  setAddresses(addresses: NodeAddresses): void;
+  subjectAltNames(): string[];
+  rpcInterfacesRecord(): NodeInfo['rpc_interfaces'];
+  /** Installs ledger secrets (the chain) and seals new entries under the newest. */
+  installLedgerSecrets(records: readonly LedgerSecretRecord[]): void;
+  installLedgerSecret(fromSeqno: number, secret: Uint8Array): void;
+  /** Creates the consensus core: from genesis, the startup snapshot, or the node's own ledger. */
+  createConsensus(restored?: RestoredConsensus): void;
+  persistState(): void;
+  /** Starts consensus ticks and the node's timers (snapshots, files cleanup). */
+  startBackgroundWork(): void;
+  pump(): void;
+  stopped(): boolean;
+  sleep(ms: number): Promise<void>;
+}

@@ -1,0 +1,24 @@
+/**
+ * The start-up flows, one per command.type (and restart, a Join node on its own ledger and state):
+ * `covenant node` picks one with `flowFor` and runs it.
+ */
+import type { NodeConfig } from '../../config/index.js';
+
+export { startFlow } from './start.js';
+export { joinFlow } from './join.js';
+export { restartFlow } from './restart.js';
+export { checkStartInputs, startConstitution } from './genesis.js';
+
+export type FlowName = 'start' | 'join' | 'restart' | 'recover';
+
+/** The flow a configuration asks for: Start, Join (restart when the node has state from an earlier run), Recover. */
+export function flowFor(config: NodeConfig, hasPersistedState: boolean): FlowName {
+  switch (config.command.type) {
+    case 'Start':
+      return 'start';
+    case 'Join':
+      return hasPersistedState ? 'restart' : 'join';
+    case 'Recover':
+      return 'recover';
+  }
+}

@@ -1,0 +1,109 @@
+/**
+ * command.type Join on an empty ledger directory: joins an existing network (from a local or
+ * fetched snapshot when there is one), Pending until members trust it, then takes the service
+ * identity and secrets, starts replicating, and serves with its endorsed certificate. Edges:
+ * join, join-while-opening, trusted.
+ */
+import { errorMessage } from '../../base/errors.js';
+import type { NodeAddresses } from '../api.js';
+import { requestJoin, type JoinerHost } from '../join/joiner.js';
+import type { JoinClient, JoinRequest, NetworkInfo } from '../join.js';
+import { FLOW_TRIGGERS } from '../lifecycle.js';
+import type { FlowContext } from './context.js';
+
+/** The join request this node sends (a restarting node sends it too, to announce its addresses). */
+export function joinRequestOf(ctx: FlowContext, addresses: NodeAddresses): JoinRequest {
+  const { identity } = ctx;
+  return {
+    public_key: identity.publicKeyPem,
+    quote_info: identity.quoteInfo!,
+    node_data: ctx.init.config.node_data ?? null,
+    rpc_interfaces: ctx.rpcInterfacesRecord(),
+    node_to_node_interface: { bind_address: addresses.nodeToNode.bindAddress, published_address: addresses.nodeToNode.publishedAddress },
+    startup_seqno: ctx.replica.startupSeqno,
+    subject_alt_names: ctx.subjectAltNames(),
+  };
+}
+
+/** The joiner's host for `requestJoin`: waits, logs and snapshot fetches through the flow's parts. */
+export function joinerHost(ctx: FlowContext, resuming: boolean, onPending: () => void): JoinerHost {
+  const join = ctx.init.config.command.join!;
+  return {
+    logger: ctx.logger,
+    nodeId: ctx.identity.nodeId,
+    retryTimeoutMs: join.retry_timeout,
+    mayFetchSnapshot: join.fetch_recent_snapshot && !resuming,
+    resuming,
+    stopped: () => ctx.stopped(),
+    sleep: (ms) => ctx.sleep(ms),
+    onPending,
+    onServiceStatus: (status) => {
+      ctx.joinReportedServiceStatus = status;
+    },
+    fetchSnapshot: (client, target) => fetchStartupSnapshot(ctx, client, target),
+  };
+}
+
+export async function joinFlow(ctx: FlowContext, addresses: NodeAddresses, client: JoinClient, onEndorsed: () => void): Promise<void> {
+  const { init, replica, snapshots } = ctx;
+  const config = init.config;
+  const join = config.command.join!;
+  ctx.setAddresses(addresses);
+  replica.openLedger({ commandType: 'Join' });
+  // Until the service endorses it, clients reach this node with its self-signed certificate as CA
+  // (spec endpoint rule 9): node_certificate_file holds that one, then the endorsed one.
+  init.writeTextFile(config.node_certificate_file, ctx.identity.selfSignedCertificatePem);
+  ctx.service.adopt(init.readTextFile(config.command.service_certificate_file));
+  ctx.startupSnapshot = snapshots.findStartupSnapshot(ctx.service.certificatePem);
+  replica.startupSeqno = ctx.startupSnapshot?.seqno ?? 0;
+  let pending = false;
+  const host = joinerHost(ctx, false, () => {
+    ctx.transition('join', FLOW_TRIGGERS.join);
+    pending = true;
+  });
+  const trusted = await requestJoin(host, client, join.target_rpc_address, joinRequestOf(ctx, addresses));
+  if (trusted === undefined) return;
+  adoptNetworkInfo(ctx, trusted.response.network_info!);
+  onEndorsed();
+  if (ctx.startupSnapshot) replica.installSnapshot(ctx.startupSnapshot, true);
+  ctx.createConsensus();
+  ctx.persistState();
+  ctx.transition(pending ? 'trusted' : 'join-while-opening', FLOW_TRIGGERS.join);
+  ctx.startBackgroundWork();
+  ctx.pump();
+  ctx.logger.info(`node ${ctx.identity.nodeId} joined the network after ${trusted.attempts} join request(s)`);
+}
+
+function adoptNetworkInfo(ctx: FlowContext, info: NetworkInfo): void {
+  ctx.service.adopt(info.service_certificate, info.service_key);
+  ctx.identity.nodeCertificatePem = info.endorsed_certificate;
+  ctx.genesisConfiguration = info.genesis_configuration;
+  ctx.peers.setBootstrap(info.peers);
+  ctx.installLedgerSecrets(info.ledger_secrets);
+  ctx.init.writeTextFile(ctx.init.config.node_certificate_file, info.endorsed_certificate);
+}
+
+/** Downloads a snapshot newer than startup_seqno from `target` and verifies it; its seqno, or undefined on any failure. */
+async function fetchStartupSnapshot(ctx: FlowContext, client: JoinClient, target: string): Promise<number | undefined> {
+  const { replica, logger } = ctx;
+  let fetched: { name: string; bytes: Uint8Array } | undefined;
+  try {
+    fetched = await client.fetchSnapshot!(target, replica.startupSeqno);
+  } catch (e) {
+    logger.info(`fetching a snapshot from ${target} failed: ${errorMessage(e)}`);
+    return undefined;
+  }
+  if (fetched === undefined) {
+    logger.info(`${target} has no committed snapshot newer than ${replica.startupSeqno}`);
+    return undefined;
+  }
+  try {
+    ctx.startupSnapshot = ctx.snapshots.adoptFetchedSnapshot(fetched.name, fetched.bytes, ctx.service.certificatePem);
+  } catch (e) {
+    logger.fail(`snapshot ${fetched.name} fetched from ${target} is invalid: ${errorMessage(e)}`);
+    return undefined;
+  }
+  replica.startupSeqno = ctx.startupSnapshot.seqno;
+  logger.info(`fetched snapshot ${fetched.name} from ${target}; joining from seqno ${replica.startupSeqno}`);
+  return replica.startupSeqno;
+}

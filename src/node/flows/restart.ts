@@ -1,0 +1,54 @@
+/**
+ * A node restarted on its own ledger directory and node state (command.type Join with a ledger
+ * left by an earlier run of the same node): replays the ledger into the store and the Merkle tree
+ * (from a local snapshot if it joined from one), restores consensus from the ledger and the hard
+ * state, and announces its new addresses to the network with a join request; the primary then
+ * catches it up. Edges: restart.
+ */
+import { nodeError } from '../errors.js';
+import type { NodeAddresses } from '../api.js';
+import { requestJoin } from '../join/joiner.js';
+import type { JoinClient } from '../join.js';
+import { FLOW_TRIGGERS } from '../lifecycle.js';
+import type { FlowContext } from './context.js';
+import { joinerHost, joinRequestOf } from './join.js';
+
+export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, client: JoinClient, onEndorsed: () => void): Promise<void> {
+  const { replica, stateFile } = ctx;
+  const state = stateFile.load();
+  ctx.setAddresses(addresses);
+  replica.openLedger(undefined);
+  ctx.service.adopt(state.service_certificate, state.service_key);
+  ctx.identity.nodeCertificatePem = state.node_certificate;
+  ctx.genesisConfiguration = state.genesis_configuration;
+  ctx.installLedgerSecrets(state.ledger_secrets);
+  ctx.driver.hardView = state.view;
+  ctx.driver.hardVotedFor = state.voted_for ?? undefined;
+  // Record where this run is bound (the same ports unless they were taken).
+  ctx.persistState();
+  onEndorsed();
+  const last = replica.ledger.lastSeqno;
+  let from = 0;
+  const startupSeqno = state.startup_seqno ?? 0;
+  if (startupSeqno > 0) {
+    // The ledger of a node that joined from a snapshot starts after it: start from a snapshot again.
+    const snapshot = ctx.snapshots.findStartupSnapshot(ctx.service.certificatePem);
+    if (!snapshot || snapshot.seqno < startupSeqno || snapshot.seqno > last) {
+      throw nodeError(
+        'StartupSnapshotMissing',
+        `this node started from the snapshot at seqno ${startupSeqno}: a valid committed snapshot between it and the ledger's last seqno ${last} must be in snapshots.directory`,
+      );
+    }
+    ctx.startupSnapshot = snapshot;
+    replica.startupSeqno = startupSeqno;
+    replica.installSnapshot(snapshot, false);
+    from = snapshot.seqno;
+  }
+  replica.replay(from);
+  ctx.createConsensus({ lastSeqno: last, view: Math.max(state.view, replica.ledger.lastView), votedFor: ctx.driver.hardVotedFor, commitSeqno: replica.commitSeqno });
+  ctx.transition('restart', FLOW_TRIGGERS.restart);
+  ctx.startBackgroundWork();
+  ctx.pump();
+  const announced = await requestJoin(joinerHost(ctx, true, () => undefined), client, ctx.init.config.command.join!.target_rpc_address, joinRequestOf(ctx, addresses));
+  if (announced !== undefined) ctx.logger.info(`node ${ctx.identity.nodeId} announced its addresses to the network again`);
+}

@@ -1,0 +1,74 @@
+/**
+ * The service identity as this node holds it: the service certificate (every client's TLS trust
+ * anchor) and, once the node is trusted, the service private key, with which it endorses joiners'
+ * certificates and signs committed Merkle roots for COSE receipts (one signature per committed
+ * root, cached for the few recent roots receipts are asked under).
+ */
+import { assert } from '../../base/assert.js';
+import {
+  createEndorsedCertificate,
+  createSelfSignedCertificate,
+  generateEcKeyPair,
+  loadPrivateKey,
+  loadPublicKey,
+  parseCertificate,
+} from '../../crypto/index.js';
+import { signRootCose } from '../../merkle/index.js';
+import { signedRootCacheEntriesMax } from '../limits.js';
+
+export class ServiceIdentity {
+  certificatePem = '';
+  private privateKeyPem: string | undefined;
+  /** The service's COSE signature over recent committed roots, by signature seqno (COSE receipts). */
+  private readonly signedRoots = new Map<number, { certificatePem: string; cose: Uint8Array }>();
+
+  /** A new service key and self-signed service certificate (a new service). */
+  async create(validityDays: number): Promise<void> {
+    const keys = generateEcKeyPair('P-384');
+    this.privateKeyPem = keys.privateKeyPem;
+    this.certificatePem = await createSelfSignedCertificate({ keyPair: keys, subjectCommonName: 'Covenant Service', validityDays, isCa: true });
+  }
+
+  /** The identity the service gave this node (join) or this node persisted (restart); the key may not be held yet. */
+  adopt(certificatePem: string, privateKeyPem?: string): void {
+    this.certificatePem = certificatePem;
+    if (privateKeyPem !== undefined) this.privateKeyPem = privateKeyPem;
+  }
+
+  get holdsKey(): boolean {
+    return this.privateKeyPem !== undefined && this.certificatePem !== '';
+  }
+
+  /** The service private key, for a joiner being trusted and for the node state file. */
+  get keyPem(): string {
+    assert(this.privateKeyPem, 'the service key is held');
+    return this.privateKeyPem;
+  }
+
+  /** A node certificate endorsed by the service key. */
+  endorse(publicKeyPem: string, subjectAltNames: string[], validityDays: number): Promise<string> {
+    return createEndorsedCertificate({
+      subjectPublicKey: loadPublicKey(publicKeyPem),
+      subjectCommonName: 'Covenant Node',
+      subjectAltNames,
+      issuerCertificatePem: this.certificatePem,
+      issuerPrivateKey: loadPrivateKey(this.keyPem),
+      validityDays,
+    });
+  }
+
+  /** The service's COSE signature over the root signed at `signatureSeqno` (made once per root and certificate). */
+  signedRoot(signatureSeqno: number, root: Uint8Array, signatureTxId: string): Uint8Array {
+    const cached = this.signedRoots.get(signatureSeqno);
+    if (cached !== undefined && cached.certificatePem === this.certificatePem) return cached.cose;
+    const cose = signRootCose({
+      servicePrivateKey: loadPrivateKey(this.keyPem),
+      servicePublicKey: parseCertificate(this.certificatePem).publicKey,
+      root,
+      signatureTxId,
+    });
+    if (this.signedRoots.size >= signedRootCacheEntriesMax) this.signedRoots.delete(this.signedRoots.keys().next().value!);
+    this.signedRoots.set(signatureSeqno, { certificatePem: this.certificatePem, cose });
+    return cose;
+  }
+}

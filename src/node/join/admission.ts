@@ -1,0 +1,169 @@
+/**
+ * The primary's side of joining (POST /node/join): a join request passes a chain of checks, each
+ * of which refuses with its own error, then the node is recorded (Trusted at once while the
+ * service is opening, Pending otherwise) and, once trusted, given what it needs to become part of
+ * the network. The chain is data (`ADMISSION_CHECKS`), so a join policy extends it with a check of
+ * its own instead of growing a function.
+ */
+import type { Logger } from '../../base/log.js';
+import { loadPublicKey, nodeIdFromPublicKey, publicKeyDer } from '../../crypto/index.js';
+import { jsonCodec, type Tx } from '../../kv/index.js';
+import { verifyVirtualQuote, type QuoteInfo, type VirtualQuote } from '../../attestation/virtual.js';
+import { nodeError, notPrimary } from '../errors.js';
+import type { JoinRequest, JoinResponse, NetworkInfo } from '../join.js';
+import { Tables, type NodeInfo, type ServiceStatus } from '../tables.js';
+
+const json = jsonCodec<any>();
+
+/** A join request after its key and quote were checked: what the checks of the chain look at. */
+export interface JoinCandidate {
+  readonly request: JoinRequest;
+  readonly nodeId: string;
+  readonly quote: VirtualQuote;
+  /** The node's record, when it is known already (a node polling, or restarting). */
+  readonly existing: NodeInfo | undefined;
+}
+
+/** What the checks need to know about this node and service. */
+export interface AdmissionContext {
+  readonly logger: Logger;
+  /** The measurement this node runs (trusted by a service whose genesis predates the measurement table). */
+  readonly ownMeasurement: string;
+  /** This node holds no entries before its startup snapshot. */
+  readonly startupSeqno: number;
+}
+
+/** One check of the chain: throws a NodeError to refuse the join. */
+export type AdmissionCheck = (candidate: JoinCandidate, tx: Tx, context: AdmissionContext) => void;
+
+function refuse(context: AdmissionContext, code: Parameters<typeof nodeError>[0], message: string): never {
+  context.logger.info(`join refused: ${message}`);
+  throw nodeError(code, message);
+}
+
+export const checkMeasurement: AdmissionCheck = ({ quote }, tx, context) => {
+  const measurements = tx.map(Tables.virtualMeasurements, json);
+  // A service whose genesis predates the table trusts the code the primary runs.
+  const trusted = measurements.has(quote.measurement) || (measurements.size === 0 && quote.measurement === context.ownMeasurement);
+  if (!trusted) refuse(context, 'UntrustedMeasurement', `measurement ${quote.measurement} is not trusted by the service (add_virtual_measurement)`);
+};
+
+/** The code-trust check: registered host data (add_snp_host_data). A join policy extends it. */
+export const checkHostData: AdmissionCheck = ({ quote }, tx, context) => {
+  if (!tx.map(Tables.hostData, json).has(quote.host_data)) {
+    refuse(context, 'UntrustedHostData', `host data ${quote.host_data} is not trusted by the service (add_snp_host_data)`);
+  }
+};
+
+export const checkStartupSeqno: AdmissionCheck = ({ request, existing }, _tx, context) => {
+  // This node holds no entries before its own startup snapshot: a new node must start at or after it.
+  if (existing === undefined && request.startup_seqno < context.startupSeqno) {
+    throw nodeError(
+      'StartupSeqnoIsOld',
+      `the joining node starts at seqno ${request.startup_seqno}, older than this node's startup snapshot at ${context.startupSeqno}: join with a recent snapshot`,
+    );
+  }
+};
+
+export const checkNotRetired: AdmissionCheck = ({ nodeId, existing }) => {
+  if (existing?.status === 'Retired') throw nodeError('NodeRetired', `node ${nodeId} is retired and cannot join again`);
+};
+
+/** The checks a join request passes after its key and quote, in order. */
+export const ADMISSION_CHECKS: readonly AdmissionCheck[] = [checkMeasurement, checkHostData, checkStartupSeqno, checkNotRetired];
+
+/**
+ * Checks that the request's key is the TLS client certificate's (the joiner proves it holds the
+ * key it asks to be recorded with) and that its quote binds that key.
+ */
+export function candidateOf(request: JoinRequest, clientPublicKeyDer: Uint8Array | undefined, context: AdmissionContext, tx: Tx): JoinCandidate {
+  let der: Uint8Array;
+  let nodeId: string;
+  try {
+    const publicKey = loadPublicKey(request.public_key);
+    der = publicKeyDer(publicKey);
+    nodeId = nodeIdFromPublicKey(publicKey);
+  } catch {
+    throw nodeError('InvalidNodeKey', 'public_key is not a PEM public key');
+  }
+  if (!clientPublicKeyDer || Buffer.compare(Buffer.from(der), Buffer.from(clientPublicKeyDer)) !== 0) {
+    throw nodeError('InvalidAuthenticationInfo', 'the TLS client certificate of a join request must carry the public key being joined');
+  }
+  const verdict = verifyVirtualQuote(request.quote_info as QuoteInfo, der);
+  if (!verdict.ok) refuse(context, 'InvalidQuote', `quote verification failed: ${verdict.reason}`);
+  return { request, nodeId, quote: verdict.quote, existing: tx.map(Tables.nodesInfo, json).get(nodeId) as NodeInfo | undefined };
+}
+
+/** What admission needs from the node. */
+export interface AdmissionHost extends AdmissionContext {
+  readonly checks: readonly AdmissionCheck[];
+  isPrimary(): boolean;
+  executeRead<T>(fn: (tx: Tx) => T): T;
+  executeWrite(fn: (tx: Tx) => void): unknown;
+  serviceStatus(): ServiceStatus | undefined;
+  endorse(publicKeyPem: string, subjectAltNames: string[]): Promise<string>;
+  /** What a trusted joiner is given (service identity, secrets, genesis configuration, peers). */
+  networkInfoFor(endorsedCertificatePem: string): NetworkInfo;
+  /** A join request from `nodeId` was seen (pending-node cleanup). */
+  seen(nodeId: string): void;
+}
+
+
+/** Handles a join request on the primary. */
+export async function admit(host: AdmissionHost, request: JoinRequest, clientPublicKeyDer: Uint8Array | undefined): Promise<JoinResponse> {
+  if (!host.isPrimary()) throw notPrimary('join requests are handled by the primary');
+  const candidate = host.executeRead((tx) => {
+    const c = candidateOf(request, clientPublicKeyDer, host, tx);
+    for (const check of host.checks) check(c, tx, host);
+    // Only a request that passed every check counts as a sign of life (pending-node cleanup): the
+    // record of refused requests would grow with whatever anyone sends.
+    host.seen(c.nodeId);
+    return c;
+  });
+  const { nodeId, existing } = candidate;
+  const opening = host.serviceStatus() !== 'Open';
+  const willBeTrusted = existing?.status === 'Trusted' || (existing === undefined && opening);
+  let endorsed = host.executeRead((tx) => tx.map(Tables.nodesEndorsedCertificates, json).get(nodeId) as string | undefined);
+  if (willBeTrusted && !endorsed) endorsed = await host.endorse(request.public_key, request.subject_alt_names);
+  if (!host.isPrimary()) throw notPrimary('this node stopped being primary while handling the join');
+  host.executeWrite((tx) => record(tx, candidate, willBeTrusted, endorsed, host.logger));
+  const serviceStatus = host.serviceStatus();
+  const status = serviceStatus !== undefined ? { service_status: serviceStatus } : {};
+  if (!willBeTrusted) return { node_id: nodeId, node_status: 'Pending', ...status };
+  return { node_id: nodeId, node_status: 'Trusted', ...status, network_info: host.networkInfoFor(endorsed!) };
+}
+
+/** Records a new node, or the new addresses of a known one, and a trusted node's endorsed certificate. */
+function record(tx: Tx, { request, nodeId }: JoinCandidate, willBeTrusted: boolean, endorsed: string | undefined, logger: Logger): void {
+  const nodes = tx.map(Tables.nodesInfo, json);
+  const current = nodes.get(nodeId) as NodeInfo | undefined;
+  if (current && !sameAddresses(current, request)) {
+    // A node restarted from its ledger with new addresses (node-to-node or RPC): record where it is now.
+    nodes.put(nodeId, { ...current, rpc_interfaces: request.rpc_interfaces, node_to_node_interface: request.node_to_node_interface });
+    logger.info(`node ${nodeId} rejoined from ${request.node_to_node_interface.published_address}`);
+  }
+  if (!current) {
+    const info: NodeInfo = {
+      status: willBeTrusted ? 'Trusted' : 'Pending',
+      public_key: request.public_key,
+      node_data: request.node_data ?? null,
+      rpc_interfaces: request.rpc_interfaces,
+      node_to_node_interface: request.node_to_node_interface,
+      quote_info: request.quote_info as QuoteInfo,
+      retired_committed: false,
+    };
+    nodes.put(nodeId, info);
+    logger.info(`node ${nodeId} joins as ${info.status}`);
+  }
+  if (willBeTrusted && endorsed && !tx.map(Tables.nodesEndorsedCertificates, json).has(nodeId)) {
+    tx.map(Tables.nodesEndorsedCertificates, json).put(nodeId, endorsed);
+  }
+}
+
+/** Whether a node's record already holds the addresses its join request announces. */
+function sameAddresses(current: NodeInfo, request: Pick<NodeInfo, 'rpc_interfaces' | 'node_to_node_interface'>): boolean {
+  if (current.node_to_node_interface?.published_address !== request.node_to_node_interface?.published_address) return false;
+  const published = (interfaces: NodeInfo['rpc_interfaces']) =>
+    JSON.stringify(Object.entries(interfaces ?? {}).map(([name, i]) => [name, i.published_address, i.bind_address]).sort());
+  return published(current.rpc_interfaces) === published(request.rpc_interfaces);
+}

@@ -1,0 +1,69 @@
+/**
+ * The node layer's limits, named with their unit or qualifier last, and the relations between them
+ * that the code relies on, asserted when this module loads (a change that breaks one fails at once,
+ * in every test, rather than as a rare stall under load).
+ */
+import { assert } from '../base/assert.js';
+import { DEFAULT_UNCOMMITTED_VERSIONS_MAX } from '../kv/index.js';
+import { DEFAULT_MAX_FRAME_BYTES, MAX_ENTRY_BYTES } from '../base/channels.js';
+
+/** Consensus runs on ticks of this length (election and heartbeat timeouts are counted in ticks). */
+export const tickDurationMs = 10;
+
+/**
+ * Uncommitted entries the primary's consensus core holds, counting the transactions still in the
+ * sealing pipeline (checkProposal counts them): beyond it new transactions are refused (503
+ * TooManyPendingTransactions) until commit catches up.
+ */
+export const consensusUncommittedEntriesMax = 50_000;
+
+/** Entries and bytes of one append batch to a backup. */
+export const appendBatchEntriesMax = 1000;
+export const appendBatchBytesMax = 4 * 1024 * 1024;
+
+/**
+ * Store versions a restarting node replays beyond its commit before it compacts: replay applies
+ * entries without consensus, so it bounds the store's uncommitted history itself.
+ */
+export const replayUncommittedVersionsMax = 50_000;
+
+/** Rounds of Ready handling in one pump: each round may produce more work, and one pump must end. */
+export const pumpRoundsMax = 1000;
+
+/** Write-set bytes in the sealing pipeline from which a signature due by its delay waits for the worker. */
+export const signatureWaitsForBytesMin = 256 * 1024;
+export const signatureWaitPollMs = 5;
+
+/**
+ * Largest private write set a primary sends to backups in clear beside its entry (Entry.sidecar),
+ * so that they apply it without decrypting it: AES-GCM costs a backup a cipher set-up per entry,
+ * several times the cost of receiving the same bytes again over the channel. The node-to-node
+ * channel is mutually authenticated TLS between nodes that all hold the ledger secret. Larger
+ * write sets are decrypted (their cipher set-up is small beside their size, and a batch of them
+ * must stay within the frame limit).
+ */
+export const sidecarBytesMax = 64 * 1024;
+
+/** Bytes of recently proposed entries (and their sidecars) a primary keeps for resending. */
+export const recentProposalsBytesMax = 16 * 1024 * 1024;
+
+/** COSE signatures over recent committed roots the service keeps (receipts are asked for recent transactions). */
+export const signedRootCacheEntriesMax = 16;
+
+/** How often, at least, the primary looks for silent Pending nodes (spec: at least once per minute). */
+export const pendingCleanupIntervalMsMax = 60_000;
+
+// The store refuses new versions beyond DEFAULT_UNCOMMITTED_VERSIONS_MAX uncommitted ones. Consensus
+// must refuse first (with a retryable 503), counting what is still being sealed: a refusal by the
+// store after consensus accepted would be an assertion in the middle of the write path.
+assert(
+  consensusUncommittedEntriesMax < DEFAULT_UNCOMMITTED_VERSIONS_MAX,
+  'consensus bounds uncommitted entries (sealing included) below the store bound on uncommitted versions',
+);
+assert(replayUncommittedVersionsMax < DEFAULT_UNCOMMITTED_VERSIONS_MAX, 'replay compacts before the store bound');
+// An append batch of several entries holds at most appendBatchBytesMax of frames, and each frame's
+// sidecar is no larger than the frame's own ciphertext: with both, a batch fits one channel frame.
+// A batch of one entry (up to MAX_ENTRY_BYTES) carries no sidecar (sidecarBytesMax is far below it).
+assert(2 * appendBatchBytesMax < DEFAULT_MAX_FRAME_BYTES, 'a batch of entries with their sidecars fits one node-to-node frame');
+assert(sidecarBytesMax < appendBatchBytesMax && MAX_ENTRY_BYTES < DEFAULT_MAX_FRAME_BYTES, 'one entry alone fits one frame');
+assert(pendingCleanupIntervalMsMax <= 60_000, 'pending-node cleanup runs at least once per minute');

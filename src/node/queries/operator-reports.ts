@@ -1,0 +1,146 @@
+/**
+ * The operator reports served under /node (GET /node/state, /node/consensus, /node/network,
+ * /node/network/nodes, /node/commit, /app/tx, ...), computed from the replica and the consensus
+ * core without a transaction of their own.
+ */
+import type { TxId } from '../../base/ids.js';
+import { jsonCodec, type Tx } from '../../kv/index.js';
+import type { Raft } from '../../consensus/index.js';
+import type { NodeLifecycleState } from '../lifecycle.js';
+import type { Replica } from '../replica.js';
+import type { ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, VersionReport } from '../reports.js';
+import { SINGLETON_KEY, Tables, type NodeInfo, type ServiceInfo, type ServiceStatus } from '../tables.js';
+import { txStatus, viewOfSeqno, type TxStatus } from '../tx-status.js';
+
+const json = jsonCodec<any>();
+
+export interface OperatorQueriesHost {
+  readonly replica: Replica;
+  readonly version: string;
+  nodeId(): string;
+  state(): NodeLifecycleState;
+  raft(): Raft | undefined;
+  /** The service status a join answer reported, until the service record is replicated. */
+  joinReportedServiceStatus(): ServiceStatus | undefined;
+  serviceCertificatePem(): string;
+}
+
+export class OperatorQueries {
+  constructor(private readonly host: OperatorQueriesHost) {}
+
+  private read<T>(fn: (tx: Tx) => T): T {
+    return fn(this.host.replica.store.beginTx());
+  }
+
+  private viewStarts(): { view: number; seqno: number }[] {
+    const history = this.host.raft()?.status().viewHistory ?? [];
+    return history.map((seqno, i) => ({ view: i + 1, seqno }));
+  }
+
+  viewOf(seqno: number): number {
+    return viewOfSeqno({ viewStarts: this.viewStarts() }, seqno) ?? 0;
+  }
+
+  commitTxId(): TxId {
+    const commitSeqno = this.host.replica.commitSeqno;
+    return { view: this.viewOf(commitSeqno), seqno: commitSeqno };
+  }
+
+  viewHistory(since = 0): string[] {
+    return this.viewStarts()
+      .filter((s) => s.view >= since)
+      .map((s) => `${s.view}.${s.seqno}`);
+  }
+
+  statusOf(txId: TxId): TxStatus {
+    const status = this.host.raft()?.status();
+    return txStatus(txId, {
+      currentView: status?.view ?? 0,
+      lastSeqno: this.host.replica.store.version,
+      commitSeqno: this.host.replica.commitSeqno,
+      history: { viewStarts: this.viewStarts() },
+    });
+  }
+
+  stateReport(): NodeStateReport {
+    const replica = this.host.replica;
+    return { node_id: this.host.nodeId(), state: this.host.state(), last_signed_seqno: replica.lastSignedSeqno, startup_seqno: replica.startupSeqno };
+  }
+
+  consensusReport(): ConsensusReport {
+    const status = this.host.raft()?.status();
+    const addressOf = new Map<string, string>();
+    this.read((tx) =>
+      tx.map(Tables.nodesInfo, json).forEach((info: NodeInfo, id: string) => {
+        addressOf.set(id, info.node_to_node_interface?.published_address ?? '');
+      }),
+    );
+    const configs = (status?.configs ?? []).map((c) => {
+      const nodes: Record<string, { address: string }> = {};
+      for (const id of c.nodes) nodes[id] = { address: addressOf.get(id) ?? '' };
+      return { seqno: c.seqno, nodes };
+    });
+    const acks: Record<string, { seqno: number; needs_snapshot: boolean }> = {};
+    for (const peer of status?.peers ?? []) acks[peer.id] = { seqno: peer.matchSeqno, needs_snapshot: peer.needsSnapshot };
+    const role = status?.role;
+    const replica = this.host.replica;
+    return {
+      current_view: status?.view ?? 0,
+      primary_id: status?.primaryId,
+      role: role === 'Primary' ? 'Primary' : role === 'Backup' ? 'Backup' : role ? 'Candidate' : 'None',
+      commit_seqno: replica.commitSeqno,
+      last_seqno: replica.store.version,
+      configs,
+      acks,
+      private_write_sets_applied: { in_clear: replica.appliedInClear, decrypted: replica.appliedDecrypted },
+    };
+  }
+
+  serviceInfo(): ServiceInfo | undefined {
+    return this.read((tx) => tx.map(Tables.serviceInfo, json).get(SINGLETON_KEY) as ServiceInfo | undefined);
+  }
+
+  networkReport(): NetworkReport {
+    const info = this.serviceInfo();
+    return {
+      service_status: info?.status ?? this.host.joinReportedServiceStatus() ?? 'Opening',
+      service_certificate: info?.cert ?? this.host.serviceCertificatePem(),
+      recovery_count: info?.recovery_count ?? 0,
+      service_data: info?.service_data ?? null,
+      current_view: this.host.raft()?.status().view ?? 0,
+      primary_id: this.host.raft()?.summary().primaryId,
+      current_service_create_txid: info?.current_service_create_txid,
+    };
+  }
+
+  listNodes(): NodeSummary[] {
+    const primary = this.host.raft()?.summary().primaryId;
+    return this.read((tx) => {
+      const out: NodeSummary[] = [];
+      tx.map(Tables.nodesInfo, json).forEach((info: NodeInfo, id: string) => {
+        out.push({
+          node_id: id,
+          status: info.status,
+          primary: id === primary,
+          rpc_interfaces: info.rpc_interfaces,
+          node_data: info.node_data,
+          last_written: 0,
+          ...(info.retired_committed !== undefined ? { retired_committed: info.retired_committed } : {}),
+        });
+      });
+      return out;
+    });
+  }
+
+  serviceConfiguration(): unknown {
+    return this.read((tx) => tx.map(Tables.serviceConfig, json).get(SINGLETON_KEY));
+  }
+
+  previousServiceIdentity(): string | undefined {
+    return this.read((tx) => tx.map(Tables.previousServiceIdentity, json).get(SINGLETON_KEY) as string | undefined);
+  }
+
+  versionReport(): VersionReport {
+    return { version: this.host.version, unsafe: true, quote_format: 'Insecure_Virtual', runtime: `node ${process.versions.node}` };
+  }
+}

@@ -1,0 +1,125 @@
+/**
+ * Proofs and history of committed transactions: JSON receipts (GET /node/receipt), COSE receipts
+ * (GET /node/receipt/cose) and historical writes read back from the ledger files. Each answers
+ * 'pending' until the node knows the transaction committed, and TransactionInvalid if it never
+ * will be.
+ */
+import { assert } from '../../base/assert.js';
+import { fromHex } from '../../base/bytes.js';
+import { formatTxId, type TxId } from '../../base/ids.js';
+import { buildReceipt, buildSignatureReceipt, coseReceiptWithProof, type Receipt, type SignatureReceipt } from '../../merkle/index.js';
+import { decodeWriteSetParts, type WriteSet } from '../../kv/index.js';
+import { type DecodedEntry, EntryFlags, hasFlag, writeSetDigest } from '../../ledger/index.js';
+import { nodeError, transactionInvalid } from '../errors.js';
+import type { LedgerSecrets } from '../identity/ledger-secrets.js';
+import type { ServiceIdentity } from '../identity/service-identity.js';
+import type { Replica } from '../replica.js';
+import { signatureRecordOf } from '../tables.js';
+import type { TxStatus } from '../tx-status.js';
+
+export interface ReceiptsHost {
+  readonly replica: Replica;
+  readonly service: ServiceIdentity;
+  readonly secrets: LedgerSecrets;
+  statusOf(txId: TxId): TxStatus;
+  viewOf(seqno: number): number;
+}
+
+export class Receipts {
+  constructor(private readonly host: ReceiptsHost) {}
+
+  /**
+   * A receipt for a committed transaction: the latest committed signature (commit always lands on
+   * one, and any later signed root covers the transaction), with the inclusion proof of its leaf in
+   * that root, from memory or rebuilt from the ledger files when the tree has compacted that part.
+   * A signature transaction gets its signature receipt (the root it signed, no proof) as soon as it
+   * is committed: no later root may ever come to cover it.
+   */
+  receipt(txId: TxId): Receipt | SignatureReceipt | 'pending' {
+    const entry = this.committedEntry(txId);
+    if (entry === 'pending') return entry;
+    if (hasFlag(entry.flags, EntryFlags.SIGNATURE)) {
+      const record = signatureRecordOf(entry);
+      return buildSignatureReceipt({
+        signature: Buffer.from(record.sig, 'base64'),
+        nodeCertificatePem: record.cert,
+        nodeId: record.node,
+        signedRoot: fromHex(record.root),
+      });
+    }
+    const parts = this.receiptParts(entry);
+    return buildReceipt({
+      leafComponents: parts.leafComponents,
+      proof: parts.proof,
+      signature: Buffer.from(parts.record.sig, 'base64'),
+      nodeCertificatePem: parts.record.cert,
+      nodeId: parts.record.node,
+      signedRoot: fromHex(parts.record.root),
+    });
+  }
+
+  /**
+   * The COSE receipt of a committed transaction: the service key signs the same committed root
+   * once (cached per signature), and each receipt adds its own proof. A signature transaction has
+   * no COSE receipt (it signs roots; its JSON receipt says which).
+   */
+  coseReceipt(txId: TxId): Uint8Array | 'pending' {
+    const entry = this.committedEntry(txId);
+    if (entry === 'pending') return entry;
+    if (hasFlag(entry.flags, EntryFlags.SIGNATURE)) {
+      throw nodeError(
+        'ReceiptUnavailable',
+        `transaction ${formatTxId(txId)} is a signature transaction: a COSE receipt proves a transaction under a signed root, and ` +
+          `this transaction is the signature of one. GET /node/receipt?transaction_id=${formatTxId(txId)} answers its signature receipt`,
+      );
+    }
+    const parts = this.receiptParts(entry);
+    if (!this.host.service.holdsKey) throw nodeError('ServiceKeyUnavailable', 'this node does not hold the service key yet; ask a trusted node');
+    const signatureTxId = formatTxId({ view: this.host.viewOf(parts.signatureSeqno), seqno: parts.signatureSeqno });
+    const signedRoot = this.host.service.signedRoot(parts.signatureSeqno, fromHex(parts.record.root), signatureTxId);
+    return coseReceiptWithProof(signedRoot, parts.leafComponents, parts.proof);
+  }
+
+  /**
+   * The writes of a committed transaction, read back from this node's ledger files (historical
+   * queries): both domains, the private one decrypted. HistoricalDataUnavailable when the files do
+   * not hold it (the node started from a later snapshot).
+   */
+  historicalWrites(txId: TxId): WriteSet | 'pending' {
+    const status = this.host.statusOf(txId);
+    if (status === 'Invalid') throw transactionInvalid(formatTxId(txId));
+    if (status !== 'Committed') return 'pending';
+    if (!this.host.secrets.held) {
+      throw nodeError('LedgerSecretUnavailable', 'this node does not hold the ledger secret yet: private writes cannot be read');
+    }
+    const entry = this.host.replica.readEntryFrame(txId.seqno);
+    assert(entry.view === txId.view, () => `committed transaction ${formatTxId(txId)} is the ledger entry at its seqno (view ${entry.view})`);
+    return decodeWriteSetParts(entry.publicBytes, this.host.replica.privatePlainOf(entry));
+  }
+
+  /** The ledger entry of a committed transaction; 'pending' until it commits, TransactionInvalid if it never will. */
+  private committedEntry(txId: TxId): DecodedEntry | 'pending' {
+    const status = this.host.statusOf(txId);
+    if (status === 'Invalid') throw transactionInvalid(formatTxId(txId));
+    if (status !== 'Committed') return 'pending';
+    return this.host.replica.readEntryFrame(txId.seqno);
+  }
+
+  /** The latest committed signature and the inclusion proof of a committed non-signature entry under its root. */
+  private receiptParts(entry: DecodedEntry) {
+    const replica = this.host.replica;
+    // Commit lands on signatures only, so a committed entry that is not one precedes the latest.
+    const signatureSeqno = replica.commitSeqno;
+    assert(entry.seqno < signatureSeqno, () => `committed entry ${entry.seqno} precedes commit ${signatureSeqno}, a signature`);
+    const signature = replica.readEntryFrame(signatureSeqno);
+    assert(hasFlag(signature.flags, EntryFlags.SIGNATURE), `commit ${signatureSeqno} lands on a signature`);
+    const record = signatureRecordOf(signature);
+    const proof = replica.tree.inclusionProof(entry.seqno - 1, signatureSeqno - 1, (block) => replica.leavesOfBlock(block));
+    const leafComponents = {
+      writeSetDigest: writeSetDigest(entry),
+      commitEvidence: replica.commitEvidence(entry.view, entry.seqno),
+      claimsDigest: entry.claimsDigest,
+    };
+    return { signatureSeqno, record, proof, leafComponents };
+  }
+}

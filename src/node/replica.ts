@@ -1,0 +1,234 @@
+/**
+ * The node's replica of the service state: the store, the Merkle history tree and the ledger,
+ * with the seqnos that say how far each has come (commit, last signature, startup snapshot). It
+ * is the one owner of these: entries reach it in seqno order (proposed here, replicated from the
+ * primary, or replayed from the node's own ledger), and it applies, rolls back, commits and
+ * installs snapshots. It knows nothing of consensus: the driver (src/node/driver.ts) tells it what
+ * to do and in which order.
+ */
+import { assert } from '../base/assert.js';
+import { toHex } from '../base/bytes.js';
+import type { Logger } from '../base/log.js';
+import type { Clock } from '../base/clock.js';
+import { loadPublicKey, publicKeyPem, verifyEcdsa } from '../crypto/index.js';
+import { BLOCK_LEAF_COUNT, HistoryTree } from '../merkle/index.js';
+import { AES_GCM_TAG_BYTES, Store, copyValue, decodeWriteSet } from '../kv/index.js';
+import { type DecodedEntry, type Disk, EntryFlags, Ledger, decodeEntry, entryLeaf, hasFlag, isLedgerError } from '../ledger/index.js';
+import type { Entry } from '../consensus/index.js';
+import { nodeError } from './errors.js';
+import type { LedgerSecrets } from './identity/ledger-secrets.js';
+import { replayUncommittedVersionsMax } from './limits.js';
+import { treeOfSnapshot, type StartupSnapshot } from './snapshots.js';
+import { configurationOf, signatureRecordOf } from './tables.js';
+
+/** What follows the replica's state: the snapshot manager (src/node/snapshots.ts) and the store's watchers. */
+export interface ReplicaObserver {
+  afterEntry(entry: DecodedEntry): void;
+  onRollback(seqno: number): void;
+  onCommit(seqno: number): void;
+}
+
+export interface ReplicaInit {
+  readonly disk: Disk;
+  readonly logger: Logger;
+  readonly clock: Clock;
+  readonly ledgerDirectory: string;
+  readonly readOnlyLedgerDirectories: readonly string[];
+  readonly secrets: LedgerSecrets;
+}
+
+export class Replica {
+  /** Replaced (once, before consensus starts) when the node starts from a snapshot: see watchStore. */
+  store = new Store();
+  tree = new HistoryTree();
+  private opened: Ledger | undefined;
+  commitSeqno = 0;
+  lastSignedSeqno = 0;
+  startupSeqno = 0;
+  /** Replicated private write sets applied from the primary's copy in clear, and decrypted (GET /node/consensus). */
+  appliedInClear = 0;
+  appliedDecrypted = 0;
+  private observer: ReplicaObserver | undefined;
+  private readonly storeWatchers: ((store: Store) => void)[] = [];
+
+  constructor(private readonly init: ReplicaInit) {}
+
+  observe(observer: ReplicaObserver): void {
+    this.observer = observer;
+  }
+
+  /** Runs `watch` on the store now and on every store that replaces it (a snapshot install). */
+  watchStore(watch: (store: Store) => void): void {
+    this.storeWatchers.push(watch);
+    watch(this.store);
+  }
+
+  get ledger(): Ledger {
+    assert(this.opened, 'the ledger is open');
+    return this.opened;
+  }
+
+  get ledgerOpen(): boolean {
+    return this.opened !== undefined;
+  }
+
+  /** Opens the ledger directory (cutting a torn tail); with `requireEmpty`, refuses one that already holds a ledger. */
+  openLedger(requireEmpty: { commandType: string } | undefined): void {
+    const opened = new Ledger({ disk: this.init.disk, directory: this.init.ledgerDirectory, readOnlyDirectories: this.init.readOnlyLedgerDirectories });
+    // Only an opened ledger becomes the node's: stop() must not touch one whose open() failed.
+    const report = opened.open();
+    this.opened = opened;
+    if (report.tornTail) this.init.logger.fail(`ledger: torn tail cut at ${report.tornTail.file}:${report.tornTail.offsetBytes}`);
+    if (requireEmpty && opened.lastSeqno > 0) {
+      throw nodeError(
+        'LedgerAlreadyExists',
+        `ledger directory "${this.init.ledgerDirectory}" already holds a ledger (up to seqno ${opened.lastSeqno}); ` +
+          `command.type ${requireEmpty.commandType} needs an empty ledger directory (use Recover to restore a service from an existing ledger)`,
+      );
+    }
+  }
+
+  /** Loads the store and the Merkle tree from a snapshot; a fresh joiner also starts its ledger after it. */
+  installSnapshot(snapshot: StartupSnapshot, startLedger: boolean): void {
+    const started = this.init.clock.monotonicMs();
+    this.store = Store.fromSnapshot(snapshot.parts.kv, this.init.secrets.latest.seal.encryptor);
+    for (const watch of this.storeWatchers) watch(this.store);
+    this.tree = treeOfSnapshot(snapshot.parts.meta, this.store);
+    if (startLedger) this.ledger.startAt(snapshot.seqno);
+    this.commitSeqno = snapshot.seqno;
+    this.lastSignedSeqno = snapshot.seqno;
+    this.init.logger.info(`store and Merkle tree loaded from ${snapshot.name} in ${Math.round(this.init.clock.monotonicMs() - started)}ms`);
+  }
+
+  /** Replays the node's own ledger after `fromSeqno` at restart (entries were checked when first written). */
+  replay(fromSeqno: number): void {
+    const last = this.ledger.lastSeqno;
+    const started = this.init.clock.monotonicMs();
+    for (let seqno = fromSeqno + 1; seqno <= last; seqno++) {
+      this.applyEntry(decodeEntry(this.ledger.getEntry(seqno)));
+      if (this.store.version > this.store.committedVersion + replayUncommittedVersionsMax) {
+        this.store.compact(Math.min(this.ledger.committedSeqno, this.store.version));
+      }
+    }
+    this.commitSeqno = Math.max(this.ledger.committedSeqno, fromSeqno);
+    this.store.compact(this.commitSeqno);
+    this.init.logger.info(
+      `replayed ${last - fromSeqno} ledger entries in ${Math.round(this.init.clock.monotonicMs() - started)}ms (committed up to ${this.commitSeqno})`,
+    );
+  }
+
+  /** Applies an entry received from the primary: checks signatures, applies the write sets (decrypting them unless the primary sent them in clear). */
+  applyReplicated(entry: Entry): void {
+    assert(entry.seqno === this.store.version + 1, `replicated entries apply in order (${entry.seqno} after ${this.store.version})`);
+    const decoded = decodeEntry(entry.bytes);
+    assert(decoded.seqno === entry.seqno && decoded.view === entry.view, 'entry frame matches its consensus metadata');
+    // Checked against the tree before the entry's own leaf joins it.
+    if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) this.checkSignature(decoded.publicBytes, decoded.seqno);
+    const sidecar = entry.sidecar;
+    // The primary's private write set in clear, as it sealed it: a copy, so that the values the
+    // store keeps do not hold the whole received message (copyValue: the sidecar is a Buffer, whose
+    // slice() would be a view of it). Anything else is decrypted.
+    const plain = sidecar !== undefined && sidecar.byteLength + AES_GCM_TAG_BYTES === decoded.privateBytes.byteLength ? copyValue(sidecar) : undefined;
+    if (plain !== undefined) this.appliedInClear++;
+    else if (decoded.privateBytes.byteLength > 0) this.appliedDecrypted++;
+    this.applyEntry(decoded, plain);
+    this.observer?.afterEntry(decoded);
+  }
+
+  /** Applies a ledger entry written by a primary (replicated, or replayed at restart) to the store and the tree. */
+  private applyEntry(decoded: DecodedEntry, privatePlain?: Uint8Array): void {
+    this.store.applyWriteSet(decoded.seqno, decoded.publicBytes, privatePlain ?? this.privatePlainOf(decoded));
+    this.tree.append(entryLeaf(decoded));
+    if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) this.lastSignedSeqno = decoded.seqno;
+  }
+
+  /** The private write set of an entry, decrypted with the secret of its seqno (empty when it wrote no private map). */
+  privatePlainOf(entry: DecodedEntry): Uint8Array {
+    if (entry.privateBytes.length === 0) return new Uint8Array(0);
+    return this.init.secrets.sealFor(entry.seqno).encryptor.decryptPrivate(entry.view, entry.seqno, entry.privateBytes);
+  }
+
+  /** The commit evidence of a transaction, from the secret of its seqno. */
+  commitEvidence(view: number, seqno: number): string {
+    return this.init.secrets.sealFor(seqno).commitEvidence(view, seqno);
+  }
+
+  /** A backup checks each signature transaction against its own Merkle tree before accepting it. */
+  private checkSignature(publicBytes: Uint8Array, seqno: number): void {
+    const record = signatureRecordOf({ publicBytes, seqno });
+    const root = this.tree.root();
+    if (record.root !== toHex(root)) {
+      this.init.logger.fatal(`signature at seqno ${seqno} signs root ${record.root}, but this node's tree root is ${toHex(root)}`);
+      assert(false, `Merkle root of signature ${seqno} matches the local tree`);
+    }
+    const key = publicKeyPem(loadPublicKey(record.cert));
+    if (!verifyEcdsa(key, root, Buffer.from(record.sig, 'base64'), 'der')) {
+      this.init.logger.fatal(`signature at seqno ${seqno} by ${record.node} does not verify`);
+      assert(false, `signature ${seqno} verifies`);
+    }
+  }
+
+  /** Writes frames after the last entry, cutting the ledger after `truncateAfterSeqno` first when asked. */
+  persist(frames: readonly Uint8Array[], truncateAfterSeqno: number | undefined): void {
+    if (truncateAfterSeqno !== undefined && truncateAfterSeqno < this.ledger.lastSeqno) this.ledger.truncate(truncateAfterSeqno);
+    // Each frame was made by this node's sealer, or decoded (crc included) to be applied.
+    if (frames.length > 0) this.ledger.append(frames, { crcChecked: true });
+  }
+
+  /** Rolls the store and the Merkle tree back to `seqno` (an unsigned suffix dropped by a view change, or a refused proposal). */
+  rollbackTo(seqno: number): void {
+    assert(seqno >= this.commitSeqno, `never roll back below commit (${seqno} < ${this.commitSeqno})`);
+    this.init.logger.info(`rolling back uncommitted entries after seqno ${seqno} (had ${this.store.version})`);
+    this.store.rollback(seqno);
+    this.tree.truncate(seqno);
+    this.observer?.onRollback(seqno);
+    this.lastSignedSeqno = Math.min(this.lastSignedSeqno, seqno);
+  }
+
+  /** Commit reached `seqno` (a signature held by a majority). */
+  advanceCommit(seqno: number): boolean {
+    if (seqno <= this.commitSeqno) return false;
+    this.commitSeqno = seqno;
+    this.ledger.commit(seqno);
+    this.observer?.onCommit(seqno);
+    this.store.compact(seqno);
+    this.tree.compactBefore(Math.max(0, seqno - 1));
+    return true;
+  }
+
+  /** A decoded entry of this node's ledger; HistoricalDataUnavailable when its files do not hold it. */
+  readEntryFrame(seqno: number): DecodedEntry {
+    try {
+      return decodeEntry(this.ledger.getEntry(seqno));
+    } catch (e) {
+      if (isLedgerError(e, 'LedgerEntryNotFound')) throw nodeError('HistoricalDataUnavailable', `seqno ${seqno} is not in this node's ledger files`);
+      throw e;
+    }
+  }
+
+  /** The Merkle leaves of one compacted block (BLOCK_LEAF_COUNT seqnos), re-read from the ledger files. */
+  leavesOfBlock(block: number): Uint8Array[] {
+    const leaves: Uint8Array[] = [];
+    for (let s = block * BLOCK_LEAF_COUNT + 1; s <= (block + 1) * BLOCK_LEAF_COUNT; s++) leaves.push(entryLeaf(this.readEntryFrame(s)));
+    return leaves;
+  }
+
+  /** Rebuilds a consensus entry from the ledger (for append batches the core no longer holds). */
+  entryFromLedger(seqno: number): Entry | undefined {
+    if (seqno < 1 || seqno > this.ledger.lastSeqno) return undefined;
+    const bytes = this.ledger.getEntry(seqno);
+    const decoded = decodeEntry(bytes);
+    if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) return { view: decoded.view, seqno, kind: 'signature', bytes };
+    if (!hasFlag(decoded.flags, EntryFlags.RECONFIGURATION)) return { view: decoded.view, seqno, kind: 'normal', bytes };
+    const configuration = configurationOf(decodeWriteSet(decoded.publicBytes));
+    assert(configuration, `reconfiguration entry ${seqno} records its configuration`);
+    return { view: decoded.view, seqno, kind: 'reconfiguration', configuration, bytes };
+  }
+
+  /** Makes what was written durable and closes the ledger (node stop). */
+  close(): void {
+    if (!this.opened) return;
+    this.opened.sync();
+    this.opened.close();
+  }
+}

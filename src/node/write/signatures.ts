@@ -1,0 +1,163 @@
+/**
+ * Signature transactions (docs/architecture.md, decision 4): the primary signs the Merkle root
+ * over every earlier entry with its node key every `ledger_signatures.tx_count` transactions or
+ * `ledger_signatures.delay`, whichever comes first, and when consensus asks for one (a new view,
+ * a reconfiguration). Commit advances only to signatures. A signature that is a snapshot point
+ * carries the snapshot marker and ends its chunk; the transaction right after it records the
+ * snapshot's digest (its evidence).
+ */
+import { assert } from '../../base/assert.js';
+import { toHex } from '../../base/bytes.js';
+import type { Clock, TimerHandle } from '../../base/clock.js';
+import { jsonCodec } from '../../kv/index.js';
+import { EntryFlags } from '../../ledger/index.js';
+import type { NodeConfig } from '../../config/index.js';
+import type { NodeIdentity } from '../identity/node-identity.js';
+import { signatureWaitPollMs, signatureWaitsForBytesMin } from '../limits.js';
+import type { Replica } from '../replica.js';
+import { SNAPSHOT_MARKER_TABLE, type SnapshotManager } from '../snapshots.js';
+import { SINGLETON_KEY, Tables, type SignatureRecord } from '../tables.js';
+import type { Proposer } from './proposer.js';
+
+const json = jsonCodec<any>();
+
+export interface SignaturesHost {
+  readonly config: NodeConfig;
+  readonly clock: Clock;
+  readonly identity: NodeIdentity;
+  readonly replica: Replica;
+  readonly proposer: Proposer;
+  readonly snapshots: SnapshotManager;
+  isPrimary(): boolean;
+  /** Whether the node is stopping: deferred work does nothing. */
+  stopped(): boolean;
+  currentView(): number;
+  viewOf(seqno: number): number;
+  /** Hands the consensus core's work to the driver. */
+  pump(): void;
+}
+
+export class Signatures {
+  /** Transactions proposed since the last signature. */
+  private unsignedCount = 0;
+  private timer: TimerHandle | undefined;
+
+  constructor(private readonly host: SignaturesHost) {}
+
+  /** After each proposed transaction: sign now when tx_count is reached, else make sure the delay timer runs. */
+  afterWrite(): void {
+    this.unsignedCount++;
+    this.scheduleNext();
+  }
+
+  private scheduleNext(): void {
+    const { tx_count, delay } = this.host.config.ledger_signatures;
+    if (this.unsignedCount >= tx_count) {
+      this.emit();
+    } else if (this.timer === undefined) {
+      this.timer = this.host.clock.setTimer(delay, () => {
+        this.timer = undefined;
+        this.signWhenSealed(this.host.clock.nowMs() + this.host.config.consensus.election_timeout / 2);
+      });
+    }
+  }
+
+  /** A transaction that will be signed by the next signature, with no timer of its own (retirements). */
+  countUnsigned(): void {
+    this.unsignedCount++;
+  }
+
+  /** A signature soon, outside the current call (never from inside a KV transaction). */
+  request(): void {
+    this.host.clock.defer(() => {
+      if (this.host.stopped() || !this.host.isPrimary()) return;
+      this.emit();
+      this.host.pump();
+    });
+  }
+
+  /** The entries after `seqno` were rolled back: none of them waits for a signature. */
+  onRollback(): void {
+    this.unsignedCount = 0;
+  }
+
+  /**
+   * The signature the delay calls for. A signature drains the sealing pipeline first, blocking the
+   * request thread while the worker seals what is in it: with a large write set there (tens of
+   * megabytes take it hundreds of milliseconds), the signature waits for the worker instead,
+   * polling, for at most `waitUntilMs` (half an election timeout), so that commit is delayed by
+   * that much at worst and never starved by a stream of large writes.
+   */
+  private signWhenSealed(waitUntilMs: number): void {
+    if (this.unsignedCount === 0 || !this.host.isPrimary()) return;
+    if (this.host.proposer.pendingBytes >= signatureWaitsForBytesMin && this.host.clock.nowMs() < waitUntilMs) {
+      this.timer = this.host.clock.setTimer(signatureWaitPollMs, () => {
+        this.timer = undefined;
+        this.signWhenSealed(waitUntilMs);
+      });
+      return;
+    }
+    this.emit();
+    this.host.pump();
+  }
+
+  cancelTimer(): void {
+    if (this.timer) {
+      this.timer.cancel();
+      this.timer = undefined;
+    }
+  }
+
+  /** A signature transaction: the Merkle root over every entry before it, signed with the node key. */
+  emit(): void {
+    const { replica, proposer, snapshots, identity } = this.host;
+    assert(identity.exists, 'node identity exists');
+    this.cancelTimer();
+    // The root must cover every earlier transaction: let the pipeline empty into consensus.
+    proposer.drain();
+    if (!this.host.isPrimary()) return;
+    const root = replica.tree.root();
+    const seqno = replica.store.version + 1;
+    const record: SignatureRecord = {
+      view: this.host.currentView(),
+      seqno,
+      root: toHex(root),
+      sig: Buffer.from(identity.sign(root)).toString('base64'),
+      node: identity.nodeId,
+      commit_seqno: replica.commitSeqno,
+      commit_view: this.host.viewOf(replica.commitSeqno),
+      cert: identity.nodeCertificatePem,
+    };
+    const tx = replica.store.beginTx();
+    tx.map(Tables.signatures, json).put(SINGLETON_KEY, record);
+    // A snapshot point travels in the signature itself, which ends its chunk (ledger invariants 3, 4).
+    const snapshot = snapshots.dueAt(seqno);
+    if (snapshot) {
+      tx.map(SNAPSHOT_MARKER_TABLE, json).put(SINGLETON_KEY, seqno);
+      proposer.forceLedgerChunk();
+    }
+    const committed = tx.commit();
+    assert(committed && committed.version === seqno, 'signature transaction takes the next seqno');
+    proposer.propose(seqno, committed.writeSet, EntryFlags.SIGNATURE, undefined);
+    this.unsignedCount = 0;
+    replica.lastSignedSeqno = seqno;
+    if (snapshot) this.writeSnapshotEvidence(seqno);
+  }
+
+  /** The transaction after a snapshot signature: the snapshot's digest, also as claims digest. */
+  private writeSnapshotEvidence(seqno: number): void {
+    const { replica, proposer, snapshots } = this.host;
+    const evidence = snapshots.evidenceFor(seqno);
+    if (evidence === undefined) return;
+    const tx = replica.store.beginTx();
+    tx.map(Tables.snapshotEvidence, json).put(SINGLETON_KEY, evidence.record);
+    const committed = tx.commit();
+    assert(committed && committed.version === seqno + 1, 'snapshot evidence directly follows its signature');
+    proposer.propose(committed.version, committed.writeSet, EntryFlags.SNAPSHOT_EVIDENCE, undefined, evidence.digest);
+    this.unsignedCount++;
+    // Signed by the next signature, started from a fresh call so a snapshot can never recurse.
+    this.host.clock.defer(() => {
+      if (!this.host.stopped() && this.host.isPrimary() && this.unsignedCount > 0) this.scheduleNext();
+    });
+  }
+}
