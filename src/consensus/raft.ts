@@ -20,6 +20,7 @@ import { RaftLog } from './log.js';
 import { acknowledge, forgetLostBatches, mostUpToDate, newProgress, peerStatuses, peersNeedingSnapshot, rewind, takeBatch, type Progress } from './progress.js';
 import { hasJointMajority, jointMatchSeqno, nodesOf, voteOutcome } from './quorum.js';
 import { resolveRaftOptions, type Raft, type RaftInit, type ResolvedRaftOptions } from './raft-types.js';
+import { candidateIsUpToDate, mayStand, voteRequests } from './elections.js';
 import { retirementStageOf, unrecordedRetirements } from './retirement.js';
 import type {
   AppendEntries,
@@ -384,18 +385,8 @@ class RaftMachine implements Raft {
     if (this.retirementStage() === 'Completed') this.handingOver = true;
   }
 
-  /**
-   * Any member of an active configuration may stand, retiring ones included: otherwise an
-   * uncommitted configuration whose new members lag could leave no one able to win both
-   * majorities. So may a node whose retirement is Completed but not yet recorded: it may hold
-   * the only copy of the freshest signed log (a retiring primary cut off before it could hand
-   * over), without which no remaining node could win its vote. Such a primary only hands over.
-   */
   private canCampaign(): boolean {
-    const stage = this.retirementStage();
-    if (stage === 'RetiredCommitted') return false;
-    if (stage === 'Completed') return true;
-    return this.configs().some((c) => c.nodes.includes(this.selfId));
+    return mayStand(this.selfId, this.retirementStage(), this.configs());
   }
 
   private isRetired(): boolean {
@@ -413,13 +404,8 @@ class RaftMachine implements Raft {
   // ---- Elections ----------------------------------------------------------------------------
 
   private requestVotes(preVote: boolean, force: boolean): void {
-    const lastSignatureSeqno = this.log.lastSignatureSeqno;
-    const lastSignatureView = this.log.viewAt(lastSignatureSeqno)!;
     const view = preVote ? this.view + 1 : this.view;
-    for (const id of nodesOf(this.configs())) {
-      if (id === this.selfId) continue;
-      this.send({ type: 'request-vote', from: this.selfId, to: id, view, preVote, force, lastSignatureView, lastSignatureSeqno });
-    }
+    for (const request of voteRequests(this.selfId, this.log, this.configs(), view, preVote, force)) this.send(request);
   }
 
   private checkVotes(): void {
@@ -433,10 +419,7 @@ class RaftMachine implements Raft {
   }
 
   private handleRequestVote(m: RequestVote): void {
-    const mySignatureSeqno = this.log.lastSignatureSeqno;
-    const mySignatureView = this.log.viewAt(mySignatureSeqno)!;
-    const upToDate =
-      m.lastSignatureView > mySignatureView || (m.lastSignatureView === mySignatureView && m.lastSignatureSeqno >= mySignatureSeqno);
+    const upToDate = candidateIsUpToDate(this.log, m);
     if (m.preVote) {
       const granted = m.view > this.view && upToDate && (!this.inLease() || m.force);
       this.send({ type: 'vote-response', from: this.selfId, to: m.from, view: granted ? m.view : this.view, preVote: true, granted });
