@@ -35,4 +35,36 @@ export default tseslint.config(
       ],
     },
   },
+  {
+    // The node-to-node channels and the forwarder: sockets are fine, but time and randomness come
+    // from the injected Clock and RandomSource, so that tests (and the simulator) can drive them.
+    files: ['src/platform/node-channel*.ts', 'src/http/forwarding.ts'],
+    rules: {
+      'no-restricted-properties': [
+        'error',
+        { object: 'Date', property: 'now', message: 'take time from the injected clock' },
+        { object: 'performance', property: 'now', message: 'take time from the injected clock (monotonicMs)' },
+        { object: 'Math', property: 'random', message: 'take randomness from the injected random source' },
+      ],
+      'no-restricted-globals': [
+        'error',
+        { name: 'setTimeout', message: 'timers come from the injected clock' },
+        { name: 'setInterval', message: 'timers come from the injected clock' },
+        { name: 'setImmediate', message: 'timers come from the injected clock' },
+        { name: 'clearTimeout', message: 'timers come from the injected clock' },
+        { name: 'clearInterval', message: 'timers come from the injected clock' },
+        { name: 'clearImmediate', message: 'timers come from the injected clock' },
+        { name: 'performance', message: 'take time from the injected clock (monotonicMs)' },
+      ],
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: ['node:timers', 'node:timers/promises', 'node:perf_hooks', 'timers', 'timers/promises', 'perf_hooks'].map((name) => ({
+            name,
+            message: 'time comes from the injected clock',
+          })),
+        },
+      ],
+    },
+  },
 );

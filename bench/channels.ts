@@ -11,6 +11,8 @@ import { nullLogger } from '../src/base/log.js';
 import type { NodeChannels } from '../src/base/channels.js';
 import { createSelfSignedCertificate, generateEcKeyPair, nodeIdFromPublicKey } from '../src/crypto/index.js';
 import { createTlsNodeChannels } from '../src/platform/node-channels.js';
+import { systemClock } from '../src/platform/clock.js';
+import { cryptoRandom } from '../src/platform/crypto-random.js';
 
 const ROUND_TRIPS = Number(process.argv[2] ?? 20_000);
 const MESSAGES = Number(process.argv[3] ?? 500_000);
@@ -93,8 +95,8 @@ async function throughput(a: NodeChannels, b: NodeChannels, bId: string, payload
 }
 
 const [idA, idB] = await Promise.all([identity('a'), identity('b')]);
-const a = await createTlsNodeChannels({ identity: idA, bindAddress: '127.0.0.1:0', logger: nullLogger, maxQueueBytesPerPeer: QUEUE_BOUND_BYTES });
-const b = await createTlsNodeChannels({ identity: idB, bindAddress: '127.0.0.1:0', logger: nullLogger, maxQueueBytesPerPeer: QUEUE_BOUND_BYTES });
+const a = await createTlsNodeChannels({ identity: idA, bindAddress: '127.0.0.1:0', logger: nullLogger, clock: systemClock, random: cryptoRandom(), maxQueueBytesPerPeer: QUEUE_BOUND_BYTES });
+const b = await createTlsNodeChannels({ identity: idB, bindAddress: '127.0.0.1:0', logger: nullLogger, clock: systemClock, random: cryptoRandom(), maxQueueBytesPerPeer: QUEUE_BOUND_BYTES });
 const peers = [
   { nodeId: idA.nodeId, address: a.boundAddress },
   { nodeId: idB.nodeId, address: b.boundAddress },

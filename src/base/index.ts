@@ -4,3 +4,4 @@ export * from './errors.js';
 export * from './ids.js';
 export * from './units.js';
 export * from './json.js';
+export * from './random.js';

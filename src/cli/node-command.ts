@@ -11,6 +11,7 @@ import { formatHostPort, loadNodeConfig, parseHostPort, type NodeConfig } from '
 import { FsDisk } from '../platform/fs-disk.js';
 import { createLogger } from '../platform/logger.js';
 import { systemClock } from '../platform/clock.js';
+import { cryptoRandom } from '../platform/crypto-random.js';
 import { createTlsNodeChannels } from '../platform/node-channels.js';
 import { createJoinClient } from '../platform/join-client.js';
 import { fetchSnapshot } from '../platform/snapshot-fetch.js';
@@ -175,6 +176,8 @@ export async function runNodeCommand(configPath: string): Promise<void> {
           identity: { nodeId: node.nodeId, privateKeyPem: node.nodePrivateKeyPem, certificatePem: node.selfSignedCertificatePem },
           bindAddress: port === undefined ? n2nBind : withPort(n2nBind, port),
           logger: logger.child({ component: 'channels' }),
+          clock: systemClock,
+          random: cryptoRandom(),
         }),
       (reason) => logger.fail(`node-to-node interface: ${reason}`),
     );

@@ -14,19 +14,22 @@
  * - retirement stages, and a retiring primary that hands over to its most up-to-date peer.
  */
 import { assert, type NodeId, type Seqno, type View } from '../base/index.js';
+import { acceptAppend, appendIsWellFormed } from './backup-append.js';
 import { notPrimary, tooManyPendingTransactions } from './errors.js';
 import { RaftLog } from './log.js';
+import { acknowledge, forgetLostBatches, mostUpToDate, newProgress, peerStatuses, peersNeedingSnapshot, rewind, takeBatch, type Progress } from './progress.js';
 import { hasJointMajority, jointMatchSeqno, nodesOf, voteOutcome } from './quorum.js';
+import { resolveRaftOptions, type Raft, type RaftInit, type ResolvedRaftOptions } from './raft-types.js';
+import { candidateIsUpToDate, mayStand, voteRequests } from './elections.js';
+import { retirementStageOf, unrecordedRetirements } from './retirement.js';
 import type {
   AppendEntries,
   AppendResponse,
   Configuration,
   Entry,
   EntryKind,
-  EntryStorage,
   KnownBug,
   Message,
-  PeerStatus,
   ProposeVote,
   RaftStatus,
   RaftSummary,
@@ -38,113 +41,16 @@ import type {
   VoteResponse,
 } from './types.js';
 
-export interface RaftOptions {
-  /** A backup that hears nothing from a primary for a random time in [this, 2 × this) stands for election; also the CheckQuorum period. */
-  readonly electionTimeoutTicks: number;
-  /** The primary sends heartbeats (and retransmits) this often. Below electionTimeoutTicks. */
-  readonly heartbeatTicks: number;
-  /** An append batch holds at most this many entries... */
-  readonly maxBatchEntries: number;
-  /** ...and at most this many entry bytes (a single larger entry still goes alone). */
-  readonly maxBatchBytes: number;
-  /** Beyond this many uncommitted entries the primary refuses new work (signatures excepted). */
-  readonly maxUncommittedEntries: number;
-  /** Unacknowledged append batches in flight per peer. Default 4. */
-  readonly maxInflightBatches?: number;
-  /** Outgoing messages held between two Ready; beyond this, messages are dropped. Default 65536. */
-  readonly maxOutboxMessages?: number;
-}
-
-/** Where this node's log starts and what it had persisted (all optional fields default to genesis). */
-export interface RaftInitialState {
-  /** The log starts after this seqno: a snapshot's (a signature), or 0. */
-  readonly startSeqno?: Seqno;
-  /** The view of the entry at startSeqno. */
-  readonly startView?: View;
-  /** viewHistory[v - 1] = first seqno of view v, for views up to startView. */
-  readonly viewHistory?: readonly Seqno[];
-  /** The configurations active at startSeqno. */
-  readonly configs: readonly Configuration[];
-  /** Entries startSeqno+1..lastSeqno are readable from storage. Default: startSeqno. */
-  readonly lastSeqno?: Seqno;
-  /** Persisted hard state (see HardState). */
-  readonly view?: View;
-  readonly votedFor?: NodeId;
-  readonly commitSeqno?: Seqno;
-}
-
-export interface RaftInit extends RaftOptions {
-  readonly selfId: NodeId;
-  readonly random: RandomSource;
-  readonly storage: EntryStorage;
-  readonly initial: RaftInitialState;
-  /** Simulator only: deliberately wrong behaviours that its checkers must catch. */
-  readonly bugs?: readonly KnownBug[];
-}
-
-export interface Raft {
-  /** Advances logical time by one tick. */
-  tick(): void;
-  /** Handles a message from a peer. Messages not addressed to this node are ignored. */
-  step(message: Message): void;
-  /**
-   * Appends an entry on the primary. The entry must carry the next txid: view = status().view and
-   * seqno = status().lastSeqno + 1. Throws NotPrimary or TooManyPendingTransactions (CovenantError).
-   */
-  propose(entry: Entry): void;
-  /**
-   * Throws what propose would throw (NotPrimary, TooManyPendingTransactions) for an entry of
-   * `kind` proposed after `queuedEntries` more entries that are on their way to propose.
-   */
-  checkProposal(kind: EntryKind, queuedEntries: number): void;
-  /** Starts an election now (through PreVote), as if the election timeout had expired. */
-  campaign(): void;
-  hasReady(): boolean;
-  /** The work to do now; call advance(ready) once done, before the next ready(). */
-  ready(): Ready;
-  advance(ready: Ready): void;
-  status(): RaftStatus;
-  /** The cheap subset of status(). */
-  summary(): RaftSummary;
-  /** An entry of this node's log (persisted or not), or undefined outside it. */
-  entry(seqno: Seqno): Entry | undefined;
-}
-
-interface Progress {
-  match: Seqno;
-  next: Seqno;
-  /** Last seqno of each unacknowledged batch. */
-  inflight: Seqno[];
-  heartbeatsSinceAck: number;
-  recentActive: boolean;
-  /** The peer's commit seqno as of its last answer. */
-  commit: Seqno;
-  needsSnapshot: boolean;
-}
-
-const DEFAULT_MAX_INFLIGHT_BATCHES = 4;
-const DEFAULT_MAX_OUTBOX_MESSAGES = 65_536;
+export type { Raft, RaftInit, RaftInitialState, RaftOptions } from './raft-types.js';
 
 export function createRaft(init: RaftInit): Raft {
   return new RaftMachine(init);
 }
 
-function checkPositiveInteger(value: number, name: string): void {
-  assert(Number.isSafeInteger(value) && value > 0, () => `${name} is a positive integer (got ${value})`);
-}
-
 class RaftMachine implements Raft {
   private readonly selfId: NodeId;
   private readonly random: RandomSource;
-  private readonly electionTimeoutTicks: number;
-  private readonly heartbeatTicks: number;
-  private readonly maxBatchEntries: number;
-  private readonly maxBatchBytes: number;
-  private readonly maxUncommittedEntries: number;
-  private readonly maxInflightBatches: number;
-  private readonly maxOutboxMessages: number;
-  /** Heartbeats without an acknowledgement before batches in flight count as lost: a quarter of an election timeout, and at least two. */
-  private readonly heartbeatsBeforeRetransmit: number;
+  private readonly options: ResolvedRaftOptions;
   private readonly bugs: ReadonlySet<KnownBug>;
   private readonly log: RaftLog;
 
@@ -177,25 +83,10 @@ class RaftMachine implements Raft {
   private reportedStage: RetirementStage | undefined;
 
   constructor(init: RaftInit) {
-    checkPositiveInteger(init.electionTimeoutTicks, 'electionTimeoutTicks');
-    checkPositiveInteger(init.heartbeatTicks, 'heartbeatTicks');
-    checkPositiveInteger(init.maxBatchEntries, 'maxBatchEntries');
-    checkPositiveInteger(init.maxBatchBytes, 'maxBatchBytes');
-    checkPositiveInteger(init.maxUncommittedEntries, 'maxUncommittedEntries');
-    assert(init.heartbeatTicks < init.electionTimeoutTicks, 'heartbeats are more frequent than election timeouts');
+    this.options = resolveRaftOptions(init);
     this.selfId = init.selfId;
     this.random = init.random;
-    this.electionTimeoutTicks = init.electionTimeoutTicks;
-    this.heartbeatTicks = init.heartbeatTicks;
-    this.maxBatchEntries = init.maxBatchEntries;
-    this.maxBatchBytes = init.maxBatchBytes;
-    this.maxUncommittedEntries = init.maxUncommittedEntries;
-    this.maxInflightBatches = init.maxInflightBatches ?? DEFAULT_MAX_INFLIGHT_BATCHES;
-    this.maxOutboxMessages = init.maxOutboxMessages ?? DEFAULT_MAX_OUTBOX_MESSAGES;
-    checkPositiveInteger(this.maxInflightBatches, 'maxInflightBatches');
-    checkPositiveInteger(this.maxOutboxMessages, 'maxOutboxMessages');
     this.bugs = new Set(init.bugs ?? []);
-    this.heartbeatsBeforeRetransmit = Math.max(2, Math.ceil(init.electionTimeoutTicks / 4 / init.heartbeatTicks));
 
     const initial = init.initial;
     const startSeqno = initial.startSeqno ?? 0;
@@ -222,7 +113,7 @@ class RaftMachine implements Raft {
     this.electionElapsedTicks = Math.min(this.electionElapsedTicks + 1, Number.MAX_SAFE_INTEGER);
     if (this.role === 'Primary') {
       this.heartbeatElapsedTicks++;
-      if (this.electionElapsedTicks >= this.electionTimeoutTicks) {
+      if (this.electionElapsedTicks >= this.options.electionTimeoutTicks) {
         this.electionElapsedTicks = 0;
         // Ask again, once per period, for retirement records the node layer has not yet written.
         this.reportedRetirementsKey = '';
@@ -232,7 +123,7 @@ class RaftMachine implements Raft {
           return;
         }
       }
-      if (this.heartbeatElapsedTicks >= this.heartbeatTicks) {
+      if (this.heartbeatElapsedTicks >= this.options.heartbeatTicks) {
         this.heartbeatElapsedTicks = 0;
         this.heartbeat();
         if (this.handingOver) this.tryHandOver();
@@ -303,8 +194,8 @@ class RaftMachine implements Raft {
     if (this.handingOver && kind !== 'signature') throw notPrimary(undefined);
     const uncommitted = this.log.lastSeqno + queuedEntries - this.commitSeqno;
     // Signatures are exempt: refusing them would stop commit, and with it the way out.
-    if (kind !== 'signature' && uncommitted >= this.maxUncommittedEntries) {
-      throw tooManyPendingTransactions(uncommitted, this.maxUncommittedEntries);
+    if (kind !== 'signature' && uncommitted >= this.options.maxUncommittedEntries) {
+      throw tooManyPendingTransactions(uncommitted, this.options.maxUncommittedEntries);
     }
   }
 
@@ -339,7 +230,7 @@ class RaftMachine implements Raft {
     if (this.retirementStage() !== this.reportedStage) return true;
     if (this.role === 'Primary') {
       if (keyOf(this.retirementsToRecord()) !== this.reportedRetirementsKey) return true;
-      if (keyOf(this.snapshotsNeeded()) !== this.reportedSnapshotsKey) return true;
+      if (keyOf(peersNeedingSnapshot(this.progress)) !== this.reportedSnapshotsKey) return true;
     }
     return false;
   }
@@ -361,7 +252,7 @@ class RaftMachine implements Raft {
       const retirements = this.retirementsToRecord();
       if (keyOf(retirements) !== this.reportedRetirementsKey) retirementsToRecord = retirements;
       this.reportedRetirementsKey = keyOf(retirements);
-      const snapshots = this.snapshotsNeeded();
+      const snapshots = peersNeedingSnapshot(this.progress);
       if (keyOf(snapshots) !== this.reportedSnapshotsKey) snapshotsNeeded = snapshots;
       this.reportedSnapshotsKey = keyOf(snapshots);
     }
@@ -390,12 +281,7 @@ class RaftMachine implements Raft {
   }
 
   status(): RaftStatus {
-    const peers: PeerStatus[] = [];
-    if (this.role === 'Primary') {
-      for (const [id, p] of this.progress) {
-        peers.push({ id, matchSeqno: p.match, nextSeqno: p.next, commitSeqno: p.commit, needsSnapshot: p.needsSnapshot, recentlyActive: p.recentActive });
-      }
-    }
+    const peers = this.role === 'Primary' ? peerStatuses(this.progress) : [];
     return {
       id: this.selfId,
       view: this.view,
@@ -499,18 +385,8 @@ class RaftMachine implements Raft {
     if (this.retirementStage() === 'Completed') this.handingOver = true;
   }
 
-  /**
-   * Any member of an active configuration may stand, retiring ones included: otherwise an
-   * uncommitted configuration whose new members lag could leave no one able to win both
-   * majorities. So may a node whose retirement is Completed but not yet recorded: it may hold
-   * the only copy of the freshest signed log (a retiring primary cut off before it could hand
-   * over), without which no remaining node could win its vote. Such a primary only hands over.
-   */
   private canCampaign(): boolean {
-    const stage = this.retirementStage();
-    if (stage === 'RetiredCommitted') return false;
-    if (stage === 'Completed') return true;
-    return this.configs().some((c) => c.nodes.includes(this.selfId));
+    return mayStand(this.selfId, this.retirementStage(), this.configs());
   }
 
   private isRetired(): boolean {
@@ -518,23 +394,18 @@ class RaftMachine implements Raft {
   }
 
   private inLease(): boolean {
-    return this.primaryId !== undefined && this.electionElapsedTicks < this.electionTimeoutTicks;
+    return this.primaryId !== undefined && this.electionElapsedTicks < this.options.electionTimeoutTicks;
   }
 
   private resetElectionTimeout(): void {
-    this.randomizedElectionTimeoutTicks = this.electionTimeoutTicks + (this.random.nextUint32() % this.electionTimeoutTicks);
+    this.randomizedElectionTimeoutTicks = this.options.electionTimeoutTicks + (this.random.nextUint32() % this.options.electionTimeoutTicks);
   }
 
   // ---- Elections ----------------------------------------------------------------------------
 
   private requestVotes(preVote: boolean, force: boolean): void {
-    const lastSignatureSeqno = this.log.lastSignatureSeqno;
-    const lastSignatureView = this.log.viewAt(lastSignatureSeqno)!;
     const view = preVote ? this.view + 1 : this.view;
-    for (const id of nodesOf(this.configs())) {
-      if (id === this.selfId) continue;
-      this.send({ type: 'request-vote', from: this.selfId, to: id, view, preVote, force, lastSignatureView, lastSignatureSeqno });
-    }
+    for (const request of voteRequests(this.selfId, this.log, this.configs(), view, preVote, force)) this.send(request);
   }
 
   private checkVotes(): void {
@@ -548,10 +419,7 @@ class RaftMachine implements Raft {
   }
 
   private handleRequestVote(m: RequestVote): void {
-    const mySignatureSeqno = this.log.lastSignatureSeqno;
-    const mySignatureView = this.log.viewAt(mySignatureSeqno)!;
-    const upToDate =
-      m.lastSignatureView > mySignatureView || (m.lastSignatureView === mySignatureView && m.lastSignatureSeqno >= mySignatureSeqno);
+    const upToDate = candidateIsUpToDate(this.log, m);
     if (m.preVote) {
       const granted = m.view > this.view && upToDate && (!this.inLease() || m.force);
       this.send({ type: 'vote-response', from: this.selfId, to: m.from, view: granted ? m.view : this.view, preVote: true, granted });
@@ -589,52 +457,17 @@ class RaftMachine implements Raft {
     assert(this.role !== 'Primary', () => `two primaries in view ${this.view}: ${this.selfId} and ${m.from}`);
     if (this.role !== 'Backup' || this.primaryId !== m.from) this.becomeBackup(this.view, m.from);
     this.electionElapsedTicks = 0;
-
-    let prevSeqno = m.prevSeqno;
-    let prevView: View | undefined = m.prevView;
-    let entries = m.entries;
-    if (prevSeqno < this.commitSeqno) {
-      // Entries up to our commit are committed, hence identical in every primary's log.
-      const skip = Math.min(this.commitSeqno - prevSeqno, entries.length);
-      entries = entries.slice(skip);
-      prevSeqno += skip;
-      prevView = this.log.viewAt(prevSeqno);
-      if (prevSeqno < this.commitSeqno) {
-        // Nothing new, and our committed prefix matches any current primary's log: say so, so
-        // that a primary that knows nothing of us yet skips straight past it.
-        this.reply(m, true, this.commitSeqno);
-        return;
-      }
-    }
-    if (this.log.viewAt(prevSeqno) !== prevView) {
-      this.reply(m, false, this.rejectHint(prevSeqno));
-      return;
-    }
-    for (const e of entries) {
-      const existing = this.log.viewAt(e.seqno);
-      if (existing === e.view) continue;
-      if (existing !== undefined) {
-        assert(e.seqno > this.commitSeqno, () => `entry ${e.seqno} at or below commit ${this.commitSeqno} is never rolled back`);
-        this.log.truncateAfter(e.seqno - 1);
-      }
-      this.log.append(e);
-    }
-    const lastNewSeqno = prevSeqno + entries.length;
-    this.reply(m, true, lastNewSeqno);
-    const committable = this.log.signatureAtOrBelow(Math.min(m.commitSeqno, lastNewSeqno));
-    if (committable !== undefined && committable > this.commitSeqno) this.commitTo(committable);
-  }
-
-  private reply(m: AppendEntries, success: boolean, lastSeqno: Seqno): void {
-    this.send({ type: 'append-response', from: this.selfId, to: m.from, view: this.view, success, lastSeqno, commitSeqno: this.commitSeqno });
-  }
-
-  /** Where the primary should retry after a mismatch at prevSeqno: before the conflicting view, never below commit. */
-  private rejectHint(prevSeqno: Seqno): Seqno {
-    if (prevSeqno > this.log.lastSeqno) return this.log.lastSeqno;
-    const conflictView = this.log.viewAt(prevSeqno)!;
-    const viewStart = this.log.viewStartSeqno(conflictView) ?? prevSeqno;
-    return Math.max(this.commitSeqno, Math.min(prevSeqno - 1, viewStart - 1));
+    const outcome = acceptAppend(this.log, this.commitSeqno, m);
+    this.send({
+      type: 'append-response',
+      from: this.selfId,
+      to: m.from,
+      view: this.view,
+      success: outcome.success,
+      lastSeqno: outcome.lastSeqno,
+      commitSeqno: this.commitSeqno,
+    });
+    if (outcome.commitSeqno !== undefined) this.commitTo(outcome.commitSeqno);
   }
 
   private dropUnsignedSuffix(): void {
@@ -656,44 +489,19 @@ class RaftMachine implements Raft {
     if (learntRetirement) this.syncProgress();
     if (!this.progress.has(m.from)) return;
     if (m.success) {
-      if (m.lastSeqno > p.match) {
-        assert(m.lastSeqno <= this.log.lastSeqno, 'a peer acknowledges only what the primary sent');
-        p.match = m.lastSeqno;
-        p.heartbeatsSinceAck = 0;
-        p.needsSnapshot = false;
-      }
-      p.inflight = p.inflight.filter((s) => s > p.match);
-      // With nothing in flight, everything after the match is still to send (a probe may have
-      // pushed `next` optimistically to the end of the log).
-      if (p.next <= p.match || (p.inflight.length === 0 && p.match >= this.log.startSeqno)) p.next = p.match + 1;
+      acknowledge(p, m.lastSeqno, this.log);
       this.maybeCommit();
       // Committing may have ended this primary's role or this peer's membership.
       if (this.role === 'Primary' && this.progress.get(m.from) === p) this.fillPipeline(m.from, p);
       if (this.handingOver) this.tryHandOver();
       return;
     }
-    if (m.lastSeqno < p.match && m.lastSeqno >= this.log.startSeqno) {
-      // The peer holds less than it acknowledged: a restart cut a torn tail off its ledger.
-      // Resend from what it holds, or it would never be caught up in this view.
-      p.match = m.lastSeqno;
-    }
-    const next = Math.max(p.match + 1, Math.min(p.next, m.lastSeqno + 1));
-    if (next < p.next || p.inflight.length > 0) {
-      p.next = next;
-      p.inflight = [];
-      this.sendAppend(m.from);
-    }
+    if (rewind(p, m.lastSeqno, this.log)) this.sendAppend(m.from);
   }
 
   private heartbeat(): void {
     for (const [id, p] of this.progress) {
-      if (p.inflight.length > 0 && ++p.heartbeatsSinceAck >= this.heartbeatsBeforeRetransmit) {
-        // Batches or their acknowledgements were lost: resend from the last known match (or
-        // probe again from the end when nothing is known to match within this log).
-        p.next = p.match >= this.log.startSeqno ? p.match + 1 : this.log.lastSeqno + 1;
-        p.inflight = [];
-        p.heartbeatsSinceAck = 0;
-      }
+      forgetLostBatches(p, this.log, this.options.heartbeatsBeforeRetransmit);
       // Always a heartbeat, even when batches fill the pipeline: it keeps the peer's election
       // timer at bay and its answer counts for CheckQuorum, however slow the batches are.
       this.sendHeartbeat(id, p);
@@ -715,34 +523,18 @@ class RaftMachine implements Raft {
 
   private fillPipeline(id: NodeId, p: Progress): void {
     if (p.next > this.log.lastSeqno) return;
-    for (let i = 0; i < this.maxInflightBatches && p.next <= this.log.lastSeqno; i++) if (!this.sendAppend(id)) return;
+    for (let i = 0; i < this.options.maxInflightBatches && p.next <= this.log.lastSeqno; i++) if (!this.sendAppend(id)) return;
   }
 
   /** Sends the next batch to a peer (an empty probe when it is up to date). False when nothing could be sent. */
   private sendAppend(id: NodeId): boolean {
     const p = this.progress.get(id);
     assert(p !== undefined, 'appends go to known peers');
-    if (p.inflight.length >= this.maxInflightBatches) return false;
-    const prevSeqno = p.next - 1;
-    if (prevSeqno < this.log.startSeqno) {
-      p.needsSnapshot = true;
-      return false;
-    }
-    const prevView = this.log.viewAt(prevSeqno);
-    assert(prevView !== undefined, () => `next seqno ${p.next} of ${id} is within the log`);
-    const entries: Entry[] = [];
-    let bytes = 0;
-    for (let s = p.next; s <= this.log.lastSeqno && entries.length < this.maxBatchEntries; s++) {
-      const e = this.log.entry(s)!;
-      if (entries.length > 0 && bytes + e.bytes.byteLength > this.maxBatchBytes) break;
-      bytes += e.bytes.byteLength;
-      entries.push(e);
-    }
+    if (p.inflight.length >= this.options.maxInflightBatches) return false;
+    const batch = takeBatch(id, p, this.log, this.options.maxBatchEntries, this.options.maxBatchBytes);
+    if (batch === undefined) return false;
+    const { prevSeqno, prevView, entries } = batch;
     this.send({ type: 'append', from: this.selfId, to: id, view: this.view, prevSeqno, prevView, commitSeqno: this.commitSeqno, entries });
-    if (entries.length > 0) {
-      p.next = entries[entries.length - 1]!.seqno + 1;
-      p.inflight.push(p.next - 1);
-    }
     return true;
   }
 
@@ -792,16 +584,8 @@ class RaftMachine implements Raft {
   private tryHandOver(): void {
     const configs = this.configs();
     const newest = configs[configs.length - 1]!;
-    let successor: NodeId | undefined;
-    let best = -1;
-    for (const id of newest.nodes) {
-      const match = this.progress.get(id)?.match ?? -1;
-      if (id !== this.selfId && (match > best || (match === best && successor !== undefined && id < successor))) {
-        successor = id;
-        best = match;
-      }
-    }
-    if (successor === undefined || best < this.log.lastSignatureSeqno) return;
+    const { successor, matchSeqno } = mostUpToDate(newest.nodes, this.progress, this.selfId);
+    if (successor === undefined || matchSeqno < this.log.lastSignatureSeqno) return;
     for (const [id, p] of this.progress) this.sendHeartbeat(id, p);
     this.send({ type: 'propose-vote', from: this.selfId, to: successor, view: this.view });
     this.becomeBackup(this.view, undefined);
@@ -829,7 +613,7 @@ class RaftMachine implements Raft {
     for (const id of this.progress.keys()) if (!peers.has(id)) this.progress.delete(id);
     for (const id of peers) {
       if (!this.progress.has(id)) {
-        this.progress.set(id, { match: 0, next: this.log.lastSeqno + 1, inflight: [], heartbeatsSinceAck: 0, recentActive: true, needsSnapshot: false, commit: 0 });
+        this.progress.set(id, newProgress(this.log.lastSeqno));
         this.broadcastPending = true;
       }
     }
@@ -848,33 +632,16 @@ class RaftMachine implements Raft {
   }
 
   private retirementStage(): RetirementStage | undefined {
-    const removedAt = this.log.removedAtSeqno(this.selfId);
-    if (removedAt === undefined) return undefined;
-    const recordedAt = this.log.recordedAtSeqno(this.selfId);
-    if (recordedAt !== undefined && recordedAt <= this.commitSeqno) return 'RetiredCommitted';
-    if (removedAt <= this.commitSeqno) return 'Completed';
-    if (this.log.lastSignatureSeqno > removedAt) return 'Signed';
-    return 'Ordered';
+    return retirementStageOf(this.log, this.selfId, this.commitSeqno);
   }
 
   /** Nodes whose retirement is committed but not yet recorded in this log (a primary handing over records nothing). */
   private retirementsToRecord(): NodeId[] {
-    const ids: NodeId[] = [];
-    if (this.handingOver) return ids;
-    for (const [id, removedAt] of this.log.removals()) {
-      if (removedAt <= this.commitSeqno && this.log.recordedAtSeqno(id) === undefined) ids.push(id);
-    }
-    return ids.sort();
-  }
-
-  private snapshotsNeeded(): NodeId[] {
-    const ids: NodeId[] = [];
-    for (const [id, p] of this.progress) if (p.needsSnapshot) ids.push(id);
-    return ids.sort();
+    return this.handingOver ? [] : unrecordedRetirements(this.log, this.commitSeqno);
   }
 
   private send(message: Message): void {
-    if (this.outbox.length >= this.maxOutboxMessages) {
+    if (this.outbox.length >= this.options.maxOutboxMessages) {
       this.droppedMessages++;
       return;
     }
@@ -884,19 +651,4 @@ class RaftMachine implements Raft {
 
 function keyOf(ids: readonly NodeId[]): string {
   return ids.join(',');
-}
-
-/** Entries follow prevSeqno contiguously, with views that never decrease and never pass the message's view. */
-function appendIsWellFormed(m: AppendEntries): boolean {
-  let seqno = m.prevSeqno;
-  let view = m.prevView;
-  if (view > m.view) return false;
-  for (const e of m.entries) {
-    if (e.seqno !== seqno + 1 || e.view < view || e.view > m.view) return false;
-    if ((e.kind === 'reconfiguration') !== (e.configuration !== undefined)) return false;
-    if (e.configuration !== undefined && e.configuration.seqno !== e.seqno) return false;
-    seqno = e.seqno;
-    view = e.view;
-  }
-  return true;
 }

@@ -44,10 +44,7 @@ export interface EntryStorage {
 }
 
 /** Seeded randomness, injected: the core never uses ambient randomness. */
-export interface RandomSource {
-  /** A uniformly distributed integer in [0, 2^32). */
-  nextUint32(): number;
-}
+export type { RandomSource } from '../base/random.js';
 
 export type Role = 'Primary' | 'Backup' | 'PreCandidate' | 'Candidate';
 

@@ -4,6 +4,7 @@
  * sees one answer with the transaction id"). The backup authenticates the caller itself; the
  * primary trusts the caller identity because the channel authenticates the backup node.
  */
+import type { Clock, TimerHandle } from '../base/clock.js';
 import { CovenantError, errorMessage } from '../base/errors.js';
 import type { Logger } from '../base/log.js';
 import { FrameKind, type CovenantNode } from '../node/node.js';
@@ -67,12 +68,14 @@ const MAX_PENDING_FORWARDS = 10_000;
 
 export class PrimaryForwarder implements RequestForwarder {
   private nextId = 1;
-  private readonly pending = new Map<number, { to: string; resolve: (r: RouteResponse) => void; reject: (e: unknown) => void; timer: NodeJS.Timeout }>();
+  private readonly pending = new Map<number, { to: string; resolve: (r: RouteResponse) => void; reject: (e: unknown) => void; timer: TimerHandle }>();
 
   constructor(
     private readonly node: CovenantNode,
     private readonly router: () => Router,
     private readonly logger: Logger,
+    /** Times out requests the primary does not answer. */
+    private readonly clock: Clock,
     private readonly timeoutMs = 10_000,
   ) {
     node.onFrame(FrameKind.ForwardedRequest, (from, payload) => {
@@ -113,13 +116,13 @@ export class PrimaryForwarder implements RequestForwarder {
     };
     void route;
     return new Promise<RouteResponse>((resolve, reject) => {
-      const timer = setTimeout(() => {
+      const timer = this.clock.setTimer(this.timeoutMs, () => {
         this.pending.delete(id);
         reject(new CovenantError('ForwardingTimedOut', `the primary did not answer within ${this.timeoutMs}ms`, 503));
-      }, this.timeoutMs);
+      });
       this.pending.set(id, { to: primary, resolve, reject, timer });
       if (!this.node.sendFrame(primary, FrameKind.ForwardedRequest, Buffer.from(JSON.stringify(request)))) {
-        clearTimeout(timer);
+        timer.cancel();
         this.pending.delete(id);
         reject(new CovenantError('ForwardingFailed', 'the request could not be sent to the primary', 503));
       }
@@ -165,14 +168,14 @@ export class PrimaryForwarder implements RequestForwarder {
       return;
     }
     this.pending.delete(response.id);
-    clearTimeout(waiter.timer);
+    waiter.timer.cancel();
     const body = response.kind === 'bytes' ? Buffer.from(String(response.body), 'base64') : response.body;
     waiter.resolve({ status: response.status, headers: response.headers, bodyKind: response.kind, body });
   }
 
   close(): void {
     for (const [id, waiter] of this.pending) {
-      clearTimeout(waiter.timer);
+      waiter.timer.cancel();
       waiter.reject(new CovenantError('NodeStopping', 'the node is stopping', 503));
       this.pending.delete(id);
     }

@@ -47,7 +47,7 @@ export class NodeServer {
       ...options.appRoutes(node).map((route) => whileAppOpen(route, node)),
     ];
     this.router = new Router(routes);
-    this.forwarder = new PrimaryForwarder(node, () => this.router, options.logger.child({ component: 'forwarding' }));
+    this.forwarder = new PrimaryForwarder(node, () => this.router, options.logger.child({ component: 'forwarding' }), node.init.clock);
     const authenticator = new StoreAuthenticator({ isUser: (id) => node.isUser(id) });
     for (const [name, iface] of Object.entries(options.config.rpc_interfaces)) {
       const { host, port } = splitHostPort(iface.bind_address);

@@ -16,20 +16,18 @@
  * buffers its writes; commit applies them as the next version in one step. Nothing is written
  * until then, so a handler that throws simply drops its Tx.
  */
-import { Map as ImmutableMap } from 'immutable';
 import { assert, type Seqno, type View } from '../base/index.js';
 import { bytesCodec, stringKeyCodec, type Codec, type KeyCodec } from './codecs.js';
-import { invalidKey, transactionConflict, uncommittedHistoryFull, versionNotRetained } from './errors.js';
-import { compareUtf8, isPublicMapName, isWellFormedKey } from './key-order.js';
+import { transactionConflict, uncommittedHistoryFull, versionNotRetained } from './errors.js';
+import { isPublicMapName } from './key-order.js';
 import { decodeWriteSetParts, type Write, type WriteSet } from './write-set.js';
 import { decodeSnapshot, encodeSnapshot, type SnapshotMaps } from './snapshot.js';
 import type { LedgerEncryptor } from './encryption.js';
+import { checkMapName, MapReaderImpl, sortedKeys, TX_WRITE, TX_WRITES, TxMapImpl, type MapReader, type TxMap } from './map-handles.js';
+import { applyToState, EMPTY_MAP, EMPTY_STATE, flatten, foldFlats, sortedEntriesOf, sortedMap, type FlatWrites, type KvState } from './state.js';
 
-type MapState = ImmutableMap<string, Uint8Array>;
-type KvState = ImmutableMap<string, MapState>;
+export type { MapReader, TxMap } from './map-handles.js';
 
-const EMPTY_STATE: KvState = ImmutableMap<string, MapState>();
-const EMPTY_MAP: MapState = ImmutableMap<string, Uint8Array>();
 const EMPTY_FLAT: readonly never[] = [];
 
 /** Every this many versions the whole state is retained; others are rebuilt from their writes. */
@@ -59,116 +57,7 @@ export type CommitListener = (version: Seqno, writes: WriteSet) => void;
 export type MapCommitListener = (version: Seqno, writes: ReadonlyMap<string, Write>) => void;
 export type RollbackListener = (version: Seqno) => void;
 
-/** Read access to one map. Iteration is in ascending order of the keys' UTF-8 bytes. */
-export interface MapReader<K, V> {
-  readonly name: string;
-  get(key: K): V | undefined;
-  has(key: K): boolean;
-  /** Visits every entry in key order; the callback returns false to stop early. */
-  forEach(callback: (value: V, key: K) => boolean | void): void;
-  readonly size: number;
-}
-
-/** Read-write access to one map within a transaction. */
-export interface TxMap<K, V> extends MapReader<K, V> {
-  put(key: K, value: V): void;
-  /** Removes the key; returns whether it was present (as the transaction sees it). */
-  remove(key: K): boolean;
-}
-
-function checkMapName(name: string): void {
-  if (name.length === 0 || !isWellFormedKey(name)) throw invalidKey(`invalid map name "${name.slice(0, 64)}"`);
-}
-
-function sortedKeys(keys: Iterable<string>): string[] {
-  return Array.from(keys).sort(compareUtf8);
-}
-
-class MapReaderImpl<K, V> implements MapReader<K, V> {
-  constructor(
-    readonly name: string,
-    protected readonly base: MapState,
-    protected readonly keyCodec: KeyCodec<K>,
-    protected readonly valueCodec: Codec<V>,
-  ) {}
-
-  /** The transaction's writes to this map, if any. */
-  protected writes(): Map<string, Write> | undefined {
-    return undefined;
-  }
-
-  protected raw(key: string): Uint8Array | undefined {
-    const written = this.writes()?.get(key);
-    if (written !== undefined) return written ?? undefined;
-    return this.base.get(key);
-  }
-
-  get(key: K): V | undefined {
-    const bytes = this.raw(this.keyCodec.toKey(key));
-    return bytes === undefined ? undefined : this.valueCodec.decode(bytes);
-  }
-
-  has(key: K): boolean {
-    return this.raw(this.keyCodec.toKey(key)) !== undefined;
-  }
-
-  forEach(callback: (value: V, key: K) => boolean | void): void {
-    const writes = this.writes();
-    const keys = writes === undefined || writes.size === 0 ? sortedKeys(this.base.keys()) : sortedKeys(new Set([...this.base.keys(), ...writes.keys()]));
-    for (const key of keys) {
-      const bytes = this.raw(key);
-      if (bytes === undefined) continue;
-      if (callback(this.valueCodec.decode(bytes), this.keyCodec.fromKey(key)) === false) return;
-    }
-  }
-
-  get size(): number {
-    let size = this.base.size;
-    const writes = this.writes();
-    if (writes !== undefined) {
-      for (const [key, value] of writes) {
-        const inBase = this.base.has(key);
-        if (value === null && inBase) size--;
-        else if (value !== null && !inBase) size++;
-      }
-    }
-    return size;
-  }
-}
-
-class TxMapImpl<K, V> extends MapReaderImpl<K, V> implements TxMap<K, V> {
-  constructor(
-    private readonly tx: Tx,
-    name: string,
-    base: MapState,
-    keyCodec: KeyCodec<K>,
-    valueCodec: Codec<V>,
-  ) {
-    super(name, base, keyCodec, valueCodec);
-  }
-
-  protected override writes(): Map<string, Write> | undefined {
-    return this.tx[TX_WRITES]?.get(this.name);
-  }
-
-  put(key: K, value: V): void {
-    const k = this.keyCodec.toKey(key);
-    if (!isWellFormedKey(k)) throw invalidKey(`key of map "${this.name}" has no UTF-8 form`);
-    this.tx[TX_WRITE](this.name, k, this.valueCodec.encode(value));
-  }
-
-  remove(key: K): boolean {
-    const k = this.keyCodec.toKey(key);
-    const had = this.raw(k) !== undefined;
-    if (!isWellFormedKey(k)) throw invalidKey(`key of map "${this.name}" has no UTF-8 form`);
-    this.tx[TX_WRITE](this.name, k, null);
-    return had;
-  }
-}
-
-// Module-private access between Tx, its map handles and Store.
-const TX_WRITES = Symbol('writes');
-const TX_WRITE = Symbol('write');
+// Module-private access between Tx and Store (TX_WRITES and TX_WRITE: see map-handles.ts).
 const STORE_COMMIT = Symbol('commit');
 const VIEW_STATE = Symbol('state');
 
@@ -267,90 +156,6 @@ export class Tx {
     if (this.#writes === undefined) return undefined;
     return this.#store[STORE_COMMIT](this.#writes, this.#generation, this.startVersion);
   }
-}
-
-function sortedMap<V>(map: Map<string, V>): Map<string, V> {
-  let previous: string | undefined;
-  for (const key of map.keys()) {
-    if (previous !== undefined && compareUtf8(previous, key) >= 0) {
-      return new Map([...map].sort((a, b) => compareUtf8(a[0], b[0])));
-    }
-    previous = key;
-  }
-  return map;
-}
-
-/** The writes of one retained version, flat: map name, key, write, map name, key, write, ... */
-type FlatWrites = readonly (string | Write)[];
-
-function flatten(writes: WriteSet): FlatWrites {
-  const flat: (string | Write)[] = [];
-  for (const [name, mapWrites] of writes) for (const [key, value] of mapWrites) flat.push(name, key, value);
-  return flat;
-}
-
-/** applyToState for retained writes (grouped by map, as flatten leaves them). */
-function applyFlat(state: KvState, flat: FlatWrites): KvState {
-  let i = 0;
-  while (i < flat.length) {
-    const name = flat[i] as string;
-    let map = state.get(name) ?? EMPTY_MAP;
-    for (; i < flat.length && flat[i] === name; i += 3) {
-      const key = flat[i + 1] as string;
-      const value = flat[i + 2] as Write;
-      map = value === null ? map.remove(key) : map.set(key, value);
-    }
-    state = map.size === 0 ? state.remove(name) : state.set(name, map);
-  }
-  return state;
-}
-
-/**
- * The retained writes of the versions log[from..to) applied to `state`, in order. Over several
- * versions each changed map is copied once and changed in place (immutable's withMutations)
- * instead of once per write: equal contents to applying them one by one (iteration order may
- * differ; readers sort).
- */
-function foldFlats(state: KvState, log: readonly FlatWrites[], from: number, to: number): KvState {
-  if (to - from <= 1) return to === from ? state : applyFlat(state, log[from]!);
-  const touched = new Map<string, MapState>();
-  for (let v = from; v < to; v++) {
-    const flat = log[v]!;
-    for (let i = 0; i < flat.length; i += 3) {
-      const name = flat[i] as string;
-      let map = touched.get(name);
-      if (map === undefined) {
-        map = (state.get(name) ?? EMPTY_MAP).asMutable();
-        touched.set(name, map);
-      }
-      const value = flat[i + 2] as Write;
-      if (value === null) map.remove(flat[i + 1] as string);
-      else map.set(flat[i + 1] as string, value);
-    }
-  }
-  return state.withMutations((s) => {
-    // An empty map is dropped so that equal contents mean equal states (as applyToState).
-    touched.forEach((map, name) => (map.size === 0 ? s.remove(name) : s.set(name, map.asImmutable())));
-  });
-}
-
-function applyToState(state: KvState, writes: WriteSet): KvState {
-  for (const [name, mapWrites] of writes) {
-    let map = state.get(name) ?? EMPTY_MAP;
-    if (mapWrites.size > 8) {
-      map = map.withMutations((m) => {
-        for (const [key, value] of mapWrites) {
-          if (value === null) m.remove(key);
-          else m.set(key, value);
-        }
-      });
-    } else {
-      for (const [key, value] of mapWrites) map = value === null ? map.remove(key) : map.set(key, value);
-    }
-    // An empty map is dropped so that equal contents mean equal states (and equal snapshots).
-    state = map.size === 0 ? state.remove(name) : state.set(name, map);
-  }
-  return state;
 }
 
 /** The key-value store of one node. */
@@ -620,10 +425,4 @@ export class Store {
     const start = this.#logStart - this.#committedVersion;
     return foldFlats(state, this.#log, start + from, start + version);
   }
-}
-
-function sortedEntriesOf(map: MapState): [string, Uint8Array][] {
-  const entries: [string, Uint8Array][] = [];
-  for (const entry of map.entries()) entries.push(entry);
-  return entries.sort((a, b) => compareUtf8(a[0], b[0]));
 }

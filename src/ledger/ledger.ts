@@ -13,125 +13,42 @@
  * number of those indexes are cached; the frames themselves are read from disk on demand.
  */
 import { assert, type Seqno, type View } from '../base/index.js';
-import { ChunkIndex, chunkFileHeader, CHUNK_HEADER_BYTES, scanChunk, type ChunkDamage } from './chunk-file.js';
-import { formatChunkName, isChunkFileName, parseChunkName, RECOVERY_SUFFIX, type ChunkName } from './chunk-name.js';
-import type { Disk, DiskFile } from './disk.js';
-import { checkEntry, decodeEntry, ENTRY_OVERHEAD_BYTES, EntryFlags, hasFlag, peekFrameSizeBytes, type DecodedEntry } from './entry.js';
-import { asFileCorruption, LedgerError } from './errors.js';
+import { ChunkIndex, chunkFileHeader, scanChunk } from './chunk-file.js';
+import { formatChunkName, type ChunkName } from './chunk-name.js';
+import { ChunkReader, type Chunk, type WriteChunk } from './chunk-reader.js';
+import type { Disk } from './disk.js';
+import { EntryFlags, hasFlag } from './entry.js';
+import { LedgerError } from './errors.js';
+import { checkAppendBatch, checkPendingScan, listChunkFiles } from './ledger-files.js';
+import {
+  DEFAULT_INDEX_CACHE_ENTRIES_MAX,
+  type ChunkListing,
+  type LedgerOpenOptions,
+  type LedgerOpenReport,
+  type LedgerOptions,
+} from './ledger-types.js';
 
-export interface LedgerOptions {
-  disk: Disk;
-  /** Where chunks are written. */
-  directory: string;
-  /** Extra places holding committed chunks (moved there by operators); read only. */
-  readOnlyDirectories?: readonly string[];
-  /** Disaster recovery in progress: new files carry `.recovery` until completeRecovery(). */
-  recoverySuffix?: boolean;
-  /** Bound on the entries of all cached chunk indexes (the chunk being written is not counted). */
-  indexCacheEntriesMax?: number;
-}
-
-export interface LedgerOpenOptions {
-  /**
-   * Scan every committed chunk at open and fail on any damage. Off by default: committed chunks
-   * are checked whenever they are first read, and a full scan at every start costs a read of
-   * the whole ledger.
-   */
-  verifyCommittedChunks?: boolean;
-}
-
-/** What open() found and repaired. The node logs it; a dropped tail deserves a warning. */
-export interface LedgerOpenReport {
-  firstSeqno: Seqno;
-  lastSeqno: Seqno;
-  committedSeqno: Seqno;
-  /** Leftover files of an unfinished recovery, removed as the spec requires. */
-  discardedRecoveryFiles: string[];
-  /** A torn tail cut off the non-committed chunks, if one was found. */
-  tornTail: TornTail | undefined;
-  /** Chunks whose last entry had CHUNK_END but were not yet renamed when the node stopped. */
-  completedChunks: string[];
-}
-
-export interface TornTail {
-  file: string;
-  offsetBytes: number;
-  reason: ChunkDamage['reason'] | 'ShorterThanName';
-  /** Bytes cut from `file`. */
-  droppedBytes: number;
-  /** Later non-committed files removed because they followed the tear. */
-  droppedFiles: string[];
-  /** Seqno of the last entry kept. */
-  keptLastSeqno: Seqno;
-}
-
-export interface ChunkListing {
-  name: string;
-  first: Seqno;
-  /** For the chunk being written, its current last entry. */
-  last: Seqno;
-  committed: boolean;
-  /** True when the chunk ended on a CHUNK_END entry (or was committed). */
-  complete: boolean;
-  recovery: boolean;
-  path: string;
-  sizeBytes: number;
-}
-
-export const DEFAULT_INDEX_CACHE_ENTRIES_MAX = 1 << 20;
-/**
- * A chunk whose full index is evicted keeps every 64th offset (1/64 of the memory), so a
- * random read of it costs one read of at most 64 frames instead of a scan of the whole file.
- */
-const SPARSE_INDEX_STRIDE = 64;
-
-/**
- * Primary-side chunking policy: a chunk ends only on a signature (spec invariant 1), once the
- * chunk reached its target size or when a new chunk was asked for (trigger_ledger_chunk, or a
- * snapshot, which must coincide with a chunk end).
- */
-export function shouldEndChunk(p: { chunkBytesSoFar: number; chunkSizeBytes: number; isSignature: boolean; forced: boolean }): boolean {
-  return p.isSignature && (p.forced || p.chunkBytesSoFar >= p.chunkSizeBytes);
-}
-
-interface Chunk {
-  directory: string;
-  name: string;
-  first: Seqno;
-  /** Last seqno as named; undefined for the chunk being written (its index says). */
-  last: Seqno | undefined;
-  committed: boolean;
-  recovery: boolean;
-  /** Open while the chunk is written to, and after that until the next sync makes it durable. */
-  file: DiskFile | undefined;
-  sizeBytes: number | undefined;
-  /** The whole file passed a crc check once: rebuilding its index after eviction skips the crc. */
-  verified: boolean;
-  /** Kept when the full index is evicted (see SPARSE_INDEX_STRIDE). */
-  sparse: Float64Array | undefined;
-}
-
-interface WriteChunk {
-  chunk: Chunk;
-  /** The same handle as chunk.file. */
-  file: DiskFile;
-  index: ChunkIndex;
-}
+export {
+  DEFAULT_INDEX_CACHE_ENTRIES_MAX,
+  shouldEndChunk,
+  type ChunkListing,
+  type LedgerOpenOptions,
+  type LedgerOpenReport,
+  type LedgerOptions,
+  type TornTail,
+} from './ledger-types.js';
 
 export class Ledger {
   readonly #disk: Disk;
   readonly #directory: string;
   readonly #readOnlyDirectories: readonly string[];
-  readonly #indexCacheEntriesMax: number;
+  readonly #reader: ChunkReader;
   #recoveryMode: boolean;
 
   #opened = false;
   /** Every chunk this ledger can read, in seqno order. */
   #chunks: Chunk[] = [];
   #write: WriteChunk | undefined;
-  /** LRU of indexes of chunks other than the one being written (Map keeps insertion order). */
-  #indexCache = new Map<Chunk, ChunkIndex>();
-  #indexCacheEntries = 0;
   #lastSeqno: Seqno = 0;
   #lastView: View = 0;
   #lastFlags = 0;
@@ -143,8 +60,7 @@ export class Ledger {
     this.#directory = options.directory;
     this.#readOnlyDirectories = options.readOnlyDirectories ?? [];
     this.#recoveryMode = options.recoverySuffix ?? false;
-    this.#indexCacheEntriesMax = options.indexCacheEntriesMax ?? DEFAULT_INDEX_CACHE_ENTRIES_MAX;
-    assert(this.#indexCacheEntriesMax >= 1, 'indexCacheEntriesMax must be positive');
+    this.#reader = new ChunkReader(options.disk, options.indexCacheEntriesMax ?? DEFAULT_INDEX_CACHE_ENTRIES_MAX);
   }
 
   get lastSeqno(): Seqno {
@@ -174,7 +90,7 @@ export class Ledger {
 
   /** Entries indexed by the cached chunk indexes (bounded by indexCacheEntriesMax). */
   get cachedIndexEntries(): number {
-    return this.#indexCacheEntries;
+    return this.#reader.cachedEntries;
   }
 
   get recoveryMode(): boolean {
@@ -199,44 +115,9 @@ export class Ledger {
       completedChunks: [],
     };
 
-    const committedByName = new Map<string, Chunk>();
-    const pending: Chunk[] = [];
-    for (const name of disk.listDirectory(this.#directory).sort()) {
-      if (!isChunkFileName(name)) continue;
-      if (name.endsWith(RECOVERY_SUFFIX)) {
-        disk.remove(disk.join(this.#directory, name));
-        report.discardedRecoveryFiles.push(name);
-        this.#directoryDirty = true;
-        continue;
-      }
-      const chunk = this.#chunkFromName(this.#directory, name, parseChunkName(name));
-      if (chunk.committed) committedByName.set(name, chunk);
-      else pending.push(chunk);
-    }
-    for (const directory of this.#readOnlyDirectories) {
-      if (!disk.exists(directory)) continue;
-      for (const name of disk.listDirectory(directory).sort()) {
-        if (!isChunkFileName(name) || name.endsWith(RECOVERY_SUFFIX)) continue;
-        const parsed = parseChunkName(name);
-        // Operators move only committed chunks to read-only directories; anything else there is not ours.
-        if (!parsed.committed || committedByName.has(name)) continue;
-        committedByName.set(name, this.#chunkFromName(directory, name, parsed));
-      }
-    }
-
-    const committed = [...committedByName.values()].sort((a, b) => a.first - b.first);
-    for (let i = 1; i < committed.length; i++) {
-      const before = committed[i - 1]!;
-      const after = committed[i]!;
-      if (after.first <= before.last!) {
-        throw new LedgerError('LedgerFilesInconsistent', `committed chunks ${before.name} and ${after.name} overlap`, {
-          file: after.name,
-        });
-      }
-    }
-    pending.sort((a, b) => a.first - b.first);
+    const { committed, pending } = listChunkFiles(disk, this.#directory, this.#readOnlyDirectories, report);
+    if (report.discardedRecoveryFiles.length > 0) this.#directoryDirty = true;
     const lastCommitted = committed.at(-1);
-    this.#checkPendingNames(pending, lastCommitted);
 
     this.#chunks = committed;
     this.#recoverTail(pending, report);
@@ -246,13 +127,13 @@ export class Ledger {
     this.#committedSeqno = firstPending !== undefined ? firstPending.first - 1 : (lastCommitted?.last ?? 0);
     if (lastChunk !== undefined && lastChunk.committed) {
       // The ledger ends on a completed chunk: its last entry gives the view and flags.
-      const index = this.#indexOf(lastChunk);
-      const last = this.#readEntry(lastChunk, index, index.last);
+      const index = this.#reader.indexOf(lastChunk, this.#write);
+      const last = this.#reader.readEntry(lastChunk, index, index.last);
       this.#lastSeqno = last.seqno;
       this.#lastView = last.view;
       this.#lastFlags = last.flags;
     }
-    if (options.verifyCommittedChunks) for (const chunk of committed) this.#verify(chunk);
+    if (options.verifyCommittedChunks) for (const chunk of committed) this.#reader.verify(chunk);
     this.#opened = true;
 
     report.firstSeqno = this.firstSeqno;
@@ -273,31 +154,7 @@ export class Ledger {
    */
   append(frames: readonly Uint8Array[], options: { readonly crcChecked?: boolean } = {}): void {
     this.#checkOpen();
-    const flagsOf = new Uint8Array(frames.length);
-    let expected = this.#lastSeqno + 1;
-    let view = this.#lastView;
-    for (let i = 0; i < frames.length; i++) {
-      const frame = frames[i]!;
-      const entry = checkEntry(frame, 0, options.crcChecked !== true);
-      if (entry.frameSizeBytes !== frame.byteLength) {
-        throw new LedgerError('MalformedLedgerEntry', `appended frame has ${frame.byteLength - entry.frameSizeBytes} trailing bytes`, {
-          seqno: entry.seqno,
-        });
-      }
-      if (entry.seqno !== expected || entry.view < view) {
-        throw new LedgerError(
-          'LedgerEntryOutOfOrder',
-          `appended entry ${entry.view}.${entry.seqno} does not follow ${view}.${expected - 1}`,
-          { seqno: entry.seqno, expectedSeqno: expected },
-        );
-      }
-      if (hasFlag(entry.flags, EntryFlags.CHUNK_END) && !hasFlag(entry.flags, EntryFlags.SIGNATURE)) {
-        throw new LedgerError('MalformedLedgerEntry', `entry ${entry.seqno} has CHUNK_END but is not a signature`, { seqno: entry.seqno });
-      }
-      flagsOf[i] = entry.flags;
-      view = entry.view;
-      expected++;
-    }
+    const flagsOf = checkAppendBatch(frames, this.#lastSeqno, this.#lastView, options.crcChecked !== true);
 
     // A recovering node never appends to a chunk of the ledger it recovers from.
     if (this.#recoveryMode && this.#write !== undefined && !this.#write.chunk.recovery) this.#completeWriteChunk();
@@ -415,11 +272,11 @@ export class Ledger {
     const chunk = this.#chunks.at(-1);
     if (chunk !== undefined && this.#lastOf(chunk) > afterSeqno) {
       assert(!chunk.committed, 'truncating a committed chunk');
-      const index = this.#indexOf(chunk);
+      const index = this.#reader.indexOf(chunk, this.#write);
       const endBytes = index.offsetOf(afterSeqno + 1);
       chunk.file?.close();
       chunk.file = undefined;
-      this.#dropCachedIndex(chunk);
+      this.#reader.dropCachedIndex(chunk);
       chunk.sparse = undefined;
       this.#write = undefined;
       this.#disk.truncate(this.#pathOf(chunk), endBytes);
@@ -434,7 +291,7 @@ export class Ledger {
     this.#lastSeqno = afterSeqno;
     const last = this.#chunks.at(-1);
     if (last !== undefined && this.#lastOf(last) === afterSeqno) {
-      const entry = this.#readEntry(last, this.#indexOf(last), afterSeqno);
+      const entry = this.#reader.readEntry(last, this.#reader.indexOf(last, this.#write), afterSeqno);
       this.#lastView = entry.view;
       this.#lastFlags = entry.flags;
     } else {
@@ -483,9 +340,9 @@ export class Ledger {
   getEntry(seqno: Seqno): Uint8Array {
     this.#checkOpen();
     const chunk = this.#chunkHolding(seqno);
-    const dense = this.#cachedIndexOf(chunk);
-    if (dense === undefined && chunk.sparse !== undefined) return this.#readViaSparse(chunk, chunk.sparse, seqno).frameBytes;
-    return this.#readEntry(chunk, dense ?? this.#indexOf(chunk), seqno).frameBytes;
+    const dense = this.#reader.cachedIndexOf(chunk, this.#write);
+    if (dense === undefined && chunk.sparse !== undefined) return this.#reader.readViaSparse(chunk, chunk.sparse, seqno).frameBytes;
+    return this.#reader.readEntry(chunk, dense ?? this.#reader.indexOf(chunk, this.#write), seqno).frameBytes;
   }
 
   /**
@@ -500,7 +357,7 @@ export class Ledger {
     let seqno = from;
     while (seqno <= to) {
       const chunk = this.#chunkHolding(seqno);
-      const index = this.#indexOf(chunk);
+      const index = this.#reader.indexOf(chunk, this.#write);
       const chunkTo = Math.min(to, index.last);
       let end = seqno;
       while (end <= chunkTo) {
@@ -511,10 +368,10 @@ export class Ledger {
       }
       if (end === seqno) break;
       const start = index.offsetOf(seqno);
-      const bytes = this.#read(chunk, start, index.offsetOf(end) - start);
+      const bytes = this.#reader.read(chunk, start, index.offsetOf(end) - start);
       let offset = 0;
       for (let s = seqno; s < end; s++) {
-        const entry = this.#decodeAt(chunk, bytes, offset, start, s);
+        const entry = this.#reader.decodeAt(chunk, bytes, offset, start, s);
         out.push(entry.frameBytes);
         offset += entry.frameSizeBytes;
       }
@@ -568,12 +425,8 @@ export class Ledger {
     assert(this.#opened, 'ledger not open');
   }
 
-  #chunkFromName(directory: string, name: string, parsed: ChunkName): Chunk {
-    return { directory, name, first: parsed.first, last: parsed.last, committed: parsed.committed, recovery: parsed.recovery, file: undefined, sizeBytes: undefined, verified: false, sparse: undefined };
-  }
-
   #pathOf(chunk: Chunk): string {
-    return this.#disk.join(chunk.directory, chunk.name);
+    return this.#reader.pathOf(chunk);
   }
 
   #lastOf(chunk: Chunk): Seqno {
@@ -599,25 +452,6 @@ export class Ledger {
     };
   }
 
-  #checkPendingNames(pending: Chunk[], lastCommitted: Chunk | undefined): void {
-    for (let i = 0; i < pending.length; i++) {
-      const chunk = pending[i]!;
-      if (i === 0) {
-        if (lastCommitted !== undefined && chunk.first <= lastCommitted.last!) {
-          throw new LedgerError('LedgerFilesInconsistent', `${chunk.name} overlaps committed ${lastCommitted.name}`, { file: chunk.name });
-        }
-        continue;
-      }
-      const before = pending[i - 1]!;
-      if (before.last === undefined) {
-        throw new LedgerError('LedgerFilesInconsistent', `${before.name} is being written but ${chunk.name} follows it`, { file: before.name });
-      }
-      if (chunk.first !== before.last + 1) {
-        throw new LedgerError('LedgerFilesInconsistent', `${chunk.name} does not continue ${before.name}`, { file: chunk.name });
-      }
-    }
-  }
-
   /**
    * Scans the non-committed chunks. The first frame-level damage is a torn write: the file is
    * cut back to its last whole entry and every later non-committed file removed. Damage that a
@@ -632,28 +466,7 @@ export class Ledger {
       const scan = scanChunk(bytes, chunk.name);
       chunk.verified = true;
       const index = scan.index;
-      if (index !== undefined && index.first !== chunk.first) {
-        throw new LedgerError('LedgerCorrupted', `${chunk.name} at offset ${CHUNK_HEADER_BYTES}: starts with seqno ${index.first}`, {
-          file: chunk.name,
-          offsetBytes: CHUNK_HEADER_BYTES,
-        });
-      }
-      const lastHeld = index?.last ?? chunk.first - 1;
-      if (chunk.last !== undefined && lastHeld > chunk.last) {
-        throw new LedgerError('LedgerCorrupted', `${chunk.name} holds entries up to ${lastHeld}`, { file: chunk.name, offsetBytes: index!.offsetOf(chunk.last + 1) });
-      }
-      const endsChunk = hasFlag(scan.lastFlags, EntryFlags.CHUNK_END);
-      const torn = scan.damage !== undefined || (chunk.last !== undefined && lastHeld < chunk.last);
-      if (!torn && chunk.last !== undefined && !hasFlag(scan.lastFlags, EntryFlags.SIGNATURE)) {
-        throw new LedgerError('LedgerCorrupted', `${chunk.name} does not end on a signature`, { file: chunk.name, offsetBytes: index!.offsetOf(chunk.last) });
-      }
-      // Bytes after a whole CHUNK_END entry that ends the chunk as named (an append whose data never
-      // reached the disk, say) lose nothing when cut: that is a torn tail too. A CHUNK_END anywhere
-      // else in a torn chunk cannot come from our writer.
-      if (torn && chunk.last !== undefined && endsChunk && lastHeld !== chunk.last) {
-        throw new LedgerError('LedgerCorrupted', `${chunk.name} has a CHUNK_END entry at ${lastHeld}`, { file: chunk.name, offsetBytes: index!.offsetOf(lastHeld) });
-      }
-
+      const { lastHeld, endsChunk, torn } = checkPendingScan(chunk, scan);
       if (torn) {
         const droppedFiles: string[] = [];
         for (const later of pending.slice(i + 1)) {
@@ -683,7 +496,7 @@ export class Ledger {
       this.#lastView = scan.lastView;
       this.#lastFlags = scan.lastFlags;
       if (chunk.last !== undefined && !torn) {
-        this.#cacheIndex(chunk, index);
+        this.#reader.cacheIndex(chunk, index);
         continue;
       }
       if (chunk.last !== undefined) this.#rename(chunk, { first: chunk.first, last: undefined, committed: false, recovery: false });
@@ -732,7 +545,7 @@ export class Ledger {
     chunk.sizeBytes = index.endBytes;
     this.#write = undefined;
     // The file stays open until the next sync makes it durable; its index joins the cache.
-    this.#cacheIndex(chunk, index);
+    this.#reader.cacheIndex(chunk, index);
   }
 
   #rename(chunk: Chunk, to: ChunkName): void {
@@ -749,7 +562,7 @@ export class Ledger {
     chunk.file?.close();
     chunk.file = undefined;
     if (this.#write?.chunk === chunk) this.#write = undefined;
-    this.#dropCachedIndex(chunk);
+    this.#reader.dropCachedIndex(chunk);
     this.#disk.remove(this.#pathOf(chunk));
     this.#directoryDirty = true;
   }
@@ -773,118 +586,6 @@ export class Ledger {
     return chunk;
   }
 
-  #cachedIndexOf(chunk: Chunk): ChunkIndex | undefined {
-    if (this.#write?.chunk === chunk) return this.#write.index;
-    const cached = this.#indexCache.get(chunk);
-    if (cached !== undefined) {
-      this.#indexCache.delete(chunk);
-      this.#indexCache.set(chunk, cached);
-    }
-    return cached;
-  }
-
-  #indexOf(chunk: Chunk): ChunkIndex {
-    const cached = this.#cachedIndexOf(chunk);
-    if (cached !== undefined) return cached;
-    const index = this.#verify(chunk);
-    this.#cacheIndex(chunk, index);
-    return index;
-  }
-
-  /** Scans a completed chunk whole; any damage in it is corruption, reported with file and offset. */
-  #verify(chunk: Chunk): ChunkIndex {
-    const bytes = this.#disk.readAll(this.#pathOf(chunk));
-    const scan = scanChunk(bytes, chunk.name, !chunk.verified);
-    const fail = (offsetBytes: number, message: string) =>
-      new LedgerError('LedgerCorrupted', `${chunk.name} at offset ${offsetBytes}: ${message}`, { file: chunk.name, offsetBytes });
-    if (scan.damage !== undefined) throw fail(scan.damage.offsetBytes, scan.damage.message);
-    const index = scan.index;
-    if (index === undefined) throw fail(CHUNK_HEADER_BYTES, 'no entries');
-    if (index.first !== chunk.first) throw fail(CHUNK_HEADER_BYTES, `starts with seqno ${index.first}`);
-    if (index.last !== chunk.last) throw fail(index.endBytes, `ends with seqno ${index.last}`);
-    if (!hasFlag(scan.lastFlags, EntryFlags.SIGNATURE)) throw fail(index.offsetOf(index.last), 'does not end on a signature');
-    chunk.sizeBytes = bytes.byteLength;
-    chunk.verified = true;
-    return index;
-  }
-
-  #cacheIndex(chunk: Chunk, index: ChunkIndex): void {
-    this.#dropCachedIndex(chunk);
-    this.#indexCache.set(chunk, index);
-    this.#indexCacheEntries += index.count;
-    for (const [oldest, oldIndex] of this.#indexCache) {
-      if (this.#indexCacheEntries <= this.#indexCacheEntriesMax || oldest === chunk) break;
-      oldest.sparse ??= oldIndex.sparse(SPARSE_INDEX_STRIDE);
-      this.#indexCache.delete(oldest);
-      this.#indexCacheEntries -= oldIndex.count;
-    }
-  }
-
-  #dropCachedIndex(chunk: Chunk): void {
-    const index = this.#indexCache.get(chunk);
-    if (index === undefined) return;
-    this.#indexCache.delete(chunk);
-    this.#indexCacheEntries -= index.count;
-  }
-
-  #read(chunk: Chunk, positionBytes: number, lengthBytes: number): Uint8Array {
-    const bytes = this.#disk.read(this.#pathOf(chunk), positionBytes, lengthBytes);
-    if (bytes.byteLength !== lengthBytes) {
-      throw new LedgerError('LedgerCorrupted', `${chunk.name} at offset ${positionBytes + bytes.byteLength}: file ends early`, {
-        file: chunk.name,
-        offsetBytes: positionBytes + bytes.byteLength,
-      });
-    }
-    return bytes;
-  }
-
-  /** Reads the stretch of at most SPARSE_INDEX_STRIDE frames holding `seqno` and walks to it. */
-  #readViaSparse(chunk: Chunk, sparse: Float64Array, seqno: Seqno): DecodedEntry {
-    const j = Math.floor((seqno - chunk.first) / SPARSE_INDEX_STRIDE);
-    const start = sparse[j]!;
-    const bytes = this.#read(chunk, start, sparse[j + 1]! - start);
-    let offset = 0;
-    for (let k = j * SPARSE_INDEX_STRIDE; k < seqno - chunk.first; k++) {
-      let size: number;
-      try {
-        size = peekFrameSizeBytes(bytes, offset);
-      } catch (e) {
-        if (!(e instanceof LedgerError)) throw e;
-        throw asFileCorruption(e, chunk.name, start + offset);
-      }
-      if (size < ENTRY_OVERHEAD_BYTES || offset + size > bytes.byteLength) {
-        throw new LedgerError('LedgerCorrupted', `${chunk.name} at offset ${start + offset}: frame length ${size} does not fit`, {
-          file: chunk.name,
-          offsetBytes: start + offset,
-        });
-      }
-      offset += size;
-    }
-    return this.#decodeAt(chunk, bytes, offset, start, seqno);
-  }
-
-  #readEntry(chunk: Chunk, index: ChunkIndex, seqno: Seqno): DecodedEntry {
-    const start = index.offsetOf(seqno);
-    const bytes = this.#read(chunk, start, index.offsetOf(seqno + 1) - start);
-    return this.#decodeAt(chunk, bytes, 0, start, seqno);
-  }
-
-  #decodeAt(chunk: Chunk, bytes: Uint8Array, offset: number, fileOffset: number, seqno: Seqno): DecodedEntry {
-    let entry: DecodedEntry;
-    try {
-      entry = decodeEntry(bytes, offset);
-    } catch (e) {
-      if (!(e instanceof LedgerError)) throw e;
-      throw asFileCorruption(e, chunk.name, fileOffset + offset);
-    }
-    if (entry.seqno !== seqno) {
-      throw new LedgerError('LedgerCorrupted', `${chunk.name} at offset ${fileOffset + offset}: holds seqno ${entry.seqno}, expected ${seqno}`, {
-        file: chunk.name,
-        offsetBytes: fileOffset + offset,
-      });
-    }
-    return entry;
-  }
 }
 
 /** View of an already-validated frame. */

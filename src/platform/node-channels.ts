@@ -25,9 +25,7 @@
  * Once a peer has been sent to, its connection is kept up, re-established after a failure with
  * exponential backoff (with jitter) that resets once a connection has lasted reconnect.maxMs.
  */
-import { X509Certificate } from 'node:crypto';
 import type { Socket, AddressInfo } from 'node:net';
-import { performance } from 'node:perf_hooks';
 import tls from 'node:tls';
 import { assert } from '../base/assert.js';
 import {
@@ -43,10 +41,16 @@ import {
   type PeerAddress,
   type PeerChannelStats,
 } from '../base/channels.js';
+import type { Clock } from '../base/clock.js';
 import { errorMessage } from '../base/errors.js';
 import type { LogFields, Logger, LogLevel } from '../base/log.js';
+import { randomUnit, type RandomSource } from '../base/random.js';
 import { formatHostPort, parseHostPort, type HostPort } from '../config/index.js';
 import { nodeIdFromPublicKey } from '../crypto/index.js';
+import { FrameDecoder, frameBytesOf, outFrameOf, type OutFrame } from './node-channel-frames.js';
+import { checkIdentity, Peer, remoteOf, secureContextOf } from './node-channel-peer.js';
+
+export { encodeFrame, FrameDecoder, UNCOPIED_PAYLOAD_BYTES } from './node-channel-frames.js';
 
 export interface ReconnectOptions {
   /** Delay before the first reconnection attempt after a failure. */
@@ -60,6 +64,10 @@ export interface TlsNodeChannelsInit {
   /** "host:port" to listen on; port 0 picks a free port (see boundAddress). */
   readonly bindAddress: string;
   readonly logger: Logger;
+  /** Reconnection delays and connection ages (socket inactivity timeouts are the sockets' own). */
+  readonly clock: Clock;
+  /** The jitter of reconnection delays. */
+  readonly random: RandomSource;
   /** Limit of a frame's kind + payload, both sent and received. Default 64 MiB. */
   readonly maxFrameBytes?: number;
   /** Bound of each peer's send queue. Default 64 MiB. */
@@ -85,191 +93,6 @@ const KEEPALIVE_DELAY_MS = 10_000;
 const RECONNECT_JITTER = 0.2;
 const EMPTY = Buffer.alloc(0);
 
-/**
- * Payloads from this size on are written from the caller's bytes after a header of their own
- * instead of being copied into one frame buffer: a copy of a 32 MB entry batch per peer costs
- * the request thread tens of milliseconds (most of it faulting in fresh pages).
- */
-export const UNCOPIED_PAYLOAD_BYTES = 64 * 1024;
-
-/**
- * A frame ready to write: one buffer, or its header and a large payload left uncopied. The two
- * parts are always queued and written together, so that a connection never starts mid-frame.
- */
-type OutFrame = Buffer | readonly [header: Buffer, payload: Buffer];
-
-function outFrameOf(kind: number, payload: Uint8Array): OutFrame {
-  if (payload.byteLength < UNCOPIED_PAYLOAD_BYTES) return encodeFrame(kind, payload);
-  const header = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
-  header.writeUInt32LE(payload.byteLength + 1, 0);
-  header[4] = kind;
-  return [header, Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength)];
-}
-
-function frameBytesOf(frame: OutFrame): number {
-  return Buffer.isBuffer(frame) ? frame.length : frame[0].length + frame[1].length;
-}
-
-/** One frame with its header, ready to write. */
-export function encodeFrame(kind: number, payload: Uint8Array): Buffer {
-  const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + payload.byteLength);
-  frame.writeUInt32LE(payload.byteLength + 1, 0);
-  frame[4] = kind;
-  frame.set(payload, FRAME_HEADER_BYTES);
-  return frame;
-}
-
-/**
- * Splits a byte stream into frames. Holds at most one frame's bytes (bounded by maxFrameBytes)
- * plus one read; a frame that spans reads is copied once, a frame inside one read not at all.
- */
-export class FrameDecoder {
-  private readonly chunks: Buffer[] = [];
-  private bufferedBytes = 0;
-  /** Length field of the frame being read, or -1 while its header is incomplete. */
-  private frameBytes = -1;
-  private failed: ChannelError | undefined;
-
-  constructor(private readonly maxFrameBytes: number) {
-    assert(Number.isInteger(maxFrameBytes) && maxFrameBytes >= 1 && maxFrameBytes <= 0xffff_ffff, 'maxFrameBytes must be in [1, 2^32)');
-  }
-
-  /**
-   * Feeds the next bytes of the stream, calling onFrame for each complete frame. Returns the
-   * error of a bad length prefix (after which the stream is unusable and every call returns it).
-   */
-  push(chunk: Buffer, onFrame: (kind: number, payload: Buffer) => void): ChannelError | undefined {
-    if (this.failed !== undefined) return this.failed;
-    if (chunk.length > 0) {
-      this.chunks.push(chunk);
-      this.bufferedBytes += chunk.length;
-    }
-    for (;;) {
-      if (this.frameBytes < 0) {
-        if (this.bufferedBytes < 4) return undefined;
-        const length = this.peekLength();
-        if (length === 0) return (this.failed = new ChannelError('FrameEmpty', 'frame length 0 (a frame holds at least its kind byte)'));
-        if (length > this.maxFrameBytes) {
-          return (this.failed = new ChannelError('FrameTooLarge', `frame length ${length} exceeds the limit of ${this.maxFrameBytes} bytes`, {
-            frameBytes: length,
-            maxFrameBytes: this.maxFrameBytes,
-          }));
-        }
-        this.frameBytes = length;
-      }
-      const totalBytes = 4 + this.frameBytes;
-      if (this.bufferedBytes < totalBytes) return undefined;
-      const frame = this.take(totalBytes);
-      this.frameBytes = -1;
-      onFrame(frame[4]!, frame.subarray(FRAME_HEADER_BYTES));
-    }
-  }
-
-  private peekLength(): number {
-    const first = this.chunks[0]!;
-    if (first.length >= 4) return first.readUInt32LE(0);
-    const head = Buffer.allocUnsafe(4);
-    let filled = 0;
-    for (let i = 0; filled < 4; i++) filled += this.chunks[i]!.copy(head, filled, 0, Math.min(this.chunks[i]!.length, 4 - filled));
-    return head.readUInt32LE(0);
-  }
-
-  private take(n: number): Buffer {
-    this.bufferedBytes -= n;
-    const first = this.chunks[0]!;
-    if (first.length >= n) {
-      if (first.length === n) this.chunks.shift();
-      else this.chunks[0] = first.subarray(n);
-      return first.subarray(0, n);
-    }
-    const out = Buffer.allocUnsafe(n);
-    let filled = 0;
-    let used = 0;
-    while (filled < n) {
-      const chunk = this.chunks[used]!;
-      const count = Math.min(chunk.length, n - filled);
-      chunk.copy(out, filled, 0, count);
-      filled += count;
-      if (count === chunk.length) used++;
-      else this.chunks[used] = chunk.subarray(count);
-    }
-    this.chunks.splice(0, used);
-    return out;
-  }
-}
-
-/** The connection state and counters of one peer. */
-class Peer {
-  hostPort: HostPort | undefined;
-  /** Whether we have sent to this peer: from then on its connection is kept up. */
-  active = false;
-  outbound: tls.TLSSocket | undefined;
-  /** The outbound connection is up and presented the expected node id. */
-  verified = false;
-  connectedAtMs = 0;
-  /** The outbound socket refused a write: hold frames in `pending` until 'drain'. */
-  waitingDrain = false;
-  /** Frames waiting for a connection or for 'drain'; [pendingHead, length) are live. */
-  pending: OutFrame[] = [];
-  pendingHead = 0;
-  pendingBytes = 0;
-  backoffMs: number;
-  reconnectTimer: NodeJS.Timeout | undefined;
-  failedAttempts = 0;
-  lastError: string | undefined;
-  inbound: tls.TLSSocket | undefined;
-  dropped = 0;
-  sent = 0;
-  received = 0;
-  /** A drop was logged and no frame has been accepted since (logs once per episode). */
-  dropping = false;
-
-  constructor(
-    readonly nodeId: string,
-    public address: string,
-    initialBackoffMs: number,
-  ) {
-    this.backoffMs = initialBackoffMs;
-  }
-
-  queuedBytes(): number {
-    return this.pendingBytes + (this.verified && this.outbound !== undefined ? this.outbound.writableLength : 0);
-  }
-
-  hasPending(): boolean {
-    return this.pendingHead < this.pending.length;
-  }
-
-  clearPending(): void {
-    this.pending = [];
-    this.pendingHead = 0;
-    this.pendingBytes = 0;
-  }
-}
-
-/** Checks that the certificate carries the key whose hash is the node id. */
-function checkIdentity(identity: ChannelIdentity): void {
-  let presented: string;
-  try {
-    presented = nodeIdFromPublicKey(new X509Certificate(identity.certificatePem).publicKey);
-  } catch (e) {
-    throw new ChannelError('InvalidIdentity', `the node-to-node certificate cannot be read: ${errorMessage(e)}`);
-  }
-  if (presented !== identity.nodeId) {
-    throw new ChannelError('IdentityMismatch', 'the node-to-node certificate does not carry the key of the node id', {
-      nodeId: identity.nodeId,
-      certificateNodeId: presented,
-    });
-  }
-}
-
-function secureContextOf(identity: ChannelIdentity): tls.SecureContext {
-  try {
-    return tls.createSecureContext({ key: identity.privateKeyPem, cert: identity.certificatePem, minVersion: 'TLSv1.3' });
-  } catch (e) {
-    throw new ChannelError('InvalidIdentity', `the node-to-node key and certificate cannot be used: ${errorMessage(e)}`);
-  }
-}
 
 export class TlsNodeChannels implements NodeChannels {
   private identity: ChannelIdentity;
@@ -283,6 +106,8 @@ export class TlsNodeChannels implements NodeChannels {
   private droppedUnknownPeer = 0;
   private readonly refused: Partial<Record<ChannelErrorCode, number>> = {};
   private readonly log: Logger;
+  private readonly clock: Clock;
+  private readonly random: RandomSource;
   private readonly maxFrameBytes: number;
   private readonly maxQueueBytesPerPeer: number;
   private readonly reconnect: ReconnectOptions;
@@ -298,6 +123,8 @@ export class TlsNodeChannels implements NodeChannels {
     this.identity = init.identity;
     this.secureContext = secureContextOf(init.identity);
     this.log = init.logger;
+    this.clock = init.clock;
+    this.random = init.random;
     this.maxFrameBytes = init.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
     this.maxQueueBytesPerPeer = init.maxQueueBytesPerPeer ?? DEFAULT_MAX_QUEUE_BYTES_PER_PEER;
     this.reconnect = { ...DEFAULT_RECONNECT, ...init.reconnect };
@@ -456,7 +283,7 @@ export class TlsNodeChannels implements NodeChannels {
         return;
       }
       peer.verified = true;
-      peer.connectedAtMs = performance.now();
+      peer.connectedAtMs = this.clock.monotonicMs();
       peer.failedAttempts = 0;
       this.log.info('node-to-node connection established', { peer: peer.nodeId, address: peer.address });
       this.flush(peer);
@@ -479,12 +306,12 @@ export class TlsNodeChannels implements NodeChannels {
     peer.verified = false;
     peer.waitingDrain = false;
     if (this.closed || this.peers.get(peer.nodeId) !== peer) return;
-    if (wasUp && performance.now() - peer.connectedAtMs >= this.reconnect.maxMs) peer.backoffMs = this.reconnect.initialMs;
+    if (wasUp && this.clock.monotonicMs() - peer.connectedAtMs >= this.reconnect.maxMs) peer.backoffMs = this.reconnect.initialMs;
     this.scheduleReconnect(peer, wasUp);
   }
 
   private scheduleReconnect(peer: Peer, wasUp: boolean): void {
-    const delayMs = Math.round(peer.backoffMs * (1 - RECONNECT_JITTER + 2 * RECONNECT_JITTER * Math.random()));
+    const delayMs = Math.round(peer.backoffMs * (1 - RECONNECT_JITTER + 2 * RECONNECT_JITTER * randomUnit(this.random)));
     peer.backoffMs = Math.min(peer.backoffMs * 2, this.reconnect.maxMs);
     peer.failedAttempts++;
     const fields = { peer: peer.nodeId, address: peer.address, error: peer.lastError ?? null, retry_in_ms: delayMs };
@@ -493,10 +320,10 @@ export class TlsNodeChannels implements NodeChannels {
     else if (peer.failedAttempts === 1) this.log.info('node-to-node connection failed', fields);
     else this.log.debug('node-to-node connection failed', { ...fields, attempts: peer.failedAttempts });
     peer.lastError = undefined;
-    peer.reconnectTimer = setTimeout(() => {
+    peer.reconnectTimer = this.clock.setTimer(delayMs, () => {
       peer.reconnectTimer = undefined;
       if (!this.closed && this.peers.get(peer.nodeId) === peer) this.connect(peer);
-    }, delayMs);
+    });
   }
 
   private write(peer: Peer, frame: OutFrame): void {
@@ -538,7 +365,7 @@ export class TlsNodeChannels implements NodeChannels {
   }
 
   private dropOutbound(peer: Peer): void {
-    if (peer.reconnectTimer !== undefined) clearTimeout(peer.reconnectTimer);
+    peer.reconnectTimer?.cancel();
     peer.reconnectTimer = undefined;
     const socket = peer.outbound;
     peer.outbound = undefined;
@@ -618,10 +445,6 @@ export class TlsNodeChannels implements NodeChannels {
   private count(code: ChannelErrorCode): void {
     this.refused[code] = (this.refused[code] ?? 0) + 1;
   }
-}
-
-function remoteOf(socket: Socket): string {
-  return socket.remoteAddress === undefined ? 'unknown' : formatHostPort({ host: socket.remoteAddress, port: socket.remotePort ?? 0 });
 }
 
 /** Starts listening on init.bindAddress; boundAddress is the address actually bound ("host:port"). */

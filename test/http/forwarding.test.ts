@@ -11,6 +11,8 @@ import { PrimaryForwarder } from '../../src/http/forwarding.js';
 import { Router } from '../../src/http/router.js';
 import { json, type RequestContext, type Route } from '../../src/http/route.js';
 import { FrameKind, type CovenantNode } from '../../src/node/node.js';
+import { systemClock } from '../../src/platform/clock.js';
+import { ManualClock } from '../../src/testing/manual-clock.js';
 
 type Handler = (from: string, payload: Uint8Array) => void;
 
@@ -57,7 +59,7 @@ const frame = (value: unknown) => Buffer.from(typeof value === 'string' ? value 
 test('malformed forwarded answers are dropped with a logged reason; the right answer from the primary is taken', async () => {
   const { node, handlers, sent } = backupNode('primary-node');
   const lines: string[] = [];
-  const forwarder = new PrimaryForwarder(node, () => new Router([route]), recordingLogger(lines), 5_000);
+  const forwarder = new PrimaryForwarder(node, () => new Router([route]), recordingLogger(lines), systemClock, 5_000);
   try {
     const answer = forwarder.forward(route, context(), '');
     assert.equal(sent.length, 1);
@@ -93,7 +95,7 @@ test('malformed forwarded answers are dropped with a logged reason; the right an
 test('malformed forwarded requests are dropped with a logged reason and answered by nothing', () => {
   const { node, handlers, sent } = backupNode('primary-node');
   const lines: string[] = [];
-  const forwarder = new PrimaryForwarder(node, () => new Router([route]), recordingLogger(lines));
+  const forwarder = new PrimaryForwarder(node, () => new Router([route]), recordingLogger(lines), systemClock);
   const onRequest = handlers.get(FrameKind.ForwardedRequest)!;
   const valid = { id: 1, method: 'POST', path: '/app/log/private', query: '', headers: {}, body: '', caller: { kind: 'user', id: 'u' }, interface: 'primary' };
   for (const bad of ['null', 'garbage', { ...valid, id: 0 }, { ...valid, method: 'PATCH' }, { ...valid, caller: null }, { ...valid, headers: { a: 1 } }]) {
@@ -102,4 +104,35 @@ test('malformed forwarded requests are dropped with a logged reason and answered
   assert.equal(lines.filter((l) => l.includes('malformed forwarded request')).length, 6);
   assert.equal(sent.length, 0);
   forwarder.close();
+});
+
+test('an unanswered forward times out on the injected clock, without waiting in real time', async () => {
+  const { node, handlers, sent } = backupNode('primary-node');
+  const clock = new ManualClock();
+  const forwarder = new PrimaryForwarder(node, () => new Router([route]), nullLogger, clock, 10_000);
+  try {
+    const answer = forwarder.forward(route, context(), '');
+    const outcome = answer.then(
+      () => 'answered',
+      (e: { code?: string }) => e.code,
+    );
+    assert.deepEqual(clock.pendingDelaysMs(), [10_000]);
+    clock.advance(9_999);
+    assert.deepEqual(clock.pendingDelaysMs(), [10_000], 'not yet due');
+    clock.advance(1);
+    assert.deepEqual(clock.pendingDelaysMs(), []);
+    assert.equal(await outcome, 'ForwardingTimedOut');
+    // An answer after the timeout finds no one waiting for it.
+    const id = (sent[0]!.payload as { id: number }).id;
+    handlers.get(FrameKind.ForwardedResponse)!('primary-node', frame({ id, status: 200, headers: {}, kind: 'json', body: true }));
+
+    // An answer in time cancels the timer.
+    const second = forwarder.forward(route, context(), '');
+    const secondId = (sent[1]!.payload as { id: number }).id;
+    handlers.get(FrameKind.ForwardedResponse)!('primary-node', frame({ id: secondId, status: 200, headers: {}, kind: 'json', body: true }));
+    assert.equal((await second).status, 200);
+    assert.deepEqual(clock.pendingDelaysMs(), []);
+  } finally {
+    forwarder.close();
+  }
 });

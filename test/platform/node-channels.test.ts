@@ -14,6 +14,8 @@ import { ChannelError, type ChannelIdentity, type NodeChannels, type PeerAddress
 import { createEndorsedCertificate, createSelfSignedCertificate, generateEcKeyPair, nodeIdFromPublicKey, type KeyPair } from '../../src/crypto/index.js';
 import { createTlsNodeChannels, encodeFrame, FrameDecoder, UNCOPIED_PAYLOAD_BYTES, type TlsNodeChannelsInit } from '../../src/platform/node-channels.js';
 import { MemoryChannelNetwork } from '../../src/testing/memory-channels.js';
+import { systemClock } from '../../src/platform/clock.js';
+import { cryptoRandom } from '../../src/platform/crypto-random.js';
 
 /** A broken channel tends to hang rather than fail: bound each suite. */
 const TEST_TIMEOUT_MS = 30_000;
@@ -85,6 +87,8 @@ const tlsHarness: Harness = {
       identity,
       bindAddress: options.bindAddress ?? '127.0.0.1:0',
       logger,
+      clock: systemClock,
+      random: cryptoRandom(),
       reconnect: { initialMs: 10, maxMs: 100 },
       ...(options.maxQueueBytesPerPeer === undefined ? {} : { maxQueueBytesPerPeer: options.maxQueueBytesPerPeer }),
       ...(options.maxFrameBytes === undefined ? {} : { maxFrameBytes: options.maxFrameBytes }),
@@ -510,11 +514,11 @@ describe('TLS node-to-node channels', { timeout: TEST_TIMEOUT_MS }, () => {
 
   test('createTlsNodeChannels refuses a certificate that does not carry the node id', async () => {
     await assert.rejects(
-      createTlsNodeChannels({ identity: { ...idA, certificatePem: idB.certificatePem }, bindAddress: '127.0.0.1:0', logger: new MemoryLogger() }),
+      createTlsNodeChannels({ identity: { ...idA, certificatePem: idB.certificatePem }, bindAddress: '127.0.0.1:0', logger: new MemoryLogger(), clock: systemClock, random: cryptoRandom() }),
       (e: unknown) => e instanceof ChannelError && e.code === 'IdentityMismatch',
     );
     await assert.rejects(
-      createTlsNodeChannels({ identity: idA, bindAddress: 'nowhere', logger: new MemoryLogger() }),
+      createTlsNodeChannels({ identity: idA, bindAddress: 'nowhere', logger: new MemoryLogger(), clock: systemClock, random: cryptoRandom() }),
       (e: unknown) => e instanceof ChannelError && e.code === 'InvalidAddress',
     );
   });
