@@ -21,7 +21,8 @@ import type { TxId } from '../base/ids.js';
 import type { Logger } from '../base/log.js';
 import { parseHostPort } from '../config/index.js';
 import { jsonCodec, type Tx, type WriteSet } from '../kv/index.js';
-import type { Entry, RandomSource, Ready } from '../consensus/index.js';
+import type { Entry, Ready } from '../consensus/index.js';
+import { BytesRandom } from '../base/random.js';
 import type { Receipt, SignatureReceipt } from '../merkle/index.js';
 import type { QuoteInfo } from '../attestation/virtual.js';
 import type { NodeAddresses, NodeFrames, NodeGovernanceHost, NodeInit, NodeOperatorQueries } from './api.js';
@@ -60,23 +61,6 @@ export type { WriteResult } from './write/transactions.js';
 export { FrameKind } from './peers.js';
 
 const json = jsonCodec<any>();
-
-/** Consensus randomness (election timeouts) from the injected random bytes, 1 KiB at a time. */
-class CryptoRandom implements RandomSource {
-  private buffer: Uint8Array = new Uint8Array(0);
-  private offset = 0;
-  constructor(private readonly randomBytes: (n: number) => Uint8Array) {}
-  nextUint32(): number {
-    if (this.offset + 4 > this.buffer.length) {
-      this.buffer = this.randomBytes(1024);
-      this.offset = 0;
-    }
-    const b = this.buffer;
-    const value = (b[this.offset]! | (b[this.offset + 1]! << 8) | (b[this.offset + 2]! << 16) | (b[this.offset + 3]! << 24)) >>> 0;
-    this.offset += 4;
-    return value;
-  }
-}
 
 export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, NodeFrames {
   readonly init: NodeInit;
@@ -377,7 +361,7 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
     const { election_timeout, message_timeout } = this.init.config.consensus;
     this.driver.create({
       selfId: this.identity.nodeId,
-      random: new CryptoRandom(this.init.randomBytes),
+      random: new BytesRandom(this.init.randomBytes),
       electionTimeoutMs: election_timeout,
       messageTimeoutMs: message_timeout,
       initial,
