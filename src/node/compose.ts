@@ -1,0 +1,476 @@
+/**
+ * The composition root of a node: builds its parts, wires each to the narrow interface of the
+ * others it needs (the driver's side effects, the flows' context, admission), and holds the few
+ * facts the start-up flows establish (genesis configuration, startup snapshot, addresses). The
+ * facade the layers above use is src/node/node.ts; the module map is in docs/node.md.
+ */
+import { isIP } from 'node:net';
+import { assert } from '../base/assert.js';
+import type { Logger } from '../base/log.js';
+import { parseHostPort } from '../config/index.js';
+import { type Tx } from '../kv/index.js';
+import type { Entry, Raft, Ready } from '../consensus/index.js';
+import { BytesRandom } from '../base/random.js';
+import type { NodeAddresses, NodeInit } from './api.js';
+import { MAX_ENTRY_BYTES } from './channels.js';
+import { ConsensusDriver, type DriverHost } from './driver.js';
+import { FilesCleanup } from './cleanup.js';
+import type { FlowContext, RestoredConsensus } from './flows/context.js';
+import { LedgerSecrets, type LedgerSecretRecord } from './identity/ledger-secrets.js';
+import { NodeIdentity } from './identity/node-identity.js';
+import { ServiceIdentity } from './identity/service-identity.js';
+import type { NetworkInfo } from './join.js';
+import { Lifecycle, type LifecycleTrigger } from './lifecycle.js';
+import { NodeStateFile, type BoundAddresses, type PersistedNodeState } from './persistence.js';
+import { FrameKind, Peers, trustedPeersOf } from './peers.js';
+import { OperatorQueries } from './queries/operator-reports.js';
+import { Receipts } from './queries/receipts.js';
+import { Replica } from './replica.js';
+import { SnapshotManager, type StartupSnapshot } from './snapshots.js';
+import { Tables, type NodeInfo, type ServiceStatus } from './tables.js';
+import { PendingNodeCleanup } from './tasks/pending-cleanup.js';
+import { PrimaryTasks } from './tasks/primary-tasks.js';
+import { Proposer } from './write/proposer.js';
+import { Signatures } from './write/signatures.js';
+import { Transactions, type WriteResult } from './write/transactions.js';
+
+
+export class NodeComposition {
+  readonly init: NodeInit;
+  readonly logger: Logger;
+  readonly clock: NodeInit['clock'];
+  readonly lifecycle: Lifecycle;
+  readonly identity: NodeIdentity;
+  readonly service = new ServiceIdentity();
+  readonly secrets = new LedgerSecrets();
+  readonly stateFile: NodeStateFile;
+  readonly replica: Replica;
+  readonly snapshots: SnapshotManager;
+  readonly filesCleanup: FilesCleanup;
+  readonly driver: ConsensusDriver;
+  readonly proposer: Proposer;
+  readonly signatures: Signatures;
+  readonly transactions: Transactions;
+  readonly peers: Peers;
+  readonly primaryTasks = new PrimaryTasks();
+  readonly pendingCleanup: PendingNodeCleanup;
+  readonly receipts: Receipts;
+  readonly queries: OperatorQueries;
+  private addresses: NodeAddresses | undefined;
+  private genesisConfiguration: { seqno: number; nodes: string[] } | undefined;
+  /** The snapshot this node starts from (joining), until consensus is created from it. */
+  private startupSnapshot: StartupSnapshot | undefined;
+  /** The service status in the last join response, reported until the service record is replicated. */
+  joinReportedServiceStatus: ServiceStatus | undefined;
+  /** The service record's bytes last read by appFrontendOpen, and whether they said Open. */
+  stopped = false;
+
+  constructor(init: NodeInit) {
+    this.init = init;
+    this.logger = init.logger;
+    this.clock = init.clock;
+    this.lifecycle = new Lifecycle(init.logger);
+    this.lifecycle.transition('config', ['config']);
+    this.identity = new NodeIdentity(init.version, init.hostData);
+    this.stateFile = new NodeStateFile(init.disk, init.config.node_certificate_file, init.writeSecretFile);
+    this.replica = new Replica({
+      disk: init.disk,
+      logger: init.logger,
+      clock: init.clock,
+      ledgerDirectory: init.config.ledger.directory,
+      readOnlyLedgerDirectories: init.config.ledger.read_only_directories,
+      secrets: this.secrets,
+    });
+    this.snapshots = this.buildSnapshots();
+    this.replica.observe(this.snapshots);
+    this.filesCleanup = this.buildFilesCleanup();
+    this.peers = new Peers(() => this.identity.nodeId, init.logger);
+    this.driver = new ConsensusDriver(this.driverHost());
+    this.peers.onFrame(FrameKind.Consensus, (from, payload) => this.driver.onFrame(from, payload));
+    this.proposer = this.buildProposer();
+    this.queries = this.buildQueries();
+    this.signatures = this.buildSignatures();
+    this.transactions = this.buildTransactions();
+    this.receipts = this.buildReceipts();
+    this.pendingCleanup = this.buildPendingCleanup();
+    this.primaryTasks.register(this.pendingCleanup);
+    this.watchStores();
+  }
+
+  isPrimary(): boolean {
+    return this.driver.raft?.summary().role === 'Primary';
+  }
+
+  executeRead<T>(fn: (tx: Tx) => T): T {
+    return this.transactions.executeRead(fn);
+  }
+
+  executeWrite<T>(fn: (tx: Tx) => T): WriteResult<T> {
+    return this.transactions.executeWrite(fn);
+  }
+
+  private raft(): Raft {
+    assert(this.driver.raft, 'consensus exists');
+    return this.driver.raft;
+  }
+
+  private buildSnapshots(): SnapshotManager {
+    const init = this.init;
+    const config = init.config;
+    return new SnapshotManager({
+      config,
+      disk: init.disk,
+      logger: init.logger,
+      clock: init.clock,
+      store: () => this.replica.store,
+      tree: () => this.replica.tree,
+      encryptor: () => this.secrets.latest.seal.encryptor,
+      serviceCertificatePem: () => this.service.certificatePem,
+      genesisConfiguration: () => this.genesisConfiguration!,
+      viewHistory: () => this.driver.raft?.status().viewHistory ?? [],
+      commitEvidence: (view, seqno) => this.replica.commitEvidence(view, seqno),
+      isPrimary: () => this.isPrimary(),
+      requestSignature: () => this.signatures.request(),
+    });
+  }
+
+  private buildFilesCleanup(): FilesCleanup {
+    const init = this.init;
+    const config = init.config;
+    return new FilesCleanup({
+      config,
+      disk: init.disk,
+      logger: init.logger,
+      clock: init.clock,
+      relocateChunk: (name, directory) => this.replica.ledger.relocateCommittedChunk(name, directory),
+      yieldControl: () => new Promise((resolve) => init.clock.setTimer(0, resolve)),
+    });
+  }
+
+  private buildProposer(): Proposer {
+    const init = this.init;
+    const config = init.config;
+    const raft = () => this.raft();
+    return new Proposer({
+      logger: init.logger,
+      replica: this.replica,
+      secrets: this.secrets,
+      chunkSizeBytes: config.ledger.chunk_size,
+      entryBytesMax: init.maxEntryBytes ?? MAX_ENTRY_BYTES,
+      createEntrySealer: init.createEntrySealer,
+      raft,
+      isPrimary: () => this.isPrimary(),
+      schedulePump: () => this.driver.schedulePump(),
+      snapshotWantsEntry: (flags) => this.snapshots.wantsEntry(flags),
+      snapshotAfterEntry: (entry) => this.snapshots.afterEntry(entry),
+    });
+  }
+
+  private buildQueries(): OperatorQueries {
+    const init = this.init;
+    return new OperatorQueries({
+      replica: this.replica,
+      version: init.version,
+      nodeId: () => this.identity.nodeId,
+      state: () => this.lifecycle.state,
+      raft: () => this.driver.raft,
+      joinReportedServiceStatus: () => this.joinReportedServiceStatus,
+      serviceCertificatePem: () => this.service.certificatePem,
+    });
+  }
+
+  private buildSignatures(): Signatures {
+    const init = this.init;
+    const config = init.config;
+    const raft = () => this.raft();
+    return new Signatures({
+      config,
+      clock: init.clock,
+      identity: this.identity,
+      replica: this.replica,
+      proposer: this.proposer,
+      snapshots: this.snapshots,
+      isPrimary: () => this.isPrimary(),
+      stopped: () => this.stopped,
+      currentView: () => raft().status().view,
+      viewOf: (seqno) => this.queries.viewOf(seqno),
+      pump: () => this.driver.pump(),
+    });
+  }
+
+  private buildTransactions(): Transactions {
+    return new Transactions({
+      replica: this.replica,
+      proposer: this.proposer,
+      signatures: this.signatures,
+      raft: () => this.driver.raft,
+      isPrimary: () => this.isPrimary(),
+      stateName: () => this.lifecycle.state,
+    });
+  }
+
+  private buildReceipts(): Receipts {
+    return new Receipts({
+      replica: this.replica,
+      service: this.service,
+      secrets: this.secrets,
+      statusOf: (txId) => this.queries.statusOf(txId),
+      viewOf: (seqno) => this.queries.viewOf(seqno),
+    });
+  }
+
+  private buildPendingCleanup(): PendingNodeCleanup {
+    const init = this.init;
+    const config = init.config;
+    return new PendingNodeCleanup({
+      clock: init.clock,
+      logger: init.logger,
+      timeoutMs: config.pending_node_timeout,
+      executeRead: (fn) => this.executeRead(fn),
+      executeWrite: (fn) => this.executeWrite(fn),
+    });
+  }
+
+  /** The store's watchers, on the store and on every store that replaces it. */
+  private watchStores(): void {
+    this.replica.watchStore((store) => {
+      this.peers.markDirty();
+      store.onRollback(() => this.peers.markDirty());
+      store.onMapCommit(Tables.nodesInfo, () => this.peers.markDirty());
+      // trigger_snapshot: the primary snapshots at the next signature.
+      store.onMapCommit(Tables.snapshotRequests, () => {
+        if (this.isPrimary()) this.snapshots.request();
+      });
+    });
+  }
+
+  /** The driver's side effects, each handed to the part that owns it. */
+  private driverHost(): DriverHost {
+    return {
+      logger: this.init.logger,
+      clock: this.init.clock,
+      storeVersion: () => this.replica.store.version,
+      ledgerLastSeqno: () => this.replica.ledger.lastSeqno,
+      commitSeqno: () => this.replica.commitSeqno,
+      forgetProposals: () => this.proposer.forgetProposals(),
+      abandonIfDeposed: () => this.proposer.abandonIfDeposed(),
+      rollbackTo: (seqno) => {
+        this.proposer.forgetProposals();
+        this.replica.rollbackTo(seqno);
+        this.signatures.onRollback();
+      },
+      applyReplicated: (entry) => this.replica.applyReplicated(entry),
+      persistEntries: (frames, truncateAfterSeqno) => this.replica.persist(frames, truncateAfterSeqno),
+      persistHardState: () => this.persistState(),
+      send: (to, message) => void this.peers.send(to, FrameKind.Consensus, message),
+      advanceCommit: (seqno) => {
+        if (!this.replica.advanceCommit(seqno)) return;
+        // Forgets the proposals every peer has acknowledged: none will be sent again (a peer that loses them catches up from the ledger).
+        let acknowledged = Number.POSITIVE_INFINITY;
+        for (const peer of this.driver.raft?.status().peers ?? []) acknowledged = Math.min(acknowledged, peer.matchSeqno);
+        this.proposer.dropAcknowledged(acknowledged);
+      },
+      onRoleChange: (change) => this.onRoleChange(change),
+      reportSnapshotsNeeded: (ids) => this.reportSnapshotsNeeded(ids),
+      isPrimary: () => this.isPrimary(),
+      emitSignature: () => this.signatures.emit(),
+      recordRetirements: (ids) => this.transactions.recordRetirements(ids),
+      afterPump: () => this.peers.refreshIfDirty((fn) => this.executeRead(fn)),
+      entryAt: (seqno: number): Entry | undefined => {
+        if (seqno < 1 || seqno > this.replica.ledger.lastSeqno) return undefined;
+        return this.proposer.recent(seqno) ?? this.replica.entryFromLedger(seqno);
+      },
+    };
+  }
+
+  private onRoleChange({ role, view, primaryId }: NonNullable<Ready['roleChange']>): void {
+    this.logger.info(`consensus: ${role} in view ${view}${primaryId ? ` (primary ${primaryId.slice(0, 12)})` : ''}`);
+    const primary = role === 'Primary';
+    if (!primary) this.signatures.cancelTimer();
+    else this.proposer.onBecomePrimary();
+    this.primaryTasks.update(primary && this.lifecycle.allows.primaryTasks);
+  }
+
+  /**
+   * Peers that lack entries this node no longer holds (it started from a snapshot after them):
+   * replication cannot bring them up to date. Consensus reports a change of this set once; the
+   * operator sees it here and in GET /node/consensus (acks[id].needs_snapshot).
+   */
+  private reportSnapshotsNeeded(ids: readonly string[]): void {
+    const peers = this.driver.raft?.status().peers ?? [];
+    for (const id of ids) {
+      const peer = peers.find((p) => p.id === id);
+      this.logger.fail(
+        `peer ${id} needs entries from seqno ${peer ? peer.matchSeqno + 1 : '?'} on, before this node's first entry ` +
+          `(${this.replica.startupSeqno + 1}, it started from a snapshot): it cannot catch up by replication. ` +
+          'Stop it and join it again from a recent snapshot (command.type Join), or remove it from the network.',
+      );
+    }
+  }
+
+  // ---------------------------------------------------------------- composition steps the flows share
+
+  /** The parts and steps a start-up flow works with (src/node/flows). */
+  flowContext(): FlowContext {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const node = this;
+    return {
+      init: this.init,
+      logger: this.logger,
+      identity: this.identity,
+      service: this.service,
+      secrets: this.secrets,
+      stateFile: this.stateFile,
+      replica: this.replica,
+      snapshots: this.snapshots,
+      driver: this.driver,
+      peers: this.peers,
+      transactions: this.transactions,
+      signatures: this.signatures,
+      get genesisConfiguration() {
+        return node.genesisConfiguration;
+      },
+      set genesisConfiguration(value) {
+        node.genesisConfiguration = value;
+      },
+      get startupSnapshot() {
+        return node.startupSnapshot;
+      },
+      set startupSnapshot(value) {
+        node.startupSnapshot = value;
+      },
+      get joinReportedServiceStatus() {
+        return node.joinReportedServiceStatus;
+      },
+      set joinReportedServiceStatus(value) {
+        node.joinReportedServiceStatus = value;
+      },
+      transition: (trigger: LifecycleTrigger, allowed: readonly LifecycleTrigger[]) => {
+        this.lifecycle.transition(trigger, allowed);
+        this.primaryTasks.update(this.isPrimary() && this.lifecycle.allows.primaryTasks);
+      },
+      setAddresses: (addresses) => {
+        this.addresses = addresses;
+      },
+      subjectAltNames: () => this.subjectAltNames(),
+      rpcInterfacesRecord: () => this.rpcInterfacesRecord(),
+      installLedgerSecrets: (records) => {
+        this.secrets.installRecords(records);
+        this.proposer.useLatestSecret();
+      },
+      installLedgerSecret: (fromSeqno, secret) => {
+        this.secrets.install(fromSeqno, secret);
+        this.proposer.useLatestSecret();
+      },
+      createConsensus: (restored) => this.createConsensus(restored),
+      persistState: () => this.persistState(),
+      startBackgroundWork: () => {
+        this.snapshots.start();
+        this.filesCleanup.start();
+        this.driver.startTicking();
+      },
+      pump: () => this.driver.pump(),
+      stopped: () => this.stopped,
+      sleep: (ms) => new Promise((resolve) => this.init.clock.setTimer(ms, resolve)),
+    };
+  }
+
+  private createConsensus(restored?: RestoredConsensus): void {
+    const genesis = this.genesisConfiguration;
+    assert(genesis, 'the genesis configuration is known before consensus starts');
+    const snapshot = this.startupSnapshot;
+    const start = snapshot
+      ? {
+          configs: snapshot.parts.meta.configurations.map((c) => ({ seqno: c.seqno, nodes: [...c.nodes] })),
+          startSeqno: snapshot.seqno,
+          startView: snapshot.parts.meta.view,
+          viewHistory: [...snapshot.parts.meta.view_history],
+        }
+      : { configs: [genesis], startSeqno: 0 };
+    const initial = restored
+      ? { ...start, lastSeqno: restored.lastSeqno, view: restored.view, commitSeqno: restored.commitSeqno, ...(restored.votedFor !== undefined ? { votedFor: restored.votedFor } : {}) }
+      : snapshot
+        ? { ...start, lastSeqno: snapshot.seqno, view: snapshot.parts.meta.view, commitSeqno: snapshot.seqno }
+        : { ...start, lastSeqno: 0 };
+    const { election_timeout, message_timeout } = this.init.config.consensus;
+    this.driver.create({
+      selfId: this.identity.nodeId,
+      random: new BytesRandom(this.init.randomBytes),
+      electionTimeoutMs: election_timeout,
+      messageTimeoutMs: message_timeout,
+      initial,
+    });
+  }
+
+  /** Writes the node state file (identity, service identity, secrets, hard state); nothing before the node holds them all. */
+  persistState(): void {
+    if (!this.identity.exists || !this.secrets.held || !this.service.holdsKey || !this.genesisConfiguration) return;
+    const state: PersistedNodeState = {
+      format: 1,
+      node_id: this.identity.nodeId,
+      private_key: this.identity.privateKeyPem,
+      self_signed_certificate: this.identity.selfSignedCertificatePem,
+      node_certificate: this.identity.nodeCertificatePem,
+      service_certificate: this.service.certificatePem,
+      service_key: this.service.keyPem,
+      ledger_secrets: this.secrets.records(),
+      genesis_configuration: this.genesisConfiguration,
+      view: this.driver.hardView,
+      voted_for: this.driver.hardVotedFor ?? null,
+      startup_seqno: this.replica.startupSeqno,
+      ...(this.addresses ? { bound_addresses: boundAddressesOf(this.addresses) } : {}),
+    };
+    this.stateFile.save(state);
+  }
+
+  /**
+   * The names in the node's certificates: node_certificate.subject_alt_names when configured,
+   * otherwise the hosts of the RPC interfaces' published addresses (spec "Authentication" 3), as
+   * bound once the interfaces listen, as configured before.
+   */
+  subjectAltNames(): string[] {
+    const configured = this.init.config.node_certificate.subject_alt_names;
+    if (configured !== undefined) return [...configured];
+    const published = this.addresses
+      ? this.addresses.rpc.map((a) => a.publishedAddress)
+      : Object.values(this.init.config.rpc_interfaces).map((i) => i.published_address ?? i.bind_address);
+    return subjectAltNamesOf(published);
+  }
+
+  private rpcInterfacesRecord(): NodeInfo['rpc_interfaces'] {
+    const out: NodeInfo['rpc_interfaces'] = {};
+    for (const a of this.addresses?.rpc ?? []) {
+      out[a.name] = { bind_address: a.bindAddress, published_address: a.publishedAddress, enabled_operator_features: [...a.enabledOperatorFeatures] };
+    }
+    return out;
+  }
+
+  networkInfoFor(endorsedCertificatePem: string): NetworkInfo {
+    return {
+      service_certificate: this.service.certificatePem,
+      service_key: this.service.keyPem,
+      ledger_secrets: this.secrets.records() satisfies LedgerSecretRecord[],
+      endorsed_certificate: endorsedCertificatePem,
+      genesis_configuration: this.genesisConfiguration!,
+      peers: this.executeRead(trustedPeersOf),
+    };
+  }
+
+}
+
+function boundAddressesOf(addresses: NodeAddresses): BoundAddresses {
+  const rpc: Record<string, string> = {};
+  for (const a of addresses.rpc) rpc[a.name] = a.bindAddress;
+  return { node_to_node: addresses.nodeToNode.bindAddress, rpc };
+}
+
+/** "iPAddress:" or "dNSName:" names for the hosts of "host:port" addresses (wildcard hosts name nothing; loopback when none is left). */
+export function subjectAltNamesOf(addresses: readonly string[]): string[] {
+  const names = new Set<string>();
+  for (const address of addresses) {
+    const parsed = parseHostPort(address);
+    if (typeof parsed === 'string' || parsed.host === '0.0.0.0' || parsed.host === '::') continue;
+    names.add(isIP(parsed.host) ? `iPAddress:${parsed.host}` : `dNSName:${parsed.host}`);
+  }
+  return names.size > 0 ? [...names] : ['iPAddress:127.0.0.1'];
+}
