@@ -40,7 +40,7 @@ function uniqueNames(items: readonly { name: string }[], ctx: z.core.$Refinement
   });
 }
 
-const RPC_INTERFACE_DEFAULTS = { maxBodySize: '1MB', maxOpenSessions: 1000 } as const;
+const RPC_INTERFACE_DEFAULTS = { maxBodySize: '1MB', maxOpenSessions: 1000, tlsHandshakeTimeout: '10s', firstRequestTimeout: '10s' } as const;
 
 export function nodeConfigSchema(baseDir: string) {
   const file = pathIn(baseDir);
@@ -92,6 +92,10 @@ export function nodeConfigSchema(baseDir: string) {
       why: 'a backup forwards a request to the primary in one node-to-node message',
     }).prefault(RPC_INTERFACE_DEFAULTS.maxBodySize),
     max_open_sessions: z.int().min(1).default(RPC_INTERFACE_DEFAULTS.maxOpenSessions),
+    /** Absent: defaultMaxSessionsPerAddress(max_open_sessions), decided where the interface is built. */
+    max_sessions_per_address: z.int().min(1).optional(),
+    tls_handshake_timeout: positiveDurationMs().prefault(RPC_INTERFACE_DEFAULTS.tlsHandshakeTimeout),
+    first_request_timeout: positiveDurationMs().prefault(RPC_INTERFACE_DEFAULTS.firstRequestTimeout),
   };
   const namedRpcInterfaces = z
     .record(z.string().min(1), z.strictObject(rpcInterfaceFields))

@@ -80,6 +80,12 @@ export interface RpcInterfaceConfig {
   enabled_operator_features: OperatorFeature[];
   max_body_size: number;
   max_open_sessions: number;
+  /** Connections one client address may hold; absent: half of max_open_sessions, at least 100. */
+  max_sessions_per_address?: number | undefined;
+  /** Milliseconds from TCP accept to a completed TLS handshake. */
+  tls_handshake_timeout: number;
+  /** Milliseconds from the TLS handshake to the first request's headers. */
+  first_request_timeout: number;
 }
 
 export interface NodeToNodeInterfaceConfig {

@@ -81,8 +81,10 @@ export function unauthenticated(message: string): CovenantError {
 }
 
 const MEMBER_ID = /^[0-9a-f]{64}$/;
+/** The first byte of a CBOR item with tag 18 (major type 6, value 18). */
+const COSE_SIGN1_TAG_BYTE = 0xd2;
 
-/** Verifies a governance request; throws InvalidAuthenticationInfo (401), InvalidCreatedAt (400) or UnsupportedContentType (415). */
+/** Verifies a governance request; throws InvalidAuthenticationInfo (401), UntaggedCoseSign1 or InvalidCreatedAt (400), or UnsupportedContentType (415). */
 export function verifyGovRequest(bytes: Uint8Array, options: VerifyGovRequestOptions): VerifiedGovRequest {
   const contentType = options.contentType?.split(';')[0]?.trim().toLowerCase();
   if (contentType !== COSE_CONTENT_TYPE) {
@@ -97,6 +99,11 @@ export function verifyGovRequest(bytes: Uint8Array, options: VerifyGovRequestOpt
     envelope = decodeCoseSign1(bytes);
   } catch (e) {
     throw unauthenticated(`request is not a valid COSE_Sign1 envelope: ${(e as Error).message}`);
+  }
+  // Tag 18 is the byte 0xd2. docs/governance.md promises tagged envelopes; an untagged one may
+  // be meant as something else (a receipt, another protocol's message), so it is not guessed at.
+  if (bytes[0] !== COSE_SIGN1_TAG_BYTE) {
+    throw new CovenantError('UntaggedCoseSign1', 'governance requests are tagged COSE_Sign1 envelopes (CBOR tag 18); this one is untagged', 400);
   }
   const header = envelope.protectedHeader;
   const kid = header.get(CoseHeader.kid);

@@ -39,6 +39,8 @@ export interface GovernanceInit {
   readonly createdAtWindowSeconds?: number;
   /** How many recent proposal requests are remembered to refuse replays. */
   readonly recentProposalsMax?: number;
+  /** How many recent other signed requests are remembered to refuse replays (RECENT_REQUESTS_MAX). */
+  readonly recentRequestsMax?: number;
 }
 
 /** A governance write as it arrives: the raw body and its content type. */
@@ -80,6 +82,12 @@ export const JOIN_POLICY_EXPORTS = ['policy'] as const;
 export const BALLOT_EXPORTS = ['vote'] as const;
 
 export const RECENT_PROPOSALS_MAX = 100;
+/**
+ * Signed requests other than proposals remembered to refuse their replays: more than proposals,
+ * as every proposal draws a ballot from each member; a request signed within the created_at
+ * window is refused once this many newer ones have been remembered.
+ */
+export const RECENT_REQUESTS_MAX = 1000;
 const CREATED_AT_DIGITS = 16;
 
 const json = jsonCodec<any>();
@@ -158,6 +166,7 @@ export class Governance {
 
   submitBallot(tx: Tx, request: GovRequest, proposalId: string, memberIdInPath: string): GovOutcome<ProposalSummary> {
     const verified = this.verify(tx, request, 'ballot', { proposalId, memberIdInPath });
+    this.refuseRequestReplay(tx, request, verified);
     this.requireActive(tx, verified.memberId, 'vote');
     const info = this.openProposal(tx, proposalId);
     if (info.ballots[verified.memberId] !== undefined) {
@@ -183,6 +192,7 @@ export class Governance {
 
   withdrawProposal(tx: Tx, request: GovRequest, proposalId: string): GovOutcome<ProposalSummary> {
     const verified = this.verify(tx, request, 'withdrawal', { proposalId });
+    this.refuseRequestReplay(tx, request, verified);
     const info = this.openProposal(tx, proposalId);
     if (info.proposer_id !== verified.memberId) {
       throw new CovenantError('Forbidden', `only the proposer (${info.proposer_id}) may withdraw proposal ${proposalId}`, 403);
@@ -196,6 +206,7 @@ export class Governance {
   /** Records the digest a member must acknowledge (`:update`); answers it. */
   updateStateDigest(tx: Tx, request: GovRequest, memberIdInPath: string, stateDigestHex: string): GovOutcome<MemberAck> {
     const verified = this.verify(tx, request, 'state_digest', { memberIdInPath });
+    this.refuseRequestReplay(tx, request, verified);
     const ack: MemberAck = { state_digest: stateDigestHex };
     tx.map(GovTables.membersAcks, json).put(verified.memberId, ack);
     this.recordHistory(tx, verified, request.body, undefined);
@@ -205,6 +216,7 @@ export class Governance {
   /** Acknowledges the recorded digest (`:ack`): an Accepted member becomes Active. */
   ackStateDigest(tx: Tx, request: GovRequest, memberIdInPath: string): GovOutcome<MemberSummary> {
     const verified = this.verify(tx, request, 'ack', { memberIdInPath });
+    this.refuseRequestReplay(tx, request, verified);
     const body = parseJsonPayload(verified.payload, 'ack') as { state_digest?: unknown } | null;
     if (typeof body !== 'object' || body === null || typeof body.state_digest !== 'string') {
       throw badRequest('InvalidInput', 'an ack request is {"state_digest": "<hex digest from :update>"}');
@@ -327,25 +339,49 @@ export class Governance {
    * replay and is refused as well.
    */
   private checkReplay(tx: Tx, requestDigest: string, createdAtSeconds: number): void {
-    const recent = tx.map(GovTables.recentProposals, json);
-    let oldest = Number.POSITIVE_INFINITY;
-    let replayOf: string | undefined;
-    recent.forEach((value: { proposal_id: string }, key: string) => {
-      const [createdAt, digest] = key.split(':');
-      oldest = Math.min(oldest, Number(createdAt));
-      if (digest === requestDigest) replayOf = value.proposal_id;
-    });
-    if (replayOf !== undefined) throw badRequest('ProposalReplay', `this proposal request was already submitted (proposal ${replayOf})`);
-    if (recent.size >= this.recentMax() && createdAtSeconds < oldest) {
-      throw badRequest('ProposalCreatedTooLongAgo', `created_at ${createdAtSeconds} is older than every remembered recent proposal (${oldest}); sign it again`);
-    }
+    const replayOf = this.findRecent(tx, GovTables.recentProposals, this.recentMax(), requestDigest, createdAtSeconds, 'ProposalCreatedTooLongAgo', 'proposal');
+    if (replayOf !== undefined) throw badRequest('ProposalReplay', `this proposal request was already submitted (proposal ${(replayOf as { proposal_id: string }).proposal_id})`);
   }
 
   private rememberProposal(tx: Tx, requestDigest: string, createdAtSeconds: number, proposalId: string): void {
-    const recent = tx.map(GovTables.recentProposals, json);
-    recent.put(`${String(createdAtSeconds).padStart(CREATED_AT_DIGITS, '0')}:${requestDigest}`, { proposal_id: proposalId });
+    this.remember(tx, GovTables.recentProposals, this.recentMax(), requestDigest, createdAtSeconds, { proposal_id: proposalId });
+  }
+
+  /**
+   * The same for every other signed request (ballots, withdrawals, state digests, acks): each
+   * request is accepted once. Checked before the request is executed, remembered in the same
+   * transaction, so a refused request leaves nothing behind.
+   */
+  private refuseRequestReplay(tx: Tx, request: GovRequest, verified: VerifiedGovRequest): void {
+    const requestDigest = toHex(sha256(request.body));
+    const max = this.init.recentRequestsMax ?? RECENT_REQUESTS_MAX;
+    const replayOf = this.findRecent(tx, GovTables.recentRequests, max, requestDigest, verified.createdAtSeconds, 'RequestCreatedTooLongAgo', verified.type);
+    if (replayOf !== undefined) throw badRequest('RequestReplay', `this ${verified.type} request was already submitted`);
+    this.remember(tx, GovTables.recentRequests, max, requestDigest, verified.createdAtSeconds, { type: verified.type, member_id: verified.memberId });
+  }
+
+  /** The remembered value of the request with this digest, if any; throws `tooOldCode` when it cannot be told. */
+  private findRecent(tx: Tx, table: string, max: number, requestDigest: string, createdAtSeconds: number, tooOldCode: string, what: string): unknown {
+    const recent = tx.map(table, json);
+    let oldest = Number.POSITIVE_INFINITY;
+    let replayOf: unknown;
+    recent.forEach((value: unknown, key: string) => {
+      const [createdAt, digest] = key.split(':');
+      oldest = Math.min(oldest, Number(createdAt));
+      if (digest === requestDigest) replayOf = value;
+    });
+    if (replayOf !== undefined) return replayOf;
+    if (recent.size >= max && createdAtSeconds < oldest) {
+      throw badRequest(tooOldCode, `created_at ${createdAtSeconds} is older than every remembered recent ${what} request (${oldest}); sign it again`);
+    }
+    return undefined;
+  }
+
+  private remember(tx: Tx, table: string, max: number, requestDigest: string, createdAtSeconds: number, value: unknown): void {
+    const recent = tx.map(table, json);
+    recent.put(`${String(createdAtSeconds).padStart(CREATED_AT_DIGITS, '0')}:${requestDigest}`, value);
     // Keys sort by created_at (fixed-width digits): evict from the front.
-    let excess = recent.size - this.recentMax();
+    let excess = recent.size - max;
     const evict: string[] = [];
     recent.forEach((_v, key: string) => {
       if (excess-- <= 0) return false;

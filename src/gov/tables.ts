@@ -23,6 +23,8 @@ export const GovTables = {
   history: 'public:svc.gov.history',
   membersAcks: 'public:svc.gov.members.acks',
   recentProposals: 'public:svc.gov.cose_recent_proposals',
+  /** Digests of recent signed requests other than proposals (ballots, withdrawals, state digests, acks). */
+  recentRequests: 'public:svc.gov.cose_recent_requests',
   joinPolicy: 'public:svc.gov.nodes.join_policy',
   jwtIssuers: 'public:svc.gov.jwt.issuers',
   jwtPublicSigningKeys: 'public:svc.gov.jwt.public_signing_keys_metadata_v2',
@@ -33,7 +35,7 @@ export const GovTables = {
 export const GOV_SINGLETON_KEY = '0';
 
 /** Tables the constitution may not write: they are the evidence of who asked for what. */
-export const GOV_TABLES_READ_ONLY_FOR_CONSTITUTION: ReadonlySet<string> = new Set([GovTables.history, GovTables.recentProposals]);
+export const GOV_TABLES_READ_ONLY_FOR_CONSTITUTION: ReadonlySet<string> = new Set([GovTables.history, GovTables.recentProposals, GovTables.recentRequests]);
 
 export const PROPOSAL_STATES = ['Open', 'Accepted', 'Rejected', 'Withdrawn', 'Failed', 'Dropped'] as const;
 export type ProposalState = (typeof PROPOSAL_STATES)[number];

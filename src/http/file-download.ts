@@ -6,7 +6,8 @@
  * Choices where the spec is silent:
  * - A Range header naming several ranges is answered with the whole file (200): multipart
  *   answers buy nothing for ledger downloads and RFC 9110 lets a server ignore Range.
- * - A syntactically invalid Range header is ignored (200), an unsatisfiable one is 416.
+ * - A syntactically invalid Range header is ignored (200), an unsatisfiable one is 416; a first
+ *   byte beyond 2^53 - 1 is unsatisfiable, a last byte there is clamped to the file's end.
  * - The ETag and If-None-Match compare the content this request would return: the range when a
  *   satisfiable Range is given, the whole file otherwise. So a 304 always echoes a tag the
  *   client sent, and a non-matching conditional range request still gets its 206.
@@ -51,18 +52,19 @@ export function decideRange(header: string | undefined, sizeBytes: number): Rang
   if (!m) return { kind: 'full' };
   const [, first, last] = m as unknown as [string, string, string];
   if (first === '' && last === '') return { kind: 'full' };
+  // Digits beyond 2^53 - 1 name positions past the end of any file: a first byte there cannot be
+  // served (416), a last byte or a suffix length there means "to the end" (RFC 9110 section 14.1.2).
   if (first === '') {
     // Suffix range: the last n bytes.
     const n = Number(last);
-    if (!Number.isSafeInteger(n)) return { kind: 'full' };
     if (n === 0 || sizeBytes === 0) return { kind: 'unsatisfiable' };
-    return { kind: 'partial', range: { start: Math.max(0, sizeBytes - n), end: sizeBytes - 1 } };
+    return { kind: 'partial', range: { start: Number.isSafeInteger(n) ? Math.max(0, sizeBytes - n) : 0, end: sizeBytes - 1 } };
   }
   const start = Number(first);
+  if (!Number.isSafeInteger(start) || start >= sizeBytes) return { kind: 'unsatisfiable' };
   const end = last === '' ? Number.MAX_SAFE_INTEGER : Number(last);
-  if (!Number.isSafeInteger(start) || !Number.isSafeInteger(end) || end < start) return { kind: 'full' };
-  if (start >= sizeBytes) return { kind: 'unsatisfiable' };
-  return { kind: 'partial', range: { start, end: Math.min(end, sizeBytes - 1) } };
+  if (Number.isSafeInteger(end) && end < start) return { kind: 'full' };
+  return { kind: 'partial', range: { start, end: Number.isSafeInteger(end) ? Math.min(end, sizeBytes - 1) : sizeBytes - 1 } };
 }
 
 // ---- Want-Repr-Digest (RFC 9530 section 4) ----
@@ -108,7 +110,8 @@ export type IfNoneMatch = { readonly kind: 'any' } | { readonly kind: 'tags'; re
 
 /** Parses a list of entity tags; weak tags compare like strong ones (weak comparison). */
 export function parseIfNoneMatch(header: string): IfNoneMatch {
-  if (header.trim() === '*') return { kind: 'any' };
+  // "*" matches any current representation; in a list (not valid syntax, but sent) it still does.
+  if (header.trim() === '*' || header.split(',').some((item) => item.trim() === '*')) return { kind: 'any' };
   const opaqueTags: string[] = [];
   // An entity tag is W/"..." or "..."; its opaque part holds no '"', but may hold ',' and '='.
   const tag = /\s*(?:W\/)?"([^"]*)"\s*(?:,|$)/gy;

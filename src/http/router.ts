@@ -63,20 +63,24 @@ export class Router {
     }
   }
 
+  /**
+   * HEAD is served wherever GET is (RFC 9110 section 9.3.2): by the GET route, whose handler sees
+   * method HEAD, and the server sends its headers without the body.
+   */
   match(method: HttpMethod, path: string): MatchResult {
     const allowed = new Set<HttpMethod>();
     const byMethod = this.staticRoutes.get(path);
     if (byMethod) {
-      const route = byMethod.get(method);
+      const route = byMethod.get(method) ?? (method === 'HEAD' ? byMethod.get('GET') : undefined);
       if (route) return { kind: 'found', match: { route, params: {} } };
-      for (const m of byMethod.keys()) allowed.add(m);
+      for (const m of byMethod.keys()) addAllowed(allowed, m);
     }
     for (const template of this.templates) {
       const m = template.regex.exec(path);
       if (!m) continue;
       const methods = routeMethods(template.route);
-      if (!methods.includes(method)) {
-        for (const x of methods) allowed.add(x);
+      if (!methods.includes(method) && !(method === 'HEAD' && methods.includes('GET'))) {
+        for (const x of methods) addAllowed(allowed, x);
         continue;
       }
       const params: Record<string, string> = {};
@@ -88,6 +92,11 @@ export class Router {
     if (allowed.size > 0) return { kind: 'method-not-allowed', allowed: [...allowed] };
     return { kind: 'not-found' };
   }
+}
+
+function addAllowed(allowed: Set<HttpMethod>, method: HttpMethod): void {
+  allowed.add(method);
+  if (method === 'GET') allowed.add('HEAD');
 }
 
 /** A %-decoded path parameter; a malformed escape (`%zz`) is the client's error, not ours. */

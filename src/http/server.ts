@@ -43,33 +43,117 @@ export interface RpcInterfaceOptions {
   readonly enabledFeatures: readonly OperatorFeature[];
   readonly maxBodySizeBytes: number;
   /**
-   * Client sessions served at once (max_open_sessions): a request on a session beyond this many
-   * is answered 503 SessionCapExhausted and the session closed; TCP connections beyond it plus
-   * SESSION_HARD_CAP_EXTRA are closed as soon as they are accepted.
+   * Client sessions served at once (max_open_sessions). A connection accepted beyond them (or
+   * beyond its address's share) is still taken through the TLS handshake and its first request
+   * answered 503 SessionCapExhausted, then closed; connections beyond that are closed at once.
+   * A connection counts from TCP accept, handshake finished or not. Undefined: no cap.
    */
   readonly maxOpenSessions?: number;
+  /** Sessions one client address may hold (max_sessions_per_address); default defaultMaxSessionsPerAddress. */
+  readonly maxSessionsPerAddress?: number;
+  /** Time from TCP accept to a completed TLS handshake (tls_handshake_timeout). */
+  readonly tlsHandshakeTimeoutMs?: number;
+  /** Time from the completed TLS handshake to the first request's headers (first_request_timeout). */
+  readonly firstRequestTimeoutMs?: number;
   readonly authenticator: Authenticator;
   readonly logger: Logger;
   readonly forwarder?: RequestForwarder;
 }
 
 const ANONYMOUS: Caller = { kind: 'anonymous' };
-/** Connections accepted beyond max_open_sessions only to be told so (as CCF's soft and hard caps). */
-export const SESSION_HARD_CAP_EXTRA = 10;
+
+/** A client that has not finished the TLS handshake by then is dropped (Node's own default waits 120 s). */
+export const DEFAULT_TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
+/**
+ * A session that has sent no complete request head by then is closed: an idle connection would
+ * otherwise hold one of max_open_sessions for as long as its client likes.
+ */
+export const DEFAULT_FIRST_REQUEST_TIMEOUT_MS = 10_000;
+/** A session whose request the HTTP parser refused is closed this long after its error answer, read or not. */
+const CLIENT_ERROR_LINGER_MS = 2_000;
+
+/**
+ * The default share of max_open_sessions one client address may hold: half of them, but never
+ * fewer than 100 (or all of them when there are fewer). Generous, so that one host running many
+ * clients (a load generator, a test network on loopback) is not refused, yet a single address
+ * can never lock every other client out.
+ */
+export function defaultMaxSessionsPerAddress(maxOpenSessions: number): number {
+  return Math.max(Math.min(maxOpenSessions, 100), Math.ceil(maxOpenSessions / 2));
+}
+
+/**
+ * Connections accepted beyond the session caps only to be answered 503 SessionCapExhausted: a
+ * tenth of max_open_sessions, at least 10. Each address may hold the same share of these as of
+ * the sessions. Connections beyond these are closed as soon as they are accepted.
+ */
+export function sessionRefusalSlots(maxOpenSessions: number, maxSessionsPerAddress: number): { total: number; perAddress: number } {
+  const total = Math.max(10, Math.ceil(maxOpenSessions / 10));
+  const perAddress = Math.min(total, Math.max(1, Math.ceil((total * maxSessionsPerAddress) / maxOpenSessions)));
+  return { total, perAddress };
+}
+
+/** Counts of one interface's client connections (GET /node/metrics). */
+export interface SessionMetrics {
+  /** Connections counted against max_open_sessions, from TCP accept to close. */
+  readonly active: number;
+  /** Connections held only to be answered 503 SessionCapExhausted. */
+  readonly refusing: number;
+  readonly peak: number;
+  /** max_open_sessions (absent: no cap). */
+  readonly soft_cap?: number;
+  /** Connections beyond which new ones are closed at once. */
+  readonly hard_cap?: number;
+  readonly per_address_cap?: number;
+  /** Connections closed at accept (hard cap or address share exhausted), since start. */
+  readonly dropped: number;
+  /** Connections closed for want of a TLS handshake or a first request in time, since start. */
+  readonly timed_out: number;
+}
+
+/** One accepted TCP connection. */
+interface Connection {
+  readonly address: string;
+  /** Counts toward max_open_sessions; otherwise its first request is answered 503 and it is closed. */
+  readonly admitted: boolean;
+  /** Runs until the first request's head arrives. */
+  firstRequestTimer: NodeJS.Timeout | undefined;
+}
+
+interface AddressCount {
+  admitted: number;
+  refusing: number;
+}
 
 export class RpcInterface {
   private readonly server: https.Server;
   private readonly options: RpcInterfaceOptions;
   private readonly features: ReadonlySet<string>;
   private readonly sockets = new Set<Socket>();
-  /** TLS sessions open, and those opened while max_open_sessions were (answered 503). */
-  private sessions = 0;
-  private readonly overCap = new WeakSet<Socket>();
+  /** Accepted connections by "address port", until the TLS handshake hands them to `sessions`. */
+  private readonly accepted = new Map<string, Connection>();
+  /** Connections whose TLS handshake completed, by their TLS socket (the one requests arrive on). */
+  private readonly sessions = new WeakMap<Socket, Connection>();
+  private readonly byAddress = new Map<string, AddressCount>();
+  private admittedCount = 0;
+  private refusingCount = 0;
+  private peakCount = 0;
+  private droppedCount = 0;
+  private timedOutCount = 0;
+  private readonly caps: { sessions: number; perAddress: number; refusing: number; refusingPerAddress: number } | undefined;
+  private readonly firstRequestTimeoutMs: number;
   private held: { res: ServerResponse; response: RouteResponse; isHead: boolean }[] = [];
 
   constructor(options: RpcInterfaceOptions) {
     this.options = options;
     this.features = new Set(options.enabledFeatures);
+    this.firstRequestTimeoutMs = options.firstRequestTimeoutMs ?? DEFAULT_FIRST_REQUEST_TIMEOUT_MS;
+    const maxSessions = options.maxOpenSessions;
+    if (maxSessions !== undefined && maxSessions > 0) {
+      const perAddress = Math.min(maxSessions, options.maxSessionsPerAddress ?? defaultMaxSessionsPerAddress(maxSessions));
+      const refusal = sessionRefusalSlots(maxSessions, perAddress);
+      this.caps = { sessions: maxSessions, perAddress, refusing: refusal.total, refusingPerAddress: refusal.perAddress };
+    }
     this.server = https.createServer(
       {
         key: options.tls.keyPem,
@@ -80,32 +164,131 @@ export class RpcInterface {
         keepAliveTimeout: 30_000,
         noDelay: true,
         // A client that stalls in the TLS handshake is dropped (Node's default waits 120 s).
-        handshakeTimeout: 10_000,
+        handshakeTimeout: options.tlsHandshakeTimeoutMs ?? DEFAULT_TLS_HANDSHAKE_TIMEOUT_MS,
         // An HTTP/1.1 request without Host is refused in route() with the JSON error body
         // (Node's own check answers an empty 400).
         requireHostHeader: false,
       },
       (req, res) => this.handle(req, res),
     );
-    // Every TCP connection, handshake finished or not, so that close() can end them all.
-    this.server.on('connection', (socket: Socket) => {
-      this.sockets.add(socket);
-      socket.once('close', () => this.sockets.delete(socket));
-    });
-    const maxSessions = options.maxOpenSessions;
-    if (maxSessions !== undefined && maxSessions > 0) {
-      this.server.maxConnections = maxSessions + SESSION_HARD_CAP_EXTRA;
-      this.server.on('secureConnection', (socket: Socket) => {
-        if (this.sessions >= maxSessions) this.overCap.add(socket);
-        this.sessions++;
-        socket.once('close', () => this.sessions--);
-      });
+    // Node closes connections beyond this before any listener sees them: the cheapest refusal.
+    if (this.caps) this.server.maxConnections = this.caps.sessions + this.caps.refusing;
+    this.server.on('connection', (socket: Socket) => this.accept(socket));
+    this.server.on('secureConnection', (socket: TLSSocket) => this.secured(socket));
+    // Node's https server passes TLS errors (handshake timeout, garbage instead of a ClientHello)
+    // to 'clientError' as well as HTTP parse errors.
+    this.server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => this.clientError(err, socket));
+    this.server.on('connect', (req: IncomingMessage, socket: Socket) => this.refuseConnect(req, socket));
+  }
+
+  /** Counts every TCP connection from accept, handshake finished or not, and sorts it: session, refused or dropped. */
+  private accept(socket: Socket): void {
+    const address = socket.remoteAddress;
+    const key = connectionKey(socket);
+    if (address === undefined || key === undefined) {
+      // Already gone (reset before this turn).
+      socket.destroy();
+      return;
     }
-    this.server.on('tlsClientError', (err) => options.logger.debug('TLS handshake failed', { interface: options.name, reason: err.message }));
-    this.server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
-      options.logger.debug('malformed HTTP request', { interface: options.name, reason: err.message });
-      if (socket.writable) socket.end(clientErrorAnswer(err));
+    let count = this.byAddress.get(address);
+    if (count === undefined) this.byAddress.set(address, (count = { admitted: 0, refusing: 0 }));
+    let admitted = true;
+    const caps = this.caps;
+    if (caps !== undefined && (this.admittedCount >= caps.sessions || count.admitted >= caps.perAddress)) {
+      if (this.refusingCount >= caps.refusing || count.refusing >= caps.refusingPerAddress) {
+        this.droppedCount++;
+        if (count.admitted === 0 && count.refusing === 0) this.byAddress.delete(address);
+        socket.destroy();
+        return;
+      }
+      admitted = false;
+    }
+    const connection: Connection = { address, admitted, firstRequestTimer: undefined };
+    if (admitted) {
+      count.admitted++;
+      this.admittedCount++;
+      if (this.admittedCount > this.peakCount) this.peakCount = this.admittedCount;
+    } else {
+      count.refusing++;
+      this.refusingCount++;
+    }
+    this.sockets.add(socket);
+    this.accepted.set(key, connection);
+    socket.once('close', () => {
+      this.sockets.delete(socket);
+      if (this.accepted.get(key) === connection) this.accepted.delete(key);
+      if (connection.firstRequestTimer !== undefined) clearTimeout(connection.firstRequestTimer);
+      const c = this.byAddress.get(address)!;
+      if (admitted) {
+        c.admitted--;
+        this.admittedCount--;
+      } else {
+        c.refusing--;
+        this.refusingCount--;
+      }
+      if (c.admitted === 0 && c.refusing === 0) this.byAddress.delete(address);
     });
+  }
+
+  /** The handshake is done: the first request must now arrive within firstRequestTimeoutMs. */
+  private secured(socket: TLSSocket): void {
+    const key = connectionKey(socket);
+    const connection = key === undefined ? undefined : this.accepted.get(key);
+    if (connection === undefined || key === undefined) {
+      socket.destroy();
+      return;
+    }
+    this.accepted.delete(key);
+    this.sessions.set(socket, connection);
+    connection.firstRequestTimer = setTimeout(() => {
+      connection.firstRequestTimer = undefined;
+      this.timedOutCount++;
+      this.options.logger.debug('no request in time after the TLS handshake: closing', { interface: this.options.name, address: connection.address });
+      socket.destroy();
+    }, this.firstRequestTimeoutMs);
+    connection.firstRequestTimer.unref();
+  }
+
+  /**
+   * A TLS error (no handshake in time, not TLS at all) or a request the HTTP parser refused. A
+   * socket whose handshake never completed cannot carry an answer: ending it would wait forever
+   * for a flush, holding the connection (and its share of the caps), so it is destroyed.
+   */
+  private clientError(err: NodeJS.ErrnoException, socket: Socket): void {
+    const isHttpError = typeof err.code === 'string' && err.code.startsWith('HPE_');
+    if (!isHttpError || !this.sessions.has(socket) || !socket.writable) {
+      if (err.code === 'ERR_TLS_HANDSHAKE_TIMEOUT') this.timedOutCount++;
+      this.options.logger.debug('TLS connection failed', { interface: this.options.name, reason: err.message });
+      socket.destroy();
+      return;
+    }
+    this.options.logger.debug('malformed HTTP request', { interface: this.options.name, reason: err.message });
+    socket.end(clientErrorAnswer(err));
+    // A client that does not read its answer does not keep the connection.
+    setTimeout(() => socket.destroy(), CLIENT_ERROR_LINGER_MS).unref();
+  }
+
+  /** CONNECT (no tunnels here): 405 with the error body, then the connection is closed. */
+  private refuseConnect(req: IncomingMessage, socket: Socket): void {
+    const error = new CovenantError('MethodNotAllowed', `${req.method ?? 'CONNECT'} is not supported: this node is not a proxy`, 405);
+    const text = JSON.stringify(error.toBody());
+    socket.end(
+      `HTTP/1.1 405 Method Not Allowed\r\nAllow: GET, HEAD, POST, PUT, DELETE\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
+    );
+    setTimeout(() => socket.destroy(), CLIENT_ERROR_LINGER_MS).unref();
+  }
+
+  /** Session counts for GET /node/metrics. */
+  sessionMetrics(): SessionMetrics {
+    const caps = this.caps;
+    return {
+      active: this.admittedCount,
+      refusing: this.refusingCount,
+      peak: this.peakCount,
+      ...(caps ? { soft_cap: caps.sessions, hard_cap: caps.sessions + caps.refusing, per_address_cap: caps.perAddress } : {}),
+      dropped: this.droppedCount,
+      timed_out: this.timedOutCount,
+    };
   }
 
   get name(): string {
@@ -146,7 +329,12 @@ export class RpcInterface {
    * Every failure, thrown or rejected, ends in fail().
    */
   private handle(req: IncomingMessage, res: ServerResponse): void {
-    if (this.overCap.has(req.socket)) {
+    const connection = this.sessions.get(req.socket);
+    if (connection !== undefined && connection.firstRequestTimer !== undefined) {
+      clearTimeout(connection.firstRequestTimer);
+      connection.firstRequestTimer = undefined;
+    }
+    if (connection !== undefined && !connection.admitted) {
       const max = this.options.maxOpenSessions;
       this.fail(res, new CovenantError('SessionCapExhausted', `this interface serves at most ${max} client sessions at once: retry shortly`, 503), undefined);
       return;
@@ -166,8 +354,15 @@ export class RpcInterface {
 
   /** Matches the route, checks its operator feature and authenticates the caller (401 otherwise). */
   private route(req: IncomingMessage, res: ServerResponse): RoutedRequest {
-    if (req.headers.host === undefined && req.httpVersionMajor === 1 && req.httpVersionMinor === 1) {
-      throw new CovenantError('MissingHostHeader', 'an HTTP/1.1 request must carry a Host header (RFC 9112)', 400);
+    if (req.httpVersionMajor !== 1 || req.httpVersionMinor > 1) {
+      res.setHeader('connection', 'close');
+      throw new CovenantError('HttpVersionNotSupported', `HTTP/${req.httpVersion} is not supported: send HTTP/1.1`, 505);
+    }
+    if (req.headers.host === undefined) {
+      if (req.httpVersionMinor === 1) throw new CovenantError('MissingHostHeader', 'an HTTP/1.1 request must carry a Host header (RFC 9112)', 400);
+    } else if (hostHeaderCount(req.rawHeaders) > 1) {
+      // Node keeps the first and drops the others; which one a proxy in front used is unknowable.
+      throw new CovenantError('DuplicateHostHeader', 'the request carries more than one Host header (RFC 9112)', 400);
     }
     const rawUrl = req.url ?? '/';
     const q = rawUrl.indexOf('?');
@@ -325,13 +520,36 @@ export class RpcInterface {
  * like every other answer, 431 for oversized headers, and the connection closed.
  */
 function clientErrorAnswer(err: NodeJS.ErrnoException): string {
-  const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
-  const error = tooLarge
-    ? new CovenantError('RequestHeaderTooLarge', 'the request headers exceed the limit', 431)
-    : new CovenantError('MalformedRequest', `the request is not valid HTTP/1.1 (${err.code ?? 'parse error'})`, 400);
+  let error: CovenantError;
+  let reason: string;
+  if (err.code === 'HPE_HEADER_OVERFLOW') {
+    error = new CovenantError('RequestHeaderTooLarge', 'the request headers exceed the limit', 431);
+    reason = 'Request Header Fields Too Large';
+  } else if (err.code === 'HPE_INVALID_VERSION') {
+    error = new CovenantError('HttpVersionNotSupported', 'the request names an HTTP version this node does not speak: send HTTP/1.1', 505);
+    reason = 'HTTP Version Not Supported';
+  } else {
+    error = new CovenantError('MalformedRequest', `the request is not valid HTTP/1.1 (${err.code ?? 'parse error'})`, 400);
+    reason = 'Bad Request';
+  }
   const text = JSON.stringify(error.toBody());
-  const reason = tooLarge ? 'Request Header Fields Too Large' : 'Bad Request';
   return `HTTP/1.1 ${error.status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`;
+}
+
+/** Host headers in a request's raw header list (name, value, name, value, ...). */
+function hostHeaderCount(rawHeaders: readonly string[]): number {
+  let count = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!;
+    if (name.length === 4 && name.toLowerCase() === 'host') count++;
+  }
+  return count;
+}
+
+/** Identifies a live TCP connection, on the raw socket and on the TLS socket wrapping it alike. */
+function connectionKey(socket: Socket): string | undefined {
+  const { remoteAddress, remotePort } = socket;
+  return remoteAddress === undefined || remotePort === undefined ? undefined : `${remoteAddress} ${remotePort}`;
 }
 
 /** The client certificate of a connection, read once per TLS session (getPeerCertificate is costly). */

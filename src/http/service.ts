@@ -12,7 +12,7 @@ import { operatorRoutes } from './frontends/operator.js';
 import { governanceRoutes } from './frontends/governance.js';
 import { downloadDepsOf, downloadRoutes } from './frontends/downloads.js';
 import { openApiDocument } from './openapi.js';
-import type { OperatorFeature, Route } from './route.js';
+import { json, type OperatorFeature, type Route } from './route.js';
 import { Router } from './router.js';
 import { RpcInterface, type TlsIdentity } from './server.js';
 import { PrimaryForwarder } from './forwarding.js';
@@ -45,6 +45,13 @@ export class NodeServer {
       ),
       ...governanceRoutes(node, { nowMs: () => node.init.clock.nowMs() }),
       ...options.appRoutes(node).map((route) => whileAppOpen(route, node)),
+      {
+        method: 'GET',
+        path: '/node/metrics',
+        summary: 'Client sessions of each RPC interface of this node: open, peak, caps, dropped and timed out',
+        responses: { 200: 'Session counts by interface name' },
+        handler: () => json(200, { sessions: Object.fromEntries(this.interfaces.map((i) => [i.name, i.sessionMetrics()])) }),
+      },
     ];
     this.router = new Router(routes);
     this.forwarder = new PrimaryForwarder(node, () => this.router, options.logger.child({ component: 'forwarding' }), node.init.clock);
@@ -61,6 +68,9 @@ export class NodeServer {
           enabledFeatures: iface.enabled_operator_features as OperatorFeature[],
           maxBodySizeBytes: iface.max_body_size,
           maxOpenSessions: iface.max_open_sessions,
+          ...(iface.max_sessions_per_address !== undefined ? { maxSessionsPerAddress: iface.max_sessions_per_address } : {}),
+          tlsHandshakeTimeoutMs: iface.tls_handshake_timeout,
+          firstRequestTimeoutMs: iface.first_request_timeout,
           authenticator,
           forwarder: this.forwarder,
           logger: options.logger.child({ interface: name }),

@@ -36,3 +36,21 @@ test('malformed JSON is still a SyntaxError', () => {
   assert.throws(() => parseExternalJson('{"n":'), SyntaxError);
   assert.throws(() => parseExternalJson(`${'x'.repeat(300)}`), SyntaxError);
 });
+
+test('an object naming a key twice is refused, at any depth; the same key in different objects is not', () => {
+  for (const text of ['{"a":1,"a":2}', '{"a":1,"b":{"c":1,"c":1}}', '[{"x":1},{"y":2,"y":2}]', '{"a:b":1,"a":1,"a":2}', '{"k\\"":1,"k\\"":2}', '{"a":1,"\\u0061":2}']) {
+    assert.throws(() => parseExternalJson(text), /names the same key more than once/, text);
+  }
+  for (const text of ['{"a":1,"b":{"a":1}}', '[{"a":1},{"a":2}]', '{"a":"x:y","b":"::"}', '{"a\\\\":":","b":1}', '{"a":{}}', '{"k\\"":1,"k":2}']) {
+    assert.doesNotThrow(() => parseExternalJson(text), text);
+  }
+});
+
+test('a lone surrogate in a string or a key is refused; a pair, and an escaped backslash before "u", are not', () => {
+  for (const text of ['"\\ud800"', '{"a":"x\\uDC00y"}', '{"\\ud83d":1}', '["\\ude00\\ud83d"]', '{"a":"\\ud83d\\u0041"}']) {
+    assert.throws(() => parseExternalJson(text), /lone surrogate/, text);
+  }
+  for (const text of ['"\\ud83d\\ude00"', '{"a":"\\uD83D\\uDE00"}', '"\\\\ud800"', '"caf\\u00e9"']) {
+    assert.doesNotThrow(() => parseExternalJson(text), text);
+  }
+});

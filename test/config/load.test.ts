@@ -51,6 +51,8 @@ test('defaults are applied and units converted', () => {
     enabled_operator_features: [],
     max_body_size: 1024 * 1024,
     max_open_sessions: 1000,
+    tls_handshake_timeout: 10_000,
+    first_request_timeout: 10_000,
   });
   assert.deepEqual(config.node_to_node_interface, { bind_address: '127.0.0.1:0', published_address: '127.0.0.1:0' });
   assert.deepEqual(config.ledger, { directory: path.resolve('/srv/node0', 'ledger'), read_only_directories: [], chunk_size: 5 * 1024 * 1024 });

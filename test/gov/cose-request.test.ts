@@ -94,6 +94,14 @@ describe('governance request verification', () => {
     assert.equal(refusal(() => verifyGovRequest(swapped, options)).code, 'InvalidAuthenticationInfo');
   });
 
+  test('an untagged COSE_Sign1, valid otherwise, is refused with 400 UntaggedCoseSign1', () => {
+    const tag = decodeCbor(sign(alice)) as Tag;
+    const untagged = encodeCbor(tag.value);
+    const r = refusal(() => verifyGovRequest(untagged, options));
+    assert.deepEqual([r.code, r.status], ['UntaggedCoseSign1', 400]);
+    assert.equal(verifyGovRequest(sign(alice), options).memberId, alice.id, 'the tagged envelope is accepted');
+  });
+
   test('a message type that does not match the endpoint is refused', () => {
     const r = refusal(() => verifyGovRequest(sign(alice, { type: 'ballot', proposalId: 'x' }), options));
     assert.deepEqual([r.code, r.status], ['InvalidAuthenticationInfo', 401]);

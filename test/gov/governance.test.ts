@@ -8,6 +8,7 @@ import { CovenantError } from '../../src/base/errors.js';
 import { generateIdentity } from '../../src/crypto/index.js';
 import { GovTables, signGovRequest } from '../../src/gov/index.js';
 import { Tables } from '../../src/node/tables.js';
+import { jsonCodec } from '../../src/kv/index.js';
 import { fixture, table, type Fixture } from './helpers.js';
 
 function refused(f: Fixture, fn: () => unknown): CovenantError {
@@ -108,6 +109,32 @@ describe('governance', () => {
     // The same content signed again is a new request with a different id.
     const second = f.propose(m, [{ name: 'trigger_snapshot' }]);
     assert.notEqual(second, first);
+  });
+
+  test('replayed state digests, acks, ballots and withdrawals are refused (400 RequestReplay), not executed again', async () => {
+    const f = await fixture({ members: 2 });
+    const [a, b] = f.members as [typeof f.members[0], typeof f.members[0]];
+    f.activate(a);
+    const update = f.sign(b, 'state_digest', undefined);
+    f.write((tx) => f.gov.updateStateDigest(tx, update, b.id, 'ef'.repeat(32)));
+    const ack = f.sign(b, 'ack', { state_digest: 'ef'.repeat(32) });
+    f.write((tx) => f.gov.ackStateDigest(tx, ack, b.id));
+    // The member updates its digest again; an old ack replayed must not acknowledge the new one.
+    f.write((tx) => f.gov.updateStateDigest(tx, f.sign(b, 'state_digest', undefined), b.id, 'ef'.repeat(32)));
+    for (const replay of [() => f.gov.ackStateDigest(f.store.beginTx(), ack, b.id), () => f.gov.updateStateDigest(f.store.beginTx(), update, b.id, 'ef'.repeat(32))]) {
+      const e = refused(f, replay);
+      assert.deepEqual([e.code, e.status], ['RequestReplay', 400]);
+    }
+    const id = f.propose(a, [{ name: 'trigger_snapshot' }, { name: 'trigger_snapshot' }]);
+    const withdrawal = f.sign(a, 'withdrawal', undefined, id);
+    f.write((tx) => f.gov.withdrawProposal(tx, withdrawal, id));
+    assert.equal(refused(f, () => f.write((tx) => f.gov.withdrawProposal(tx, withdrawal, id))).code, 'RequestReplay');
+    const id2 = f.propose(a, [{ name: 'trigger_snapshot' }]);
+    const ballot = f.sign(a, 'ballot', { ballot: 'export function vote(proposal, proposerId) { return false }' }, id2);
+    f.write((tx) => f.gov.submitBallot(tx, ballot, id2, a.id));
+    assert.equal(refused(f, () => f.write((tx) => f.gov.submitBallot(tx, ballot, id2, a.id))).code, 'RequestReplay');
+    // Each accepted request once: a's update and ack, b's two updates and ack, a withdrawal, a ballot.
+    assert.equal(f.read((tx) => tx.map(GovTables.recentRequests, jsonCodec<unknown>()).size), 7);
   });
 
   test('the replay memory is bounded; requests older than all it holds are refused', async () => {

@@ -30,11 +30,15 @@ test('decideRange follows RFC 9110 for one range and falls back to the whole fil
   assert.deepEqual(decideRange('bytes=-10', size), { kind: 'partial', range: { start: 90, end: 99 } });
   assert.deepEqual(decideRange('bytes=-1000', size), { kind: 'partial', range: { start: 0, end: 99 } });
   assert.deepEqual(decideRange('Bytes = 1-2', size), { kind: 'partial', range: { start: 1, end: 2 } });
-  for (const unsatisfiable of ['bytes=100-', 'bytes=100-200', 'bytes=-0']) {
+  // Positions beyond 2^53 - 1: the last byte is clamped to the end, a first byte there is past it.
+  assert.deepEqual(decideRange('bytes=0-18446744073709551616', size), { kind: 'partial', range: { start: 0, end: 99 } });
+  assert.deepEqual(decideRange('bytes=5-99999999999999999999', size), { kind: 'partial', range: { start: 5, end: 99 } });
+  assert.deepEqual(decideRange('bytes=-18446744073709551616', size), { kind: 'partial', range: { start: 0, end: 99 } });
+  for (const unsatisfiable of ['bytes=100-', 'bytes=100-200', 'bytes=-0', 'bytes=18446744073709551616-', 'bytes=99999999999999999999-']) {
     assert.deepEqual(decideRange(unsatisfiable, size), { kind: 'unsatisfiable' }, unsatisfiable);
   }
   assert.deepEqual(decideRange('bytes=-5', 0), { kind: 'unsatisfiable' });
-  for (const ignored of ['bytes=0-1,3-4', 'lines=1-2', 'bytes=5-1', 'bytes=-', 'bytes=a-b', 'bytes', 'bytes=99999999999999999999-']) {
+  for (const ignored of ['bytes=0-1,3-4', 'lines=1-2', 'bytes=5-1', 'bytes=-', 'bytes=a-b', 'bytes']) {
     assert.deepEqual(decideRange(ignored, size), { kind: 'full' }, ignored);
   }
 });
@@ -54,6 +58,8 @@ test('chooseReprDigestAlgorithm: highest preference, ties by order, 0 excluded, 
 
 test('If-None-Match lists: quoted, weak, commas inside digests; the first supported algorithm', () => {
   assert.deepEqual(parseIfNoneMatch('*'), { kind: 'any' });
+  assert.deepEqual(parseIfNoneMatch('*, "sha-256=:x:"'), { kind: 'any' }, '"*" in a list still matches any representation');
+  assert.deepEqual(parseIfNoneMatch('"a", *'), { kind: 'any' });
   assert.deepEqual(parseIfNoneMatch('"a", W/"b" ,"sha-256=:x+/=:"'), { kind: 'tags', opaqueTags: ['a', 'b', 'sha-256=:x+/=:'] });
   assert.deepEqual(parseIfNoneMatch('"a,b"'), { kind: 'tags', opaqueTags: ['a,b'] });
   assert.deepEqual(parseIfNoneMatch('garbage'), { kind: 'tags', opaqueTags: [] });

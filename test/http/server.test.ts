@@ -285,3 +285,132 @@ test('sessions beyond max_open_sessions are answered 503 SessionCapExhausted and
     await capped.close();
   }
 });
+
+test('HEAD is served wherever GET is, with the GET headers and no body; 405 lists HEAD with GET', async () => {
+  const head = await call('HEAD', '/items/7');
+  assert.equal(head.status, 200);
+  assert.equal(head.body, undefined);
+  assert.equal(head.headers['content-length'], String(Buffer.byteLength(JSON.stringify({ id: '7' }))));
+  const refused = await call('DELETE', '/items/7');
+  assert.equal(refused.status, 405);
+  assert.equal(refused.headers['allow'], 'GET, HEAD');
+});
+
+test('two Host headers are a 400, another HTTP version a 505, CONNECT a 405, each with the error body', async () => {
+  const twoHosts = parseRaw(await raw('GET /sync HTTP/1.1\r\nHost: a\r\nHost: b\r\nConnection: close\r\n\r\n'));
+  assert.equal(twoHosts.status, 400);
+  assert.equal(twoHosts.body.error.code, 'DuplicateHostHeader');
+  for (const version of ['HTTP/1.2', 'HTTP/2.0', 'HTTP/3.1']) {
+    const answer = parseRaw(await raw(`GET /sync ${version}\r\nHost: a\r\nConnection: close\r\n\r\n`));
+    assert.equal(answer.status, 505, version);
+    assert.equal(answer.body.error.code, 'HttpVersionNotSupported', version);
+  }
+  const connect = parseRaw(await raw('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n'));
+  assert.equal(connect.status, 405);
+  assert.equal(connect.body.error.code, 'MethodNotAllowed');
+  assert.equal((await call('GET', '/sync')).status, 200, 'the interface still serves');
+});
+
+/** An interface with small caps and short deadlines, for the connection tests. */
+async function limitedInterface(limits: { maxOpenSessions: number; maxSessionsPerAddress?: number; timeoutsMs: number }) {
+  const keyPair = generateEcKeyPair('P-384');
+  const cert = await createSelfSignedCertificate({ keyPair, subjectCommonName: 'limited', subjectAltNames: ['iPAddress:127.0.0.1'], validityDays: 1, isCa: false });
+  const iface = new RpcInterface({
+    name: 'limited',
+    host: '127.0.0.1',
+    port: 0,
+    tls: { keyPem: keyPair.privateKeyPem, certificatePem: cert },
+    router: new Router(routes),
+    enabledFeatures: [],
+    maxBodySizeBytes: 64,
+    maxOpenSessions: limits.maxOpenSessions,
+    ...(limits.maxSessionsPerAddress !== undefined ? { maxSessionsPerAddress: limits.maxSessionsPerAddress } : {}),
+    tlsHandshakeTimeoutMs: limits.timeoutsMs,
+    firstRequestTimeoutMs: limits.timeoutsMs,
+    authenticator: anyone,
+    logger: nullLogger,
+  });
+  const ifacePort = (await iface.listen()).port;
+  /** One request on a new connection (from `localAddress`): its status and error code; 'reset' when the connection is refused. */
+  const getOnce = (localAddress = '127.0.0.1') =>
+    new Promise<{ status: number | 'reset'; code?: string; connection?: string }>((resolve) => {
+      const req = https.request({ host: '127.0.0.1', port: ifacePort, localAddress, path: '/sync', ca: cert, agent: false }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { error?: { code: string } };
+          // Only the error's Connection header says anything: this client asks to close (agent: false).
+          resolve(body.error ? { status: res.statusCode!, code: body.error.code, connection: String(res.headers.connection) } : { status: res.statusCode! });
+        });
+      });
+      req.on('error', () => resolve({ status: 'reset' }));
+      req.end();
+    });
+  /** A connection that completes the TLS handshake (or only TCP) and then sends nothing; resolves once open. */
+  const idle = (kind: 'tcp' | 'tls', localAddress = '127.0.0.1') =>
+    new Promise<{ closed: Promise<void> }>((resolve, reject) => {
+      const socket =
+        kind === 'tcp'
+          ? net.connect({ host: '127.0.0.1', port: ifacePort, localAddress }, () => resolve({ closed }))
+          : // tls.connect hands the socket options (localAddress) to net.connect; its type omits them.
+            tls.connect({ host: '127.0.0.1', port: ifacePort, ca: cert, ...({ localAddress } as tls.ConnectionOptions) }, () => resolve({ closed }));
+      const closed = new Promise<void>((done) => socket.once('close', () => done()));
+      socket.on('error', (e) => reject(e));
+      socket.on('data', () => undefined);
+    });
+  return { iface, getOnce, idle };
+}
+
+test('half-open connections (TCP, never TLS) beyond the session cap are closed at the handshake deadline; the count goes back down and clients are served', { timeout: 30_000 }, async () => {
+  const { iface, getOnce, idle } = await limitedInterface({ maxOpenSessions: 4, timeoutsMs: 200 });
+  try {
+    // 4 sessions and 10 refusal slots: 20 connections take every slot and get some closed at accept.
+    const opened = await Promise.allSettled(Array.from({ length: 20 }, () => idle('tcp')));
+    const held = opened.filter((o) => o.status === 'fulfilled').map((o) => (o as PromiseFulfilledResult<{ closed: Promise<void> }>).value);
+    assert.ok(iface.sessionMetrics().active + iface.sessionMetrics().refusing > 0);
+    // The server closes each of them: before, it "ended" a socket that could never flush, and kept it.
+    await Promise.all(held.map((h) => h.closed));
+    await until(() => iface.sessionMetrics().active === 0 && iface.sessionMetrics().refusing === 0);
+    assert.ok(iface.sessionMetrics().timed_out >= 1);
+    assert.deepEqual(await getOnce(), { status: 200 });
+  } finally {
+    await iface.close();
+  }
+});
+
+test('idle TLS sessions filling the cap: a client beyond it gets 503 SessionCapExhausted (not a reset), and is served once the idle ones miss their first-request deadline', { timeout: 30_000 }, async () => {
+  const { iface, getOnce, idle } = await limitedInterface({ maxOpenSessions: 3, timeoutsMs: 300 });
+  try {
+    const idleSessions = await Promise.all(Array.from({ length: 3 }, () => idle('tls')));
+    assert.equal(iface.sessionMetrics().active, 3);
+    assert.deepEqual(await getOnce(), { status: 503, code: 'SessionCapExhausted', connection: 'close' });
+    await Promise.all(idleSessions.map((s) => s.closed));
+    await until(() => iface.sessionMetrics().active === 0);
+    assert.deepEqual(await getOnce(), { status: 200 });
+  } finally {
+    await iface.close();
+  }
+});
+
+test('one client address holds at most max_sessions_per_address; other addresses are still served', { timeout: 30_000 }, async () => {
+  const { iface, getOnce, idle } = await limitedInterface({ maxOpenSessions: 6, maxSessionsPerAddress: 2, timeoutsMs: 60_000 });
+  try {
+    const hog = await Promise.all(Array.from({ length: 2 }, () => idle('tls', '127.0.0.2')));
+    assert.equal(iface.sessionMetrics().per_address_cap, 2);
+    assert.deepEqual(await getOnce('127.0.0.2'), { status: 503, code: 'SessionCapExhausted', connection: 'close' });
+    assert.deepEqual(await getOnce('127.0.0.1'), { status: 200 });
+    // The hog's two sessions stay; the others close.
+    await until(() => iface.sessionMetrics().active === 2);
+    assert.equal(hog.length, 2);
+  } finally {
+    await iface.close();
+  }
+});
+
+/** Polls `condition` every 20 ms, failing after 10 s. */
+async function until(condition: () => boolean): Promise<void> {
+  for (let i = 0; !condition(); i++) {
+    if (i > 500) throw new Error('condition not reached');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
