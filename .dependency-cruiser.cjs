@@ -40,6 +40,53 @@ const layering = folders.map((folder) => {
   };
 });
 
+
+/**
+ * Layering inside src/node (docs/node.md): the facade (node.ts) and the composition root
+ * (compose.ts) may import every part; the start-up flows import parts, never the composition; the
+ * parts reach each other through narrow interfaces and never import the flows, the composition or
+ * the facade; the driver sees only its DriverHost; the leaves (errors, limits, lifecycle,
+ * identity, persistence) import no part. The layers above import only the node's public face.
+ */
+const NODE_PARTS = 'driver|replica|peers|write/|join/|tasks/|queries/|snapshots|cleanup';
+const nodeLayering = [
+  {
+    name: 'node-facade-is-top',
+    severity: 'error',
+    comment: 'nothing inside src/node imports the facade or the composition root, but the facade',
+    from: { path: '^src/node/', pathNot: '^src/node/node\\.ts$' },
+    to: { path: '^src/node/(node|compose)\\.ts$' },
+  },
+  {
+    name: 'node-parts-not-flows',
+    severity: 'error',
+    comment: 'the parts of a node never import the start-up flows',
+    from: { path: '^src/node/', pathNot: '^src/node/(flows/|node\\.ts$|compose\\.ts$)' },
+    to: { path: '^src/node/flows/' },
+  },
+  {
+    name: 'node-driver-narrow',
+    severity: 'error',
+    comment: 'the consensus driver reaches the rest of the node only through DriverHost',
+    from: { path: '^src/node/driver\\.ts$' },
+    to: { path: '^src/node/', pathNot: '^src/node/limits\\.ts$' },
+  },
+  {
+    name: 'node-leaves',
+    severity: 'error',
+    comment: 'errors, limits, the lifecycle table, identity and persistence import no part of the node',
+    from: { path: '^src/node/(errors|limits|lifecycle|persistence)\\.ts$|^src/node/identity/' },
+    to: { path: `^src/node/(${NODE_PARTS}|flows/)` },
+  },
+  {
+    name: 'node-public-face',
+    severity: 'error',
+    comment: 'the layers above use the node through its face (node.ts, api.ts) and its shared types, never its parts',
+    from: { path: '^src/(http|apps|cli|testing)/' },
+    to: { path: `^src/node/(${NODE_PARTS}|compose|flows/|identity/|persistence|lifecycle|errors|limits)` },
+  },
+];
+
 module.exports = {
   forbidden: [
     { name: 'no-circular', severity: 'error', from: {}, to: { circular: true } },
@@ -58,6 +105,7 @@ module.exports = {
       to: { dependencyTypes: ['core'] },
     },
     ...layering,
+    ...nodeLayering,
   ],
   options: {
     doNotFollow: { path: 'node_modules' },

@@ -36,9 +36,9 @@ export default tseslint.config(
     },
   },
   {
-    // The node-to-node channels and the forwarder: sockets are fine, but time and randomness come
+    // The node layer, the node-to-node channels and the forwarder: sockets are fine, but time and randomness come
     // from the injected Clock and RandomSource, so that tests (and the simulator) can drive them.
-    files: ['src/platform/node-channel*.ts', 'src/http/forwarding.ts'],
+    files: ['src/platform/node-channel*.ts', 'src/http/forwarding.ts', 'src/node/**/*.ts'],
     rules: {
       'no-restricted-properties': [
         'error',
