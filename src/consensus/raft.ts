@@ -17,11 +17,14 @@ import { assert, type NodeId, type Seqno, type View } from '../base/index.js';
 import { acceptAppend, appendIsWellFormed } from './backup-append.js';
 import { notPrimary, tooManyPendingTransactions } from './errors.js';
 import { RaftLog } from './log.js';
-import { acknowledge, forgetLostBatches, mostUpToDate, newProgress, peerStatuses, peersNeedingSnapshot, rewind, takeBatch, type Progress } from './progress.js';
-import { hasJointMajority, jointMatchSeqno, nodesOf, voteOutcome } from './quorum.js';
+import { acknowledge, mostUpToDate, peerStatuses, peersNeedingSnapshot, rewind, type Progress } from './progress.js';
+import { voteOutcome } from './quorum.js';
 import { resolveRaftOptions, type Raft, type RaftInit, type ResolvedRaftOptions } from './raft-types.js';
+import { PendingReady, type ReportedState } from './ready.js';
+import { checkQuorum, commitTarget, fillPipeline, heartbeat, sendAppend, sendHeartbeat, syncPeers, type PrimaryState } from './primary-replication.js';
 import { candidateIsUpToDate, mayStand, voteRequests } from './elections.js';
 import { retirementStageOf, unrecordedRetirements } from './retirement.js';
+import { judgeView } from './view-change.js';
 import type {
   AppendEntries,
   AppendResponse,
@@ -58,7 +61,6 @@ class RaftMachine implements Raft {
   private view: View;
   private votedFor: NodeId | undefined;
   private commitSeqno: Seqno;
-  private hardStateChanged = false;
 
   // Soft state.
   private role: Role = 'Backup';
@@ -72,15 +74,8 @@ class RaftMachine implements Raft {
   /** This primary's retirement is committed: no new entries; hand over once a successor has caught up. */
   private handingOver = false;
 
-  // Outputs not yet handed out.
-  private outbox: Message[] = [];
-  private droppedMessages = 0;
-  private roleChanged = false;
-  private signatureRequestUnreported = false;
-  private reportedCommitSeqno: Seqno;
-  private reportedRetirementsKey = '';
-  private reportedSnapshotsKey = '';
-  private reportedStage: RetirementStage | undefined;
+  /** Outputs not yet handed out. */
+  private readonly pending: PendingReady;
 
   constructor(init: RaftInit) {
     this.options = resolveRaftOptions(init);
@@ -101,8 +96,7 @@ class RaftMachine implements Raft {
     this.commitSeqno = Math.max(initial.commitSeqno ?? startSeqno, startSeqno);
     assert(this.commitSeqno <= this.log.lastSeqno, 'the persisted commit is within the persisted log');
     this.log.compact(this.commitSeqno);
-    this.reportedCommitSeqno = this.commitSeqno;
-    this.reportedStage = this.retirementStage();
+    this.pending = new PendingReady(this.options.maxOutboxMessages, this.commitSeqno, this.retirementStage());
     this.resetElectionTimeout();
   }
 
@@ -116,8 +110,8 @@ class RaftMachine implements Raft {
       if (this.electionElapsedTicks >= this.options.electionTimeoutTicks) {
         this.electionElapsedTicks = 0;
         // Ask again, once per period, for retirement records the node layer has not yet written.
-        this.reportedRetirementsKey = '';
-        if (!this.checkQuorum()) {
+        this.pending.forgetReportedRetirements();
+        if (!checkQuorum(this.primaryState(), this.quorumConfigs())) {
           // CheckQuorum: a primary cut off from a majority steps down, so that clients look elsewhere.
           this.becomeBackup(this.view, undefined);
           return;
@@ -125,7 +119,7 @@ class RaftMachine implements Raft {
       }
       if (this.heartbeatElapsedTicks >= this.options.heartbeatTicks) {
         this.heartbeatElapsedTicks = 0;
-        this.heartbeat();
+        heartbeat(this.primaryState());
         if (this.handingOver) this.tryHandOver();
       }
       return;
@@ -138,36 +132,18 @@ class RaftMachine implements Raft {
     if (message.to !== this.selfId || message.from === this.selfId) return;
     if (message.type === 'append' && !appendIsWellFormed(message)) return;
 
-    if (message.view > this.view) {
-      if (message.type === 'request-vote') {
-        if (!message.preVote) {
-          // The lease: while this node hears from a primary, an ordinary election cannot disrupt it.
-          if (this.inLease() && !message.force) return;
-          this.becomeBackup(message.view, undefined);
-        }
-        // A pre-vote request changes nothing here.
-      } else if (message.type === 'vote-response' && message.preVote && message.granted) {
-        // A granted pre-vote carries the view the pre-candidate would stand in, not the voter's.
-      } else {
-        this.becomeBackup(message.view, message.type === 'append' ? message.from : undefined);
-      }
-    } else if (message.view < this.view) {
-      if (message.type === 'append') {
-        // Tell the stale primary about the newer view so that it steps down.
-        this.send({
-          type: 'append-response',
-          from: this.selfId,
-          to: message.from,
-          view: this.view,
-          success: false,
-          lastSeqno: this.log.lastSeqno,
-          commitSeqno: this.commitSeqno,
-        });
-      } else if (message.type === 'request-vote' && message.preVote) {
-        this.send({ type: 'vote-response', from: this.selfId, to: message.from, view: this.view, preVote: true, granted: false });
-      }
+    const verdict = judgeView(message, {
+      selfId: this.selfId,
+      view: this.view,
+      lastSeqno: this.log.lastSeqno,
+      commitSeqno: this.commitSeqno,
+      inLease: this.inLease(),
+    });
+    if (verdict.action === 'drop') {
+      if (verdict.reply !== undefined) this.pending.send(verdict.reply);
       return;
     }
+    if (verdict.action === 'adopt') this.becomeBackup(message.view, verdict.primaryId);
 
     switch (message.type) {
       case 'append':
@@ -211,7 +187,7 @@ class RaftMachine implements Raft {
       assert(entry.configuration === undefined, 'only reconfigurations carry a configuration');
     }
     this.log.append(entry);
-    if (entry.kind === 'signature') this.signatureRequestUnreported = false;
+    if (entry.kind === 'signature') this.pending.signatureRequestUnreported = false;
     if (entry.kind === 'reconfiguration') this.syncProgress();
     this.broadcastPending = true;
   }
@@ -224,54 +200,12 @@ class RaftMachine implements Raft {
   // ---- Outputs ------------------------------------------------------------------------------
 
   hasReady(): boolean {
-    if (this.broadcastPending || this.outbox.length > 0 || this.hardStateChanged || this.roleChanged) return true;
-    if (this.signatureRequestUnreported && this.role === 'Primary') return true;
-    if (this.log.hasUnhandedWork() || this.commitSeqno !== this.reportedCommitSeqno) return true;
-    if (this.retirementStage() !== this.reportedStage) return true;
-    if (this.role === 'Primary') {
-      if (keyOf(this.retirementsToRecord()) !== this.reportedRetirementsKey) return true;
-      if (keyOf(peersNeedingSnapshot(this.progress)) !== this.reportedSnapshotsKey) return true;
-    }
-    return false;
+    return this.broadcastPending || this.log.hasUnhandedWork() || this.pending.hasNews(this.reportedState());
   }
 
   ready(): Ready {
     if (this.broadcastPending) this.flushBroadcast();
-    const { truncateAfterSeqno, entries } = this.log.handOut();
-    const hardState = this.hardStateChanged ? { view: this.view, votedFor: this.votedFor, commitSeqno: this.commitSeqno } : undefined;
-    this.hardStateChanged = false;
-    const messages = this.outbox;
-    this.outbox = [];
-    const roleChange = this.roleChanged ? { role: this.role, view: this.view, primaryId: this.primaryId } : undefined;
-    this.roleChanged = false;
-    const signatureRequested = this.role === 'Primary' && this.signatureRequestUnreported;
-    this.signatureRequestUnreported = false;
-    let retirementsToRecord: NodeId[] = [];
-    let snapshotsNeeded: NodeId[] = [];
-    if (this.role === 'Primary') {
-      const retirements = this.retirementsToRecord();
-      if (keyOf(retirements) !== this.reportedRetirementsKey) retirementsToRecord = retirements;
-      this.reportedRetirementsKey = keyOf(retirements);
-      const snapshots = peersNeedingSnapshot(this.progress);
-      if (keyOf(snapshots) !== this.reportedSnapshotsKey) snapshotsNeeded = snapshots;
-      this.reportedSnapshotsKey = keyOf(snapshots);
-    }
-    const stage = this.retirementStage();
-    const retirementStage = stage !== this.reportedStage ? stage : undefined;
-    this.reportedStage = stage;
-    this.reportedCommitSeqno = this.commitSeqno;
-    return {
-      truncateAfterSeqno,
-      entriesToPersist: entries,
-      hardState,
-      messages,
-      committedSeqno: this.commitSeqno,
-      roleChange,
-      signatureRequested,
-      retirementsToRecord,
-      snapshotsNeeded,
-      retirementStage,
-    };
+    return this.pending.take(this.log.handOut(), this.reportedState());
   }
 
   advance(_ready: Ready): void {
@@ -296,7 +230,7 @@ class RaftMachine implements Raft {
       peers,
       viewHistory: this.log.viewHistory(),
       retirementStage: this.retirementStage(),
-      droppedMessages: this.droppedMessages,
+      droppedMessages: this.pending.droppedMessages,
     };
   }
 
@@ -323,11 +257,11 @@ class RaftMachine implements Raft {
     if (view > this.view) {
       this.view = view;
       this.votedFor = undefined;
-      this.hardStateChanged = true;
+      this.pending.hardStateChanged = true;
       // Unsigned entries of an older view can never commit: the new primary rolled them back.
       this.dropUnsignedSuffix();
     }
-    if (this.role !== 'Backup' || this.primaryId !== primaryId) this.roleChanged = true;
+    if (this.role !== 'Backup' || this.primaryId !== primaryId) this.pending.roleChanged = true;
     this.role = 'Backup';
     this.primaryId = primaryId;
     this.electionElapsedTicks = 0;
@@ -340,7 +274,7 @@ class RaftMachine implements Raft {
 
   private startPreVote(): void {
     this.role = 'PreCandidate';
-    this.roleChanged = true;
+    this.pending.roleChanged = true;
     this.primaryId = undefined;
     this.electionElapsedTicks = 0;
     this.resetElectionTimeout();
@@ -352,10 +286,10 @@ class RaftMachine implements Raft {
 
   private startElection(force: boolean): void {
     this.role = 'Candidate';
-    this.roleChanged = true;
+    this.pending.roleChanged = true;
     this.view += 1;
     this.votedFor = this.selfId;
-    this.hardStateChanged = true;
+    this.pending.hardStateChanged = true;
     this.dropUnsignedSuffix();
     this.primaryId = undefined;
     this.electionElapsedTicks = 0;
@@ -368,20 +302,19 @@ class RaftMachine implements Raft {
 
   private becomePrimary(): void {
     this.role = 'Primary';
-    this.roleChanged = true;
+    this.pending.roleChanged = true;
     this.primaryId = this.selfId;
     // Roll back to the last committable entry; a fresh signature in this view is what commits it.
     this.dropUnsignedSuffix();
-    this.signatureRequestUnreported = true;
+    this.pending.signatureRequestUnreported = true;
     this.handingOver = false;
-    this.reportedRetirementsKey = '';
-    this.reportedSnapshotsKey = '';
+    this.pending.forgetPrimaryReports();
     this.electionElapsedTicks = 0;
     this.heartbeatElapsedTicks = 0;
     this.progress.clear();
     this.syncProgress();
     // Probe every peer at once: the empty append asserts leadership and finds where logs match.
-    for (const id of this.progress.keys()) this.sendAppend(id);
+    for (const id of this.progress.keys()) sendAppend(this.primaryState(), id);
     if (this.retirementStage() === 'Completed') this.handingOver = true;
   }
 
@@ -405,7 +338,7 @@ class RaftMachine implements Raft {
 
   private requestVotes(preVote: boolean, force: boolean): void {
     const view = preVote ? this.view + 1 : this.view;
-    for (const request of voteRequests(this.selfId, this.log, this.configs(), view, preVote, force)) this.send(request);
+    for (const request of voteRequests(this.selfId, this.log, this.configs(), view, preVote, force)) this.pending.send(request);
   }
 
   private checkVotes(): void {
@@ -422,7 +355,7 @@ class RaftMachine implements Raft {
     const upToDate = candidateIsUpToDate(this.log, m);
     if (m.preVote) {
       const granted = m.view > this.view && upToDate && (!this.inLease() || m.force);
-      this.send({ type: 'vote-response', from: this.selfId, to: m.from, view: granted ? m.view : this.view, preVote: true, granted });
+      this.pending.send({ type: 'vote-response', from: this.selfId, to: m.from, view: granted ? m.view : this.view, preVote: true, granted });
       return;
     }
     assert(m.view === this.view, 'a vote request of a newer view was adopted before');
@@ -430,10 +363,10 @@ class RaftMachine implements Raft {
     const granted = free && upToDate && this.role !== 'Primary';
     if (granted) {
       this.votedFor = m.from;
-      this.hardStateChanged = true;
+      this.pending.hardStateChanged = true;
       this.electionElapsedTicks = 0;
     }
-    this.send({ type: 'vote-response', from: this.selfId, to: m.from, view: this.view, preVote: false, granted });
+    this.pending.send({ type: 'vote-response', from: this.selfId, to: m.from, view: this.view, preVote: false, granted });
   }
 
   private handleVoteResponse(m: VoteResponse): void {
@@ -458,7 +391,7 @@ class RaftMachine implements Raft {
     if (this.role !== 'Backup' || this.primaryId !== m.from) this.becomeBackup(this.view, m.from);
     this.electionElapsedTicks = 0;
     const outcome = acceptAppend(this.log, this.commitSeqno, m);
-    this.send({
+    this.pending.send({
       type: 'append-response',
       from: this.selfId,
       to: m.from,
@@ -492,80 +425,30 @@ class RaftMachine implements Raft {
       acknowledge(p, m.lastSeqno, this.log);
       this.maybeCommit();
       // Committing may have ended this primary's role or this peer's membership.
-      if (this.role === 'Primary' && this.progress.get(m.from) === p) this.fillPipeline(m.from, p);
+      if (this.role === 'Primary' && this.progress.get(m.from) === p) fillPipeline(this.primaryState(), m.from, p);
       if (this.handingOver) this.tryHandOver();
       return;
     }
-    if (rewind(p, m.lastSeqno, this.log)) this.sendAppend(m.from);
-  }
-
-  private heartbeat(): void {
-    for (const [id, p] of this.progress) {
-      forgetLostBatches(p, this.log, this.options.heartbeatsBeforeRetransmit);
-      // Always a heartbeat, even when batches fill the pipeline: it keeps the peer's election
-      // timer at bay and its answer counts for CheckQuorum, however slow the batches are.
-      this.sendHeartbeat(id, p);
-      this.fillPipeline(id, p);
-    }
-  }
-
-  private sendHeartbeat(id: NodeId, p: Progress): void {
-    if (p.match < this.log.startSeqno) {
-      // Nothing known to match yet within this log: probe instead.
-      this.sendAppend(id);
-      return;
-    }
-    // Anchored at the known match, so that a heartbeat never disturbs pipelined batches.
-    const prevView = this.log.viewAt(p.match);
-    assert(prevView !== undefined, 'the match of a peer is within the primary log');
-    this.send({ type: 'append', from: this.selfId, to: id, view: this.view, prevSeqno: p.match, prevView, commitSeqno: this.commitSeqno, entries: [] });
-  }
-
-  private fillPipeline(id: NodeId, p: Progress): void {
-    if (p.next > this.log.lastSeqno) return;
-    for (let i = 0; i < this.options.maxInflightBatches && p.next <= this.log.lastSeqno; i++) if (!this.sendAppend(id)) return;
-  }
-
-  /** Sends the next batch to a peer (an empty probe when it is up to date). False when nothing could be sent. */
-  private sendAppend(id: NodeId): boolean {
-    const p = this.progress.get(id);
-    assert(p !== undefined, 'appends go to known peers');
-    if (p.inflight.length >= this.options.maxInflightBatches) return false;
-    const batch = takeBatch(id, p, this.log, this.options.maxBatchEntries, this.options.maxBatchBytes);
-    if (batch === undefined) return false;
-    const { prevSeqno, prevView, entries } = batch;
-    this.send({ type: 'append', from: this.selfId, to: id, view: this.view, prevSeqno, prevView, commitSeqno: this.commitSeqno, entries });
-    return true;
+    if (rewind(p, m.lastSeqno, this.log)) sendAppend(this.primaryState(), m.from);
   }
 
   private flushBroadcast(): void {
     this.broadcastPending = false;
     if (this.role !== 'Primary') return;
-    for (const [id, p] of this.progress) this.fillPipeline(id, p);
+    const state = this.primaryState();
+    for (const [id, p] of this.progress) fillPipeline(state, id, p);
   }
 
   private maybeCommit(): void {
     if (this.role !== 'Primary') return;
-    const configs = this.quorumConfigs();
-    const matchOf = (id: NodeId): Seqno => (id === this.selfId ? this.log.persistedSeqno : (this.progress.get(id)?.match ?? 0));
-    const held = this.bugs.has('commit-without-quorum') ? this.log.persistedSeqno : jointMatchSeqno(configs, matchOf);
-    if (this.bugs.has('commit-unsigned')) {
-      const target = Math.min(held, this.log.lastSeqno);
-      if (target > this.commitSeqno && this.log.viewAt(target) === this.view) this.commitTo(target);
-      return;
-    }
-    for (const s of this.log.signaturesDescending(this.commitSeqno)) {
-      if (s > held) continue;
-      // Only an entry of the current view commits by counting; older ones commit under it.
-      if (this.log.viewAt(s) === this.view) this.commitTo(s);
-      return;
-    }
+    const target = commitTarget(this.primaryState(), this.quorumConfigs(), this.bugs);
+    if (target !== undefined) this.commitTo(target);
   }
 
   private commitTo(seqno: Seqno): void {
     assert(seqno > this.commitSeqno && seqno <= this.log.lastSeqno, () => `commit moves forward within the log (${this.commitSeqno} -> ${seqno})`);
     this.commitSeqno = seqno;
-    this.hardStateChanged = true;
+    this.pending.hardStateChanged = true;
     this.log.compact(seqno);
     if (this.role !== 'Primary') return;
     this.syncProgress();
@@ -586,37 +469,14 @@ class RaftMachine implements Raft {
     const newest = configs[configs.length - 1]!;
     const { successor, matchSeqno } = mostUpToDate(newest.nodes, this.progress, this.selfId);
     if (successor === undefined || matchSeqno < this.log.lastSignatureSeqno) return;
-    for (const [id, p] of this.progress) this.sendHeartbeat(id, p);
-    this.send({ type: 'propose-vote', from: this.selfId, to: successor, view: this.view });
+    const state = this.primaryState();
+    for (const [id, p] of this.progress) sendHeartbeat(state, id, p);
+    this.pending.send({ type: 'propose-vote', from: this.selfId, to: successor, view: this.view });
     this.becomeBackup(this.view, undefined);
   }
 
-  private checkQuorum(): boolean {
-    const active = hasJointMajority(this.quorumConfigs(), (id) => id === this.selfId || this.progress.get(id)?.recentActive === true);
-    for (const p of this.progress.values()) p.recentActive = false;
-    return active;
-  }
-
-  /**
-   * Replicate to every node of an active configuration, and to retiring nodes until they know
-   * that the record of their retirement is committed. (A primary elected after that record
-   * committed does not go looking for them: they may well be shut down already.)
-   */
   private syncProgress(): void {
-    const peers = new Set(nodesOf(this.configs()));
-    for (const id of this.log.removals().keys()) {
-      const recordedAt = this.log.recordedAtSeqno(id);
-      const known = this.progress.get(id);
-      if (recordedAt === undefined || recordedAt > this.commitSeqno || (known !== undefined && known.commit < recordedAt)) peers.add(id);
-    }
-    peers.delete(this.selfId);
-    for (const id of this.progress.keys()) if (!peers.has(id)) this.progress.delete(id);
-    for (const id of peers) {
-      if (!this.progress.has(id)) {
-        this.progress.set(id, newProgress(this.log.lastSeqno));
-        this.broadcastPending = true;
-      }
-    }
+    if (syncPeers(this.primaryState(), this.configs())) this.broadcastPending = true;
   }
 
   // ---- Configurations and retirement --------------------------------------------------------
@@ -640,15 +500,24 @@ class RaftMachine implements Raft {
     return this.handingOver ? [] : unrecordedRetirements(this.log, this.commitSeqno);
   }
 
-  private send(message: Message): void {
-    if (this.outbox.length >= this.options.maxOutboxMessages) {
-      this.droppedMessages++;
-      return;
-    }
-    this.outbox.push(message);
-  }
-}
+  // ---- The state the helper modules work on ------------------------------------------------
 
-function keyOf(ids: readonly NodeId[]): string {
-  return ids.join(',');
+  /** The state a Ready reports, read after any sends that building the Ready makes. */
+  private reportedState(): ReportedState {
+    return {
+      view: this.view,
+      votedFor: this.votedFor,
+      commitSeqno: this.commitSeqno,
+      role: this.role,
+      primaryId: this.primaryId,
+      retirementStage: () => this.retirementStage(),
+      retirementsToRecord: () => this.retirementsToRecord(),
+      snapshotsNeeded: () => peersNeedingSnapshot(this.progress),
+    };
+  }
+
+  private primaryState(): PrimaryState {
+    const { selfId, view, commitSeqno, log, progress, options } = this;
+    return { selfId, view, commitSeqno, log, progress, options, send: (message) => this.pending.send(message) };
+  }
 }
