@@ -1,0 +1,91 @@
+/** Signature scheduling: every tx_count transactions, after the delay, and waiting (bounded) for a busy sealer. */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Store } from '../../src/kv/index.js';
+import { HistoryTree } from '../../src/merkle/index.js';
+import { EntryFlags } from '../../src/ledger/index.js';
+import { ManualClock } from '../../src/testing/manual-clock.js';
+import { Signatures, type SignaturesHost } from '../../src/node/write/signatures.js';
+
+function setup(options: { txCount: number; delayMs: number; electionTimeoutMs?: number }) {
+  const clock = new ManualClock();
+  const store = new Store();
+  const proposed: { seqno: number; flags: number }[] = [];
+  const sealer = { pendingBytes: 0, drains: 0 };
+  const proposer = {
+    drain: () => void sealer.drains++,
+    get pendingBytes() {
+      return sealer.pendingBytes;
+    },
+    propose: (seqno: number, _writeSet: unknown, flags: number) => {
+      proposed.push({ seqno, flags });
+      return { view: 1, seqno };
+    },
+    forceLedgerChunk: () => undefined,
+  };
+  const host = {
+    config: { ledger_signatures: { tx_count: options.txCount, delay: options.delayMs }, consensus: { election_timeout: options.electionTimeoutMs ?? 1000 } },
+    clock,
+    identity: { exists: true, nodeId: 'n', nodeCertificatePem: 'C', sign: () => new Uint8Array(8) },
+    replica: { store, tree: new HistoryTree(), commitSeqno: 0, lastSignedSeqno: 0 },
+    proposer,
+    snapshots: { dueAt: () => false, evidenceFor: () => undefined },
+    isPrimary: () => true,
+    stopped: () => false,
+    currentView: () => 1,
+    viewOf: () => 1,
+    pump: () => undefined,
+  } as unknown as SignaturesHost;
+  const signatures = new Signatures(host);
+  /** A transaction the store commits, then counted as the node counts it. */
+  const write = () => {
+    const tx = store.beginTx();
+    tx.map('t', { encode: (v: string) => new TextEncoder().encode(v), decode: (b: Uint8Array) => new TextDecoder().decode(b) }).put('k', 'v');
+    tx.commit();
+    signatures.afterWrite();
+  };
+  const signed = () => proposed.filter((p) => (p.flags & EntryFlags.SIGNATURE) !== 0).map((p) => p.seqno);
+  return { clock, signatures, sealer, write, signed };
+}
+
+test('a signature every tx_count transactions, at the next seqno, the sealer drained first', () => {
+  const s = setup({ txCount: 3, delayMs: 1000 });
+  s.write();
+  s.write();
+  assert.deepEqual(s.signed(), []);
+  s.write();
+  assert.deepEqual(s.signed(), [4]);
+  assert.equal(s.sealer.drains, 1);
+});
+
+test('fewer than tx_count transactions are signed once the delay has passed, and only once', () => {
+  const s = setup({ txCount: 100, delayMs: 50 });
+  s.write();
+  s.clock.advance(49);
+  assert.deepEqual(s.signed(), []);
+  s.clock.advance(1);
+  assert.deepEqual(s.signed(), [2]);
+  s.clock.advance(500);
+  assert.deepEqual(s.signed(), [2], 'nothing unsigned: no signature');
+});
+
+test('a signature due while the sealer holds a large write set waits for it, but no longer than half an election timeout', () => {
+  const s = setup({ txCount: 100, delayMs: 10, electionTimeoutMs: 1000 });
+  s.sealer.pendingBytes = 1024 * 1024;
+  s.write();
+  s.clock.advance(10);
+  s.clock.advance(200);
+  assert.deepEqual(s.signed(), [], 'waiting for the sealer');
+  s.sealer.pendingBytes = 0;
+  s.clock.advance(5);
+  assert.deepEqual(s.signed(), [2], 'signed once the sealer caught up');
+
+  const stuck = setup({ txCount: 100, delayMs: 10, electionTimeoutMs: 1000 });
+  stuck.sealer.pendingBytes = 1024 * 1024;
+  stuck.write();
+  stuck.clock.advance(10);
+  stuck.clock.advance(495);
+  assert.deepEqual(stuck.signed(), []);
+  stuck.clock.advance(10);
+  assert.deepEqual(stuck.signed(), [2], 'commit is never starved by the sealer: signed after half an election timeout');
+});
