@@ -74,11 +74,13 @@ export const WASM_MEMORY_BYTES_MAX = 64 * 1024 * 1024;
 
 /**
  * How long a call waits, synchronously, for a worker that is still starting (after a previous
- * one was discarded). Not counted against the member's budget, but bounded: past it the request
- * answers 503 SandboxUnavailable and the worker keeps starting for the next one. Requests through
- * the HTTP frontend await `JsEngine.ready()` before their transaction, so they rarely wait here.
+ * one was discarded; a start takes some 50 ms). Not counted against the member's budget, but
+ * bounded: past it the request answers 503 SandboxUnavailable and the worker keeps starting for the
+ * next one. With the time budget, the event loop waits 550 ms at worst, about half the default
+ * election timeout. Requests through the HTTP frontend await `JsEngine.ready()` before their
+ * transaction, so they rarely wait here at all.
  */
-export const WORKER_START_WAIT_MS_MAX = 500;
+export const WORKER_START_WAIT_MS_MAX = 250;
 
 /** V8 heap of the worker: its glue code and the JSON texts crossing (at most 4 MiB each). */
 const WORKER_OLD_GENERATION_MB_MAX = 64;
