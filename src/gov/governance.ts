@@ -8,7 +8,11 @@
  * every ballot is evaluated (each in a fresh sandbox context), the constitution's `resolve` turns
  * the votes into a state and, when Accepted, its `apply` writes the tables (staged, flushed only
  * if the whole apply succeeds). A ballot or constitution function that throws, loops or exhausts
- * memory makes the proposal Failed with the reason recorded.
+ * memory makes the proposal Failed with the reason recorded (at most `REASON_BYTES_MAX` of it).
+ *
+ * All member JavaScript of one request (the constitution's functions, every ballot, code carried by
+ * actions) shares one `SandboxBudget` of wall-clock time, so a request blocks the node for that
+ * long at most however many ballots it evaluates.
  */
 import { isUtf8 } from 'node:buffer';
 import { CovenantError } from '../base/errors.js';
@@ -19,7 +23,7 @@ import { jsonCodec, type Tx } from '../kv/index.js';
 import { createConstitutionHost, type GovEffect } from './constitution-host.js';
 import { verifyGovRequest, type GovMessageType, type VerifiedGovRequest } from './cose-request.js';
 import { DEFAULT_CONSTITUTION } from './default-constitution.js';
-import { type JsEngine, type LoadedModule, SandboxError, type SandboxLimits } from './sandbox.js';
+import { DEFAULT_SANDBOX_LIMITS, type JsEngine, type LoadedModule, SandboxBudget, SandboxError, type SandboxLimits } from './sandbox.js';
 import {
   GOV_SINGLETON_KEY,
   GovTables,
@@ -88,6 +92,11 @@ export const RECENT_PROPOSALS_MAX = 100;
  * window is refused once this many newer ones have been remembered.
  */
 export const RECENT_REQUESTS_MAX = 1000;
+/**
+ * Longest failure reason stored in a proposal record (and answered): a script's result or error
+ * can be megabytes, the member needs its beginning.
+ */
+export const REASON_BYTES_MAX = 1024;
 const CREATED_AT_DIGITS = 16;
 
 const json = jsonCodec<any>();
@@ -110,9 +119,29 @@ function parseJsonPayload(payload: Uint8Array, what: string): unknown {
 }
 
 function failureReason(e: unknown): string {
-  if (e instanceof SandboxError) return `${e.kind}: ${e.message}`;
-  if (e instanceof Error) return e.message;
-  return String(e);
+  if (e instanceof SandboxError) return boundedReason(`${e.kind}: ${e.message}`);
+  if (e instanceof Error) return boundedReason(e.message);
+  return boundedReason(String(e));
+}
+
+/** `text` if it fits in REASON_BYTES_MAX bytes of UTF-8, else its beginning marked as truncated. */
+export function boundedReason(text: string): string {
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes <= REASON_BYTES_MAX) return text;
+  const marker = `… (truncated, ${bytes} bytes)`;
+  const room = REASON_BYTES_MAX - Buffer.byteLength(marker, 'utf8');
+  // Every character takes at least one byte: the first `room` characters hold all that is kept.
+  const head = Buffer.from(text.slice(0, room), 'utf8');
+  let end = Math.min(room, head.length);
+  // Cut before a character, never inside its UTF-8 sequence (continuation bytes are 10xxxxxx).
+  while (end > 0 && ((head[end] ?? 0) & 0xc0) === 0x80) end--;
+  return `${head.subarray(0, end).toString('utf8')}${marker}`;
+}
+
+/** JSON of a value a script returned, for a message: never more than the reason can hold. */
+function preview(value: unknown): string {
+  const text = JSON.stringify(value) ?? 'undefined';
+  return text.length > REASON_BYTES_MAX ? `${text.slice(0, REASON_BYTES_MAX)}…` : text;
 }
 
 export class Governance {
@@ -122,6 +151,16 @@ export class Governance {
   constructor(init: GovernanceInit) {
     this.init = init;
     this.engine = init.engine;
+  }
+
+  /** Resolves once the sandbox can evaluate: await it before a transaction, so none waits inside. */
+  ready(): Promise<void> {
+    return this.engine.ready();
+  }
+
+  /** The time budget of one request's member JavaScript. */
+  private newBudget(): SandboxBudget {
+    return new SandboxBudget((this.init.sandboxLimits ?? DEFAULT_SANDBOX_LIMITS).executionTimeMsMax);
   }
 
   // ------------------------------------------------------------------ writes
@@ -134,7 +173,8 @@ export class Governance {
 
     const proposalText = utf8.decode(verified.payload);
     const parsed = parseJsonPayload(verified.payload, 'proposal');
-    this.checkCodeCarryingActions(parsed);
+    const budget = this.newBudget();
+    this.checkCodeCarryingActions(parsed, budget);
 
     // The id binds the request (with its randomised signature) to the state it was made in.
     const proposalId = toHex(sha256(utf8.encode(`${requestDigest}:${tx.startVersion}`)));
@@ -142,7 +182,7 @@ export class Governance {
 
     const info: ProposalInfo = { proposer_id: verified.memberId, state: 'Open', created_at: verified.createdAtSeconds, ballots: {} };
     const constitution = this.ensureConstitution(tx);
-    const effects = this.withConstitution(tx, constitution, (module, host) => {
+    const effects = this.withConstitution(tx, constitution, budget, (module, host) => {
       let verdict: unknown;
       try {
         verdict = module.call('validate', [proposalText]);
@@ -153,7 +193,7 @@ export class Governance {
       if (typeof v !== 'object' || v === null || typeof v.valid !== 'boolean') {
         throw badRequest('ProposalFailedToValidate', "the constitution's validate did not answer {valid, description}");
       }
-      if (!v.valid) throw badRequest('ProposalFailedToValidate', `proposal is invalid: ${typeof v.description === 'string' ? v.description : 'no reason given'}`);
+      if (!v.valid) throw badRequest('ProposalFailedToValidate', boundedReason(`proposal is invalid: ${typeof v.description === 'string' ? v.description : 'no reason given'}`));
 
       tx.map(GovTables.proposals, json).put(proposalId, parsed);
       tx.map(GovTables.proposalsInfo, json).put(proposalId, info);
@@ -176,8 +216,9 @@ export class Governance {
     if (typeof body !== 'object' || body === null || typeof body.ballot !== 'string' || Object.keys(body).length !== 1) {
       throw badRequest('InvalidBallot', 'a ballot request is {"ballot": "export function vote(proposal, proposerId) { ... }"}');
     }
+    const budget = this.newBudget();
     try {
-      this.engine.checkModule(body.ballot, 'ballot', BALLOT_EXPORTS, this.init.sandboxLimits);
+      this.engine.checkModule(body.ballot, 'ballot', BALLOT_EXPORTS, this.init.sandboxLimits, budget);
     } catch (e) {
       if (e instanceof SandboxError && e.kind === 'Unavailable') throw e;
       throw badRequest('InvalidBallot', `ballot cannot be used: ${failureReason(e)}`);
@@ -185,7 +226,7 @@ export class Governance {
     info.ballots[verified.memberId] = body.ballot;
     tx.map(GovTables.proposalsInfo, json).put(proposalId, info);
     const proposalText = JSON.stringify(tx.map(GovTables.proposals, json).get(proposalId));
-    const effects = this.evaluate(tx, proposalId, info, proposalText);
+    const effects = this.evaluate(tx, proposalId, info, proposalText, budget);
     this.recordHistory(tx, verified, request.body, proposalId);
     return { body: summary(proposalId, tx.map(GovTables.proposalsInfo, json).get(proposalId) as ProposalInfo), effects, memberId: verified.memberId };
   }
@@ -415,7 +456,7 @@ export class Governance {
   }
 
   /** Code carried by actions must compile in the sandbox and export what its users call. */
-  private checkCodeCarryingActions(parsed: unknown): void {
+  private checkCodeCarryingActions(parsed: unknown, budget: SandboxBudget): void {
     const actions = (parsed as { actions?: unknown } | null)?.actions;
     if (!Array.isArray(actions)) return; // the constitution's validate explains the shape
     actions.forEach((action: unknown, i) => {
@@ -423,7 +464,7 @@ export class Governance {
       const check = (source: unknown, filename: string, exports: readonly string[]) => {
         if (typeof source !== 'string') return; // validate reports the type
         try {
-          this.engine.checkModule(source, filename, exports, this.init.sandboxLimits);
+          this.engine.checkModule(source, filename, exports, this.init.sandboxLimits, budget);
         } catch (e) {
           if (e instanceof SandboxError && e.kind === 'Unavailable') throw e;
           throw badRequest('ProposalFailedToValidate', `actions[${i}] (${String(a?.name)}): ${failureReason(e)}`);
@@ -434,11 +475,16 @@ export class Governance {
     });
   }
 
-  private withConstitution(tx: Tx, constitution: string, body: (module: LoadedModule, host: ReturnType<typeof createConstitutionHost>) => void): GovEffect[] {
+  private withConstitution(
+    tx: Tx,
+    constitution: string,
+    budget: SandboxBudget,
+    body: (module: LoadedModule, host: ReturnType<typeof createConstitutionHost>) => void,
+  ): GovEffect[] {
     const host = createConstitutionHost(tx);
     try {
       this.engine.run(
-        { source: constitution, filename: 'constitution', prelude: host.prelude, host: host.functions, ...(this.init.sandboxLimits ? { limits: this.init.sandboxLimits } : {}) },
+        { source: constitution, filename: 'constitution', prelude: host.prelude, host: host.functions, budget, ...(this.init.sandboxLimits ? { limits: this.init.sandboxLimits } : {}) },
         (module) => body(module, host),
       );
     } catch (e) {
@@ -450,20 +496,26 @@ export class Governance {
     return host.effects;
   }
 
-  /** Evaluates every ballot, then resolves (and maybe applies) with the constitution. */
-  private evaluate(tx: Tx, proposalId: string, info: ProposalInfo, proposalText: string): GovEffect[] {
+  /**
+   * Evaluates every ballot, then resolves (and maybe applies) with the constitution. A ballot that
+   * hits a sandbox limit ends the evaluation: the proposal fails with it, and the ballots after it
+   * (which the spent budget could not run) are not blamed.
+   */
+  private evaluate(tx: Tx, proposalId: string, info: ProposalInfo, proposalText: string, budget: SandboxBudget): GovEffect[] {
     const votes: { member_id: string; vote: boolean }[] = [];
     const failures: Record<string, { reason: string }> = {};
     for (const [memberId, ballot] of Object.entries(info.ballots)) {
       try {
-        const vote = this.engine.run({ source: ballot, filename: `ballot of ${memberId.slice(0, 12)}`, ...(this.init.sandboxLimits ? { limits: this.init.sandboxLimits } : {}) }, (m) =>
-          m.call('vote', [proposalText, info.proposer_id]),
+        const vote = this.engine.run(
+          { source: ballot, filename: `ballot of ${memberId.slice(0, 12)}`, budget, ...(this.init.sandboxLimits ? { limits: this.init.sandboxLimits } : {}) },
+          (m) => m.call('vote', [proposalText, info.proposer_id]),
         );
-        if (typeof vote !== 'boolean') throw new Error(`vote returned ${JSON.stringify(vote) ?? 'undefined'}, not a boolean`);
+        if (typeof vote !== 'boolean') throw new Error(`vote returned ${preview(vote)}, not a boolean`);
         votes.push({ member_id: memberId, vote });
       } catch (e) {
         if (e instanceof SandboxError && e.kind === 'Unavailable') throw e;
         failures[memberId] = { reason: failureReason(e) };
+        if (e instanceof SandboxError && (e.kind === 'Timeout' || e.kind === 'OutOfMemory' || e.kind === 'StackOverflow')) break;
       }
     }
     if (Object.keys(failures).length > 0) {
@@ -473,12 +525,12 @@ export class Governance {
         state: 'Failed',
         final_votes: Object.fromEntries(votes.map((v) => [v.member_id, v.vote])),
         vote_failures: failures,
-        failure: { reason: `ballot of member ${first[0]} failed: ${first[1].reason}` },
+        failure: { reason: boundedReason(`ballot of member ${first[0]} failed: ${first[1].reason}`) },
       };
       tx.map(GovTables.proposalsInfo, json).put(proposalId, failed);
       return [];
     }
-    return this.withConstitution(tx, this.constitution(tx), (module, host) => this.resolveWith(module, host, tx, proposalId, info, proposalText, votes));
+    return this.withConstitution(tx, this.constitution(tx), budget, (module, host) => this.resolveWith(module, host, tx, proposalId, info, proposalText, votes));
   }
 
   private resolveWith(
@@ -499,13 +551,13 @@ export class Governance {
     } catch (e) {
       if (e instanceof SandboxError && e.kind === 'Unavailable') throw e;
       next.state = 'Failed';
-      next.failure = { reason: `resolve failed: ${failureReason(e)}` };
+      next.failure = { reason: boundedReason(`resolve failed: ${failureReason(e)}`) };
       tx.map(GovTables.proposalsInfo, json).put(proposalId, next);
       return;
     }
     if (state !== 'Open' && state !== 'Accepted' && state !== 'Rejected') {
       next.state = 'Failed';
-      next.failure = { reason: `resolve returned ${JSON.stringify(state) ?? 'undefined'}; expected "Open", "Accepted" or "Rejected"` };
+      next.failure = { reason: boundedReason(`resolve returned ${preview(state)}; expected "Open", "Accepted" or "Rejected"`) };
       tx.map(GovTables.proposalsInfo, json).put(proposalId, next);
       return;
     }
@@ -519,7 +571,7 @@ export class Governance {
         if (e instanceof SandboxError && e.kind === 'Unavailable') throw e;
         host.effects.length = 0;
         next.state = 'Failed';
-        next.failure = { reason: `apply failed: ${failureReason(e)}` };
+        next.failure = { reason: boundedReason(`apply failed: ${failureReason(e)}`) };
       } finally {
         host.setWritable(false);
       }

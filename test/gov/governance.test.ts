@@ -213,6 +213,45 @@ describe('governance', () => {
     }
   });
 
+  test('a failure reason is stored bounded, and marked when it was cut', async () => {
+    const huge: [string, boolean][] = [
+      // Returned: the reason quotes the value.
+      ["export function vote() { return 'x'.repeat(3e6) }", true],
+      // Over the engine's result limit: refused with a short reason of its own.
+      ["export function vote() { return 'x'.repeat(5e6) }", false],
+      ["export function vote() { throw 'x'.repeat(5e6) }", false],
+      ["export function vote() { throw new Error('x'.repeat(5e6)) }", false],
+    ];
+    for (const [ballot, cut] of huge) {
+      const f = await fixture({ members: 2 });
+      const [a, b] = f.members as [typeof f.members[0], typeof f.members[0]];
+      for (const m of f.members) f.activate(m);
+      const id = f.propose(a, [{ name: 'trigger_snapshot' }]);
+      const answered = f.vote(b, id, ballot);
+      const stored = table(f, GovTables.proposalsInfo, id);
+      assert.equal(stored.state, 'Failed', ballot);
+      for (const reason of [stored.failure.reason, stored.vote_failures[b.id].reason, answered.failure!.reason, answered.vote_failures![b.id]!.reason]) {
+        assert.ok(Buffer.byteLength(reason) <= 1024, `${ballot}: a reason of ${Buffer.byteLength(reason)} bytes`);
+        if (cut) assert.match(reason, /… \(truncated, \d+ bytes\)$/);
+      }
+    }
+  });
+
+  test('all ballots evaluated by one request share one time budget', async () => {
+    const f = await fixture({ members: 3 });
+    const [a, b, c] = f.members as [typeof f.members[0], typeof f.members[0], typeof f.members[0]];
+    for (const m of f.members) f.activate(m);
+    // Each ballot alone fits in the budget (TEST_LIMITS: 300 ms); two in one request do not.
+    const slow = 'export function vote() { const until = Date.now() + 200; while (Date.now() < until); return true }';
+    const id = f.propose(a, [{ name: 'trigger_snapshot' }]);
+    assert.equal(f.vote(a, id, slow).state, 'Open');
+    const after = f.vote(b, id, slow);
+    assert.equal(after.state, 'Failed');
+    assert.match(after.failure!.reason, /Timeout/);
+    assert.deepEqual(Object.keys(after.vote_failures!), [b.id]);
+    assert.equal(refused(f, () => f.vote(c, id, true)).code, 'ProposalNotOpen');
+  });
+
   test('a ballot that does not compile or lacks vote is refused before it is recorded', async () => {
     const f = await fixture();
     const [m] = f.members as [typeof f.members[0]];

@@ -5,8 +5,8 @@
  * x-covenant-transaction-id. Reads are plain JSON and need no authentication: the governance
  * tables are public in the ledger anyway.
  *
- * The sandbox engine is loaded asynchronously once; handlers await it *before* their transaction
- * begins, so the transaction itself stays synchronous (docs/architecture.md, decision 2).
+ * The sandbox engine is loaded asynchronously once; handlers await it (and its worker's readiness)
+ * *before* their transaction begins, so the transaction itself stays synchronous (docs/architecture.md, decision 2).
  */
 import { CovenantError, isCovenantError } from '../../base/errors.js';
 import { formatTxId } from '../../base/ids.js';
@@ -42,6 +42,9 @@ export function governanceRoutes(node: CovenantNode, options: GovernanceFrontend
   /** Runs a governance write in one transaction; logs refusals; runs post-commit effects. */
   const write = async <T>(ctx: RequestContext, fn: (gov: Governance, tx: Tx, req: GovRequest) => GovOutcome<T>) => {
     const gov = await governance;
+    // A sandbox worker replaced after a previous request hit a limit is awaited here, outside the
+    // transaction, rather than waited for synchronously inside it.
+    await gov.ready();
     const req = request(ctx);
     let written: { result: GovOutcome<T>; txId: ReturnType<CovenantNode['executeWrite']>['txId'] };
     try {
