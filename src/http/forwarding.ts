@@ -12,7 +12,8 @@ import { z } from 'zod';
 import { toCovenantError, zodIssuesMessage } from './errors.js';
 import type { HttpMethod, RequestContext, Route, RouteResponse } from './route.js';
 import type { Router } from './router.js';
-import { buildRequestContext, type RequestForwarder } from './server.js';
+import { buildRequestContext } from './request-context.js';
+import type { RequestForwarder } from './server.js';
 
 /**
  * The two frames, checked on arrival: they come from an authenticated node, but a node must not
