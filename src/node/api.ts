@@ -9,6 +9,7 @@ import type { Logger } from '../base/log.js';
 import type { NodeConfig } from '../config/index.js';
 import type { Tx, WriteSet } from '../kv/index.js';
 import type { Disk, EntrySealerFactory } from '../ledger/index.js';
+import type { KeyPair } from '../crypto/index.js';
 import type { Receipt, SignatureReceipt } from '../merkle/index.js';
 import type { QuoteInfo } from '../attestation/virtual.js';
 import type { JoinRequest, JoinResponse } from './join.js';
@@ -44,6 +45,11 @@ export interface NodeInit {
    * lower it.
    */
   readonly maxEntryBytes?: number;
+  /**
+   * The node's key pair, when it is not to make one: the simulator gives its nodes keys whose node
+   * ids sort in the order of the nodes, so that a run does not depend on which ids came out.
+   */
+  readonly identityKeyPair?: KeyPair;
 }
 
 export interface RpcInterfaceAddress {

@@ -418,6 +418,7 @@ export class NodeComposition {
       view: this.driver.hardView,
       voted_for: this.driver.hardVotedFor ?? null,
       startup_seqno: this.replica.startupSeqno,
+      peers: this.peers.bootstrapRecords(),
       ...(this.addresses ? { bound_addresses: boundAddressesOf(this.addresses) } : {}),
     };
     this.stateFile.save(state);

@@ -79,14 +79,18 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
 
   /** Creates (or restores) the node's key, self-signed certificate and quote, before its interfaces listen. */
   async prepareIdentity(): Promise<void> {
-    if (this.hasPersistedState()) {
-      const state = this.parts.stateFile.load();
-      this.parts.identity.restore({ privateKeyPem: state.private_key, nodeId: state.node_id, selfSignedCertificatePem: state.self_signed_certificate });
-      this.logger.info(`node identity ${this.parts.identity.nodeId} restored from ${this.parts.stateFile.path}`);
-      return;
-    }
-    await this.parts.identity.create(this.parts.subjectAltNames(), this.init.config.node_certificate.initial_validity_days);
+    if (this.restoreIdentity()) return;
+    await this.parts.identity.create(this.parts.subjectAltNames(), this.init.config.node_certificate.initial_validity_days, this.init.identityKeyPair);
     this.logger.info(`node identity ${this.parts.identity.nodeId} (virtual mode: NO hardware attestation, never for production)`);
+  }
+
+  /** Restores the identity of an earlier run of this node, if it has one (synchronously); false when it must create one. */
+  restoreIdentity(): boolean {
+    if (!this.hasPersistedState()) return false;
+    const state = this.parts.stateFile.load();
+    this.parts.identity.restore({ privateKeyPem: state.private_key, nodeId: state.node_id, selfSignedCertificatePem: state.self_signed_certificate });
+    this.logger.info(`node identity ${this.parts.identity.nodeId} restored from ${this.parts.stateFile.path}`);
+    return true;
   }
 
   get nodeId(): string {

@@ -57,6 +57,11 @@ export class Peers {
     this.dirty = true;
   }
 
+  /** The peers learnt from a join answer, as the node state file keeps them (a restart knows them before its ledger does). */
+  bootstrapRecords(): { node_id: string; address: string }[] {
+    return this.bootstrap.map((p) => ({ node_id: p.nodeId, address: p.address }));
+  }
+
   setBootstrap(peers: readonly { node_id: string; address: string }[]): void {
     const self = this.selfId();
     this.bootstrap = peers.filter((p) => p.node_id !== self).map((p) => ({ nodeId: p.node_id, address: p.address }));

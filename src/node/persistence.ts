@@ -37,6 +37,11 @@ export interface PersistedNodeState {
   voted_for: string | null;
   /** Seqno of the snapshot the node started from (0: from genesis); its ledger starts after it. */
   startup_seqno?: number;
+  /**
+   * The trusted peers the join answer named. A node that restarts before replication brought it
+   * the node table (an empty or short ledger) still knows whom to accept frames from.
+   */
+  peers?: { node_id: string; address: string }[];
   /** Where the interfaces were bound: a restart binds the same ports again where the configuration says port 0. */
   bound_addresses?: BoundAddresses;
 }

@@ -22,6 +22,7 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
   ctx.identity.nodeCertificatePem = state.node_certificate;
   ctx.genesisConfiguration = state.genesis_configuration;
   ctx.installLedgerSecrets(state.ledger_secrets);
+  ctx.peers.setBootstrap(state.peers ?? []);
   ctx.driver.hardView = state.view;
   ctx.driver.hardVotedFor = state.voted_for ?? undefined;
   // Record where this run is bound (the same ports unless they were taken).
@@ -50,5 +51,8 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
   ctx.startBackgroundWork();
   ctx.pump();
   const announced = await requestJoin(joinerHost(ctx, true, () => undefined), client, ctx.init.config.command.join!.target_rpc_address, joinRequestOf(ctx, addresses));
-  if (announced !== undefined) ctx.logger.info(`node ${ctx.identity.nodeId} announced its addresses to the network again`);
+  if (announced === undefined) return;
+  // The answer names the trusted nodes as they are now (peers that joined while this node was down).
+  if (announced.response.network_info) ctx.peers.setBootstrap(announced.response.network_info.peers);
+  ctx.logger.info(`node ${ctx.identity.nodeId} announced its addresses to the network again`);
 }

@@ -34,9 +34,9 @@ export class NodeIdentity {
     this.hostData = hostData ?? defaultHostData();
   }
 
-  /** A new key, self-signed certificate and quote. */
-  async create(subjectAltNames: string[], validityDays: number): Promise<void> {
-    this.keys = generateEcKeyPair('P-384');
+  /** A new key (or the one given), self-signed certificate and quote. */
+  async create(subjectAltNames: string[], validityDays: number, keys: KeyPair = generateEcKeyPair('P-384')): Promise<void> {
+    this.keys = keys;
     this.nodeId = nodeIdFromPublicKey(this.keys.publicKey);
     this.selfSignedCertificatePem = await createSelfSignedCertificate({
       keyPair: this.keys,

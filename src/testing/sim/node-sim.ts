@@ -1,0 +1,452 @@
+/**
+ * The production node under the seeded simulator: N real CovenantNode compositions (driver,
+ * replica, proposer, signatures, peers, flows — the code that runs in `covenant node`), each on
+ * its own in-memory disk, wired to a simulated network (SimFrameNetwork: seeded loss,
+ * duplication, delay, partitions) and to one manual clock, with consensus randomness from the
+ * seed. A client writes to whichever node is primary; nodes crash (their process ends: timers and
+ * frames gone, files as written) and restart from their own ledger and node state.
+ *
+ * Checkers run after every step: one primary per view; committed entries identical on every node
+ * (bytes of the ledger entry at each committed seqno, signatures included, so the signed Merkle
+ * roots agree); commit lands on signatures and never goes back on a live node. A liveness phase
+ * heals the network, restarts every node and requires a new write to commit everywhere; then the
+ * committed chunk files must be byte-identical and the Merkle roots equal on every node.
+ *
+ * Set-up (identities and certificates, which the crypto library makes asynchronously) happens
+ * before the seeded run; the run itself is synchronous, so it is a function of its seed (ECDSA
+ * signatures are randomised, which changes bytes but not the course of the run).
+ */
+import { isCovenantError, utf8 } from '../../base/index.js';
+import type { Clock } from '../../base/clock.js';
+import { nullLogger } from '../../base/log.js';
+import { defaultNodeConfig, type NodeConfig } from '../../config/index.js';
+import { createSelfSignedCertificate, generateEcKeyPair, loadPublicKey, nodeIdFromPublicKey, publicKeyDer, sha256Hex, type KeyPair } from '../../crypto/index.js';
+import { jsonCodec } from '../../kv/index.js';
+import { EntryFlags, decodeEntry, hasFlag } from '../../ledger/index.js';
+import { CovenantNode, type NodeAddresses } from '../../node/node.js';
+import type { JoinClient } from '../../node/join.js';
+import { ManualClock } from '../manual-clock.js';
+import { MemoryDisk } from '../memory-disk.js';
+import { Prng } from '../prng.js';
+import { Violation } from './checker.js';
+import { SimFrameNetwork, type SimNodeChannels } from './node-network.js';
+
+export interface NodeSimOptions {
+  readonly seed: number;
+  readonly nodes: number;
+  /** Steps of the fault phase (one step: deliver due frames, then 10 ms of clock). */
+  readonly steps: number;
+  /** Steps the liveness phase may take to commit a new write everywhere. */
+  readonly livenessStepsMax: number;
+}
+
+export interface NodeSimReport {
+  readonly seed: number;
+  readonly writes: number;
+  readonly refusedWrites: number;
+  readonly crashes: number;
+  readonly restarts: number;
+  readonly partitions: number;
+  readonly views: number;
+  readonly committedSeqno: number;
+  readonly frames: { readonly delivered: number; readonly dropped: number };
+  /** What happened, in order: primaries by view, crashes, restarts, partitions, commit every 100 steps. */
+  readonly trace: readonly string[];
+}
+
+const STEP_MS = 10;
+
+/** Lets every pending promise callback run (a macrotask turn: the microtask queue is drained before it). */
+function settle(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+const json = jsonCodec<any>();
+
+interface SimHost {
+  readonly name: string;
+  readonly index: number;
+  readonly disk: MemoryDisk;
+  readonly startConfig: NodeConfig;
+  /** How the node is started again on its own ledger and state (a Join configuration, as operators do). */
+  readonly restartConfig: NodeConfig;
+  readonly addresses: NodeAddresses;
+  node: CovenantNode | undefined;
+  channels: SimNodeChannels | undefined;
+  /** Bumped at each crash: the timers and deferred work of an ended process never run. */
+  generation: number;
+  /** Committed seqnos of this node already compared with the others. */
+  checkedSeqno: number;
+  nodeId: string;
+  /** The node's key: node ids sort in the order of the hosts (consensus orders peers by id). */
+  keys: KeyPair | undefined;
+}
+
+function writeFile(disk: MemoryDisk, path: string, text: string): void {
+  disk.ensureDirectory(path.slice(0, path.lastIndexOf('/')) || '/');
+  if (disk.exists(path)) disk.remove(path);
+  const file = disk.createFile(path);
+  file.append([utf8.encode(text)]);
+  file.sync();
+  file.close();
+}
+
+function configOf(index: number, type: 'Start' | 'Join'): NodeConfig {
+  const dir = `/sim/n${index}`;
+  return defaultNodeConfig(
+    {
+      command: {
+        type,
+        service_certificate_file: `${dir}/service_cert.pem`,
+        ...(type === 'Start'
+          ? { start: { members: [{ certificate_file: `${dir}/member0_cert.pem` }] } }
+          : { join: { target_rpc_address: `127.0.0.${index === 0 ? 2 : 1}:443`, retry_timeout: '100ms' } }),
+      },
+      node_certificate_file: `${dir}/node_cert.pem`,
+      rpc_interfaces: { primary: { bind_address: `127.0.0.${index + 1}:443` } },
+      node_to_node_interface: { bind_address: `127.0.0.${index + 1}:444` },
+      ledger: { directory: `${dir}/ledger`, chunk_size: '16KB' },
+      snapshots: { directory: `${dir}/snapshots`, tx_count: 1_000_000 },
+      consensus: { election_timeout: '300ms', message_timeout: '50ms' },
+      ledger_signatures: { tx_count: 20, delay: '30ms' },
+      logging: { level: 'fail' },
+    } as never,
+    '/sim',
+  );
+}
+
+export class NodeSim {
+  readonly clock = new ManualClock(1_700_000_000_000);
+  readonly rng: Prng;
+  readonly network: SimFrameNetwork;
+  readonly hosts: SimHost[] = [];
+  readonly trace: string[] = [];
+  private readonly primaryOfView = new Map<number, string>();
+  private readonly committed = new Map<number, string>();
+  private readonly failures: string[] = [];
+  step = 0;
+  writes = 0;
+  refusedWrites = 0;
+  crashes = 0;
+  restarts = 0;
+  partitions = 0;
+
+  constructor(readonly options: NodeSimOptions) {
+    this.rng = new Prng(options.seed);
+    this.network = new SimFrameNetwork(this.rng.split(), { lossProbability: 0.02, duplicateProbability: 0.02, minDelayTicks: 0, maxDelayTicks: 3 });
+    for (let i = 0; i < options.nodes; i++) {
+      const rpc = `127.0.0.${i + 1}:443`;
+      const n2n = `127.0.0.${i + 1}:444`;
+      this.hosts.push({
+        name: `n${i}`,
+        index: i,
+        disk: new MemoryDisk(),
+        startConfig: configOf(i, i === 0 ? 'Start' : 'Join'),
+        restartConfig: configOf(i, 'Join'),
+        addresses: {
+          rpc: [{ name: 'primary', bindAddress: rpc, publishedAddress: rpc, enabledOperatorFeatures: [] }],
+          nodeToNode: { bindAddress: n2n, publishedAddress: n2n },
+        },
+        node: undefined,
+        channels: undefined,
+        generation: 0,
+        checkedSeqno: 0,
+        nodeId: '',
+        keys: undefined,
+      });
+    }
+  }
+
+  /** Starts the service on n0 and joins the others while it opens (asynchronous: certificates). */
+  async setUp(): Promise<void> {
+    const keys = this.hosts.map(() => generateEcKeyPair('P-384')).sort((a, b) => (nodeIdFromPublicKey(a.publicKey) < nodeIdFromPublicKey(b.publicKey) ? -1 : 1));
+    this.hosts.forEach((h, i) => (h.keys = keys[i]));
+    const member = generateEcKeyPair('P-384');
+    const memberCert = await createSelfSignedCertificate({ keyPair: member, subjectCommonName: 'member0', validityDays: 1, isCa: false });
+    const first = this.hosts[0]!;
+    writeFile(first.disk, '/sim/n0/member0_cert.pem', memberCert);
+    await this.launch(first, first.startConfig);
+    const serviceCert = utf8.decode(first.disk.readAll('/sim/n0/service_cert.pem'));
+    for (const host of this.hosts.slice(1)) {
+      writeFile(host.disk, `/sim/n${host.index}/service_cert.pem`, serviceCert);
+      await this.launch(host, host.startConfig);
+    }
+  }
+
+  private clockFor(host: SimHost): Clock {
+    const generation = host.generation;
+    const shared = this.clock;
+    const live = () => host.generation === generation;
+    return {
+      nowMs: () => shared.nowMs(),
+      monotonicMs: () => shared.monotonicMs(),
+      setTimer: (delayMs, fn) => shared.setTimer(delayMs, () => live() && fn()),
+      defer: (fn) => shared.defer(() => live() && fn()),
+    };
+  }
+
+  private randomBytes(rng: Prng): (n: number) => Uint8Array {
+    return (n) => {
+      const out = new Uint8Array(n);
+      for (let i = 0; i < n; i++) out[i] = rng.nextUint32() & 0xff;
+      return out;
+    };
+  }
+
+  private createNode(host: SimHost, config: NodeConfig): CovenantNode {
+    const disk = host.disk;
+    return new CovenantNode({
+      config,
+      disk,
+      logger: nullLogger,
+      clock: this.clockFor(host),
+      randomBytes: this.randomBytes(this.rng.split()),
+      version: 'sim',
+      readTextFile: (path) => utf8.decode(disk.readAll(path)),
+      writeTextFile: (path, text) => writeFile(disk, path, text),
+      writeSecretFile: (path, text) => writeFile(disk, path, text),
+      ...(host.keys ? { identityKeyPair: host.keys } : {}),
+    });
+  }
+
+  /** A join client that hands the request to the node at the target address, as the HTTP layer would. */
+  private joinClient(): JoinClient {
+    return {
+      postJoin: async (target, request) => {
+        const host = this.hosts.find((h) => h.addresses.rpc[0]!.publishedAddress === target);
+        if (host?.node === undefined) throw Object.assign(new Error(`${target} is down`), { code: 'ECONNREFUSED' });
+        try {
+          const body = await host.node.handleJoin(request, publicKeyDer(loadPublicKey(request.public_key)));
+          return { status: 200, body };
+        } catch (e) {
+          if (isCovenantError(e)) return { status: e.status, body: e.toBody() };
+          throw e;
+        }
+      },
+    };
+  }
+
+  /** Starts the node of `host` (a new process) for the first time: identity and certificates are made asynchronously. */
+  private async launch(host: SimHost, config: NodeConfig): Promise<void> {
+    const node = this.createNode(host, config);
+    host.node = node;
+    await node.prepareIdentity();
+    this.attach(host, node);
+    await node.start(host.addresses, config.command.type === 'Join' ? this.joinClient() : undefined, () => undefined);
+  }
+
+  private attach(host: SimHost, node: CovenantNode): void {
+    host.nodeId = node.nodeId;
+    host.channels = this.network.join(node.nodeId);
+    node.attachChannels(host.channels);
+  }
+
+  /** The process of `host` ends: no stop, no sync; what it wrote stays on its disk. */
+  crash(host: SimHost): void {
+    if (host.node === undefined) return;
+    host.generation++;
+    void host.channels?.close();
+    host.node = undefined;
+    host.channels = undefined;
+    this.crashes++;
+    this.trace.push(`t=${this.step} crash ${host.name}`);
+  }
+
+  /** A crashed node starts again on its own ledger and state; the restart flow runs synchronously. */
+  restart(host: SimHost): void {
+    if (host.node !== undefined) return;
+    host.generation++;
+    const node = this.createNode(host, host.restartConfig);
+    if (!node.restoreIdentity()) throw new Violation('invariant', `${host.name} has no node state to restart from`);
+    host.node = node;
+    this.attach(host, node);
+    // The restart flow runs synchronously up to announcing the node's addresses (which waits on the
+    // network and resolves after the run); a failure of it is a finding of the run.
+    node.start(host.addresses, this.joinClient(), () => undefined).catch((e: unknown) => this.failures.push(`${host.name}: restart failed: ${String(e)}`));
+    if (node.parts.driver.raft === undefined) throw new Violation('invariant', `${host.name} did not restart from its ledger`);
+    this.restarts++;
+    this.trace.push(`t=${this.step} restart ${host.name}`);
+  }
+
+  /** One client write through whichever live node is primary (each of several "primaries" may be asked). */
+  private write(): void {
+    const primaries = this.hosts.filter((h) => h.node?.isPrimary());
+    if (primaries.length === 0) return;
+    const host = this.rng.pick(primaries);
+    const key = `k${this.rng.int(0, 9)}`;
+    const value = `${this.step}:${this.writes}`;
+    try {
+      host.node!.executeWrite((tx) => {
+        tx.map('records', json).put(key, value);
+        tx.map('public:records', json).put(key, value);
+      });
+      this.writes++;
+    } catch (e) {
+      if (!isCovenantError(e) || !['NotPrimary', 'TooManyPendingTransactions'].includes(e.code)) throw e;
+      this.refusedWrites++;
+    }
+  }
+
+  private injectFaults(): void {
+    const rng = this.rng;
+    const live = this.hosts.filter((h) => h.node !== undefined);
+    const majority = Math.floor(this.hosts.length / 2) + 1;
+    if (rng.chance(0.004) && live.length > majority) this.crash(rng.pick(live));
+    const primary = live.find((h) => h.node?.isPrimary());
+    if (rng.chance(0.002) && primary !== undefined && live.length > majority) this.crash(primary);
+    const dead = this.hosts.filter((h) => h.node === undefined);
+    if (dead.length > 0 && rng.chance(0.01)) this.restart(rng.pick(dead));
+    if (!this.network.partitioned && rng.chance(0.003)) {
+      const isolated = rng.pick(this.hosts);
+      this.network.partition([isolated.nodeId], this.hosts.filter((h) => h !== isolated).map((h) => h.nodeId));
+      this.partitions++;
+      this.trace.push(`t=${this.step} partition ${isolated.name}`);
+    } else if (this.network.partitioned && rng.chance(0.01)) {
+      this.network.heal();
+      this.trace.push(`t=${this.step} heal`);
+    }
+  }
+
+  /** One step: faults, client writes, delivery of due frames, 10 ms of clock; then the checkers. */
+  advance(faults: boolean): void {
+    this.step++;
+    this.network.nowTicks = this.step;
+    if (faults) this.injectFaults();
+    if (this.rng.chance(0.5)) this.write();
+    this.network.deliverDue();
+    this.clock.advance(STEP_MS);
+    this.check();
+    if (this.step % 100 === 0) this.trace.push(`t=${this.step} commit ${Math.max(0, ...this.hosts.map((h) => h.node?.parts.replica.commitSeqno ?? 0))}`);
+  }
+
+  /**
+   * A step, then the promise work it started settles (a restarted node's announcement, a join
+   * answer): only promise callbacks run there, no real I/O or timer, so the run stays a function of
+   * its seed.
+   */
+  async advanceSettled(faults: boolean): Promise<void> {
+    this.advance(faults);
+    await settle();
+  }
+
+  /** The safety checkers, after every step. */
+  check(): void {
+    if (this.failures.length > 0) throw new Violation('invariant', this.failures.join('; '));
+    for (const host of this.hosts) {
+      const node = host.node;
+      if (node === undefined) continue;
+      const summary = node.parts.driver.raft?.summary();
+      if (summary?.role === 'Primary') {
+        const known = this.primaryOfView.get(summary.view);
+        if (known === undefined) {
+          this.primaryOfView.set(summary.view, host.name);
+          this.trace.push(`t=${this.step} view ${summary.view} primary ${host.name}`);
+        } else if (known !== host.name) {
+          throw new Violation('one-primary-per-view', `view ${summary.view} has primaries ${known} and ${host.name}`);
+        }
+      }
+      this.checkCommitted(host);
+    }
+  }
+
+  /** Every committed entry of `host` equals what every other node committed at that seqno, and commit lands on a signature. */
+  private checkCommitted(host: SimHost): void {
+    const replica = host.node!.parts.replica;
+    const commit = replica.commitSeqno;
+    if (commit <= host.checkedSeqno) return;
+    for (let seqno = host.checkedSeqno + 1; seqno <= commit; seqno++) {
+      const digest = sha256Hex(replica.ledger.getEntry(seqno));
+      const known = this.committed.get(seqno);
+      if (known === undefined) this.committed.set(seqno, digest);
+      else if (known !== digest) throw new Violation('committed-never-lost', `${host.name} committed other bytes at seqno ${seqno} than another node`);
+    }
+    if (!hasFlag(decodeEntry(replica.ledger.getEntry(commit)).flags, EntryFlags.SIGNATURE)) {
+      throw new Violation('commit-on-signature', `${host.name} committed up to ${commit}, which is not a signature`);
+    }
+    host.checkedSeqno = commit;
+  }
+
+  /** Heals everything, writes once more, and requires that write committed on every node; then compares files and roots. */
+  async checkLiveness(): Promise<void> {
+    this.network.heal();
+    this.network.faults = { lossProbability: 0, duplicateProbability: 0, minDelayTicks: 0, maxDelayTicks: 2 };
+    for (const host of this.hosts) this.restart(host);
+    let target: number | undefined;
+    for (let i = 0; i < this.options.livenessStepsMax; i++) {
+      if (target === undefined) {
+        const primary = this.hosts.find((h) => h.node?.isPrimary());
+        target = primary?.node?.executeWrite((tx) => tx.map('records', json).put('final', this.step)).txId?.seqno;
+      }
+      await this.advanceSettled(false);
+      if (target !== undefined && this.hosts.every((h) => (h.node?.parts.replica.commitSeqno ?? 0) >= target!)) {
+        // A few more steps so that every node has applied the same signature.
+        for (let j = 0; j < 50; j++) await this.advanceSettled(false);
+        this.compareFiles();
+        return;
+      }
+    }
+    throw new Violation('liveness', `a write did not commit on every node within ${this.options.livenessStepsMax} steps of a healed network (target seqno ${target})`);
+  }
+
+  /** Committed chunk files of the same name are byte-identical on every node; Merkle roots agree at the same version. */
+  private compareFiles(): void {
+    const [first, ...others] = this.hosts;
+    const filesOf = (host: SimHost) => {
+      const directory = host.startConfig.ledger.directory;
+      return new Map(host.disk.listDirectory(directory).filter((n) => n.endsWith('.committed')).map((n) => [n, sha256Hex(host.disk.readAll(host.disk.join(directory, n)))]));
+    };
+    const reference = filesOf(first!);
+    for (const host of others) {
+      for (const [name, digest] of filesOf(host)) {
+        const known = reference.get(name);
+        if (known !== undefined && known !== digest) throw new Violation('committed-never-lost', `committed chunk ${name} differs between ${first!.name} and ${host.name}`);
+      }
+    }
+    const versions = new Set(this.hosts.map((h) => h.node!.parts.replica.store.version));
+    if (versions.size === 1) {
+      const roots = new Set(this.hosts.map((h) => h.node!.treeRootHex()));
+      if (roots.size !== 1) throw new Violation('committed-never-lost', 'nodes at the same version have different Merkle roots');
+    }
+  }
+
+  stopAll(): void {
+    for (const host of this.hosts) {
+      host.generation++;
+      host.node?.stop();
+      void host.channels?.close();
+      host.node = undefined;
+    }
+  }
+
+  report(): NodeSimReport {
+    return {
+      seed: this.options.seed,
+      writes: this.writes,
+      refusedWrites: this.refusedWrites,
+      crashes: this.crashes,
+      restarts: this.restarts,
+      partitions: this.partitions,
+      views: this.primaryOfView.size,
+      committedSeqno: Math.max(0, ...this.committed.keys()),
+      frames: { delivered: this.network.deliveredFrames, dropped: this.network.droppedFrames },
+      trace: this.trace,
+    };
+  }
+}
+
+/** A whole run: set-up, the fault phase, the liveness phase. Throws a Violation (with the seed) on a broken property. */
+export async function runNodeSim(options: NodeSimOptions): Promise<NodeSimReport> {
+  const sim = new NodeSim(options);
+  try {
+    await sim.setUp();
+    try {
+      for (let i = 0; i < options.steps; i++) await sim.advanceSettled(true);
+      await sim.checkLiveness();
+    } catch (e) {
+      if (e instanceof Violation) e.message = `seed ${options.seed}, step ${sim.step}: ${e.message}\n${sim.trace.slice(-30).join('\n')}`;
+      throw e;
+    }
+    return sim.report();
+  } finally {
+    sim.stopAll();
+  }
+}

@@ -1,0 +1,60 @@
+/**
+ * The production node (driver, replica, proposer, signatures, peers, start-up flows) under the
+ * seeded simulator: fixed seeds with crashes, restarts, partitions, loss and duplication find no
+ * violation of the checkers, a run is a function of its seed, and the checkers catch nodes that
+ * disagree.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { NodeSim, runNodeSim } from '../../src/testing/sim/node-sim.js';
+import { Violation } from '../../src/testing/sim/checker.js';
+
+// Seed 16 found a node that restarted before replication brought it the node table: it knew no
+// peer, accepted no frame and never caught up (fixed: the node state keeps the join answer's peers).
+const SEEDS = [1, 2, 16, 23, 42];
+
+test('fixed seeds: three production nodes under crashes, restarts, partitions and lossy links keep every checker green', async () => {
+  let crashes = 0;
+  let views = 0;
+  for (const seed of SEEDS) {
+    const report = await runNodeSim({ seed, nodes: 3, steps: 1500, livenessStepsMax: 1500 });
+    assert.ok(report.writes > 100, `seed ${seed}: the client wrote (${report.writes})`);
+    assert.ok(report.committedSeqno > report.writes / 2, `seed ${seed}: writes committed`);
+    crashes += report.crashes;
+    views += report.views;
+  }
+  assert.ok(crashes >= SEEDS.length, `faults were injected (${crashes} crashes)`);
+  assert.ok(views > SEEDS.length, `primaries changed (${views} views in all)`);
+});
+
+test('five nodes, a longer run', async () => {
+  const report = await runNodeSim({ seed: 7, nodes: 5, steps: 2000, livenessStepsMax: 1500 });
+  assert.ok(report.crashes > 0 && report.restarts >= report.crashes);
+});
+
+test('a run is a function of its seed', async () => {
+  const a = await runNodeSim({ seed: 11, nodes: 3, steps: 800, livenessStepsMax: 1500 });
+  const b = await runNodeSim({ seed: 11, nodes: 3, steps: 800, livenessStepsMax: 1500 });
+  assert.deepEqual(a.trace, b.trace);
+  assert.equal(a.writes, b.writes);
+});
+
+test('the checkers catch a node whose committed entry differs from the others', async () => {
+  const sim = new NodeSim({ seed: 3, nodes: 3, steps: 0, livenessStepsMax: 0 });
+  try {
+    await sim.setUp();
+    for (let i = 0; i < 200; i++) await sim.advanceSettled(false);
+    const [a, b] = sim.hosts;
+    const seqno = Math.min(a!.node!.parts.replica.commitSeqno, b!.node!.parts.replica.commitSeqno);
+    assert.ok(seqno > 2, 'something committed');
+    // Make one node's view of history differ: what it committed is compared anew, against the others.
+    a!.checkedSeqno = 0;
+    b!.checkedSeqno = 0;
+    const ledger = b!.node!.parts.replica.ledger;
+    const original = ledger.getEntry.bind(ledger);
+    ledger.getEntry = (s: number) => (s === 2 ? original(1) : original(s));
+    assert.throws(() => sim.check(), (e: unknown) => e instanceof Violation && e.checker === 'committed-never-lost');
+  } finally {
+    sim.stopAll();
+  }
+});
