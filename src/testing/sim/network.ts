@@ -21,6 +21,18 @@ export interface Envelope {
 
 export const MAX_MESSAGES_IN_FLIGHT = 50_000;
 
+/**
+ * The fate of one message on a faulty link, drawn from the seeded generator: the delay in ticks of
+ * each copy that arrives (none when it is lost, two when it is duplicated).
+ */
+export function deliveryDelays(rng: Prng, faults: NetworkFaults): number[] {
+  if (rng.chance(faults.lossProbability)) return [];
+  const copies = rng.chance(faults.duplicateProbability) ? 2 : 1;
+  const delays: number[] = [];
+  for (let i = 0; i < copies; i++) delays.push(rng.int(faults.minDelayTicks, faults.maxDelayTicks));
+  return delays;
+}
+
 export class SimNetwork {
   private inFlight: Envelope[] = [];
   private readonly blocked = new Set<string>();
@@ -32,17 +44,13 @@ export class SimNetwork {
   ) {}
 
   send(message: Message, nowTicks: number): void {
-    if (this.rng.chance(this.faults.lossProbability)) {
-      this.droppedMessages++;
-      return;
-    }
-    const copies = this.rng.chance(this.faults.duplicateProbability) ? 2 : 1;
-    for (let i = 0; i < copies; i++) {
+    const delays = deliveryDelays(this.rng, this.faults);
+    if (delays.length === 0) this.droppedMessages++;
+    for (const delay of delays) {
       if (this.inFlight.length >= MAX_MESSAGES_IN_FLIGHT) {
         this.droppedMessages++;
         return;
       }
-      const delay = this.rng.int(this.faults.minDelayTicks, this.faults.maxDelayTicks);
       this.inFlight.push({ deliverAtTicks: nowTicks + delay, message });
     }
   }

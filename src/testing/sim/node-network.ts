@@ -6,7 +6,7 @@
  */
 import type { ChannelIdentity, ChannelStats, FrameHandler, NodeChannels, PeerAddress } from '../../base/channels.js';
 import type { Prng } from '../prng.js';
-import type { NetworkFaults } from './network.js';
+import { deliveryDelays, type NetworkFaults } from './network.js';
 
 interface Frame {
   readonly deliverAtTicks: number;
@@ -44,17 +44,13 @@ export class SimFrameNetwork {
   }
 
   send(from: string, to: string, kind: number, payload: Uint8Array): void {
-    if (this.rng.chance(this.faults.lossProbability)) {
-      this.droppedFrames++;
-      return;
-    }
-    const copies = this.rng.chance(this.faults.duplicateProbability) ? 2 : 1;
-    for (let i = 0; i < copies; i++) {
+    const delays = deliveryDelays(this.rng, this.faults);
+    if (delays.length === 0) this.droppedFrames++;
+    for (const delay of delays) {
       if (this.inFlight.length >= FRAMES_IN_FLIGHT_MAX) {
         this.droppedFrames++;
         return;
       }
-      const delay = this.rng.int(this.faults.minDelayTicks, this.faults.maxDelayTicks);
       // A copy: the sender may reuse its buffer, and a duplicate must not share bytes with the first.
       this.inFlight.push({ deliverAtTicks: this.nowTicks + delay, from, to, kind, payload: payload.slice() });
     }
