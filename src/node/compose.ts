@@ -105,6 +105,9 @@ export class NodeComposition {
     return this.transactions.executeRead(fn);
   }
 
+  /** executeRead, made once (the driver asks for it after every pump). */
+  private readonly readCurrent = <T>(fn: (tx: Tx) => T): T => this.executeRead(fn);
+
   executeWrite<T>(fn: (tx: Tx) => T): WriteResult<T> {
     return this.transactions.executeWrite(fn);
   }
@@ -264,7 +267,8 @@ export class NodeComposition {
       persistHardState: () => this.persistState(),
       send: (to, message) => void this.peers.send(to, FrameKind.Consensus, message),
       advanceCommit: (seqno) => {
-        if (!this.replica.advanceCommit(seqno)) return;
+        // Only a primary keeps proposals; a backup need not build the consensus status at each commit.
+        if (!this.replica.advanceCommit(seqno) || !this.proposer.keepsProposals) return;
         // Forgets the proposals every peer has acknowledged: none will be sent again (a peer that loses them catches up from the ledger).
         let acknowledged = Number.POSITIVE_INFINITY;
         for (const peer of this.driver.raft?.status().peers ?? []) acknowledged = Math.min(acknowledged, peer.matchSeqno);
@@ -275,7 +279,7 @@ export class NodeComposition {
       isPrimary: () => this.isPrimary(),
       emitSignature: () => this.signatures.emit(),
       recordRetirements: (ids) => this.transactions.recordRetirements(ids),
-      afterPump: () => this.peers.refreshIfDirty((fn) => this.executeRead(fn)),
+      afterPump: () => this.peers.refreshIfDirty(this.readCurrent),
       entryAt: (seqno: number): Entry | undefined => {
         if (seqno < 1 || seqno > this.replica.ledger.lastSeqno) return undefined;
         return this.proposer.recent(seqno) ?? this.replica.entryFromLedger(seqno);

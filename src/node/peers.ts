@@ -70,6 +70,7 @@ export class Peers {
 
   /** Recomputes the channels' peer set from the node table, if it changed. */
   refreshIfDirty(read: <T>(fn: (tx: Tx) => T) => T): void {
+    // Asked after every pump: the common case returns here.
     if (!this.dirty) return;
     this.dirty = false;
     if (!this.channels) return;

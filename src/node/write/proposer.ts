@@ -122,6 +122,11 @@ export class Proposer {
     this.chunkBytes = this.host.replica.ledger.writeChunkSizeBytes;
   }
 
+  /** Whether any proposal is kept (only on a primary, until every peer acknowledged it). */
+  get keepsProposals(): boolean {
+    return this.recentProposals.size > 0;
+  }
+
   recent(seqno: number): Entry | undefined {
     return this.recentProposals.get(seqno);
   }
