@@ -1,5 +1,5 @@
 /**
- * One measurement of a three-node network of this build under `ab` (the write path as
+ * One measurement of a three-node network (or `--nodes N`) of this build under `ab` (the write path as
  * `npm run bench` loads it): a 2 s warm-up, then `--duration` seconds; prints one JSON line with
  * committed writes per second and the CPU per write of each node (primary first). Meant to be run
  * alternately from two builds to compare them (A B B A, see docs/performance.md "Measuring"):
@@ -14,7 +14,9 @@ import { startNetwork, until } from '../src/testing/network.js';
 import { parseTxId } from '../src/base/ids.js';
 
 const durationS = Number(process.argv[process.argv.indexOf('--duration') + 1] ?? 8) || 8;
-const network = await startNetwork(3, { logging: { level: 'fail' } });
+const nodesAt = process.argv.indexOf('--nodes');
+const nodeCount = nodesAt === -1 ? 3 : Number(process.argv[nodesAt + 1]);
+const network = await startNetwork(nodeCount, { logging: { level: 'fail' } });
 try {
   const primary = await network.primary();
   const nodes = [primary, ...network.nodes.filter((n) => n !== primary)];
