@@ -149,13 +149,21 @@ export async function runNodeCommand(configPath: string): Promise<void> {
     stopping = true;
     logger.info(`received ${signal}, stopping`);
     // Whatever a peer or client does, the process ends: a stuck connection must not keep it alive.
+    // The timer is not unref'd: were every handle gone with a close still unsettled, the process
+    // would otherwise end at once with Node's "unsettled top-level await" status (13), not 0.
+    const pending = new Set<string>();
     setTimeout(() => {
-      logger.fail('stopping took more than 5s: exiting now');
+      logger.fail(`stopping took more than 5s (still closing: ${[...pending].join(', ') || 'nothing'}): exiting now`);
       process.exit(0);
-    }, 5000).unref();
+    }, 5000);
+    const closing = (name: string, done: Promise<void> | undefined) => {
+      if (done === undefined) return undefined;
+      pending.add(name);
+      return done.finally(() => pending.delete(name));
+    };
     try {
       node.stop();
-      await Promise.all([server?.close(), channels?.close()]);
+      await Promise.all([closing('RPC interfaces', server?.close()), closing('node-to-node channels', channels?.close())]);
       disk.close();
     } finally {
       process.exit(0);
@@ -204,8 +212,9 @@ export async function runNodeCommand(configPath: string): Promise<void> {
       rpc,
       nodeToNode: { bindAddress: created.boundAddress, publishedAddress: published(config.node_to_node_interface.published_address, created.boundAddress) },
     };
-    // A Start node checks the files its genesis needs before it writes anything.
-    if (config.command.type === 'Start') {
+    // A new Start node checks the files its genesis needs before it writes anything (one that
+    // resumes from its own state has its genesis in its ledger).
+    if (config.command.type === 'Start' && !node.hasPersistedState()) {
       node.checkStartInputs();
       await checkConstitution(node.startConstitution());
     }

@@ -26,7 +26,8 @@ export interface SandboxOptions {
 
 export interface NetworkJson {
   service_certificate: string;
-  nodes: { node_id: string; rpc_address: string; pid: number; node_certificate: string; ledger_dir: string; snapshots_dir: string; config: string }[];
+  /** restart_command runs the node again after a stop or a crash: it resumes from its own ledger and state. */
+  nodes: { node_id: string; rpc_address: string; pid: number; node_certificate: string; ledger_dir: string; snapshots_dir: string; config: string; restart_command: string }[];
   members: { id: string; cert: string; private_key: string; encryption_private_key: string }[];
   users: { id: string; cert: string; private_key: string }[];
 }
@@ -111,8 +112,10 @@ export async function runSandbox(options: SandboxOptions): Promise<void> {
   const serviceCert = join(common, 'service_cert.pem');
 
   const children: ChildProcess[] = [];
+  // A node that ended by a signal (killed by an operator) has no exit code, only its signal.
+  const running = (child: ChildProcess) => child.exitCode === null && child.signalCode === null;
   const stopAll = () => {
-    for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
+    for (const child of children) if (running(child)) child.kill('SIGTERM');
   };
   process.on('exit', stopAll);
 
@@ -154,6 +157,7 @@ export async function runSandbox(options: SandboxOptions): Promise<void> {
       ledger_dir: join(nodeDir, 'ledger'),
       snapshots_dir: join(nodeDir, 'snapshots'),
       config: configPath,
+      restart_command: `npx covenant node --config ${configPath}`,
     });
   };
 
@@ -264,5 +268,5 @@ export async function runSandbox(options: SandboxOptions): Promise<void> {
       });
     }
   });
-  await Promise.all(children.map((c) => (c.exitCode !== null ? Promise.resolve() : new Promise((r) => c.once('exit', r)))));
+  await Promise.all(children.map((c) => (running(c) ? new Promise((r) => c.once('exit', r)) : Promise.resolve())));
 }

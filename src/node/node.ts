@@ -63,9 +63,13 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
 
   // ---------------------------------------------------------------- identity (before the interfaces listen)
 
-  /** Whether this node has state from an earlier run that it can resume (a Join node restarting). */
+  /**
+   * Whether this node has state from an earlier run that it resumes (the same configuration run
+   * again, Start or Join). A Start whose ledger directory holds a ledger but that has no state of
+   * its own is refused: that ledger is someone else's.
+   */
   hasPersistedState(): boolean {
-    return this.init.config.command.type === 'Join' && this.parts.stateFile.exists();
+    return this.init.config.command.type !== 'Recover' && this.parts.stateFile.exists();
   }
 
   /**
@@ -141,9 +145,11 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
         onEndorsed();
         return;
       case 'join':
-      case 'restart':
         assert(client, 'a joining node has a join client');
-        await (flow === 'join' ? joinFlow : restartFlow)(ctx, addresses, client, onEndorsed);
+        await joinFlow(ctx, addresses, client, onEndorsed);
+        return;
+      case 'restart':
+        await restartFlow(ctx, addresses, client, onEndorsed);
         return;
       case 'recover':
         throw nodeError('InvalidConfiguration', '"command.type": Recover is not supported by this version of the node yet');

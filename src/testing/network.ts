@@ -28,6 +28,14 @@ export async function until<T>(what: string, fn: () => Promise<T | undefined>, t
   }
 }
 
+/** Waits until `node` reports the transaction `txId` Committed (GET /app/tx). */
+export async function waitCommitted(node: Pick<StartedNode, 'address' | 'client'>, txId: string): Promise<void> {
+  await until(`commit of ${txId} on ${node.address}`, async () => {
+    const answer = await node.client.request('GET', `/app/tx?transaction_id=${txId}`);
+    return answer.body?.status === 'Committed' ? true : undefined;
+  });
+}
+
 export async function startNetwork(count: number, configPatch: Record<string, unknown> = {}): Promise<TestNetwork> {
   // Nodes that join while the service is opening are trusted at once; then member0 opens it.
   const first = await startNode({ configPatch, open: false });

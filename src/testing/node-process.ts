@@ -162,6 +162,34 @@ function startedNode(parts: {
   };
 }
 
+/**
+ * Runs a stopped (or killed) node again with the configuration it was started with, and waits
+ * until it reports PartOfNetwork at its (new) address, as the service certificate trusts it.
+ */
+export async function restartNode(node: StartedNode, timeoutMs = 30_000): Promise<StartedNode> {
+  const addressesFile = join(node.dir, 'rpc_addresses.json');
+  rmSync(addressesFile, { force: true });
+  const spawned = spawnNode(node.configPath, node.dir);
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (spawned.process.exitCode !== null) throw new Error(`the restarted node exited with ${spawned.process.exitCode}:\n${spawned.output()}`);
+    if (Date.now() > deadline) {
+      spawned.process.kill('SIGKILL');
+      throw new Error(`the restarted node did not become ready:\n${spawned.output()}`);
+    }
+    if (existsSync(addressesFile)) {
+      const address = Object.values(JSON.parse(readFileSync(addressesFile, 'utf8')) as Record<string, string>)[0]!;
+      const client = new HttpsClient(address, node.serviceCertificatePem);
+      const state = await client.request('GET', '/node/state', { timeoutMs: 2000 }).catch(() => undefined);
+      if (state?.status === 200 && state.body.state === 'PartOfNetwork') {
+        return startedNode({ ...node, address, spawned, client });
+      }
+      client.close();
+    }
+    await sleep(50);
+  }
+}
+
 /** member0 of a test node, as the member commands' client connects through `node`. */
 export function memberConnectionOf(node: Pick<StartedNode, 'address' | 'serviceCertificatePem' | 'member'>): MemberConnection {
   return {

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { joinOptionsOf, startJoiningNode, type StartedNode } from '../../src/testing/node-process.js';
-import { startNetwork, until } from '../../src/testing/network.js';
+import { startNetwork, until, waitCommitted } from '../../src/testing/network.js';
 import { verifyCoseReceipt } from '../../src/merkle/index.js';
 import { parseTxId } from '../../src/base/ids.js';
 
@@ -24,13 +24,6 @@ async function write(node: StartedNode, id: number, msg: string): Promise<string
   const txId = answer.headers['x-covenant-transaction-id'];
   assert.equal(typeof txId, 'string');
   return txId as string;
-}
-
-async function waitCommitted(node: StartedNode, txId: string): Promise<void> {
-  await until(`commit of ${txId} on ${node.address}`, async () => {
-    const answer = await node.client.request('GET', `/app/tx?transaction_id=${txId}`);
-    return answer.body?.status === 'Committed' ? true : undefined;
-  });
 }
 
 function committedChunks(node: StartedNode): Map<string, Buffer> {

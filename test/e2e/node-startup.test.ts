@@ -1,12 +1,13 @@
 /**
  * End to end: starting a node the way an operator does. Bad configurations are refused with the
- * key named and nothing written; a Start refuses an existing ledger; JSON logs carry the spec's
+ * key named and nothing written; a Start node run again resumes its service, and a fresh Start
+ * refuses someone else's ledger; JSON logs carry the spec's
  * fields; and the ledger the node leaves on disk verifies offline (frames, chunk boundaries,
  * Merkle roots and node signatures).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, writeFileSync, readFileSync } from 'node:fs';
+import { readdirSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { utf8 } from '../../src/base/bytes.js';
 import { loadPublicKey, verifyEcdsa } from '../../src/crypto/index.js';
@@ -15,7 +16,8 @@ import { EntryFlags, hasFlag, readLedgerDirectories, writeSetDigest } from '../.
 import { HistoryTree, leafDigest } from '../../src/merkle/index.js';
 import { FsDisk } from '../../src/platform/fs-disk.js';
 import { Tables, type SignatureRecord } from '../../src/node/tables.js';
-import { prepareStartNode, removeDir, spawnNode, startNode, waitForExit } from '../../src/testing/node-process.js';
+import { prepareStartNode, removeDir, restartNode, spawnNode, startNode, waitForExit } from '../../src/testing/node-process.js';
+import { waitCommitted } from '../../src/testing/network.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -106,10 +108,37 @@ test('the sealing and entry-size variables: bad values exit 2 and write nothing;
   }
 });
 
-test('Start refuses a ledger directory that already holds a ledger', async () => {
+test('a Start node run again with its configuration resumes its service, after a stop or a crash', async () => {
+  let node = await startNode();
+  try {
+    const write = await node.client.request('POST', '/app/log/private', { body: { id: 1, msg: 'before the crash' }, identity: node.user });
+    assert.equal(write.status, 200, write.text);
+    const txId = write.headers['x-covenant-transaction-id'] as string;
+    await waitCommitted(node, txId);
+    const serviceCertificate = node.serviceCertificatePem;
+    await node.kill();
+    node = await restartNode(node);
+    assert.equal(readFileSync(join(node.dir, 'service_cert.pem'), 'utf8'), serviceCertificate, 'the same service, not a new one');
+    assert.equal((await node.client.request('GET', '/app/log/private?id=1', { identity: node.user })).body.msg, 'before the crash');
+    // Committed again once the restarted node has been elected and signed (its commit is learnt anew).
+    await waitCommitted(node, txId);
+    const after = await node.client.request('POST', '/app/log/private', { body: { id: 2, msg: 'after the crash' }, identity: node.user });
+    assert.equal(after.status, 200, after.text);
+    await waitCommitted(node, after.headers['x-covenant-transaction-id'] as string);
+    assert.equal(await node.stop(), 0);
+    node = await restartNode(node);
+    assert.equal((await node.client.request('GET', '/app/log/private?id=2', { identity: node.user })).body.msg, 'after the crash');
+  } finally {
+    await node.stop();
+    removeDir(node.dir);
+  }
+});
+
+test('a fresh Start on a ledger directory that holds a ledger (someone else\'s: no node state of its own) is refused', async () => {
   const node = await startNode();
   try {
     assert.equal(await node.stop(), 0);
+    rmSync(join(node.dir, 'node_state.json'));
     const { code, output } = await runToExit(node.configPath, node.dir);
     assert.notEqual(code, 0);
     assert.match(output, /already holds a ledger/);

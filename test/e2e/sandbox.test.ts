@@ -10,7 +10,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { HttpsClient } from '../../src/platform/https-client.js';
-import { CLI_ENTRY, waitForExit } from '../../src/testing/node-process.js';
+import { CLI_ENTRY, spawnNode, waitForExit } from '../../src/testing/node-process.js';
 import { until } from '../../src/testing/network.js';
 import type { NetworkJson } from '../../src/cli/sandbox.js';
 
@@ -47,6 +47,7 @@ test('covenant sandbox starts an open two-node network, describes it, and stops 
       for (const path of [node.node_certificate, node.config]) assert.ok(existsSync(path), path);
       // The fragment was deep-merged into every node's configuration.
       assert.equal(JSON.parse(readFileSync(node.config, 'utf8')).ledger_signatures.delay, '20ms');
+      assert.equal(node.restart_command, `npx covenant node --config ${node.config}`);
     }
     assert.equal(network.members.length, 1);
     assert.equal(network.users.length, 1);
@@ -74,6 +75,35 @@ test('covenant sandbox starts an open two-node network, describes it, and stops 
     } finally {
       for (const c of clients) c.close();
     }
+
+    // A node killed and run again as network.json says resumes as itself, with what it had.
+    const second = network.nodes[1]!;
+    process.kill(second.pid, 'SIGKILL');
+    await until('node 1 to die', async () => (processAlive(second.pid) ? undefined : true), 10_000);
+    // restart_command is `npx covenant node --config <config>` (checked above): run just that.
+    const restarted = spawnNode(second.config, join(second.config, '..'));
+    second.pid = restarted.process.pid!;
+    const address = await until(
+      'the restarted node',
+      async () => {
+        const file = join(second.config, '..', 'rpc_addresses.json');
+        const rpc = Object.values(JSON.parse(readFileSync(file, 'utf8')) as Record<string, string>)[0]!;
+        const client = new HttpsClient(rpc, ca);
+        try {
+          const answer = await client.request('GET', '/app/log/private?id=5', { identity: user, timeoutMs: 2000 });
+          return answer.status === 200 && answer.body.msg === 'from the sandbox user' ? rpc : undefined;
+        } finally {
+          client.close();
+        }
+      },
+      30_000,
+      100,
+    );
+    assert.match(address, /^127\.0\.0\.1:\d+$/);
+    // The sandbox stops the nodes it started; this one is the test's.
+    restarted.process.kill('SIGTERM');
+    const exitCode = await waitForExit(restarted.process);
+    assert.equal(exitCode, 0, restarted.output());
 
     child.kill('SIGINT');
     assert.equal(await waitForExit(child), 0);

@@ -1,5 +1,6 @@
 /**
- * The start-up flows, one per command.type (and restart, a Join node on its own ledger and state):
+ * The start-up flows, one per command.type (and restart: a node run again, Start or Join, on its
+ * own ledger and state):
  * `covenant node` picks one with `flowFor` and runs it.
  */
 import type { NodeConfig } from '../../config/index.js';
@@ -11,11 +12,11 @@ export { checkStartInputs, startConstitution } from './genesis.js';
 
 export type FlowName = 'start' | 'join' | 'restart' | 'recover';
 
-/** The flow a configuration asks for: Start, Join (restart when the node has state from an earlier run), Recover. */
+/** The flow a configuration asks for: Start, Join, Recover; restart when a Start or Join node has state from an earlier run. */
 export function flowFor(config: NodeConfig, hasPersistedState: boolean): FlowName {
   switch (config.command.type) {
     case 'Start':
-      return 'start';
+      return hasPersistedState ? 'restart' : 'start';
     case 'Join':
       return hasPersistedState ? 'restart' : 'join';
     case 'Recover':

@@ -1,9 +1,10 @@
 /**
- * A node restarted on its own ledger directory and node state (command.type Join with a ledger
- * left by an earlier run of the same node): replays the ledger into the store and the Merkle tree
- * (from a local snapshot if it joined from one), restores consensus from the ledger and the hard
- * state, and announces its new addresses to the network with a join request; the primary then
- * catches it up. Edges: restart.
+ * A node run again on its own ledger directory and node state (the configuration it was started
+ * with, Start or Join, after a crash or a stop): replays the ledger into the store and the Merkle
+ * tree (from a local snapshot if it joined from one), restores consensus from the ledger and the
+ * hard state, and — a Join configuration names a node to ask — announces its addresses to the
+ * network with a join request; the primary then catches it up. A Start node has no one to ask:
+ * it binds the ports it had (the command prefers them), where its peers know it. Edges: restart.
  */
 import { nodeError } from '../errors.js';
 import type { NodeAddresses } from '../api.js';
@@ -13,7 +14,7 @@ import { FLOW_TRIGGERS } from '../lifecycle.js';
 import type { FlowContext } from './context.js';
 import { joinerHost, joinRequestOf } from './join.js';
 
-export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, client: JoinClient, onEndorsed: () => void): Promise<void> {
+export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, client: JoinClient | undefined, onEndorsed: () => void): Promise<void> {
   const { replica, stateFile } = ctx;
   const state = stateFile.load();
   ctx.setAddresses(addresses);
@@ -50,7 +51,12 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
   ctx.transition('restart', FLOW_TRIGGERS.restart);
   ctx.startBackgroundWork();
   ctx.pump();
-  const announced = await requestJoin(joinerHost(ctx, true, () => undefined), client, ctx.init.config.command.join!.target_rpc_address, joinRequestOf(ctx, addresses));
+  const join = ctx.init.config.command.join;
+  if (join === undefined || client === undefined) {
+    ctx.logger.info(`node ${ctx.identity.nodeId} resumed from its ledger (up to seqno ${last}, committed ${replica.commitSeqno})`);
+    return;
+  }
+  const announced = await requestJoin(joinerHost(ctx, true, () => undefined), client, join.target_rpc_address, joinRequestOf(ctx, addresses));
   if (announced === undefined) return;
   // The answer names the trusted nodes as they are now (peers that joined while this node was down).
   if (announced.response.network_info) ctx.peers.setBootstrap(announced.response.network_info.peers);

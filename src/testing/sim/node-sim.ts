@@ -4,7 +4,8 @@
  * its own in-memory disk, wired to a simulated network (SimFrameNetwork: seeded loss,
  * duplication, delay, partitions) and to one manual clock, with consensus randomness from the
  * seed. A client writes to whichever node is primary; nodes crash (their process ends: timers and
- * frames gone, files as written) and restart from their own ledger and node state.
+ * frames gone, files as written) and restart from their own ledger and node state, with the
+ * configuration they were started with.
  *
  * Checkers run after every step: one primary per view; committed entries identical on every node
  * (bytes of the ledger entry at each committed seqno, signatures included, so the signed Merkle
@@ -66,9 +67,8 @@ interface SimHost {
   readonly name: string;
   readonly index: number;
   readonly disk: MemoryDisk;
+  /** The configuration the node was started with; a restart runs it again (it resumes from its own state). */
   readonly startConfig: NodeConfig;
-  /** How the node is started again on its own ledger and state (a Join configuration, as operators do). */
-  readonly restartConfig: NodeConfig;
   readonly addresses: NodeAddresses;
   node: CovenantNode | undefined;
   channels: SimNodeChannels | undefined;
@@ -99,7 +99,7 @@ function configOf(index: number, type: 'Start' | 'Join'): NodeConfig {
         service_certificate_file: `${dir}/service_cert.pem`,
         ...(type === 'Start'
           ? { start: { members: [{ certificate_file: `${dir}/member0_cert.pem` }] } }
-          : { join: { target_rpc_address: `127.0.0.${index === 0 ? 2 : 1}:443`, retry_timeout: '100ms' } }),
+          : { join: { target_rpc_address: '127.0.0.1:443', retry_timeout: '100ms' } }),
       },
       node_certificate_file: `${dir}/node_cert.pem`,
       rpc_interfaces: { primary: { bind_address: `127.0.0.${index + 1}:443` } },
@@ -141,7 +141,6 @@ export class NodeSim {
         index: i,
         disk: new MemoryDisk(),
         startConfig: configOf(i, i === 0 ? 'Start' : 'Join'),
-        restartConfig: configOf(i, 'Join'),
         addresses: {
           rpc: [{ name: 'primary', bindAddress: rpc, publishedAddress: rpc, enabledOperatorFeatures: [] }],
           nodeToNode: { bindAddress: n2n, publishedAddress: n2n },
@@ -255,13 +254,14 @@ export class NodeSim {
   restart(host: SimHost): void {
     if (host.node !== undefined) return;
     host.generation++;
-    const node = this.createNode(host, host.restartConfig);
+    const node = this.createNode(host, host.startConfig);
     if (!node.restoreIdentity()) throw new Violation('invariant', `${host.name} has no node state to restart from`);
     host.node = node;
     this.attach(host, node);
     // The restart flow runs synchronously up to announcing the node's addresses (which waits on the
     // network and resolves after the run); a failure of it is a finding of the run.
-    node.start(host.addresses, this.joinClient(), () => undefined).catch((e: unknown) => this.failures.push(`${host.name}: restart failed: ${String(e)}`));
+    const client = host.startConfig.command.type === 'Join' ? this.joinClient() : undefined;
+    node.start(host.addresses, client, () => undefined).catch((e: unknown) => this.failures.push(`${host.name}: restart failed: ${String(e)}`));
     if (node.parts.driver.raft === undefined) throw new Violation('invariant', `${host.name} did not restart from its ledger`);
     this.restarts++;
     this.trace.push(`t=${this.step} restart ${host.name}`);
