@@ -14,7 +14,7 @@ import { CovenantError } from '../base/errors.js';
 import type { Logger } from '../base/log.js';
 import type { Router } from './router.js';
 import type { AuthPolicy, Caller, HttpMethod, OperatorFeature, RequestContext, Route, RouteResponse } from './route.js';
-import { httpErrors, toCovenantError } from './errors.js';
+import { errorHeaders, httpErrors, toCovenantError } from './errors.js';
 import { buildRequestContext, readBody } from './request-context.js';
 import { SessionTable, type SessionLimits, type SessionMetrics } from './sessions.js';
 import { checkRequestHead, handleClientError, refuseConnect, type ClientErrorContext } from './protocol-checks.js';
@@ -304,6 +304,7 @@ export class RpcInterface {
     res.statusCode = error.status;
     res.setHeader('content-type', 'application/json');
     res.setHeader('content-length', Buffer.byteLength(text));
+    for (const [name, value] of Object.entries(errorHeaders(error))) res.setHeader(name, value);
     // The body was not read, or the session is one too many: the connection cannot go on.
     if (error.code === 'RequestBodyTooLarge' || error.code === 'SessionCapExhausted') res.setHeader('connection', 'close');
     res.end(text);

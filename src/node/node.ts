@@ -34,6 +34,7 @@ import type { ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, Vers
 import { SINGLETON_KEY, Tables, type ServiceInfo } from './tables.js';
 import { jsonCodec } from '../kv/index.js';
 import type { TxStatus } from './tx-status.js';
+import type { SnapshotRequestOutcome } from './snapshots.js';
 import type { WriteResult } from './write/transactions.js';
 
 export type { NodeAddresses, NodeInit, RpcInterfaceAddress } from './api.js';
@@ -200,9 +201,12 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
     return this.parts.transactions.executeRead(fn);
   }
 
-  /** POST /node/snapshot:create: a snapshot at the next signature transaction. */
-  requestSnapshot(): void {
-    this.parts.snapshots.request();
+  /**
+   * POST /node/snapshot:create: a snapshot at the next signature transaction, coalesced with one
+   * already asked for; throws TooManySnapshotRequests (429) within snapshots.min_interval of the last.
+   */
+  requestSnapshot(): SnapshotRequestOutcome {
+    return this.parts.snapshots.requestByOperator();
   }
 
   /** Requests that the next signature ends the current ledger chunk (trigger_ledger_chunk). */
