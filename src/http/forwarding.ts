@@ -147,6 +147,7 @@ export class PrimaryForwarder implements RequestForwarder {
         headers: request.headers,
         caller: request.caller,
         clientCertificateDer: undefined,
+        remoteAddress: undefined,
         interfaceName: request.interface,
       });
       const answer = await match.match.route.handler(ctx);

@@ -182,7 +182,8 @@ export class RpcInterface {
     const clientCertificateDer = peerCertificateDer(req.socket as TLSSocket);
     const policy = route.auth ?? 'none';
     const caller = policy === 'none' ? ANONYMOUS : this.options.authenticator.authenticate(policy, { headers: req.headers, clientCertificateDer });
-    return { route, params, method, path, rawQuery: q === -1 ? '' : rawUrl.slice(q + 1), caller, clientCertificateDer };
+    const remoteAddress = req.socket.remoteAddress;
+    return { route, params, method, path, rawQuery: q === -1 ? '' : rawUrl.slice(q + 1), caller, clientCertificateDer, remoteAddress };
   }
 
   /** Validates query and body, then forwards the request to the primary or runs its handler. */
@@ -199,6 +200,7 @@ export class RpcInterface {
         headers: req.headers,
         caller: request.caller,
         clientCertificateDer: request.clientCertificateDer,
+        remoteAddress: request.remoteAddress,
         interfaceName: this.options.name,
       });
       const forwarder = this.options.forwarder;
@@ -332,4 +334,5 @@ interface RoutedRequest {
   readonly rawQuery: string;
   readonly caller: Caller;
   readonly clientCertificateDer: Buffer | undefined;
+  readonly remoteAddress: string | undefined;
 }

@@ -27,6 +27,7 @@ import { NodeComposition } from './compose.js';
 import { nodeError } from './errors.js';
 import { checkStartInputs, flowFor, joinFlow, restartFlow, startConstitution, startFlow } from './flows/index.js';
 import { ADMISSION_CHECKS, admit } from './join/admission.js';
+import { pendingNodesMax } from './limits.js';
 import type { JoinClient, JoinRequest, JoinResponse } from './join.js';
 import type { NodeLifecycleState } from './lifecycle.js';
 import type { BoundAddresses } from './persistence.js';
@@ -170,13 +171,16 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
   /**
    * Handles a join request on the primary (POST /node/join). `clientPublicKeyDer` is the key of
    * the TLS client certificate: the joiner proves it holds the key it asks to be recorded with.
+   * `clientAddress` is the connection's remote address, whose rate of join requests is bounded.
    */
-  handleJoin(request: JoinRequest, clientPublicKeyDer: Uint8Array | undefined): Promise<JoinResponse> {
+  handleJoin(request: JoinRequest, clientPublicKeyDer: Uint8Array | undefined, clientAddress: string | undefined): Promise<JoinResponse> {
     return admit(
       {
         logger: this.logger,
         ownMeasurement: this.parts.identity.measurement,
         startupSeqno: this.parts.replica.startupSeqno,
+        pendingNodesMax,
+        joinRate: this.parts.joinRate,
         checks: ADMISSION_CHECKS,
         isPrimary: () => this.isPrimary(),
         executeRead: (fn) => this.executeRead(fn),
@@ -188,6 +192,7 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
       },
       request,
       clientPublicKeyDer,
+      clientAddress,
     );
   }
 
