@@ -6,8 +6,13 @@ export class CovenantError extends Error {
   readonly code: string;
   readonly status: number;
   readonly details: Record<string, unknown> | undefined;
+  /**
+   * For a refusal by rate or capacity: whole seconds after which the same request may succeed,
+   * answered as Retry-After (RFC 9110, 10.2.3) beside the JSON error.
+   */
+  readonly retryAfterSeconds: number | undefined;
 
-  constructor(code: string, message: string, status = 500, details?: Record<string, unknown>) {
+  constructor(code: string, message: string, status = 500, details?: Record<string, unknown>, retryAfterSeconds?: number) {
     // An answer to a bad request needs no stack, and capturing one costs more than the rest of
     // the answer (a client sending many bad requests would mostly make stacks). 5xx keep theirs.
     const limit = Error.stackTraceLimit;
@@ -18,6 +23,7 @@ export class CovenantError extends Error {
     this.code = code;
     this.status = status;
     this.details = details;
+    this.retryAfterSeconds = retryAfterSeconds;
   }
 
   toBody(): { error: { code: string; message: string; details?: Record<string, unknown> } } {

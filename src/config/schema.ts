@@ -139,12 +139,13 @@ export function nodeConfigSchema(baseDir: string) {
         tx_count: z.int().min(1).default(10_000),
         time_interval: durationMs().prefault('0s'),
         min_tx_count: z.int().min(1).default(1),
+        min_interval: durationMs().prefault('10s'),
       })
       .prefault({}),
     files_cleanup: z
       .strictObject({
         interval: positiveDurationMs().prefault('30s'),
-        max_snapshots: z.int().min(1).optional(),
+        max_snapshots: z.int().min(1).default(10),
         max_committed_ledger_chunks: z.int().min(1).optional(),
       })
       .prefault({}),

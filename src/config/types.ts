@@ -107,12 +107,18 @@ export interface SnapshotsConfig {
   /** Milliseconds; 0 turns time-based snapshots off. */
   time_interval: number;
   min_tx_count: number;
+  /**
+   * Milliseconds: POST /node/snapshot:create asks for at most one snapshot per this interval
+   * (beyond: 429 with Retry-After); 0 turns the limit off.
+   */
+  min_interval: number;
 }
 
 export interface FilesCleanupConfig {
   /** Milliseconds. */
   interval: number;
-  max_snapshots?: number | undefined;
+  /** Committed snapshots kept in snapshots.directory (default 10: snapshots are large, and each is a whole state). */
+  max_snapshots: number;
   max_committed_ledger_chunks?: number | undefined;
 }
 

@@ -20,6 +20,11 @@ export function toCovenantError(e: unknown): CovenantError {
   return new CovenantError('InternalError', 'the request could not be processed because of an internal error', 500);
 }
 
+/** The headers an error answer carries besides its JSON body: Retry-After for refusals by rate or capacity. */
+export function errorHeaders(error: CovenantError): Record<string, string> {
+  return error.retryAfterSeconds === undefined ? {} : { 'retry-after': String(error.retryAfterSeconds) };
+}
+
 export const httpErrors = {
   notFound: (path: string) => new CovenantError('ResourceNotFound', `Unknown path: ${path}`, 404),
   methodNotAllowed: (method: string, path: string, allowed: readonly string[]) =>

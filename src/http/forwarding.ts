@@ -9,7 +9,7 @@ import { CovenantError, errorMessage } from '../base/errors.js';
 import type { Logger } from '../base/log.js';
 import { FrameKind, type CovenantNode } from '../node/node.js';
 import { z } from 'zod';
-import { toCovenantError, zodIssuesMessage } from './errors.js';
+import { errorHeaders, toCovenantError, zodIssuesMessage } from './errors.js';
 import type { HttpMethod, RequestContext, Route, RouteResponse } from './route.js';
 import type { Router } from './router.js';
 import { buildRequestContext } from './request-context.js';
@@ -147,6 +147,7 @@ export class PrimaryForwarder implements RequestForwarder {
         headers: request.headers,
         caller: request.caller,
         clientCertificateDer: undefined,
+        remoteAddress: undefined,
         interfaceName: request.interface,
       });
       const answer = await match.match.route.handler(ctx);
@@ -154,7 +155,7 @@ export class PrimaryForwarder implements RequestForwarder {
     } catch (e) {
       const error = toCovenantError(e);
       if (error.code === 'InternalError') this.logger.fail(`forwarded request failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
-      response = { id: request.id, status: error.status, headers: {}, kind: 'json', body: error.toBody() };
+      response = { id: request.id, status: error.status, headers: errorHeaders(error), kind: 'json', body: error.toBody() };
     }
     this.node.sendFrame(from, FrameKind.ForwardedResponse, Buffer.from(JSON.stringify(response)));
   }

@@ -20,6 +20,7 @@ export interface RequestParts {
   readonly headers: IncomingMessage['headers'];
   readonly caller: Caller;
   readonly clientCertificateDer: Buffer | undefined;
+  readonly remoteAddress: string | undefined;
   readonly interfaceName: string;
 }
 
@@ -65,6 +66,7 @@ export function buildRequestContext(route: Route, parts: RequestParts): RequestC
     headers: parts.headers,
     caller: parts.caller,
     clientCertificateDer: parts.clientCertificateDer,
+    remoteAddress: parts.remoteAddress,
     interfaceName: parts.interfaceName,
   };
 }

@@ -30,6 +30,8 @@ export interface RequestContext<Q = Record<string, string>, B = unknown> {
   readonly caller: Caller;
   /** DER of the TLS client certificate, when one was presented. */
   readonly clientCertificateDer: Buffer | undefined;
+  /** The remote address of the connection (undefined for a request a backup forwarded, or a closed socket). */
+  readonly remoteAddress: string | undefined;
   readonly interfaceName: string;
 }
 

@@ -14,7 +14,7 @@ import { CovenantError } from '../base/errors.js';
 import type { Logger } from '../base/log.js';
 import type { Router } from './router.js';
 import type { AuthPolicy, Caller, HttpMethod, OperatorFeature, RequestContext, Route, RouteResponse } from './route.js';
-import { httpErrors, toCovenantError } from './errors.js';
+import { errorHeaders, httpErrors, toCovenantError } from './errors.js';
 import { buildRequestContext, readBody } from './request-context.js';
 import { SessionTable, type SessionLimits, type SessionMetrics } from './sessions.js';
 import { checkRequestHead, handleClientError, refuseConnect, type ClientErrorContext } from './protocol-checks.js';
@@ -182,7 +182,8 @@ export class RpcInterface {
     const clientCertificateDer = peerCertificateDer(req.socket as TLSSocket);
     const policy = route.auth ?? 'none';
     const caller = policy === 'none' ? ANONYMOUS : this.options.authenticator.authenticate(policy, { headers: req.headers, clientCertificateDer });
-    return { route, params, method, path, rawQuery: q === -1 ? '' : rawUrl.slice(q + 1), caller, clientCertificateDer };
+    const remoteAddress = req.socket.remoteAddress;
+    return { route, params, method, path, rawQuery: q === -1 ? '' : rawUrl.slice(q + 1), caller, clientCertificateDer, remoteAddress };
   }
 
   /** Validates query and body, then forwards the request to the primary or runs its handler. */
@@ -199,6 +200,7 @@ export class RpcInterface {
         headers: req.headers,
         caller: request.caller,
         clientCertificateDer: request.clientCertificateDer,
+        remoteAddress: request.remoteAddress,
         interfaceName: this.options.name,
       });
       const forwarder = this.options.forwarder;
@@ -304,6 +306,7 @@ export class RpcInterface {
     res.statusCode = error.status;
     res.setHeader('content-type', 'application/json');
     res.setHeader('content-length', Buffer.byteLength(text));
+    for (const [name, value] of Object.entries(errorHeaders(error))) res.setHeader(name, value);
     // The body was not read, or the session is one too many: the connection cannot go on.
     if (error.code === 'RequestBodyTooLarge' || error.code === 'SessionCapExhausted') res.setHeader('connection', 'close');
     res.end(text);
@@ -331,4 +334,5 @@ interface RoutedRequest {
   readonly rawQuery: string;
   readonly caller: Caller;
   readonly clientCertificateDer: Buffer | undefined;
+  readonly remoteAddress: string | undefined;
 }

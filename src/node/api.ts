@@ -102,7 +102,8 @@ export interface NodeOperatorQueries extends NodeTransactions {
   viewHistory(since?: number): string[];
   receipt(txId: TxId): Receipt | SignatureReceipt | 'pending';
   coseReceipt(txId: TxId): Uint8Array | 'pending';
-  handleJoin(request: JoinRequest, clientPublicKeyDer: Uint8Array | undefined): Promise<JoinResponse>;
+  /** POST /node/join: `clientAddress` is the remote address of the connection (its join rate is bounded). */
+  handleJoin(request: JoinRequest, clientPublicKeyDer: Uint8Array | undefined, clientAddress: string | undefined): Promise<JoinResponse>;
   appFrontendOpen(): boolean;
   appFrontendClosedReason(): string;
 }

@@ -1,8 +1,9 @@
 /**
  * Retention of snapshot and ledger files (spec Limits: files_cleanup.*, rules 1-3).
  *
- * - files_cleanup.max_snapshots: committed snapshots beyond the limit are deleted from
- *   snapshots.directory, lowest seqno first.
+ * - files_cleanup.max_snapshots (default 10): committed snapshots beyond the limit are deleted
+ *   from snapshots.directory, lowest seqno first. A limit always applies: each snapshot is a whole
+ *   state, and an unbounded directory would fill the disk.
  * - files_cleanup.max_committed_ledger_chunks: while ledger.directory holds more committed chunks
  *   than the limit, the oldest chunk is deleted if an identical copy (same SHA-256) is in a
  *   read-only ledger directory and its entries end before the newest committed snapshot (with no
@@ -49,10 +50,10 @@ export class FilesCleanup {
     this.#host = host;
   }
 
-  /** Starts the periodic cycle when there is anything to clean up. */
+  /** Starts the periodic cycle (max_snapshots always applies). */
   start(): void {
-    const { interval, max_snapshots: maxSnapshots, max_committed_ledger_chunks: maxChunks } = this.#host.config.files_cleanup;
-    if ((maxSnapshots === undefined && maxChunks === undefined) || this.#timer !== undefined || interval <= 0) return;
+    const { interval } = this.#host.config.files_cleanup;
+    if (this.#timer !== undefined || interval <= 0) return;
     const fire = () => {
       if (this.#stopped) return;
       this.tick();
@@ -96,7 +97,6 @@ export class FilesCleanup {
 
   async #cleanSnapshots(report: CleanupReport): Promise<void> {
     const max = this.#host.config.files_cleanup.max_snapshots;
-    if (max === undefined) return;
     const directory = this.#host.config.snapshots.directory;
     const committed = listCommittedSnapshots(this.#host.disk, [directory]).reverse();
     for (const snapshot of committed.slice(0, Math.max(0, committed.length - max))) {

@@ -20,6 +20,7 @@ import { LedgerSecrets, type LedgerSecretRecord } from './identity/ledger-secret
 import { NodeIdentity } from './identity/node-identity.js';
 import { ServiceIdentity } from './identity/service-identity.js';
 import type { NetworkInfo } from './join.js';
+import { JoinRateLimiter } from './join/rate.js';
 import { Lifecycle, type LifecycleTrigger } from './lifecycle.js';
 import { NodeStateFile, type BoundAddresses, type PersistedNodeState } from './persistence.js';
 import { FrameKind, Peers, trustedPeersOf } from './peers.js';
@@ -54,6 +55,8 @@ export class NodeComposition {
   readonly peers: Peers;
   readonly primaryTasks = new PrimaryTasks();
   readonly pendingCleanup: PendingNodeCleanup;
+  /** The rate of join requests per client address this node admits while it is primary. */
+  readonly joinRate: JoinRateLimiter;
   readonly receipts: Receipts;
   readonly queries: OperatorQueries;
   private addresses: NodeAddresses | undefined;
@@ -94,6 +97,7 @@ export class NodeComposition {
     this.receipts = this.buildReceipts();
     this.pendingCleanup = this.buildPendingCleanup();
     this.primaryTasks.register(this.pendingCleanup);
+    this.joinRate = new JoinRateLimiter(init.clock, init.logger);
     this.watchStores();
   }
 

@@ -47,20 +47,31 @@ export const NODE_ERROR_STATUS = {
   HistoricalDataUnavailable: 404,
   /** A configuration input (a file named by command.start) cannot be used. */
   InvalidConfiguration: 400,
+  /** POST /node/snapshot:create within snapshots.min_interval of the last snapshot it asked for (Retry-After). */
+  TooManySnapshotRequests: 429,
+  /** Join requests from one client address beyond its rate (Retry-After). */
+  TooManyJoinRequests: 429,
+  /** A new node's join while the service already holds pendingNodesMax Pending nodes (Retry-After). */
+  TooManyPendingNodes: 503,
 } as const;
 
 export type NodeErrorCode = keyof typeof NODE_ERROR_STATUS;
 
 export class NodeError extends CovenantError {
   declare readonly code: NodeErrorCode;
-  constructor(code: NodeErrorCode, message: string, details?: Record<string, unknown>) {
-    super(code, message, NODE_ERROR_STATUS[code], details);
+  constructor(code: NodeErrorCode, message: string, details?: Record<string, unknown>, retryAfterSeconds?: number) {
+    super(code, message, NODE_ERROR_STATUS[code], details, retryAfterSeconds);
     this.name = 'NodeError';
   }
 }
 
 export function nodeError(code: NodeErrorCode, message: string, details?: Record<string, unknown>): NodeError {
   return new NodeError(code, message, details);
+}
+
+/** A refusal by rate or capacity: answered with Retry-After, in whole seconds (at least 1), rounded up from `retryAfterMs`. */
+export function retryLater(code: NodeErrorCode, message: string, retryAfterMs: number): NodeError {
+  return new NodeError(code, message, undefined, Math.max(1, Math.ceil(retryAfterMs / 1000)));
 }
 
 /** Whether `e` is a node error, optionally of one code. */

@@ -7,21 +7,53 @@
  */
 import { z } from 'zod';
 import { SERVICE_STATUSES, type ServiceStatus } from './tables.js';
+import {
+  joinAddressCharsMax,
+  joinNameCharsMax,
+  joinNodeDataBytesMax,
+  joinOperatorFeaturesMax,
+  joinRpcInterfacesMax,
+  joinSubjectAltNameCharsMax,
+} from './limits.js';
 
+const address = z.string().max(joinAddressCharsMax);
+
+/** Bytes of a value as JSON (node_data is recorded as JSON). */
+function jsonBytes(value: unknown): number {
+  return Buffer.byteLength(JSON.stringify(value) ?? '', 'utf8');
+}
+
+/**
+ * A join request, with every part bounded (src/node/limits.ts): what a Pending node has recorded
+ * in the node table is whatever it sent, and in virtual mode anyone can send one.
+ */
 export const JoinRequestSchema = z
   .object({
     public_key: z.string().min(1).max(4096),
-    quote_info: z.object({ format: z.string(), quote: z.string().max(65536), endorsements: z.string().max(65536) }).strict(),
-    node_data: z.unknown().optional(),
-    rpc_interfaces: z.record(
-      z.string(),
-      z
-        .object({ bind_address: z.string(), published_address: z.string(), enabled_operator_features: z.array(z.string()) })
-        .strict(),
-    ),
-    node_to_node_interface: z.object({ bind_address: z.string(), published_address: z.string() }).strict(),
+    quote_info: z.object({ format: z.string().max(joinNameCharsMax), quote: z.string().max(65536), endorsements: z.string().max(65536) }).strict(),
+    node_data: z
+      .unknown()
+      .optional()
+      .refine((value) => value === undefined || jsonBytes(value) <= joinNodeDataBytesMax, {
+        message: `node_data must be at most ${joinNodeDataBytesMax} bytes as JSON`,
+      }),
+    rpc_interfaces: z
+      .record(
+        z.string().min(1).max(joinNameCharsMax),
+        z
+          .object({
+            bind_address: address,
+            published_address: address,
+            enabled_operator_features: z.array(z.string().max(joinNameCharsMax)).max(joinOperatorFeaturesMax),
+          })
+          .strict(),
+      )
+      .refine((interfaces) => Object.keys(interfaces).length <= joinRpcInterfacesMax, {
+        message: `at most ${joinRpcInterfacesMax} RPC interfaces`,
+      }),
+    node_to_node_interface: z.object({ bind_address: address, published_address: address }).strict(),
     startup_seqno: z.number().int().nonnegative(),
-    subject_alt_names: z.array(z.string()).max(64),
+    subject_alt_names: z.array(z.string().max(joinSubjectAltNameCharsMax)).max(64),
   })
   .strict();
 
@@ -61,7 +93,7 @@ export function joinResponseServiceStatus(response: unknown): ServiceStatus | un
 
 /** How a joining node reaches the target: one POST, answered (30x answers are followed by the caller). */
 export interface JoinClient {
-  postJoin(targetAddress: string, request: JoinRequest): Promise<{ status: number; body: unknown; location?: string }>;
+  postJoin(targetAddress: string, request: JoinRequest): Promise<{ status: number; body: unknown; location?: string; retryAfterMs?: number }>;
   /**
    * GET /node/snapshot?since=<seqno> on the target, following redirects, then the snapshot it
    * names (spec "Join from a snapshot" 3). Undefined when no newer committed snapshot exists.

@@ -53,6 +53,39 @@ export const signedRootCacheEntriesMax = 16;
 /** How often, at least, the primary looks for silent Pending nodes (spec: at least once per minute). */
 export const pendingCleanupIntervalMsMax = 60_000;
 
+/*
+ * Join requests (POST /node/join). In virtual mode a quote proves nothing, so anyone reaching an
+ * RPC interface can have a node recorded: what one request may record, how many nodes may wait as
+ * Pending, and how often one client address may ask are all bounded.
+ */
+
+/** Bytes of a join request's node_data as JSON: it is recorded in the node table for every joiner, Pending ones included. */
+export const joinNodeDataBytesMax = 16 * 1024;
+/** RPC interfaces a join request may announce. */
+export const joinRpcInterfacesMax = 16;
+/** Characters of an RPC interface name, and of an operator feature name. */
+export const joinNameCharsMax = 64;
+/** Operator features one announced interface may list (three exist). */
+export const joinOperatorFeaturesMax = 8;
+/** Characters of an announced address (host:port; a DNS name is at most 253 characters). */
+export const joinAddressCharsMax = 300;
+/** Characters of one subject alternative name a joiner asks its certificate to carry. */
+export const joinSubjectAltNameCharsMax = 300;
+/**
+ * Nodes the service holds as Pending at once: a new node's join beyond it is refused (503
+ * TooManyPendingNodes) until members trust or remove some, or the pending-node cleanup drops silent ones.
+ */
+export const pendingNodesMax = 64;
+/**
+ * Join requests per second one client address may send (a token bucket, refilled at this rate up
+ * to the burst); beyond, 429 TooManyJoinRequests. A Pending node polls once per join.retry_timeout
+ * (100 ms at the shortest the tests use) and a restarting node announces itself once.
+ */
+export const joinRequestsPerAddressPerSecond = 10;
+export const joinRequestsPerAddressBurst = 20;
+/** Client addresses whose join rate the primary tracks (the least recently seen is forgotten first). */
+export const joinRateAddressesMax = 1024;
+
 // The store refuses new versions beyond DEFAULT_UNCOMMITTED_VERSIONS_MAX uncommitted ones. Consensus
 // must refuse first (with a retryable 503), counting what is still being sealed: a refusal by the
 // store after consensus accepted would be an assertion in the middle of the write path.
@@ -67,3 +100,5 @@ assert(replayUncommittedVersionsMax < DEFAULT_UNCOMMITTED_VERSIONS_MAX, 'replay 
 assert(2 * appendBatchBytesMax < DEFAULT_MAX_FRAME_BYTES, 'a batch of entries with their sidecars fits one node-to-node frame');
 assert(sidecarBytesMax < appendBatchBytesMax && MAX_ENTRY_BYTES < DEFAULT_MAX_FRAME_BYTES, 'one entry alone fits one frame');
 assert(pendingCleanupIntervalMsMax <= 60_000, 'pending-node cleanup runs at least once per minute');
+assert(joinRequestsPerAddressBurst >= joinRequestsPerAddressPerSecond, 'a burst admits at least one second of requests');
+assert(joinRequestsPerAddressPerSecond >= 1, 'a Pending node polling once a second is never refused on its own');

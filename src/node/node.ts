@@ -27,6 +27,7 @@ import { NodeComposition } from './compose.js';
 import { nodeError } from './errors.js';
 import { checkStartInputs, flowFor, joinFlow, restartFlow, startConstitution, startFlow } from './flows/index.js';
 import { ADMISSION_CHECKS, admit } from './join/admission.js';
+import { pendingNodesMax } from './limits.js';
 import type { JoinClient, JoinRequest, JoinResponse } from './join.js';
 import type { NodeLifecycleState } from './lifecycle.js';
 import type { BoundAddresses } from './persistence.js';
@@ -34,6 +35,7 @@ import type { ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, Vers
 import { SINGLETON_KEY, Tables, type ServiceInfo } from './tables.js';
 import { jsonCodec } from '../kv/index.js';
 import type { TxStatus } from './tx-status.js';
+import type { SnapshotRequestOutcome } from './snapshots.js';
 import type { WriteResult } from './write/transactions.js';
 
 export type { NodeAddresses, NodeInit, RpcInterfaceAddress } from './api.js';
@@ -175,13 +177,16 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
   /**
    * Handles a join request on the primary (POST /node/join). `clientPublicKeyDer` is the key of
    * the TLS client certificate: the joiner proves it holds the key it asks to be recorded with.
+   * `clientAddress` is the connection's remote address, whose rate of join requests is bounded.
    */
-  handleJoin(request: JoinRequest, clientPublicKeyDer: Uint8Array | undefined): Promise<JoinResponse> {
+  handleJoin(request: JoinRequest, clientPublicKeyDer: Uint8Array | undefined, clientAddress: string | undefined): Promise<JoinResponse> {
     return admit(
       {
         logger: this.logger,
         ownMeasurement: this.parts.identity.measurement,
         startupSeqno: this.parts.replica.startupSeqno,
+        pendingNodesMax,
+        joinRate: this.parts.joinRate,
         checks: ADMISSION_CHECKS,
         isPrimary: () => this.isPrimary(),
         executeRead: (fn) => this.executeRead(fn),
@@ -193,6 +198,7 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
       },
       request,
       clientPublicKeyDer,
+      clientAddress,
     );
   }
 
@@ -206,9 +212,12 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
     return this.parts.transactions.executeRead(fn);
   }
 
-  /** POST /node/snapshot:create: a snapshot at the next signature transaction. */
-  requestSnapshot(): void {
-    this.parts.snapshots.request();
+  /**
+   * POST /node/snapshot:create: a snapshot at the next signature transaction, coalesced with one
+   * already asked for; throws TooManySnapshotRequests (429) within snapshots.min_interval of the last.
+   */
+  requestSnapshot(): SnapshotRequestOutcome {
+    return this.parts.snapshots.requestByOperator();
   }
 
   /** Requests that the next signature ends the current ledger chunk (trigger_ledger_chunk). */

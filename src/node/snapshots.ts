@@ -35,6 +35,7 @@ import {
   type SnapshotMeta,
 } from '../ledger/index.js';
 import type { Configuration } from '../consensus/index.js';
+import { retryLater } from './errors.js';
 import { SINGLETON_KEY, Tables, signatureRecordOf, singletonValueIn, type SignatureRecord } from './tables.js';
 
 /** Written by a signature transaction that is a snapshot point: the value is its own seqno. */
@@ -149,10 +150,21 @@ export function treeOfSnapshot(meta: SnapshotMeta, store: Store): HistoryTree {
   return tree;
 }
 
+/**
+ * What a snapshot request did: `requested` asks for a snapshot at the next signature; `coalesced`
+ * finds one already asked for and not yet written, which serves this request too.
+ */
+export type SnapshotRequestOutcome = 'requested' | 'coalesced';
+
 export class SnapshotManager {
   readonly #host: SnapshotHost;
   readonly #pending: Pending[] = [];
+  /** A snapshot was asked for and no signature has been made a snapshot point for it yet. */
   #requested = false;
+  /** The snapshot point a request was given, until its snapshot is written (or rolled back). */
+  #requestedPointSeqno: number | undefined;
+  /** When (monotonic) POST /node/snapshot:create last asked for a snapshot (snapshots.min_interval). */
+  #lastOperatorRequestMs: number | undefined;
   #intervalElapsed = false;
   #timer: TimerHandle | undefined;
   #stopped = false;
@@ -214,10 +226,44 @@ export class SnapshotManager {
     this.#timer?.cancel();
   }
 
-  /** POST /node/snapshot:create and trigger_snapshot: a snapshot at the next signature. */
-  request(): void {
+  /**
+   * trigger_snapshot (and POST /node/snapshot:create through requestByOperator): a snapshot at the
+   * next signature. While one is asked for and not yet written, another request adds nothing: each
+   * snapshot writes a whole state and ends a ledger chunk, so repeated requests must not multiply them.
+   */
+  request(): SnapshotRequestOutcome {
+    if (this.#requestPending()) return 'coalesced';
     this.#requested = true;
     if (this.#host.isPrimary()) this.#host.requestSignature();
+    return 'requested';
+  }
+
+  /**
+   * POST /node/snapshot:create, which anyone reaching the interface may send: coalesced with a
+   * pending request, and otherwise at most one per snapshots.min_interval; beyond, refused with
+   * TooManySnapshotRequests (429, Retry-After). trigger_snapshot is a governance decision and is
+   * only coalesced.
+   */
+  requestByOperator(): SnapshotRequestOutcome {
+    if (this.#requestPending()) return 'coalesced';
+    const now = this.#host.clock.monotonicMs();
+    const intervalMs = this.#host.config.snapshots.min_interval;
+    const last = this.#lastOperatorRequestMs;
+    if (intervalMs > 0 && last !== undefined && now - last < intervalMs) {
+      const retryAfterMs = intervalMs - (now - last);
+      this.#host.logger.info(`snapshot:create refused: the last one was ${Math.round(now - last)}ms ago, snapshots.min_interval is ${intervalMs}ms`);
+      throw retryLater(
+        'TooManySnapshotRequests',
+        `a snapshot was requested ${Math.round(now - last)}ms ago: at most one per snapshots.min_interval (${intervalMs}ms); retry later`,
+        retryAfterMs,
+      );
+    }
+    this.#lastOperatorRequestMs = now;
+    return this.request();
+  }
+
+  #requestPending(): boolean {
+    return this.#requested || this.#requestedPointSeqno !== undefined;
   }
 
   /** Seqno of the latest snapshot recorded in the replicated state (0 when none). */
@@ -232,6 +278,7 @@ export class SnapshotManager {
     const since = seqno - this.lastSnapshotSeqno();
     const due = this.#requested || since >= tx_count || (time_interval > 0 && this.#intervalElapsed && since > min_tx_count);
     if (due) {
+      if (this.#requested) this.#requestedPointSeqno = seqno;
       this.#requested = false;
       this.#intervalElapsed = false;
     }
@@ -286,6 +333,8 @@ export class SnapshotManager {
 
   /** Entries after `seqno` were dropped (view change): so are snapshots and evidence after it. */
   onRollback(seqno: number): void {
+    // The snapshot point of a request was dropped: a later request must not be coalesced with it.
+    if (this.#requestedPointSeqno !== undefined && this.#requestedPointSeqno > seqno) this.#requestedPointSeqno = undefined;
     for (let i = 0; i < this.#pending.length; ) {
       const p = this.#pending[i]!;
       if (p.evidenceSeqno > seqno) {
@@ -299,6 +348,7 @@ export class SnapshotManager {
   }
 
   #generate(seqno: number, view: number): void {
+    if (this.#requestedPointSeqno !== undefined && this.#requestedPointSeqno <= seqno) this.#requestedPointSeqno = undefined;
     const started = this.#host.clock.monotonicMs();
     const store = this.#host.store();
     assert(store.version === seqno, `snapshot at ${seqno} taken with the store at ${store.version}`);

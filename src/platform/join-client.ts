@@ -14,7 +14,7 @@ export interface JoinClientIdentity {
 
 export function createJoinClient(identity: () => JoinClientIdentity, timeoutMs = 10_000) {
   return {
-    async postJoin(targetAddress: string, request: unknown): Promise<{ status: number; body: unknown; location?: string }> {
+    async postJoin(targetAddress: string, request: unknown): Promise<{ status: number; body: unknown; location?: string; retryAfterMs?: number }> {
       const id = identity();
       const client = new HttpsClient(targetAddress, id.serviceCertificatePem);
       try {
@@ -24,7 +24,10 @@ export function createJoinClient(identity: () => JoinClientIdentity, timeoutMs =
           timeoutMs,
         });
         const location = typeof answer.headers.location === 'string' ? answer.headers.location : undefined;
-        return { status: answer.status, body: answer.body ?? answer.text, ...(location ? { location } : {}) };
+        // Retry-After in seconds (a refusal by rate or capacity); an HTTP date is not sent by Covenant.
+        const retryAfterSeconds = Number(answer.headers['retry-after']);
+        const retryAfter = Number.isFinite(retryAfterSeconds) && retryAfterSeconds > 0 ? { retryAfterMs: retryAfterSeconds * 1000 } : {};
+        return { status: answer.status, body: answer.body ?? answer.text, ...(location ? { location } : {}), ...retryAfter };
       } finally {
         client.close();
       }

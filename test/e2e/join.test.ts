@@ -97,6 +97,20 @@ describe('joining', () => {
       assert.equal(notHolder.status, 401);
       const garbage = await client.request('POST', '/node/join', { identity, rawBody: '{"public_key": 5' });
       assert.equal(garbage.status, 400);
+      // A request that would otherwise be admitted (Pending) but records too much: each part is bounded.
+      const quote_info = createVirtualQuote(publicKeyDer(identity.publicKeyPem), codeMeasurement(version), defaultHostData());
+      const address = `${'h'.repeat(400)}:1`;
+      const interfaces = Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`i${i}`, base.rpc_interfaces.primary]));
+      for (const [what, body, field] of [
+        ['node_data of 20 KiB', { ...base, quote_info, node_data: { blob: 'x'.repeat(20 * 1024) } }, /node_data.*16384 bytes/],
+        ['a 400-character node-to-node address', { ...base, quote_info, node_to_node_interface: { bind_address: address, published_address: address } }, /node_to_node_interface/],
+        ['17 RPC interfaces', { ...base, quote_info, rpc_interfaces: interfaces }, /rpc_interfaces.*at most 16/],
+      ] as const) {
+        const tooLarge = await client.request('POST', '/node/join', { identity, body });
+        assert.equal(tooLarge.status, 400, `${what}: ${tooLarge.text}`);
+        assert.equal(tooLarge.body.error.code, 'InvalidInput', what);
+        assert.match(tooLarge.body.error.message, field, what);
+      }
       client.close();
 
       // Garbage on the node-to-node port: the connection is dropped, the node keeps working.

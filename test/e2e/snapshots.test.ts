@@ -74,7 +74,8 @@ describe('snapshots', () => {
   });
 
   test('every tx_count transactions, byte-identical on all nodes, evidence committed, chunk ends at the snapshot; joins from snapshots', async () => {
-    network = await startNetwork(3, { ...FAST, snapshots: { tx_count: 25 } });
+    // min_interval of an hour: a second snapshot:create below is refused whatever the machine's speed.
+    network = await startNetwork(3, { ...FAST, snapshots: { tx_count: 25, min_interval: '1h' } });
     const [first] = network.nodes as [StartedNode, StartedNode, StartedNode];
     for (let i = 0; i < 70; i++) await write(first, i);
     for (const node of network.nodes) await waitSnapshots(node, 2);
@@ -151,12 +152,30 @@ describe('snapshots', () => {
     const create = await network.nodes[2]!.client.request('POST', '/node/snapshot:create');
     assert.equal(create.status, 204, create.text);
     assert.equal(create.headers['content-length'], undefined, 'a 204 carries no Content-Length (RFC 9110)');
+    // More requests at once, to every node: each is coalesced with the pending one (204) or, once
+    // that snapshot is written, refused within min_interval (429). Either way no second snapshot.
+    const more = await Promise.all([0, 1, 2, 0, 1, 2].map((i) => network!.nodes[i]!.client.request('POST', '/node/snapshot:create')));
+    for (const answer of more) assert.ok(answer.status === 204 || (answer.status === 429 && answer.body.error.code === 'TooManySnapshotRequests'), answer.text);
     const created = await until('a snapshot from snapshot:create', async () => {
       const newer = snapshotFiles(first).filter((f) => parseSnapshotFileName(f)!.seqno > latest);
       return newer.length > 0 ? newer[0] : undefined;
     });
     assert.equal(parseSnapshotFileName(created)!.seqno, settled + 1, 'at the signature snapshot:create asked for, the next seqno');
     assert.ok(parseSnapshotFileName(created)!.seqno - latest < 25, 'created before tx_count more transactions');
+    // Within min_interval: 429 with Retry-After and a JSON error, also through a backup's forwarding.
+    const tooSoon = await network.nodes[2]!.client.request('POST', '/node/snapshot:create');
+    assert.equal(tooSoon.status, 429, tooSoon.text);
+    assert.equal(tooSoon.body.error.code, 'TooManySnapshotRequests');
+    assert.ok(Number(tooSoon.headers['retry-after']) >= 1, `Retry-After: ${String(tooSoon.headers['retry-after'])}`);
+    await until('every entry committed after snapshot:create', async () => {
+      const { body } = await primary.client.request('GET', '/node/consensus');
+      return body.commit_seqno === body.last_seqno && snapshotFiles(first, false).length === 0 ? true : undefined;
+    });
+    assert.deepEqual(
+      snapshotFiles(first).filter((f) => parseSnapshotFileName(f)!.seqno > latest),
+      [created],
+      'the rapid requests made one snapshot',
+    );
 
     // A node joins from a committed snapshot copied into its snapshots directory: only the suffix is replicated.
     const newest = snapshotFiles(first).at(-1)!;

@@ -89,6 +89,7 @@ function context(path: string, params: Record<string, string>, query: Record<str
     headers,
     caller: { kind: 'anonymous' },
     clientCertificateDer: undefined,
+    remoteAddress: undefined,
     interfaceName: 'test',
   };
 }

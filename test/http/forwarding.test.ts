@@ -46,6 +46,7 @@ function context(): RequestContext {
     headers: { 'content-type': 'application/json' },
     caller: { kind: 'user', id: 'u' },
     clientCertificateDer: undefined,
+    remoteAddress: undefined,
     interfaceName: 'primary',
   };
 }

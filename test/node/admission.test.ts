@@ -7,15 +7,20 @@ import { Store, jsonCodec, type Tx } from '../../src/kv/index.js';
 import { codeMeasurement, createVirtualQuote } from '../../src/attestation/virtual.js';
 import { ADMISSION_CHECKS, admit, type AdmissionCheck, type AdmissionHost } from '../../src/node/join/admission.js';
 import { isNodeError } from '../../src/node/errors.js';
+import { JoinRateLimiter } from '../../src/node/join/rate.js';
+import { ManualClock } from '../../src/testing/manual-clock.js';
 import type { JoinRequest } from '../../src/node/join.js';
 import { Tables, type NodeInfo, type ServiceStatus } from '../../src/node/tables.js';
 
 const json = jsonCodec<any>();
 const MEASUREMENT = codeMeasurement('test');
 const TRUSTED_HOST_DATA = 'a'.repeat(64);
+const ADDRESS = '192.0.2.1';
 
-function service(status: ServiceStatus, checks: readonly AdmissionCheck[] = ADMISSION_CHECKS) {
+function service(status: ServiceStatus, checks: readonly AdmissionCheck[] = ADMISSION_CHECKS, pendingNodesMax = 64) {
   const store = new Store();
+  const clock = new ManualClock();
+  const logger = new MemoryLogger();
   const seen: string[] = [];
   const write = (fn: (tx: Tx) => void) => {
     const tx = store.beginTx();
@@ -27,9 +32,11 @@ function service(status: ServiceStatus, checks: readonly AdmissionCheck[] = ADMI
     tx.map(Tables.virtualMeasurements, json).put(MEASUREMENT, {});
   });
   const host: AdmissionHost = {
-    logger: new MemoryLogger(),
+    logger,
     ownMeasurement: MEASUREMENT,
     startupSeqno: 10,
+    pendingNodesMax,
+    joinRate: new JoinRateLimiter(clock, logger),
     checks,
     isPrimary: () => true,
     executeRead: (fn) => fn(store.beginTx()),
@@ -51,7 +58,7 @@ function service(status: ServiceStatus, checks: readonly AdmissionCheck[] = ADMI
     store.beginTx().map(Tables.nodesInfo, json).forEach((v: NodeInfo, k: string) => void out.set(k, v));
     return out;
   };
-  return { host, seen, nodes, version: () => store.version };
+  return { host, seen, nodes, clock, logger, version: () => store.version };
 }
 
 function joiner(hostData = TRUSTED_HOST_DATA, startupSeqno = 10) {
@@ -72,7 +79,7 @@ function joiner(hostData = TRUSTED_HOST_DATA, startupSeqno = 10) {
 test('while the service opens, a joiner with trusted code is recorded Trusted and given the network; once open, it is Pending', async () => {
   const opening = service('Opening');
   const a = joiner();
-  const answer = await admit(opening.host, a.request, a.der);
+  const answer = await admit(opening.host, a.request, a.der, ADDRESS);
   assert.equal(answer.node_status, 'Trusted');
   assert.equal(answer.network_info?.endorsed_certificate, 'ENDORSED CERTIFICATE');
   assert.equal(opening.nodes().get(a.nodeId)?.status, 'Trusted');
@@ -80,7 +87,7 @@ test('while the service opens, a joiner with trusted code is recorded Trusted an
 
   const open = service('Open');
   const b = joiner();
-  const pending = await admit(open.host, b.request, b.der);
+  const pending = await admit(open.host, b.request, b.der, ADDRESS);
   assert.equal(pending.node_status, 'Pending');
   assert.equal(pending.network_info, undefined);
   assert.equal(open.nodes().get(b.nodeId)?.status, 'Pending');
@@ -101,7 +108,7 @@ test('each check refuses with its own code and nothing is written nor remembered
     const s = service('Opening');
     const before = s.version();
     const { request, der } = make();
-    await assert.rejects(admit(s.host, request, der), (e: unknown) => isNodeError(e) && e.code === code, code);
+    await assert.rejects(admit(s.host, request, der, ADDRESS), (e: unknown) => isNodeError(e) && e.code === code, code);
     assert.equal(s.version(), before, `${code}: nothing written`);
     assert.deepEqual(s.seen, [], `${code}: a refused request is not remembered`);
   }
@@ -113,6 +120,66 @@ test('the chain is data: a check added to it (a join policy) refuses with its re
   };
   const s = service('Opening', [...ADMISSION_CHECKS, policy]);
   const j = joiner();
-  await assert.rejects(admit(s.host, j.request, j.der), /policy says no/);
+  await assert.rejects(admit(s.host, j.request, j.der, ADDRESS), /policy says no/);
   assert.equal(s.nodes().size, 0);
+});
+
+test('a new node beyond pendingNodesMax Pending ones is refused (503 with Retry-After, a log line); known nodes still poll and re-announce', async () => {
+  const s = service('Open', ADMISSION_CHECKS, 2);
+  const [a, b, c] = [joiner(), joiner(), joiner()];
+  assert.equal((await admit(s.host, a.request, a.der, ADDRESS)).node_status, 'Pending');
+  assert.equal((await admit(s.host, b.request, b.der, ADDRESS)).node_status, 'Pending');
+  const before = s.version();
+  await assert.rejects(
+    admit(s.host, c.request, c.der, ADDRESS),
+    (e: unknown) => isNodeError(e, 'TooManyPendingNodes') && e.status === 503 && (e.retryAfterSeconds ?? 0) >= 1,
+  );
+  assert.equal(s.version(), before, 'nothing written');
+  assert.equal(s.nodes().has(c.nodeId), false);
+  assert.ok(s.logger.entries.some((e) => /join refused: .* would be Pending/.test(e.msg)), 'a log line says why');
+  // A Pending node polling, and one re-announcing new addresses, are known: not refused.
+  assert.equal((await admit(s.host, a.request, a.der, ADDRESS)).node_status, 'Pending');
+  const moved = { ...b.request, node_to_node_interface: { bind_address: '127.0.0.1:9', published_address: '127.0.0.1:9' } };
+  assert.equal((await admit(s.host, moved, b.der, ADDRESS)).node_status, 'Pending');
+  assert.equal(s.nodes().get(b.nodeId)?.node_to_node_interface?.published_address, '127.0.0.1:9');
+  // While the service opens, joiners are trusted at once: the bound on Pending nodes does not apply.
+  const opening = service('Opening', ADMISSION_CHECKS, 0);
+  assert.equal((await admit(opening.host, c.request, c.der, ADDRESS)).node_status, 'Trusted');
+});
+
+test('join requests beyond the rate of one client address are refused with 429 and Retry-After, before any other check', async () => {
+  const s = service('Open');
+  const a = joiner();
+  // A burst of 20 passes (a Pending node polling), the 21st at the same instant does not.
+  for (let i = 0; i < 20; i++) assert.equal((await admit(s.host, a.request, a.der, ADDRESS)).node_status, 'Pending');
+  const bad = { request: { ...a.request, public_key: 'not a key' }, der: undefined };
+  await assert.rejects(
+    admit(s.host, bad.request, bad.der, ADDRESS),
+    (e: unknown) => isNodeError(e, 'TooManyJoinRequests') && e.status === 429 && e.retryAfterSeconds === 1,
+    'refused by rate before its key is read',
+  );
+  await assert.rejects(admit(s.host, a.request, a.der, ADDRESS), (e: unknown) => isNodeError(e, 'TooManyJoinRequests'));
+  assert.equal(s.logger.entries.filter((e) => /join requests from 192\.0\.2\.1 refused/.test(e.msg)).length, 1, 'one log line per episode');
+  // Another address has its own bucket.
+  assert.equal((await admit(s.host, a.request, a.der, '192.0.2.2')).node_status, 'Pending');
+  // Refilled at 10 per second: after 100 ms, one more.
+  s.clock.advance(100);
+  assert.equal((await admit(s.host, a.request, a.der, ADDRESS)).node_status, 'Pending');
+  await assert.rejects(admit(s.host, a.request, a.der, ADDRESS), (e: unknown) => isNodeError(e, 'TooManyJoinRequests'));
+  // A node polling every 100 ms (10 per second) is never refused once its bucket has refilled.
+  s.clock.advance(2000);
+  for (let i = 0; i < 100; i++) {
+    s.clock.advance(100);
+    assert.equal((await admit(s.host, a.request, a.der, ADDRESS)).node_status, 'Pending');
+  }
+});
+
+test('the join rate tracks a bounded number of client addresses, forgetting the least recently seen first', () => {
+  const clock = new ManualClock();
+  const rate = new JoinRateLimiter(clock, new MemoryLogger(), { perSecond: 1, burst: 1, addressesMax: 3 });
+  for (let i = 0; i < 100; i++) rate.take(`198.51.100.${i}`);
+  assert.equal(rate.trackedAddresses, 3);
+  assert.throws(() => rate.take('198.51.100.99'), (e: unknown) => isNodeError(e, 'TooManyJoinRequests'), 'a recent address is still limited');
+  assert.throws(() => rate.take('198.51.100.98'), (e: unknown) => isNodeError(e, 'TooManyJoinRequests'));
+  assert.equal(rate.trackedAddresses, 3);
 });

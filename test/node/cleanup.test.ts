@@ -8,6 +8,7 @@ import { MemoryLogger } from '../../src/base/log.js';
 import type { Clock } from '../../src/base/clock.js';
 import { MemoryDisk } from '../../src/testing/memory-disk.js';
 import { FilesCleanup } from '../../src/node/cleanup.js';
+import { defaultNodeConfig } from '../../src/config/index.js';
 
 const clock: Clock = {
   nowMs: () => 0,
@@ -15,6 +16,29 @@ const clock: Clock = {
   setTimer: () => ({ cancel: () => undefined }),
   defer: (fn) => queueMicrotask(fn),
 };
+
+function writeSnapshots(disk: MemoryDisk, directory: string, seqnos: readonly number[]): void {
+  disk.ensureDirectory(directory);
+  for (const seqno of seqnos) {
+    const file = disk.createFile(disk.join(directory, `snapshot_${seqno}_${seqno + 1}.committed`));
+    file.append([new Uint8Array([1])]);
+    file.sync();
+    file.close();
+  }
+}
+
+test('with no max_snapshots configured, committed snapshots beyond the default of 10 are deleted, oldest first', async () => {
+  const config = defaultNodeConfig({ snapshots: { directory: 'snapshots' } }, '/');
+  assert.equal(config.files_cleanup.max_snapshots, 10);
+  const disk = new MemoryDisk();
+  const directory = config.snapshots.directory;
+  const seqnos = Array.from({ length: 13 }, (_, i) => (i + 1) * 10);
+  writeSnapshots(disk, directory, seqnos);
+  const cleanup = new FilesCleanup({ config, disk, logger: new MemoryLogger(), clock, relocateChunk: () => undefined, yieldControl: async () => undefined });
+  const report = await cleanup.runCycle();
+  assert.deepEqual(report.deletedSnapshots, ['snapshot_10_11.committed', 'snapshot_20_21.committed', 'snapshot_30_31.committed']);
+  assert.equal(disk.listDirectory(directory).length, 10);
+});
 
 test('a cycle that is still running makes the next one skip, with a failure-level log line', async () => {
   const disk = new MemoryDisk();
@@ -28,7 +52,7 @@ test('a cycle that is still running makes the next one skip, with a failure-leve
   const logger = new MemoryLogger();
   let release: () => void = () => undefined;
   const cleanup = new FilesCleanup({
-    config: { ledger: { directory: 'ledger', read_only_directories: [], chunk_size: 1 }, snapshots: { directory: 'snapshots', tx_count: 1, time_interval: 0, min_tx_count: 1 }, files_cleanup: { interval: 1, max_snapshots: 1 } },
+    config: { ledger: { directory: 'ledger', read_only_directories: [], chunk_size: 1 }, snapshots: { directory: 'snapshots', tx_count: 1, time_interval: 0, min_tx_count: 1, min_interval: 0 }, files_cleanup: { interval: 1, max_snapshots: 1 } },
     disk,
     logger,
     clock,

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { CovenantError } from '../../src/base/errors.js';
 import { notPrimary as consensusNotPrimary } from '../../src/consensus/index.js';
 import { LedgerError, isLedgerError } from '../../src/ledger/index.js';
-import { NODE_ERROR_STATUS, isNodeError, nodeError, notPrimary, transactionInvalid, type NodeErrorCode } from '../../src/node/errors.js';
+import { NODE_ERROR_STATUS, isNodeError, nodeError, notPrimary, retryLater, transactionInvalid, type NodeErrorCode } from '../../src/node/errors.js';
 
 const EXPECTED: Record<NodeErrorCode, number> = {
   NotPrimary: 503,
@@ -27,6 +27,9 @@ const EXPECTED: Record<NodeErrorCode, number> = {
   LedgerSecretUnavailable: 503,
   HistoricalDataUnavailable: 404,
   InvalidConfiguration: 400,
+  TooManySnapshotRequests: 429,
+  TooManyJoinRequests: 429,
+  TooManyPendingNodes: 503,
 };
 
 test('every node error code has its HTTP status, and an error of each code carries it in its body', () => {
@@ -49,4 +52,12 @@ test('NotPrimary means the same from the node and from the consensus core; predi
   const missing = new LedgerError('LedgerEntryNotFound', 'no entry', { seqno: 3 });
   assert.ok(isLedgerError(missing, 'LedgerEntryNotFound') && !isLedgerError(missing, 'LedgerCorrupted'));
   assert.equal(isLedgerError({ code: 'LedgerEntryNotFound' }), false);
+});
+
+test('a refusal by rate or capacity carries Retry-After in whole seconds, rounded up, at least 1', () => {
+  assert.equal(retryLater('TooManySnapshotRequests', 'later', 2500).retryAfterSeconds, 3);
+  assert.equal(retryLater('TooManyJoinRequests', 'later', 1).retryAfterSeconds, 1);
+  assert.equal(retryLater('TooManyJoinRequests', 'later', 0).retryAfterSeconds, 1);
+  assert.equal(retryLater('TooManyPendingNodes', 'later', 1000).status, 503);
+  assert.equal(nodeError('NotPrimary', 'x').retryAfterSeconds, undefined);
 });

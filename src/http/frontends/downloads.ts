@@ -217,7 +217,12 @@ export function downloadRoutes(deps: DownloadDeps): Route[] {
       path: '/node/snapshot:create',
       summary: 'Requests a snapshot at the next signature transaction',
       feature: 'SnapshotCreate',
-      responses: { 204: 'Snapshot requested', 400: 'The request has a body (it takes none)', 404: 'SnapshotCreate is not enabled on this interface' },
+      responses: {
+        204: 'Snapshot requested (or already requested and not yet written: the same snapshot serves both)',
+        400: 'The request has a body (it takes none)',
+        404: 'SnapshotCreate is not enabled on this interface',
+        429: 'TooManySnapshotRequests: within snapshots.min_interval of the last request (see Retry-After)',
+      },
       handler: ({ rawBody }): RouteResponse => {
         if (rawBody.length > 0) throw new CovenantError('UnexpectedBody', 'POST /node/snapshot:create takes no request body', 400);
         if (deps.requestSnapshot === undefined) return notImplemented('POST /node/snapshot:create (snapshots)');

@@ -42,8 +42,13 @@ export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFronte
       summary: 'A joining node asks to be recorded (and, once trusted, receives the network secrets)',
       body: JoinRequestSchema,
       forward: false,
-      responses: { 200: 'Join answer: Pending, or Trusted with the network information', 308: 'Redirect to the primary' },
-      handler: async ({ body, clientCertificateDer, interfaceName }) => {
+      responses: {
+        200: 'Join answer: Pending, or Trusted with the network information',
+        308: 'Redirect to the primary',
+        429: 'TooManyJoinRequests: this client address sent join requests beyond its rate (see Retry-After)',
+        503: 'TooManyPendingNodes: the service holds its most Pending nodes (see Retry-After); NoPrimary',
+      },
+      handler: async ({ body, clientCertificateDer, remoteAddress, interfaceName }) => {
         if (!node.isPrimary()) {
           const address = primaryAddress(interfaceName);
           if (!address) throw new CovenantError('NoPrimary', 'no primary is known at the moment: retry the join shortly', 503);
@@ -57,7 +62,7 @@ export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFronte
             publicKeyDer = undefined;
           }
         }
-        return json(200, await node.handleJoin(body, publicKeyDer));
+        return json(200, await node.handleJoin(body, publicKeyDer, remoteAddress));
       },
     },
     {

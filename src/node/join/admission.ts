@@ -9,9 +9,11 @@ import type { Logger } from '../../base/log.js';
 import { loadPublicKey, nodeIdFromPublicKey, publicKeyDer } from '../../crypto/index.js';
 import { jsonCodec, type Tx } from '../../kv/index.js';
 import { verifyVirtualQuote, type QuoteInfo, type VirtualQuote } from '../../attestation/virtual.js';
-import { nodeError, notPrimary } from '../errors.js';
+import { nodeError, notPrimary, retryLater } from '../errors.js';
+import { pendingCleanupIntervalMsMax } from '../limits.js';
 import type { JoinRequest, JoinResponse, NetworkInfo } from '../join.js';
 import { Tables, type NodeInfo, type ServiceStatus } from '../tables.js';
+import type { JoinRateLimiter } from './rate.js';
 
 const json = jsonCodec<any>();
 
@@ -31,6 +33,9 @@ export interface AdmissionContext {
   readonly ownMeasurement: string;
   /** This node holds no entries before its startup snapshot. */
   readonly startupSeqno: number;
+  /** Pending nodes the service holds at most (limits.ts pendingNodesMax). */
+  readonly pendingNodesMax: number;
+  serviceStatus(): ServiceStatus | undefined;
 }
 
 /** One check of the chain: throws a NodeError to refuse the join. */
@@ -69,8 +74,29 @@ export const checkNotRetired: AdmissionCheck = ({ nodeId, existing }) => {
   if (existing?.status === 'Retired') throw nodeError('NodeRetired', `node ${nodeId} is retired and cannot join again`);
 };
 
+/**
+ * A new node that would be Pending while the service already holds pendingNodesMax of them is
+ * refused (503, retry later): in virtual mode anyone can have a node recorded, and each stays until
+ * members act or the pending-node cleanup finds it silent. Known nodes (a Pending node polling, a
+ * node restarting) and joins while the service opens (Trusted at once) are not counted against it.
+ */
+export const checkPendingCapacity: AdmissionCheck = ({ nodeId, existing }, tx, context) => {
+  if (existing !== undefined || context.serviceStatus() !== 'Open') return;
+  let pending = 0;
+  tx.map(Tables.nodesInfo, json).forEach((info: NodeInfo) => {
+    if (info.status === 'Pending') pending++;
+  });
+  if (pending < context.pendingNodesMax) return;
+  context.logger.info(`join refused: node ${nodeId} would be Pending, and ${pending} nodes are Pending already (at most ${context.pendingNodesMax})`);
+  throw retryLater(
+    'TooManyPendingNodes',
+    `the service holds ${pending} Pending nodes, its most: members trust or remove some, or silent ones are dropped; retry later`,
+    pendingCleanupIntervalMsMax,
+  );
+};
+
 /** The checks a join request passes after its key and quote, in order. */
-export const ADMISSION_CHECKS: readonly AdmissionCheck[] = [checkMeasurement, checkHostData, checkStartupSeqno, checkNotRetired];
+export const ADMISSION_CHECKS: readonly AdmissionCheck[] = [checkMeasurement, checkHostData, checkStartupSeqno, checkNotRetired, checkPendingCapacity];
 
 /**
  * Checks that the request's key is the TLS client certificate's (the joiner proves it holds the
@@ -100,7 +126,8 @@ export interface AdmissionHost extends AdmissionContext {
   isPrimary(): boolean;
   executeRead<T>(fn: (tx: Tx) => T): T;
   executeWrite(fn: (tx: Tx) => void): unknown;
-  serviceStatus(): ServiceStatus | undefined;
+  /** The rate of join requests per client address (before any other work). */
+  readonly joinRate: JoinRateLimiter;
   endorse(publicKeyPem: string, subjectAltNames: string[]): Promise<string>;
   /** What a trusted joiner is given (service identity, secrets, genesis configuration, peers). */
   networkInfoFor(endorsedCertificatePem: string): NetworkInfo;
@@ -109,9 +136,19 @@ export interface AdmissionHost extends AdmissionContext {
 }
 
 
-/** Handles a join request on the primary. */
-export async function admit(host: AdmissionHost, request: JoinRequest, clientPublicKeyDer: Uint8Array | undefined): Promise<JoinResponse> {
+/**
+ * Handles a join request on the primary. `clientAddress` is the remote address of the connection
+ * the request came on (the HTTP layer's), whose rate of join requests is bounded.
+ */
+export async function admit(
+  host: AdmissionHost,
+  request: JoinRequest,
+  clientPublicKeyDer: Uint8Array | undefined,
+  clientAddress: string | undefined,
+): Promise<JoinResponse> {
   if (!host.isPrimary()) throw notPrimary('join requests are handled by the primary');
+  // First, before the key and quote are checked: a flood must cost the primary as little as possible.
+  host.joinRate.take(clientAddress);
   const candidate = host.executeRead((tx) => {
     const c = candidateOf(request, clientPublicKeyDer, host, tx);
     for (const check of host.checks) check(c, tx, host);

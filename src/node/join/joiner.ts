@@ -41,7 +41,7 @@ export interface JoinerHost {
   fetchSnapshot(client: JoinClient, target: string): Promise<number | undefined>;
 }
 
-type Answer = { status: number; body: unknown; location?: string };
+type Answer = { status: number; body: unknown; location?: string; retryAfterMs?: number };
 
 /** Sends the join request until the node is trusted: the answer that carries the network information (undefined if the node stopped first). */
 export async function requestJoin(host: JoinerHost, client: JoinClient, firstTarget: string, firstRequest: JoinRequest): Promise<{ response: JoinResponse; attempts: number } | undefined> {
@@ -96,9 +96,10 @@ async function post(host: JoinerHost, client: JoinClient, target: string, reques
 }
 
 /**
- * A non-200 answer: StartupSeqnoIsOld fetches a snapshot (its startup seqno is returned), a 503
- * waits (the service is between primaries, or the target is busy: not a refusal), anything else
- * ends the join with the target's reason.
+ * A non-200 answer: StartupSeqnoIsOld fetches a snapshot (its startup seqno is returned), a 503 or
+ * a 429 waits (the service is between primaries, the target is busy or holds its most Pending
+ * nodes, or this address asked too often: not a refusal) for join.retry_timeout or the answer's
+ * Retry-After, whichever is longer; anything else ends the join with the target's reason.
  */
 async function handleRefusal(host: JoinerHost, client: JoinClient, target: string, answer: Answer): Promise<number | undefined> {
   const error = (answer.body as { error?: { code?: string; message?: string } } | undefined)?.error;
@@ -108,9 +109,10 @@ async function handleRefusal(host: JoinerHost, client: JoinClient, target: strin
     if (fetched === undefined) await host.sleep(host.retryTimeoutMs);
     return fetched;
   }
-  if (answer.status === 503) {
-    host.logger.info(`join request to ${target} not served now (${error?.code ?? 503}); retrying in ${host.retryTimeoutMs}ms`);
-    await host.sleep(host.retryTimeoutMs);
+  if (answer.status === 503 || answer.status === 429) {
+    const waitMs = Math.max(host.retryTimeoutMs, answer.retryAfterMs ?? 0);
+    host.logger.info(`join request to ${target} not served now (${error?.code ?? answer.status}); retrying in ${waitMs}ms`);
+    await host.sleep(waitMs);
     return undefined;
   }
   // The target's own code, so that the joiner's exit names the reason (JoinFailed when it gave none).

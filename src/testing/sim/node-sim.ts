@@ -214,7 +214,8 @@ export class NodeSim {
         const host = this.hosts.find((h) => h.addresses.rpc[0]!.publishedAddress === target);
         if (host?.node === undefined) throw Object.assign(new Error(`${target} is down`), { code: 'ECONNREFUSED' });
         try {
-          const body = await host.node.handleJoin(request, publicKeyDer(loadPublicKey(request.public_key)));
+          // The joiner's own node-to-node address stands for the remote address of its connection.
+          const body = await host.node.handleJoin(request, publicKeyDer(loadPublicKey(request.public_key)), request.node_to_node_interface.published_address);
           return { status: 200, body };
         } catch (e) {
           if (isCovenantError(e)) return { status: e.status, body: e.toBody() };
