@@ -304,6 +304,9 @@ export class RpcInterface {
     res.statusCode = error.status;
     res.setHeader('content-type', 'application/json');
     res.setHeader('content-length', Buffer.byteLength(text));
+    // A refusal that says when to come back (e.g. ReceiptRebuildsBusy) says it to HTTP clients too.
+    const retryAfterSeconds = error.details?.['retryAfterSeconds'];
+    if (typeof retryAfterSeconds === 'number') res.setHeader('retry-after', String(retryAfterSeconds));
     // The body was not read, or the session is one too many: the connection cannot go on.
     if (error.code === 'RequestBodyTooLarge' || error.code === 'SessionCapExhausted') res.setHeader('connection', 'close');
     res.end(text);
