@@ -16,7 +16,8 @@ import { createTlsNodeChannels } from '../platform/node-channels.js';
 import { createJoinClient } from '../platform/join-client.js';
 import { fetchSnapshot } from '../platform/snapshot-fetch.js';
 import { workerEntrySealer } from '../platform/worker-sealer.js';
-import type { EntrySealerFactory } from '../ledger/index.js';
+import type { EntryLeafReader, EntrySealerFactory } from '../ledger/index.js';
+import { WorkerEntryLeafReader } from '../platform/worker-leaf-reader.js';
 import type { Logger } from '../base/log.js';
 import { CovenantNode, type NodeAddresses, type RpcInterfaceAddress } from '../node/node.js';
 import { MAX_ENTRY_BYTES, type NodeChannels } from '../node/channels.js';
@@ -94,6 +95,20 @@ function sealingOption(logger: Logger): { createEntrySealer?: EntrySealerFactory
 }
 
 /**
+ * Receipts of compacted transactions re-read their Merkle block's leaves on a worker thread
+ * (src/platform/worker-leaf-reader.ts). COVENANT_BUGGIFY_LEAF_READ_DELAY_MS delays the worker's
+ * answers, for tests only (a re-read under way is then easy to observe).
+ */
+function entryLeafReaderOption(): { entryLeafReader: EntryLeafReader } {
+  const delay = process.env['COVENANT_BUGGIFY_LEAF_READ_DELAY_MS'];
+  if (delay !== undefined && !/^\d{1,6}$/.test(delay)) {
+    process.stderr.write(`covenant node: COVENANT_BUGGIFY_LEAF_READ_DELAY_MS must be a number of milliseconds, not "${delay}"\n`);
+    process.exit(2);
+  }
+  return { entryLeafReader: new WorkerEntryLeafReader(delay ? { answerDelayMs: Number(delay) } : {}) };
+}
+
+/**
  * COVENANT_BUGGIFY_MAX_ENTRY_BYTES lowers the largest ledger entry the node records, for tests
  * only: the real bound (MAX_ENTRY_BYTES, just under the node-to-node frame limit) needs a
  * transaction of 63 MiB to reach.
@@ -139,6 +154,7 @@ export async function runNodeCommand(configPath: string): Promise<void> {
     ...virtualHostData(),
     ...sealingOption(logger),
     ...maxEntryOption(),
+    ...entryLeafReaderOption(),
   });
 
   let server: NodeServer | undefined;

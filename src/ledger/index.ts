@@ -31,6 +31,15 @@ export {
   type LedgerOptions,
   type TornTail,
 } from './ledger.js';
+export {
+  ENTRY_LEAVES_READ_WINDOW_BYTES,
+  inlineEntryLeafReader,
+  leavesOfEntries,
+  type EntryLeafReader,
+  type EntryLeavesRequest,
+  type EntrySpan,
+  type ReadFileRange,
+} from './entry-leaves.js';
 export { readLedgerDirectories, type LedgerDirectoryEntry, type ReadLedgerDirectoriesOptions } from './read-directory.js';
 export {
   encodeSnapshotFile,

@@ -13,9 +13,10 @@
  * number of those indexes are cached; the frames themselves are read from disk on demand.
  */
 import { assert, type Seqno, type View } from '../base/index.js';
-import { ChunkIndex, chunkFileHeader, scanChunk } from './chunk-file.js';
+import { CHUNK_HEADER_BYTES, ChunkIndex, chunkFileHeader, scanChunk } from './chunk-file.js';
 import { formatChunkName, type ChunkName } from './chunk-name.js';
-import { ChunkReader, type Chunk, type WriteChunk } from './chunk-reader.js';
+import { ChunkReader, SPARSE_INDEX_STRIDE, type Chunk, type WriteChunk } from './chunk-reader.js';
+import type { EntryLeavesRequest, EntrySpan } from './entry-leaves.js';
 import type { Disk } from './disk.js';
 import { EntryFlags, hasFlag } from './entry.js';
 import { LedgerError } from './errors.js';
@@ -379,6 +380,37 @@ export class Ledger {
       seqno = end;
     }
     return out;
+  }
+
+  /**
+   * Where entries `from`..`to` are, without reading them (for leavesOfEntries, which reads them
+   * elsewhere): one span per chunk, exact when the chunk's index is held, else between the
+   * nearest offsets of its sparse index, else the whole file after its header. Never scans a file.
+   */
+  locateEntries(from: Seqno, to: Seqno): EntryLeavesRequest {
+    this.#checkOpen();
+    assert(from >= 1 && from <= to, () => `empty range ${from}..${to}`);
+    const spans: EntrySpan[] = [];
+    let seqno = from;
+    while (seqno <= to) {
+      const chunk = this.#chunkHolding(seqno);
+      const last = this.#lastOf(chunk);
+      const upTo = Math.min(to, last);
+      const path = this.#pathOf(chunk);
+      const dense = this.#reader.cachedIndexOf(chunk, this.#write);
+      if (dense !== undefined) {
+        spans.push({ path, file: chunk.name, startBytes: dense.offsetOf(seqno), endBytes: dense.offsetOf(upTo + 1) });
+      } else if (chunk.sparse !== undefined) {
+        const sparse = chunk.sparse;
+        const startIndex = Math.floor((seqno - chunk.first) / SPARSE_INDEX_STRIDE);
+        const endIndex = Math.min(Math.ceil((upTo + 1 - chunk.first) / SPARSE_INDEX_STRIDE), sparse.length - 1);
+        spans.push({ path, file: chunk.name, startBytes: sparse[startIndex]!, endBytes: sparse[endIndex]! });
+      } else {
+        spans.push({ path, file: chunk.name, startBytes: CHUNK_HEADER_BYTES, endBytes: chunk.sizeBytes ?? this.#disk.sizeBytes(path) });
+      }
+      seqno = upTo + 1;
+    }
+    return { firstSeqno: from, lastSeqno: to, spans };
   }
 
   listChunks(): ChunkListing[] {

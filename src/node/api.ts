@@ -8,7 +8,7 @@ import type { TxId } from '../base/ids.js';
 import type { Logger } from '../base/log.js';
 import type { NodeConfig } from '../config/index.js';
 import type { Tx, WriteSet } from '../kv/index.js';
-import type { Disk, EntrySealerFactory } from '../ledger/index.js';
+import type { Disk, EntryLeafReader, EntrySealerFactory } from '../ledger/index.js';
 import type { KeyPair } from '../crypto/index.js';
 import type { Receipt, SignatureReceipt } from '../merkle/index.js';
 import type { QuoteInfo } from '../attestation/virtual.js';
@@ -39,6 +39,13 @@ export interface NodeInit {
    * the calling thread; node processes pass a worker-thread sealer (src/platform/worker-sealer.ts).
    */
   readonly createEntrySealer?: EntrySealerFactory;
+  /**
+   * Re-reads the Merkle leaves of ledger entries for receipts of compacted transactions, off the
+   * request thread (src/ledger/entry-leaves.ts). Default: on the calling thread through `disk`
+   * (the simulator, tests); node processes pass a worker-thread reader
+   * (src/platform/worker-leaf-reader.ts). The node closes it when it stops.
+   */
+  readonly entryLeafReader?: EntryLeafReader;
   /**
    * Largest ledger entry (sealed frame) the node records; a larger transaction is refused (413
    * TransactionTooLarge). Default MAX_ENTRY_BYTES, what one node-to-node frame can carry; tests
@@ -100,8 +107,9 @@ export interface NodeOperatorQueries extends NodeTransactions {
   previousServiceIdentity(): string | undefined;
   versionReport(): VersionReport;
   viewHistory(since?: number): string[];
-  receipt(txId: TxId): Receipt | SignatureReceipt | 'pending';
-  coseReceipt(txId: TxId): Uint8Array | 'pending';
+  /** Asynchronous: a receipt may wait for a Merkle block re-read from the ledger files (docs/merkle.md). */
+  receipt(txId: TxId): Promise<Receipt | SignatureReceipt | 'pending'>;
+  coseReceipt(txId: TxId): Promise<Uint8Array | 'pending'>;
   /** POST /node/join: `clientAddress` is the remote address of the connection (its join rate is bounded). */
   handleJoin(request: JoinRequest, clientPublicKeyDer: Uint8Array | undefined, clientAddress: string | undefined): Promise<JoinResponse>;
   appFrontendOpen(): boolean;

@@ -9,6 +9,7 @@ import { assert } from '../base/assert.js';
 import type { Logger } from '../base/log.js';
 import { parseHostPort } from '../config/index.js';
 import { type Tx } from '../kv/index.js';
+import { inlineEntryLeafReader, type EntryLeafReader } from '../ledger/index.js';
 import type { Entry, Raft, Ready } from '../consensus/index.js';
 import { BytesRandom } from '../base/random.js';
 import type { NodeAddresses, NodeInit } from './api.js';
@@ -22,10 +23,12 @@ import { ServiceIdentity } from './identity/service-identity.js';
 import type { NetworkInfo } from './join.js';
 import { JoinRateLimiter } from './join/rate.js';
 import { Lifecycle, type LifecycleTrigger } from './lifecycle.js';
+import { blockRebuildsConcurrentMax, rebuiltBlocksCachedMax } from './limits.js';
 import { NodeStateFile, type BoundAddresses, type PersistedNodeState } from './persistence.js';
 import { FrameKind, Peers, trustedPeersOf } from './peers.js';
 import { OperatorQueries } from './queries/operator-reports.js';
 import { Receipts } from './queries/receipts.js';
+import { RebuiltBlocks } from './queries/rebuilt-blocks.js';
 import { Replica } from './replica.js';
 import { SnapshotManager, type StartupSnapshot } from './snapshots.js';
 import { Tables, type NodeInfo, type ServiceStatus } from './tables.js';
@@ -58,6 +61,7 @@ export class NodeComposition {
   /** The rate of join requests per client address this node admits while it is primary. */
   readonly joinRate: JoinRateLimiter;
   readonly receipts: Receipts;
+  readonly entryLeafReader: EntryLeafReader;
   readonly queries: OperatorQueries;
   private addresses: NodeAddresses | undefined;
   private genesisConfiguration: { seqno: number; nodes: string[] } | undefined;
@@ -94,6 +98,7 @@ export class NodeComposition {
     this.queries = this.buildQueries();
     this.signatures = this.buildSignatures();
     this.transactions = this.buildTransactions();
+    this.entryLeafReader = init.entryLeafReader ?? inlineEntryLeafReader(init.disk);
     this.receipts = this.buildReceipts();
     this.pendingCleanup = this.buildPendingCleanup();
     this.primaryTasks.register(this.pendingCleanup);
@@ -221,6 +226,12 @@ export class NodeComposition {
       replica: this.replica,
       service: this.service,
       secrets: this.secrets,
+      rebuiltBlocks: new RebuiltBlocks({
+        reader: this.entryLeafReader,
+        locate: (first, last) => this.replica.locateEntries(first, last),
+        cachedMax: rebuiltBlocksCachedMax,
+        concurrentMax: blockRebuildsConcurrentMax,
+      }),
       statusOf: (txId) => this.queries.statusOf(txId),
       viewOf: (seqno) => this.queries.viewOf(seqno),
     });

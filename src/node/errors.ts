@@ -37,6 +37,10 @@ export const NODE_ERROR_STATUS = {
   TransactionTooLarge: 413,
   /** A transaction id that will never be committed. */
   TransactionInvalid: 404,
+  /** A receipt asked for a transaction beyond every seqno this node knows of: it cannot be committed soon. */
+  TransactionUnknown: 404,
+  /** A receipt needs a Merkle block re-read from the ledger while as many re-reads as allowed run (Retry-After). */
+  ReceiptRebuildsBusy: 503,
   /** A COSE receipt asked for a transaction that has none (a signature transaction). */
   ReceiptUnavailable: 404,
   /** This node does not hold the service key yet. */

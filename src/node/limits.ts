@@ -50,6 +50,21 @@ export const recentProposalsBytesMax = 16 * 1024 * 1024;
 /** COSE signatures over recent committed roots the service keeps (receipts are asked for recent transactions). */
 export const signedRootCacheEntriesMax = 16;
 
+/**
+ * Merkle blocks (1024 leaves, 32 KiB each) whose leaves, re-read from the ledger files for a
+ * receipt of a compacted transaction, stay cached: receipts are often asked for neighbouring
+ * transactions, and re-reading a block of large entries costs seconds of a disk and a core.
+ */
+export const rebuiltBlocksCachedMax = 64;
+
+/**
+ * Blocks re-read at once for receipts (each on the leaf reader, off the request thread); a
+ * receipt that needs one more answers 503 ReceiptRebuildsBusy with Retry-After, so that
+ * unauthenticated receipt requests cannot queue unbounded disk work.
+ */
+export const blockRebuildsConcurrentMax = 2;
+export const blockRebuildsBusyRetryAfterSeconds = 1;
+
 /** How often, at least, the primary looks for silent Pending nodes (spec: at least once per minute). */
 export const pendingCleanupIntervalMsMax = 60_000;
 

@@ -257,10 +257,10 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
 
   // ---------------------------------------------------------------- queries
 
-  receipt(txId: TxId): Receipt | SignatureReceipt | 'pending' {
+  receipt(txId: TxId): Promise<Receipt | SignatureReceipt | 'pending'> {
     return this.parts.receipts.receipt(txId);
   }
-  coseReceipt(txId: TxId): Uint8Array | 'pending' {
+  coseReceipt(txId: TxId): Promise<Uint8Array | 'pending'> {
     return this.parts.receipts.coseReceipt(txId);
   }
   historicalWrites(txId: TxId): WriteSet | 'pending' {
@@ -318,6 +318,7 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
     this.parts.proposer.close();
     this.parts.snapshots.stop();
     this.parts.filesCleanup.stop();
+    this.parts.entryLeafReader.close();
     this.parts.replica.close();
     this.parts.lifecycle.transition('stop', []);
   }

@@ -11,9 +11,9 @@ import { toHex } from '../base/bytes.js';
 import type { Logger } from '../base/log.js';
 import type { Clock } from '../base/clock.js';
 import { loadPublicKey, publicKeyPem, verifyEcdsa } from '../crypto/index.js';
-import { BLOCK_LEAF_COUNT, HistoryTree } from '../merkle/index.js';
+import { HistoryTree } from '../merkle/index.js';
 import { AES_GCM_TAG_BYTES, Store, copyValue, decodeWriteSet } from '../kv/index.js';
-import { type DecodedEntry, type Disk, EntryFlags, Ledger, decodeEntry, entryLeaf, hasFlag, isLedgerError } from '../ledger/index.js';
+import { type DecodedEntry, type Disk, type EntryLeavesRequest, EntryFlags, Ledger, decodeEntry, entryLeaf, hasFlag, isLedgerError } from '../ledger/index.js';
 import type { Entry } from '../consensus/index.js';
 import { nodeError } from './errors.js';
 import type { LedgerSecrets } from './identity/ledger-secrets.js';
@@ -206,11 +206,18 @@ export class Replica {
     }
   }
 
-  /** The Merkle leaves of one compacted block (BLOCK_LEAF_COUNT seqnos), re-read from the ledger files. */
-  leavesOfBlock(block: number): Uint8Array[] {
-    const leaves: Uint8Array[] = [];
-    for (let s = block * BLOCK_LEAF_COUNT + 1; s <= (block + 1) * BLOCK_LEAF_COUNT; s++) leaves.push(entryLeaf(this.readEntryFrame(s)));
-    return leaves;
+  /**
+   * Where entries `first`..`last` are in the ledger files, for a re-read of their Merkle leaves
+   * off the request thread (nothing is read here); HistoricalDataUnavailable when the files do
+   * not hold them.
+   */
+  locateEntries(first: number, last: number): EntryLeavesRequest {
+    try {
+      return this.ledger.locateEntries(first, last);
+    } catch (e) {
+      if (isLedgerError(e, 'LedgerEntryNotFound')) throw nodeError('HistoricalDataUnavailable', `seqnos ${first}..${last} are not all in this node's ledger files`);
+      throw e;
+    }
   }
 
   /** Rebuilds a consensus entry from the ledger (for append batches the core no longer holds). */

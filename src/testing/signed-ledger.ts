@@ -4,7 +4,7 @@
  * signed with a node key whose certificate the service key endorsed), chunks cut on signatures.
  * For tests and benchmarks of offline verification without running a node.
  */
-import { createEndorsedCertificate, createSelfSignedCertificate, generateEcKeyPair, nodeIdFromPublicKey, signEcdsa, type KeyPair } from '../crypto/index.js';
+import { sha256, createEndorsedCertificate, createSelfSignedCertificate, generateEcKeyPair, nodeIdFromPublicKey, signEcdsa, type KeyPair } from '../crypto/index.js';
 import { encodeWriteSet, type WriteSet } from '../kv/index.js';
 import { encodeEntry, EntryFlags, Ledger, shouldEndChunk, writeSetDigest, type Disk } from '../ledger/index.js';
 import { HistoryTree, leafDigest, NO_CLAIMS_DIGEST } from '../merkle/index.js';
@@ -47,6 +47,11 @@ export interface SignedLedgerOptions {
   readonly batchEntries?: number;
   /** Seqnos committed (chunks up to it are renamed .committed); the last entry by default. */
   readonly commitSeqno?: number;
+  /**
+   * Each entry's commit evidence (its digest goes in the frame), so that receipts of the entries
+   * can be built; by default the digest is the seqno's low byte repeated.
+   */
+  readonly commitEvidenceOf?: (seqno: number) => string;
   /** The signature at this seqno is made with another key than the certificate's (a forgery). */
   readonly forgeSignatureAt?: number;
   /** A snapshot_evidence record written at `seqno` (never a signature seqno). */
@@ -98,7 +103,8 @@ export function writeSignedLedger(options: SignedLedgerOptions): SignedLedgerSum
       writes = new Map([['public:records', new Map([[String(seqno % 1000), payload]])]]);
     }
     const { publicBytes } = encodeWriteSet(writes);
-    evidence.fill(seqno & 0xff);
+    if (options.commitEvidenceOf !== undefined) evidence.set(sha256(options.commitEvidenceOf(seqno)));
+    else evidence.fill(seqno & 0xff);
     let flags = isSignature ? EntryFlags.SIGNATURE : 0;
     if (shouldEndChunk({ chunkBytesSoFar: chunkBytes, chunkSizeBytes: options.chunkSizeBytes, isSignature, forced: seqno === options.entries })) flags |= EntryFlags.CHUNK_END;
     const fields = { view: VIEW, seqno, flags, claimsDigest: NO_CLAIMS_DIGEST, commitEvidenceDigest: evidence, publicBytes, privateBytes: new Uint8Array(0) };

@@ -362,10 +362,15 @@ describe('a single node', () => {
     const user = node.user;
     const first = await node.client.request('POST', '/app/log/public', { body: { id: 1, msg: 'receipted' }, identity: user });
     const firstTx = first.headers['x-covenant-transaction-id'] as string;
+    // Far beyond the last seqno the node knows of: not committed, and it cannot be soon (GET /app/tx
+    // says Unknown): a JSON 404, not a 202 to be asked again forever.
     for (const path of ['/node/receipt', '/node/receipt/cose']) {
-      const pending = await get(`${path}?transaction_id=${firstTx.split('.')[0]}.${Number(firstTx.split('.')[1]) + 1_000_000}`);
-      assert.equal(pending.status, 202, path);
-      assert.equal(pending.headers['retry-after'], '1', path);
+      for (const beyond of [`${firstTx.split('.')[0]}.${Number(firstTx.split('.')[1]) + 1_000_000}`, '1.999999999999999']) {
+        const unknown = await get(`${path}?transaction_id=${beyond}`);
+        assert.equal(unknown.status, 404, `${path} ${beyond}`);
+        assert.equal(unknown.body.error.code, 'TransactionUnknown', path);
+        assert.equal((await get(`/app/tx?transaction_id=${beyond}`)).body.status, 'Unknown');
+      }
     }
 
     // More than two Merkle blocks (1024 leaves each) after it, so its block is compacted in memory.

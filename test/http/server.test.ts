@@ -31,6 +31,12 @@ const routes: Route[] = [
     },
   },
   { method: 'GET', path: '/rejects', summary: 'rejects', handler: () => Promise.reject(new CovenantError('Gone', 'this handler always rejects', 410)) },
+  {
+    method: 'GET',
+    path: '/busy',
+    summary: 'refuses for now',
+    handler: () => Promise.reject(new CovenantError('Busy', 'come back later', 503, undefined, 2)),
+  },
   { method: 'GET', path: '/bug', summary: 'fails unexpectedly', handler: () => Promise.reject(new TypeError('a bug')) },
   { method: 'GET', path: '/unserialisable', summary: 'answers a BigInt', handler: () => json(200, { big: 1n }) },
   { method: 'GET', path: '/items/{id}', summary: 'echoes the id', handler: ({ params }) => json(200, { id: params.id }) },
@@ -98,9 +104,13 @@ test('synchronous and asynchronous handlers answer with their status, headers an
   assert.deepEqual(later.body, { answer: 'async' });
 });
 
-test('a throwing, a rejecting and a buggy handler each get the JSON error body, and nothing more leaks', async () => {
+test('a throwing, a rejecting, a busy and a buggy handler each get the JSON error body (Retry-After when it says when), and nothing more leaks', async () => {
   assert.deepEqual(await call('GET', '/throws').then((a) => [a.status, a.body]), [418, { error: { code: 'Teapot', message: 'this handler always throws' } }]);
   assert.deepEqual(await call('GET', '/rejects').then((a) => [a.status, a.body]), [410, { error: { code: 'Gone', message: 'this handler always rejects' } }]);
+  const busy = await call('GET', '/busy');
+  assert.deepEqual([busy.status, busy.body], [503, { error: { code: 'Busy', message: 'come back later' } }]);
+  assert.equal(busy.headers['retry-after'], '2', 'an error that says when to come back sets Retry-After');
+  assert.equal((await call('GET', '/rejects')).headers['retry-after'], undefined);
   const bug = await call('GET', '/bug');
   assert.equal(bug.status, 500);
   assert.equal((bug.body as { error: { code: string; message: string } }).error.code, 'InternalError');

@@ -22,6 +22,8 @@ const EXPECTED: Record<NodeErrorCode, number> = {
   NodeRetired: 403,
   TransactionTooLarge: 413,
   TransactionInvalid: 404,
+  TransactionUnknown: 404,
+  ReceiptRebuildsBusy: 503,
   ReceiptUnavailable: 404,
   ServiceKeyUnavailable: 503,
   LedgerSecretUnavailable: 503,

@@ -15,6 +15,17 @@ import { JoinRequestSchema } from '../../node/join.js';
 import { booleanQuery, integerQuery, json, noContent, type Route } from '../route.js';
 
 
+/**
+ * What a receipt route answers. A receipt of a transaction whose Merkle block was compacted waits
+ * (asynchronously, the request thread free) for the block's leaves to be re-read from the ledger.
+ */
+const RECEIPT_RESPONSES = {
+  200: 'Receipt',
+  202: 'Not committed yet, but known to this node (see Retry-After)',
+  404: 'TransactionInvalid: never committed; TransactionUnknown: beyond the last seqno this node knows of; HistoricalDataUnavailable',
+  503: 'ReceiptRebuildsBusy: as many Merkle blocks as allowed are being re-read (see Retry-After)',
+} as const;
+
 function nodeNotFound(id: string): CovenantError {
   return new CovenantError('ResourceNotFound', `No node with id ${id} is known to the service`, 404);
 }
@@ -303,11 +314,11 @@ export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFronte
       path: '/node/receipt',
       summary: 'Signed receipt over one transaction',
       query: z.object({ transaction_id: z.string() }).strict(),
-      responses: { 200: 'Receipt', 202: 'Not yet available (see Retry-After)' },
-      handler: ({ query }) => {
+      responses: RECEIPT_RESPONSES,
+      handler: async ({ query }) => {
         const txId = parseTxId(query.transaction_id);
         if (!txId) throw new CovenantError('InvalidQueryParameterValue', `"${query.transaction_id}" is not a transaction id <view>.<seqno>`, 400);
-        const receipt = node.receipt(txId);
+        const receipt = await node.receipt(txId);
         if (receipt === 'pending') {
           // Not committed yet: ask again shortly.
           return json(202, { transaction_id: query.transaction_id, status: 'Pending' }, { 'retry-after': '1' });
@@ -320,11 +331,11 @@ export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFronte
       path: '/node/receipt/cose',
       summary: 'COSE Sign1 receipt over one transaction',
       query: z.object({ transaction_id: z.string() }).strict(),
-      responses: { 200: 'Receipt', 202: 'Not yet available (see Retry-After)', 404: 'ReceiptUnavailable: a signature transaction (see /node/receipt)' },
-      handler: ({ query }) => {
+      responses: { ...RECEIPT_RESPONSES, 404: `${RECEIPT_RESPONSES[404]}; ReceiptUnavailable: a signature transaction (see /node/receipt)` },
+      handler: async ({ query }) => {
         const txId = parseTxId(query.transaction_id);
         if (!txId) throw new CovenantError('InvalidQueryParameterValue', `"${query.transaction_id}" is not a transaction id <view>.<seqno>`, 400);
-        const receipt = node.coseReceipt(txId);
+        const receipt = await node.coseReceipt(txId);
         if (receipt === 'pending') return json(202, { transaction_id: query.transaction_id, status: 'Pending' }, { 'retry-after': '1' });
         return { status: 200, bodyKind: 'bytes', body: receipt, headers: { 'content-type': 'application/cose' } };
       },

@@ -2,12 +2,17 @@
  * Proofs and history of committed transactions: JSON receipts (GET /node/receipt), COSE receipts
  * (GET /node/receipt/cose) and historical writes read back from the ledger files. Each answers
  * 'pending' until the node knows the transaction committed, and TransactionInvalid if it never
- * will be.
+ * will be; a receipt of a seqno beyond every one this node knows of is TransactionUnknown (it
+ * cannot commit soon: asking again every second would go on forever).
+ *
+ * A receipt of a transaction whose Merkle block the tree has compacted needs the block's leaves
+ * re-read from the ledger files: the receipt waits for them asynchronously (RebuiltBlocks: cached,
+ * read off the request thread, a bounded number at once), then builds its proof at once.
  */
 import { assert } from '../../base/assert.js';
 import { fromHex } from '../../base/bytes.js';
 import { formatTxId, type TxId } from '../../base/ids.js';
-import { buildReceipt, buildSignatureReceipt, coseReceiptWithProof, type Receipt, type SignatureReceipt } from '../../merkle/index.js';
+import { BLOCK_LEAF_COUNT, buildReceipt, buildSignatureReceipt, coseReceiptWithProof, type Receipt, type SignatureReceipt } from '../../merkle/index.js';
 import { decodeWriteSetParts, type WriteSet } from '../../kv/index.js';
 import { type DecodedEntry, EntryFlags, hasFlag, writeSetDigest } from '../../ledger/index.js';
 import { nodeError, transactionInvalid } from '../errors.js';
@@ -16,13 +21,21 @@ import type { ServiceIdentity } from '../identity/service-identity.js';
 import type { Replica } from '../replica.js';
 import { signatureRecordOf } from '../tables.js';
 import type { TxStatus } from '../tx-status.js';
+import type { RebuiltBlocks } from './rebuilt-blocks.js';
 
 export interface ReceiptsHost {
   readonly replica: Replica;
   readonly service: ServiceIdentity;
   readonly secrets: LedgerSecrets;
+  readonly rebuiltBlocks: RebuiltBlocks;
   statusOf(txId: TxId): TxStatus;
   viewOf(seqno: number): number;
+}
+
+/** The leaves of one compacted Merkle block, re-read from the ledger files. */
+interface BlockLeaves {
+  readonly blockIndex: number;
+  readonly leaves: readonly Uint8Array[];
 }
 
 export class Receipts {
@@ -35,8 +48,8 @@ export class Receipts {
    * A signature transaction gets its signature receipt (the root it signed, no proof) as soon as it
    * is committed: no later root may ever come to cover it.
    */
-  receipt(txId: TxId): Receipt | SignatureReceipt | 'pending' {
-    const entry = this.committedEntry(txId);
+  async receipt(txId: TxId): Promise<Receipt | SignatureReceipt | 'pending'> {
+    const entry = this.committedEntry(txId, true);
     if (entry === 'pending') return entry;
     if (hasFlag(entry.flags, EntryFlags.SIGNATURE)) {
       const record = signatureRecordOf(entry);
@@ -47,7 +60,9 @@ export class Receipts {
         signedRoot: fromHex(record.root),
       });
     }
-    const parts = this.receiptParts(entry);
+    // No await unless a block must be re-read: the proof is then built in the same turn as the check.
+    const reread = this.blockLeavesFor(entry.seqno);
+    const parts = this.receiptParts(entry, reread instanceof Promise ? await reread : reread);
     return buildReceipt({
       leafComponents: parts.leafComponents,
       proof: parts.proof,
@@ -63,8 +78,8 @@ export class Receipts {
    * once (cached per signature), and each receipt adds its own proof. A signature transaction has
    * no COSE receipt (it signs roots; its JSON receipt says which).
    */
-  coseReceipt(txId: TxId): Uint8Array | 'pending' {
-    const entry = this.committedEntry(txId);
+  async coseReceipt(txId: TxId): Promise<Uint8Array | 'pending'> {
+    const entry = this.committedEntry(txId, true);
     if (entry === 'pending') return entry;
     if (hasFlag(entry.flags, EntryFlags.SIGNATURE)) {
       throw nodeError(
@@ -73,8 +88,10 @@ export class Receipts {
           `this transaction is the signature of one. GET /node/receipt?transaction_id=${formatTxId(txId)} answers its signature receipt`,
       );
     }
-    const parts = this.receiptParts(entry);
     if (!this.host.service.holdsKey) throw nodeError('ServiceKeyUnavailable', 'this node does not hold the service key yet; ask a trusted node');
+    // No await unless a block must be re-read: the proof is then built in the same turn as the check.
+    const reread = this.blockLeavesFor(entry.seqno);
+    const parts = this.receiptParts(entry, reread instanceof Promise ? await reread : reread);
     const signatureTxId = formatTxId({ view: this.host.viewOf(parts.signatureSeqno), seqno: parts.signatureSeqno });
     const signedRoot = this.host.service.signedRoot(parts.signatureSeqno, fromHex(parts.record.root), signatureTxId);
     return coseReceiptWithProof(signedRoot, parts.leafComponents, parts.proof);
@@ -97,16 +114,40 @@ export class Receipts {
     return decodeWriteSetParts(entry.publicBytes, this.host.replica.privatePlainOf(entry));
   }
 
-  /** The ledger entry of a committed transaction; 'pending' until it commits, TransactionInvalid if it never will. */
-  private committedEntry(txId: TxId): DecodedEntry | 'pending' {
+  /**
+   * The ledger entry of a committed transaction; 'pending' until it commits, TransactionInvalid
+   * if it never will; with `unknownBeyondLast`, TransactionUnknown for a seqno beyond the last
+   * this node holds (a transaction can be committed soon only once some node replicated it here).
+   */
+  private committedEntry(txId: TxId, unknownBeyondLast: boolean): DecodedEntry | 'pending' {
     const status = this.host.statusOf(txId);
     if (status === 'Invalid') throw transactionInvalid(formatTxId(txId));
+    const lastSeqno = this.host.replica.store.version;
+    if (unknownBeyondLast && status === 'Unknown' && txId.seqno > lastSeqno) {
+      throw nodeError(
+        'TransactionUnknown',
+        `transaction ${formatTxId(txId)} is Unknown: its seqno is beyond the last one this node holds (${lastSeqno}), so it is not committed ` +
+          'and cannot be soon; ask again once GET /app/tx says it is Pending or Committed',
+      );
+    }
     if (status !== 'Committed') return 'pending';
     return this.host.replica.readEntryFrame(txId.seqno);
   }
 
+  /**
+   * The leaves of the compacted Merkle block holding `seqno`, once re-read (at once when cached),
+   * or undefined when the tree still holds the seqno's leaf. The proof is built after the wait, with
+   * the commit of that time.
+   */
+  private blockLeavesFor(seqno: number): BlockLeaves | Promise<BlockLeaves> | undefined {
+    if (seqno - 1 >= this.host.replica.tree.compactionPoint) return undefined;
+    const blockIndex = Math.floor((seqno - 1) / BLOCK_LEAF_COUNT);
+    const leaves = this.host.rebuiltBlocks.leaves(blockIndex);
+    return leaves instanceof Promise ? leaves.then((l) => ({ blockIndex, leaves: l })) : { blockIndex, leaves };
+  }
+
   /** The latest committed signature and the inclusion proof of a committed non-signature entry under its root. */
-  private receiptParts(entry: DecodedEntry) {
+  private receiptParts(entry: DecodedEntry, block: BlockLeaves | undefined) {
     const replica = this.host.replica;
     // Commit lands on signatures only, so a committed entry that is not one precedes the latest.
     const signatureSeqno = replica.commitSeqno;
@@ -114,7 +155,11 @@ export class Receipts {
     const signature = replica.readEntryFrame(signatureSeqno);
     assert(hasFlag(signature.flags, EntryFlags.SIGNATURE), `commit ${signatureSeqno} lands on a signature`);
     const record = signatureRecordOf(signature);
-    const proof = replica.tree.inclusionProof(entry.seqno - 1, signatureSeqno - 1, (block) => replica.leavesOfBlock(block));
+    const proof = replica.tree.inclusionProof(entry.seqno - 1, signatureSeqno - 1, (blockIndex) => {
+      // The tree compacts only forwards, so a leaf compacted now was compacted before the wait.
+      assert(block !== undefined && block.blockIndex === blockIndex, () => `the leaves of compacted block ${blockIndex} were re-read first`);
+      return block.leaves;
+    });
     const leafComponents = {
       writeSetDigest: writeSetDigest(entry),
       commitEvidence: replica.commitEvidence(entry.view, entry.seqno),
