@@ -1,15 +1,16 @@
 /**
  * The default application: a message log, the de facto workload of this kind of service
  * (docs/architecture.md, "The default application"). Private records live in an encrypted map, public ones in
- * a `public:` map. Every write answers with the `x-covenant-transaction-id` header.
+ * a `public:` map. Every write answers with the `x-covenant-transaction-id` header of its
+ * transaction, every read with that of the state it read (the last transaction applied before it).
  */
 import { z } from 'zod';
 import { CovenantError } from '../base/errors.js';
 import { formatTxId, parseTxId } from '../base/ids.js';
 import { jsonCodec } from '../kv/index.js';
-import type { CovenantNode } from '../node/node.js';
+import type { NodeTransactions } from '../node/api.js';
 import { Tables } from '../node/tables.js';
-import { integerQuery, json, type Route } from '../http/route.js';
+import { errorJson, integerQuery, json, type Route } from '../http/route.js';
 
 export const TRANSACTION_ID_HEADER = 'x-covenant-transaction-id';
 
@@ -22,7 +23,7 @@ function recordNotFound(id: number): CovenantError {
   return new CovenantError('ResourceNotFound', `No record with id ${id}`, 404);
 }
 
-export function loggingAppRoutes(node: CovenantNode): Route[] {
+export function loggingAppRoutes(node: NodeTransactions): Route[] {
   const routes: Route[] = [];
   for (const [scope, table] of [
     ['private', Tables.appPrivateLog],
@@ -47,9 +48,10 @@ export function loggingAppRoutes(node: CovenantNode): Route[] {
         auth: 'user_cert_or_jwt',
         query: idQuery,
         handler: ({ query }) => {
-          const value = node.executeRead((tx) => tx.map(table, msgCodec).get(String(query.id)));
-          if (!value) throw recordNotFound(query.id);
-          return json(200, { msg: value.msg });
+          const { result: value, txId } = node.executeReadAt((tx) => tx.map(table, msgCodec).get(String(query.id)));
+          const header = { [TRANSACTION_ID_HEADER]: formatTxId(txId) };
+          if (!value) return errorJson(recordNotFound(query.id), header);
+          return json(200, { msg: value.msg }, header);
         },
       },
       {

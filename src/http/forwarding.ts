@@ -7,7 +7,8 @@
 import type { Clock, TimerHandle } from '../base/clock.js';
 import { CovenantError, errorMessage } from '../base/errors.js';
 import type { Logger } from '../base/log.js';
-import { FrameKind, type CovenantNode } from '../node/node.js';
+import { FrameKind } from '../node/node.js';
+import type { NodeFrames } from '../node/api.js';
 import { z } from 'zod';
 import { errorHeaders, toCovenantError, zodIssuesMessage } from './errors.js';
 import type { HttpMethod, RequestContext, Route, RouteResponse } from './route.js';
@@ -72,7 +73,7 @@ export class PrimaryForwarder implements RequestForwarder {
   private readonly pending = new Map<number, { to: string; resolve: (r: RouteResponse) => void; reject: (e: unknown) => void; timer: TimerHandle }>();
 
   constructor(
-    private readonly node: CovenantNode,
+    private readonly node: NodeFrames,
     private readonly router: () => Router,
     private readonly logger: Logger,
     /** Times out requests the primary does not answer. */

@@ -5,6 +5,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import { z } from 'zod';
+import type { CovenantError } from '../base/errors.js';
 
 export type HttpMethod = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'DELETE';
 
@@ -67,6 +68,11 @@ export interface Route<Q = any, B = any> {
 
 export function json(status: number, body: unknown, headers?: RouteResponse['headers']): RouteResponse {
   return headers === undefined ? { status, body, bodyKind: 'json' } : { status, body, bodyKind: 'json', headers };
+}
+
+/** An error answer that carries headers of its own (a read's 404 names the state it read). */
+export function errorJson(error: CovenantError, headers: RouteResponse['headers']): RouteResponse {
+  return json(error.status, error.toBody(), headers);
 }
 
 export function noContent(headers?: RouteResponse['headers']): RouteResponse {

@@ -6,7 +6,7 @@
 import type { Logger } from '../base/log.js';
 import type { NodeConfig } from '../config/index.js';
 import { CovenantError } from '../base/errors.js';
-import type { CovenantNode } from '../node/node.js';
+import type { NodeOperatorQueries, NodeServices, NodeTransactions } from '../node/api.js';
 import { StoreAuthenticator } from './auth.js';
 import { operatorRoutes } from './frontends/operator.js';
 import { governanceRoutes } from './frontends/governance.js';
@@ -18,10 +18,10 @@ import { RpcInterface, type TlsIdentity } from './server.js';
 import { PrimaryForwarder } from './forwarding.js';
 
 export interface NodeServerOptions {
-  readonly node: CovenantNode;
+  readonly node: NodeServices;
   readonly config: NodeConfig;
   readonly logger: Logger;
-  readonly appRoutes: (node: CovenantNode) => Route[];
+  readonly appRoutes: (node: NodeTransactions) => Route[];
   readonly tls: TlsIdentity;
 }
 
@@ -33,7 +33,7 @@ export class NodeServer {
   constructor(private readonly options: NodeServerOptions) {
     const { node } = options;
     let routes: Route[] = [];
-    const openApi = () => openApiDocument(routes, { title: 'Covenant node API', version: node.init.version });
+    const openApi = () => openApiDocument(routes, { title: 'Covenant node API', version: node.versionReport().version });
     routes = [
       ...operatorRoutes({ node, openApi, primaryAddress: (interfaceName) => this.primaryAddress(interfaceName) }),
       ...downloadRoutes(
@@ -43,7 +43,7 @@ export class NodeServer {
           requestSnapshot: () => node.requestSnapshot(),
         }),
       ),
-      ...governanceRoutes(node, { nowMs: () => node.init.clock.nowMs() }),
+      ...governanceRoutes(node, { nowMs: () => node.clock.nowMs() }),
       ...options.appRoutes(node).map((route) => whileAppOpen(route, node)),
       {
         method: 'GET',
@@ -54,7 +54,7 @@ export class NodeServer {
       },
     ];
     this.router = new Router(routes);
-    this.forwarder = new PrimaryForwarder(node, () => this.router, options.logger.child({ component: 'forwarding' }), node.init.clock);
+    this.forwarder = new PrimaryForwarder(node, () => this.router, options.logger.child({ component: 'forwarding' }), node.clock);
     const authenticator = new StoreAuthenticator({ isUser: (id) => node.isUser(id) });
     for (const [name, iface] of Object.entries(options.config.rpc_interfaces)) {
       const { host, port } = splitHostPort(iface.bind_address);
@@ -123,7 +123,7 @@ export class NodeServer {
  * "Service opening"); before, 503 FrontendNotOpen, as GET /node/ready/app says. A backup forwards
  * writes before this check: the primary, which executes them, decides.
  */
-function whileAppOpen(route: Route, node: CovenantNode): Route {
+function whileAppOpen(route: Route, node: Pick<NodeOperatorQueries, 'appFrontendOpen' | 'appFrontendClosedReason'>): Route {
   const handler = route.handler;
   return {
     ...route,

@@ -16,6 +16,7 @@ import type { JoinRequest, JoinResponse } from './join.js';
 import type { NodeLifecycleState } from './lifecycle.js';
 import type { ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, VersionReport } from './reports.js';
 import type { TxStatus } from './tx-status.js';
+import type { SnapshotRequestOutcome } from './snapshots.js';
 import type { WriteResult } from './write/transactions.js';
 
 export interface NodeInit {
@@ -77,6 +78,8 @@ export interface NodeTransactions {
   readonly clock: Clock;
   executeWrite<T>(fn: (tx: Tx) => T): WriteResult<T>;
   executeRead<T>(fn: (tx: Tx) => T): T;
+  /** A read, with the id of the state it read (x-covenant-transaction-id on a read's answer). */
+  executeReadAt<T>(fn: (tx: Tx) => T): { readonly result: T; readonly txId: TxId };
   isPrimary(): boolean;
   statusOf(txId: TxId): TxStatus;
   commitTxId(): TxId;
@@ -121,4 +124,12 @@ export interface NodeGovernanceHost extends NodeTransactions {
   /** The Merkle root over every entry so far (members acknowledge a state digest). */
   treeRootHex(): string;
   forceLedgerChunk(): void;
+}
+
+/** Everything the RPC interfaces of one node serve (src/http/service.ts composes the frontends over it). */
+export interface NodeServices extends NodeOperatorQueries, NodeGovernanceHost, NodeFrames {
+  /** Whether a user certificate with this id is registered (asked on every user request). */
+  isUser(id: string): boolean;
+  /** POST /node/snapshot:create (coalesced with one already requested; refused within snapshots.min_interval). */
+  requestSnapshot(): SnapshotRequestOutcome;
 }

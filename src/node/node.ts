@@ -212,6 +212,11 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
     return this.parts.transactions.executeRead(fn);
   }
 
+  executeReadAt<T>(fn: (tx: Tx) => T): { readonly result: T; readonly txId: TxId } {
+    // Synchronous: nothing is applied between the read and the id of what it read.
+    return { result: this.parts.transactions.executeRead(fn), txId: this.parts.queries.appliedTxId() };
+  }
+
   /**
    * POST /node/snapshot:create: a snapshot at the next signature transaction, coalesced with one
    * already asked for; throws TooManySnapshotRequests (429) within snapshots.min_interval of the last.

@@ -12,7 +12,7 @@ import { CovenantError, isCovenantError } from '../../base/errors.js';
 import { formatTxId } from '../../base/ids.js';
 import { Governance, type GovOutcome, type GovRequest, loadJsEngine, type SandboxLimits } from '../../gov/index.js';
 import { jsonCodec, type Tx } from '../../kv/index.js';
-import type { CovenantNode } from '../../node/node.js';
+import type { NodeGovernanceHost } from '../../node/api.js';
 import { SINGLETON_KEY, Tables, type NodeInfo, type ServiceInfo } from '../../node/tables.js';
 import { httpErrors } from '../errors.js';
 import { json, type RequestContext, type Route } from '../route.js';
@@ -27,7 +27,7 @@ export interface GovernanceFrontendOptions {
 
 const anyJson = jsonCodec<any>();
 
-export function governanceRoutes(node: CovenantNode, options: GovernanceFrontendOptions): Route[] {
+export function governanceRoutes(node: NodeGovernanceHost, options: GovernanceFrontendOptions): Route[] {
   // Start loading at once so that the first governance request does not wait for it.
   const governance: Promise<Governance> = loadJsEngine().then(
     (engine) => new Governance({ engine, nowMs: options.nowMs, ...(options.sandboxLimits ? { sandboxLimits: options.sandboxLimits } : {}) }),
@@ -46,7 +46,7 @@ export function governanceRoutes(node: CovenantNode, options: GovernanceFrontend
     // transaction, rather than waited for synchronously inside it.
     await gov.ready();
     const req = request(ctx);
-    let written: { result: GovOutcome<T>; txId: ReturnType<CovenantNode['executeWrite']>['txId'] };
+    let written: { result: GovOutcome<T>; txId: ReturnType<NodeGovernanceHost['executeWrite']>['txId'] };
     try {
       written = node.executeWrite((tx) => fn(gov, tx, req));
     } catch (e) {

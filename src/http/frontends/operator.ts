@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { CovenantError } from '../../base/errors.js';
 import { formatTxId, parseTxId } from '../../base/ids.js';
 import { jsonCodec } from '../../kv/index.js';
-import type { CovenantNode } from '../../node/node.js';
+import type { NodeOperatorQueries } from '../../node/api.js';
 import type { NodeSummary } from '../../node/reports.js';
 import { Tables, type NodeInfo } from '../../node/tables.js';
 import { X509Certificate } from 'node:crypto';
@@ -31,7 +31,7 @@ function nodeNotFound(id: string): CovenantError {
 }
 
 export interface OperatorFrontendOptions {
-  readonly node: CovenantNode;
+  readonly node: NodeOperatorQueries;
   /** Returns the full OpenAPI document of every route the node serves. */
   readonly openApi: () => unknown;
   /** Published address of the primary's RPC interface named like the request's (else its first), for redirects. */
@@ -344,7 +344,7 @@ export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFronte
   return routes;
 }
 
-function quoteBody(node: CovenantNode): Record<string, unknown> {
+function quoteBody(node: NodeOperatorQueries): Record<string, unknown> {
   return quoteBodyOf(node.nodeId, node.quoteInfo);
 }
 

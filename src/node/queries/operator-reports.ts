@@ -46,6 +46,23 @@ export class OperatorQueries {
     return { view: this.viewOf(commitSeqno), seqno: commitSeqno };
   }
 
+  /**
+   * The id of the last transaction applied to this node's store: what a read now reads. It may
+   * not be committed yet (a backup applies entries before they commit; a primary's are still in
+   * flight): a client that needs committed state waits until GET /app/tx says Committed.
+   * Asked on every read, so it avoids the view history unless the entry has left the log.
+   */
+  appliedTxId(): TxId {
+    const seqno = this.host.replica.store.version;
+    const raft = this.host.raft();
+    if (raft === undefined || seqno === 0) return { view: 0, seqno };
+    const inLog = raft.entry(seqno)?.view;
+    if (inLog !== undefined) return { view: inLog, seqno };
+    const summary = raft.summary();
+    // Beyond the log: a primary's transaction still being sealed, proposed in its current view.
+    return { view: seqno > summary.lastSeqno ? summary.view : this.viewOf(seqno), seqno };
+  }
+
   viewHistory(since = 0): string[] {
     return this.viewStarts()
       .filter((s) => s.view >= since)
