@@ -1,7 +1,8 @@
 /**
  * One measurement of a three-node network (or `--nodes N`) of this build under `ab` (the write path as
  * `npm run bench` loads it): a 2 s warm-up, then `--duration` seconds; prints one JSON line with
- * committed writes per second and the CPU per write of each node (primary first). Meant to be run
+ * committed writes per second and the CPU per write of each node (primary first); `--durability
+ * Synced|Replicated` sets ledger.durability. Meant to be run
  * alternately from two builds to compare them (A B B A, see docs/performance.md "Measuring"):
  *
  *   node <build A>/dist/bench/three-node-ab.js --duration 8
@@ -16,7 +17,9 @@ import { parseTxId } from '../src/base/ids.js';
 const durationS = Number(process.argv[process.argv.indexOf('--duration') + 1] ?? 8) || 8;
 const nodesAt = process.argv.indexOf('--nodes');
 const nodeCount = nodesAt === -1 ? 3 : Number(process.argv[nodesAt + 1]);
-const network = await startNetwork(nodeCount, { logging: { level: 'fail' } });
+const durabilityAt = process.argv.indexOf('--durability');
+const durability = durabilityAt === -1 ? undefined : process.argv[durabilityAt + 1];
+const network = await startNetwork(nodeCount, { logging: { level: 'fail' }, ...(durability ? { ledger: { durability } } : {}) });
 try {
   const primary = await network.primary();
   const nodes = [primary, ...network.nodes.filter((n) => n !== primary)];

@@ -10,6 +10,8 @@ import { address, durationMs, isIpv4, isIpv6, pathIn, positiveDurationMs, sizeBy
 export const COMMAND_TYPES = ['Start', 'Join', 'Recover'] as const;
 export const OPERATOR_FEATURES = ['LedgerChunkRead', 'SnapshotRead', 'SnapshotCreate'] as const;
 export const LOG_FORMATS = ['Text', 'Json'] as const;
+/** ledger.durability: when appended entries count as held (docs/configuration.md, "Durability"). */
+export const DURABILITIES = ['Synced', 'Replicated'] as const;
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'fail', 'fatal'] as const;
 
 /** A DNS name in a certificate; a leading "*." wildcard label is allowed. */
@@ -130,6 +132,7 @@ export function nodeConfigSchema(baseDir: string) {
         directory: file.prefault('ledger'),
         read_only_directories: z.array(file).default([]),
         chunk_size: sizeBytes().prefault('5MB'),
+        durability: z.enum(DURABILITIES).default('Synced'),
       })
       .prefault({}),
     snapshots: z

@@ -98,6 +98,13 @@ export interface LedgerConfig {
   read_only_directories: string[];
   /** Bytes. */
   chunk_size: number;
+  /**
+   * Synced: appended entries are made durable (one fdatasync per batch) before this node
+   * acknowledges them or, on the primary, counts its own copy towards commit. Replicated: they
+   * count once written (in the page cache), which loses committed transactions if a majority of
+   * nodes loses power at once.
+   */
+  durability: 'Synced' | 'Replicated';
 }
 
 export interface SnapshotsConfig {

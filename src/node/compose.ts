@@ -87,6 +87,7 @@ export class NodeComposition {
       ledgerDirectory: init.config.ledger.directory,
       readOnlyLedgerDirectories: init.config.ledger.read_only_directories,
       secrets: this.secrets,
+      durability: init.config.ledger.durability,
     });
     this.snapshots = this.buildSnapshots();
     this.replica.observe(this.snapshots);

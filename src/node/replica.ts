@@ -35,6 +35,8 @@ export interface ReplicaInit {
   readonly ledgerDirectory: string;
   readonly readOnlyLedgerDirectories: readonly string[];
   readonly secrets: LedgerSecrets;
+  /** ledger.durability: Synced makes every persisted batch durable before it counts (see persist). */
+  readonly durability: 'Synced' | 'Replicated';
 }
 
 export class Replica {
@@ -168,11 +170,19 @@ export class Replica {
     }
   }
 
-  /** Writes frames after the last entry, cutting the ledger after `truncateAfterSeqno` first when asked. */
+  /**
+   * Writes frames after the last entry, cutting the ledger after `truncateAfterSeqno` first when
+   * asked. With durability Synced the whole batch (and the cut) is made durable by one fdatasync
+   * before this returns: the driver sends this step's acknowledgements, and counts the primary's
+   * own copy, only after persist — so a transaction reported committed is on the disks of a
+   * majority, not only in their page caches, and survives a power loss of every node.
+   */
   persist(frames: readonly Uint8Array[], truncateAfterSeqno: number | undefined): void {
-    if (truncateAfterSeqno !== undefined && truncateAfterSeqno < this.ledger.lastSeqno) this.ledger.truncate(truncateAfterSeqno);
+    const cut = truncateAfterSeqno !== undefined && truncateAfterSeqno < this.ledger.lastSeqno;
+    if (cut) this.ledger.truncate(truncateAfterSeqno);
     // Each frame was made by this node's sealer, or decoded (crc included) to be applied.
     if (frames.length > 0) this.ledger.append(frames, { crcChecked: true });
+    if (this.init.durability === 'Synced' && (cut || frames.length > 0)) this.ledger.sync();
   }
 
   /** Rolls the store and the Merkle tree back to `seqno` (an unsigned suffix dropped by a view change, or a refused proposal). */

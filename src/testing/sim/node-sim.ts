@@ -39,6 +39,10 @@ export interface NodeSimOptions {
   readonly steps: number;
   /** Steps the liveness phase may take to commit a new write everywhere. */
   readonly livenessStepsMax: number;
+  /** ledger.durability of every node (default Synced). */
+  readonly durability?: 'Synced' | 'Replicated';
+  /** Probability per step that every node loses power at once (unsynced writes lost). Default 0. */
+  readonly powerCutProbability?: number;
 }
 
 export interface NodeSimReport {
@@ -48,6 +52,7 @@ export interface NodeSimReport {
   readonly crashes: number;
   readonly restarts: number;
   readonly partitions: number;
+  readonly powerCuts: number;
   readonly views: number;
   readonly committedSeqno: number;
   readonly frames: { readonly delivered: number; readonly dropped: number };
@@ -90,7 +95,7 @@ function writeFile(disk: MemoryDisk, path: string, text: string): void {
   file.close();
 }
 
-function configOf(index: number, type: 'Start' | 'Join'): NodeConfig {
+function configOf(index: number, type: 'Start' | 'Join', durability: 'Synced' | 'Replicated'): NodeConfig {
   const dir = `/sim/n${index}`;
   return defaultNodeConfig(
     {
@@ -104,7 +109,7 @@ function configOf(index: number, type: 'Start' | 'Join'): NodeConfig {
       node_certificate_file: `${dir}/node_cert.pem`,
       rpc_interfaces: { primary: { bind_address: `127.0.0.${index + 1}:443` } },
       node_to_node_interface: { bind_address: `127.0.0.${index + 1}:444` },
-      ledger: { directory: `${dir}/ledger`, chunk_size: '16KB' },
+      ledger: { directory: `${dir}/ledger`, chunk_size: '16KB', durability },
       snapshots: { directory: `${dir}/snapshots`, tx_count: 1_000_000 },
       consensus: { election_timeout: '300ms', message_timeout: '50ms' },
       ledger_signatures: { tx_count: 20, delay: '30ms' },
@@ -129,6 +134,7 @@ export class NodeSim {
   crashes = 0;
   restarts = 0;
   partitions = 0;
+  powerCuts = 0;
 
   constructor(readonly options: NodeSimOptions) {
     this.rng = new Prng(options.seed);
@@ -140,7 +146,7 @@ export class NodeSim {
         name: `n${i}`,
         index: i,
         disk: new MemoryDisk(),
-        startConfig: configOf(i, i === 0 ? 'Start' : 'Join'),
+        startConfig: configOf(i, i === 0 ? 'Start' : 'Join', options.durability ?? 'Synced'),
         addresses: {
           rpc: [{ name: 'primary', bindAddress: rpc, publishedAddress: rpc, enabledOperatorFeatures: [] }],
           nodeToNode: { bindAddress: n2n, publishedAddress: n2n },
@@ -240,15 +246,19 @@ export class NodeSim {
     node.attachChannels(host.channels);
   }
 
-  /** The process of `host` ends: no stop, no sync; what it wrote stays on its disk. */
-  crash(host: SimHost): void {
+  /**
+   * The process of `host` ends: no stop, no sync. What it wrote stays on its disk — unless the
+   * machine lost power, when each file keeps only what was synced (and a torn part of the rest).
+   */
+  crash(host: SimHost, powerLoss = false): void {
     if (host.node === undefined) return;
     host.generation++;
     void host.channels?.close();
     host.node = undefined;
     host.channels = undefined;
+    if (powerLoss) host.disk.crash();
     this.crashes++;
-    this.trace.push(`t=${this.step} crash ${host.name}`);
+    this.trace.push(`t=${this.step} ${powerLoss ? 'power loss' : 'crash'} ${host.name}`);
   }
 
   /** A crashed node starts again on its own ledger and state; the restart flow runs synchronously. */
@@ -294,6 +304,11 @@ export class NodeSim {
     if (rng.chance(0.004) && live.length > majority) this.crash(rng.pick(live));
     const primary = live.find((h) => h.node?.isPrimary());
     if (rng.chance(0.002) && primary !== undefined && live.length > majority) this.crash(primary);
+    // A power cut of every node at once: what a majority acknowledged must have been on disk.
+    if (rng.chance(this.options.powerCutProbability ?? 0)) {
+      this.powerCuts++;
+      for (const host of live) this.crash(host, true);
+    }
     const dead = this.hosts.filter((h) => h.node === undefined);
     if (dead.length > 0 && rng.chance(0.01)) this.restart(rng.pick(dead));
     if (!this.network.partitioned && rng.chance(0.003)) {
@@ -426,6 +441,7 @@ export class NodeSim {
       crashes: this.crashes,
       restarts: this.restarts,
       partitions: this.partitions,
+      powerCuts: this.powerCuts,
       views: this.primaryOfView.size,
       committedSeqno: Math.max(0, ...this.committed.keys()),
       frames: { delivered: this.network.deliveredFrames, dropped: this.network.droppedFrames },
