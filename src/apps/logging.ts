@@ -6,13 +6,26 @@
  */
 import { z } from 'zod';
 import { CovenantError } from '../base/errors.js';
-import { formatTxId, parseTxId } from '../base/ids.js';
-import { jsonCodec } from '../kv/index.js';
+import { formatTxId, parseTxId, type TxId } from '../base/ids.js';
+import { jsonCodec, type Tx } from '../kv/index.js';
 import type { NodeTransactions } from '../node/api.js';
 import { Tables } from '../node/tables.js';
 import { errorJson, integerQuery, json, type Route } from '../http/route.js';
 
 export const TRANSACTION_ID_HEADER = 'x-covenant-transaction-id';
+/**
+ * `x-covenant-consistency: committed` on a write: answer only once the transaction is committed
+ * (a write so answered is never rolled back); a rolled-back or late one is refused with a
+ * retryable 503 naming its id. Without it, a write is answered once the primary executed it.
+ */
+export const CONSISTENCY_HEADER = 'x-covenant-consistency';
+
+function wantsCommitted(headers: Readonly<Record<string, string | string[] | undefined>>): boolean {
+  const value = headers[CONSISTENCY_HEADER];
+  if (value === undefined) return false;
+  if (value === 'committed') return true;
+  throw new CovenantError('InvalidHeaderValue', `${CONSISTENCY_HEADER} must be "committed" on a write (got "${String(value).slice(0, 64)}")`, 400);
+}
 
 /** Record ids: integers from 0 to 2^53 - 1 (z.int() allows no more), the same in bodies and queries. */
 const recordBody = z.object({ id: z.int().nonnegative(), msg: z.string() }).strict();
@@ -36,9 +49,10 @@ export function loggingAppRoutes(node: NodeTransactions): Route[] {
         summary: `Writes a ${scope} record {id, msg}`,
         auth: 'user_cert_or_jwt',
         body: recordBody,
-        handler: ({ body }) => {
-          const { txId } = node.executeWrite((tx) => tx.map(table, msgCodec).put(String(body.id), { msg: body.msg }));
-          return json(200, true, txId ? { [TRANSACTION_ID_HEADER]: formatTxId(txId) } : undefined);
+        handler: ({ body, headers }) => {
+          const write = (tx: Tx) => tx.map(table, msgCodec).put(String(body.id), { msg: body.msg });
+          const answer = ({ txId }: { txId: TxId | undefined }) => json(200, true, txId ? { [TRANSACTION_ID_HEADER]: formatTxId(txId) } : undefined);
+          return wantsCommitted(headers) ? node.executeWriteCommitted(write).then(answer) : answer(node.executeWrite(write));
         },
       },
       {
@@ -82,15 +96,18 @@ export function loggingAppRoutes(node: NodeTransactions): Route[] {
         summary: `Removes the ${scope} record with the given id`,
         auth: 'user_cert_or_jwt',
         query: idQuery,
-        handler: ({ query }) => {
-          const { result: existed, txId } = node.executeWrite((tx) => {
+        handler: ({ query, headers }) => {
+          const remove = (tx: Tx) => {
             const map = tx.map(table, msgCodec);
             if (!map.has(String(query.id))) return false;
             map.remove(String(query.id));
             return true;
-          });
-          if (!existed) throw recordNotFound(query.id);
-          return json(200, true, txId ? { [TRANSACTION_ID_HEADER]: formatTxId(txId) } : undefined);
+          };
+          const answer = ({ result: existed, txId }: { result: boolean; txId: TxId | undefined }) => {
+            if (!existed) throw recordNotFound(query.id);
+            return json(200, true, txId ? { [TRANSACTION_ID_HEADER]: formatTxId(txId) } : undefined);
+          };
+          return wantsCommitted(headers) ? node.executeWriteCommitted(remove).then(answer) : answer(node.executeWrite(remove));
         },
       },
     );

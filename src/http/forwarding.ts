@@ -64,8 +64,11 @@ function parseFrame<T>(schema: z.ZodType<T>, payload: Uint8Array, what: string, 
   return parsed.data;
 }
 
-/** Headers a handler may read; others stay on the backup. */
-const FORWARDED_HEADERS = ['content-type', 'authorization', 'if-none-match', 'range', 'want-repr-digest'];
+/**
+ * Headers a handler may read; others stay on the backup. x-covenant-consistency goes along: a
+ * write forwarded to the primary waits for its commit there.
+ */
+const FORWARDED_HEADERS = ['content-type', 'authorization', 'if-none-match', 'range', 'want-repr-digest', 'x-covenant-consistency'];
 const MAX_PENDING_FORWARDS = 10_000;
 
 export class PrimaryForwarder implements RequestForwarder {

@@ -84,6 +84,12 @@ export interface NodeTransactions {
   statusOf(txId: TxId): TxStatus;
   commitTxId(): TxId;
   historicalWrites(txId: TxId): WriteSet | 'pending';
+  /**
+   * A write that must be answered only once committed (x-covenant-consistency: committed): runs
+   * `fn` as executeWrite does, then waits until the transaction is Committed, and refuses with a
+   * retryable error if it was rolled back or did not commit in time.
+   */
+  executeWriteCommitted<T>(fn: (tx: Tx) => T): Promise<WriteResult<T>>;
 }
 
 /** Frames on the node-to-node channels, and where the primary is (request forwarding). */

@@ -23,10 +23,11 @@ import { ServiceIdentity } from './identity/service-identity.js';
 import type { NetworkInfo } from './join.js';
 import { JoinRateLimiter } from './join/rate.js';
 import { Lifecycle, type LifecycleTrigger } from './lifecycle.js';
-import { blockRebuildsConcurrentMax, rebuiltBlocksCachedMax } from './limits.js';
+import { blockRebuildsConcurrentMax, commitWaitersMax, rebuiltBlocksCachedMax } from './limits.js';
 import { NodeStateFile, type BoundAddresses, type PersistedNodeState } from './persistence.js';
 import { FrameKind, Peers, trustedPeersOf } from './peers.js';
 import { OperatorQueries } from './queries/operator-reports.js';
+import { CommitWaiters } from './queries/commit-waiters.js';
 import { Receipts } from './queries/receipts.js';
 import { RebuiltBlocks } from './queries/rebuilt-blocks.js';
 import { Replica } from './replica.js';
@@ -63,6 +64,7 @@ export class NodeComposition {
   readonly receipts: Receipts;
   readonly entryLeafReader: EntryLeafReader;
   readonly queries: OperatorQueries;
+  readonly commitWaiters: CommitWaiters;
   private addresses: NodeAddresses | undefined;
   private genesisConfiguration: { seqno: number; nodes: string[] } | undefined;
   /** The snapshot this node starts from (joining), until consensus is created from it. */
@@ -102,6 +104,7 @@ export class NodeComposition {
     this.entryLeafReader = init.entryLeafReader ?? inlineEntryLeafReader(init.disk);
     this.receipts = this.buildReceipts();
     this.pendingCleanup = this.buildPendingCleanup();
+    this.commitWaiters = new CommitWaiters({ clock: init.clock, statusOf: (txId) => this.queries.statusOf(txId) }, commitWaitersMax);
     this.primaryTasks.register(this.pendingCleanup);
     this.joinRate = new JoinRateLimiter(init.clock, init.logger);
     this.watchStores();
@@ -283,8 +286,10 @@ export class NodeComposition {
       persistHardState: () => this.persistState(),
       send: (to, message) => void this.peers.send(to, FrameKind.Consensus, message),
       advanceCommit: (seqno) => {
+        if (!this.replica.advanceCommit(seqno)) return;
+        this.commitWaiters.onCommit(seqno);
         // Only a primary keeps proposals; a backup need not build the consensus status at each commit.
-        if (!this.replica.advanceCommit(seqno) || !this.proposer.keepsProposals) return;
+        if (!this.proposer.keepsProposals) return;
         // Forgets the proposals every peer has acknowledged: none will be sent again (a peer that loses them catches up from the ledger).
         let acknowledged = Number.POSITIVE_INFINITY;
         for (const peer of this.driver.raft?.status().peers ?? []) acknowledged = Math.min(acknowledged, peer.matchSeqno);

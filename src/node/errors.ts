@@ -35,6 +35,12 @@ export const NODE_ERROR_STATUS = {
   NodeRetired: 403,
   /** A transaction's ledger entry would be larger than a node can replicate. */
   TransactionTooLarge: 413,
+  /** Too many writes wait for their commit on this node (x-covenant-consistency: committed). */
+  TooManyCommitWaiters: 503,
+  /** A write that asked to be answered once committed was rolled back (another transaction took its seqno). */
+  TransactionRolledBack: 503,
+  /** A write that asked to be answered once committed did not commit in time; its id says where to look. */
+  CommitWaitTimedOut: 503,
   /** A transaction id that will never be committed. */
   TransactionInvalid: 404,
   /** A receipt asked for a transaction beyond every seqno this node knows of: it cannot be committed soon. */

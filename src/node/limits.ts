@@ -117,3 +117,8 @@ assert(sidecarBytesMax < appendBatchBytesMax && MAX_ENTRY_BYTES < DEFAULT_MAX_FR
 assert(pendingCleanupIntervalMsMax <= 60_000, 'pending-node cleanup runs at least once per minute');
 assert(joinRequestsPerAddressBurst >= joinRequestsPerAddressPerSecond, 'a burst admits at least one second of requests');
 assert(joinRequestsPerAddressPerSecond >= 1, 'a Pending node polling once a second is never refused on its own');
+
+/** Writes that may wait at once for their commit on one node (x-covenant-consistency: committed). */
+export const commitWaitersMax = 10_000;
+/** How long such a write waits before it is answered 503 CommitWaitTimedOut (under the forwarding timeout, 10 s). */
+export const commitWaitTimeoutMs = 8_000;

@@ -25,6 +25,8 @@ import type { NodeAddresses, NodeFrames, NodeGovernanceHost, NodeInit, NodeOpera
 import type { NodeChannels } from './channels.js';
 import { NodeComposition } from './compose.js';
 import { nodeError } from './errors.js';
+import { commitWaitTimeoutMs } from './limits.js';
+import { formatTxId } from '../base/ids.js';
 import { checkStartInputs, flowFor, joinFlow, restartFlow, startConstitution, startFlow } from './flows/index.js';
 import { ADMISSION_CHECKS, admit } from './join/admission.js';
 import { pendingNodesMax } from './limits.js';
@@ -210,6 +212,20 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
 
   executeRead<T>(fn: (tx: Tx) => T): T {
     return this.parts.transactions.executeRead(fn);
+  }
+
+  async executeWriteCommitted<T>(fn: (tx: Tx) => T): Promise<WriteResult<T>> {
+    const waiters = this.parts.commitWaiters;
+    waiters.checkRoom();
+    const written = this.executeWrite(fn);
+    if (written.txId === undefined) return written;
+    const id = formatTxId(written.txId);
+    const status = await waiters.wait(written.txId, commitWaitTimeoutMs);
+    if (status === 'Committed') return written;
+    if (status === 'Invalid') {
+      throw nodeError('TransactionRolledBack', `transaction ${id} was rolled back (the primary changed before it committed): nothing of it remains; retry the write`, { transaction_id: id });
+    }
+    throw nodeError('CommitWaitTimedOut', `transaction ${id} did not commit within ${commitWaitTimeoutMs} ms; GET /app/tx?transaction_id=${id} tells its fate`, { transaction_id: id });
   }
 
   executeReadAt<T>(fn: (tx: Tx) => T): { readonly result: T; readonly txId: TxId } {

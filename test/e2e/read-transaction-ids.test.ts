@@ -42,3 +42,28 @@ test('reads on the primary and on a backup carry the id of the state they read, 
     await network.stopAll();
   }
 });
+
+test('a write that asks for it is answered only once committed, through a backup too; a bad value is refused', async () => {
+  const network = await startNetwork(3);
+  try {
+    const primary = await network.primary();
+    const backup = network.nodes.find((n) => n !== primary)!;
+    for (const node of [primary, backup]) {
+      const write = await node.client.request('POST', '/app/log/public', {
+        body: { id: 11, msg: `committed through ${node === primary ? 'the primary' : 'a backup'}` },
+        identity: node.user,
+        headers: { 'x-covenant-consistency': 'committed' },
+      });
+      assert.equal(write.status, 200, write.text);
+      const txId = String(write.headers['x-covenant-transaction-id']);
+      // Already committed when answered: the primary's status says so at once.
+      assert.equal((await primary.client.request('GET', `/app/tx?transaction_id=${txId}`)).body.status, 'Committed');
+    }
+    const bad = await primary.client.request('POST', '/app/log/public', { body: { id: 12, msg: 'x' }, identity: primary.user, headers: { 'x-covenant-consistency': 'eventually' } });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.body.error.code, 'InvalidHeaderValue');
+    assert.equal((await primary.client.request('GET', '/app/log/public?id=12', { identity: primary.user })).status, 404, 'nothing written');
+  } finally {
+    await network.stopAll();
+  }
+});
