@@ -17,6 +17,8 @@ export interface AbOptions {
   readonly durationS: number;
   /** Run ab on these cores only (`taskset -c`; see placement.ts). */
   readonly cores?: string;
+  /** Extra request headers, "name: value" each. */
+  readonly headers?: readonly string[];
 }
 
 export interface AbResult {
@@ -66,6 +68,7 @@ export async function runAb(options: AbOptions): Promise<AbResult> {
     options.bodyFile,
     '-T',
     'application/json',
+    ...(options.headers ?? []).flatMap((h) => ['-H', h]),
     options.url,
   ];
   // Through a shell so that its `times` reports ab's CPU once ab has exited.

@@ -2,7 +2,8 @@
  * One measurement of a three-node network (or `--nodes N`) of this build under `ab` (the write path as
  * `npm run bench` loads it): a 2 s warm-up, then `--duration` seconds; prints one JSON line with
  * committed writes per second and the CPU per write of each node (primary first); `--durability
- * Synced|Replicated` sets ledger.durability. Meant to be run
+ * Synced|Replicated` sets ledger.durability, `--committed` sends every write with
+ * `x-covenant-consistency: committed` (answered once committed). Meant to be run
  * alternately from two builds to compare them (A B B A, see docs/performance.md "Measuring"):
  *
  *   node <build A>/dist/bench/three-node-ab.js --duration 8
@@ -26,7 +27,8 @@ try {
   const files = { clientCertKeyFile: join(primary.dir, 'ab_client.pem'), bodyFile: join(primary.dir, 'ab_body.json') };
   writeFileSync(files.clientCertKeyFile, primary.user.certificatePem + primary.user.privateKeyPem);
   writeFileSync(files.bodyFile, JSON.stringify({ id: 7, msg: 'x'.repeat(200) }));
-  const options = { ...files, url: `https://${primary.address}/app/log/private`, connections: 64 };
+  const committed = process.argv.includes('--committed');
+  const options = { ...files, url: `https://${primary.address}/app/log/private`, connections: 64, ...(committed ? { headers: ['x-covenant-consistency: committed'] } : {}) };
   await runAb({ ...options, durationS: 2 });
   const before = nodes.map((n) => cpuUs(n.process.pid!));
   const result = await runAb({ ...options, durationS });

@@ -219,6 +219,8 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
     waiters.checkRoom();
     const written = this.executeWrite(fn);
     if (written.txId === undefined) return written;
+    // Signed at the end of this turn, with every write of the turn, not after ledger_signatures.delay.
+    this.parts.signatures.requestAtTurnEnd();
     const id = formatTxId(written.txId);
     const status = await waiters.wait(written.txId, commitWaitTimeoutMs);
     if (status === 'Committed') return written;

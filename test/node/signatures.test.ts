@@ -89,3 +89,17 @@ test('a signature due while the sealer holds a large write set waits for it, but
   stuck.clock.advance(10);
   assert.deepEqual(stuck.signed(), [2], 'commit is never starved by the sealer: signed after half an election timeout');
 });
+
+test('writes waiting for their commit get one signature at the end of their turn, not after the delay', () => {
+  const s = setup({ txCount: 100, delayMs: 1000 });
+  s.write();
+  s.signatures.requestAtTurnEnd();
+  s.write();
+  s.signatures.requestAtTurnEnd();
+  assert.deepEqual(s.signed(), [], 'not inside the turn');
+  s.clock.advance(0);
+  assert.deepEqual(s.signed(), [3], 'one signature for both writes of the turn');
+  s.signatures.requestAtTurnEnd();
+  s.clock.advance(0);
+  assert.deepEqual(s.signed(), [3], 'nothing unsigned: no signature');
+});

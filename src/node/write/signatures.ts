@@ -41,6 +41,7 @@ export class Signatures {
   /** Transactions proposed since the last signature. */
   private unsignedCount = 0;
   private timer: TimerHandle | undefined;
+  private turnEndRequested = false;
 
   constructor(private readonly host: SignaturesHost) {}
 
@@ -71,6 +72,21 @@ export class Signatures {
   request(): void {
     this.host.clock.defer(() => {
       if (this.host.stopped() || !this.host.isPrimary()) return;
+      this.emit();
+      this.host.pump();
+    });
+  }
+
+  /**
+   * A signature at the end of this turn unless one is already coming: writes waiting for their
+   * commit need one sooner than the delay, and all the writes of a turn share it.
+   */
+  requestAtTurnEnd(): void {
+    if (this.turnEndRequested) return;
+    this.turnEndRequested = true;
+    this.host.clock.defer(() => {
+      this.turnEndRequested = false;
+      if (this.host.stopped() || !this.host.isPrimary() || this.unsignedCount === 0) return;
       this.emit();
       this.host.pump();
     });
