@@ -55,7 +55,7 @@ test('defaults are applied and units converted', () => {
     first_request_timeout: 10_000,
   });
   assert.deepEqual(config.node_to_node_interface, { bind_address: '127.0.0.1:0', published_address: '127.0.0.1:0' });
-  assert.deepEqual(config.ledger, { directory: path.resolve('/srv/node0', 'ledger'), read_only_directories: [], chunk_size: 5 * 1024 * 1024 });
+  assert.deepEqual(config.ledger, { directory: path.resolve('/srv/node0', 'ledger'), read_only_directories: [], chunk_size: 5 * 1024 * 1024, durability: 'Synced' });
   assert.deepEqual(config.snapshots, { directory: path.resolve('/srv/node0', 'snapshots'), tx_count: 10_000, time_interval: 0, min_tx_count: 1, min_interval: 10_000 });
   assert.deepEqual(config.files_cleanup, { interval: 30_000, max_snapshots: 10 });
   assert.deepEqual(config.ledger_signatures, { tx_count: 5000, delay: 100 });
