@@ -29,6 +29,8 @@ export interface NodeInit {
   readonly version: string;
   /** Reads a text file named in the configuration (certificates, constitution). */
   readonly readTextFile: (path: string) => string;
+  /** Reads a binary file named in the configuration (the transparent statement of command.join). */
+  readonly readBinaryFile?: (path: string) => Uint8Array;
   /** Writes an output file (certificates) atomically. */
   readonly writeTextFile: (path: string, text: string) => void;
   /** Writes a file only this node's user may read, atomically and durably (node state with keys). */

@@ -195,6 +195,8 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
         endorse: (publicKeyPem, sans) => this.parts.service.endorse(publicKeyPem, sans, this.init.config.node_certificate.initial_validity_days),
         networkInfoFor: (endorsed) => this.parts.networkInfoFor(endorsed),
         seen: (nodeId) => this.parts.pendingCleanup.seen(nodeId),
+        serviceIdentities: () => [this.parts.service.certificatePem, this.previousServiceIdentity()].filter((pem): pem is string => !!pem),
+        joinPolicy: this.parts.joinPolicy,
       },
       request,
       clientPublicKeyDer,
