@@ -17,7 +17,7 @@ import type { NodeLifecycleState } from './lifecycle.js';
 import type { ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, VersionReport } from './reports.js';
 import type { TxStatus } from './tx-status.js';
 import type { SnapshotRequestOutcome } from './snapshots.js';
-import type { WriteResult } from './write/transactions.js';
+import type { WriteOptions, WriteResult } from './write/transactions.js';
 
 export interface NodeInit {
   readonly config: NodeConfig;
@@ -78,7 +78,8 @@ export interface NodeAddresses {
 export interface NodeTransactions {
   readonly logger: Logger;
   readonly clock: Clock;
-  executeWrite<T>(fn: (tx: Tx) => T): WriteResult<T>;
+  /** `options.claimsDigest` binds a digest into the transaction's Merkle leaf (its receipt proves it). */
+  executeWrite<T>(fn: (tx: Tx) => T, options?: WriteOptions): WriteResult<T>;
   executeRead<T>(fn: (tx: Tx) => T): T;
   /** A read, with the id of the state it read (x-covenant-transaction-id on a read's answer). */
   executeReadAt<T>(fn: (tx: Tx) => T): { readonly result: T; readonly txId: TxId };

@@ -36,12 +36,12 @@ import { SINGLETON_KEY, Tables, type ServiceInfo } from './tables.js';
 import { jsonCodec } from '../kv/index.js';
 import type { TxStatus } from './tx-status.js';
 import type { SnapshotRequestOutcome } from './snapshots.js';
-import type { WriteResult } from './write/transactions.js';
+import type { WriteOptions, WriteResult } from './write/transactions.js';
 
 export type { NodeAddresses, NodeInit, RpcInterfaceAddress } from './api.js';
 export type { BoundAddresses } from './persistence.js';
 export { NODE_STATE_FILE } from './persistence.js';
-export type { WriteResult } from './write/transactions.js';
+export type { WriteOptions, WriteResult } from './write/transactions.js';
 export { FrameKind } from './peers.js';
 export { subjectAltNamesOf } from './compose.js';
 
@@ -206,8 +206,8 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
 
   // ---------------------------------------------------------------- transactions
 
-  executeWrite<T>(fn: (tx: Tx) => T): WriteResult<T> {
-    return this.parts.transactions.executeWrite(fn);
+  executeWrite<T>(fn: (tx: Tx) => T, options?: WriteOptions): WriteResult<T> {
+    return this.parts.transactions.executeWrite(fn, options);
   }
 
   executeRead<T>(fn: (tx: Tx) => T): T {
