@@ -6,6 +6,7 @@ import { registerMemberCommands } from './member.js';
 import { runReceiptVerify } from './receipt-tools.js';
 import { runNodeCommand } from './node-command.js';
 import { runSandbox } from './sandbox.js';
+import { registerStatementCommands } from './statement.js';
 import { COVENANT_VERSION } from './version.js';
 
 function positiveInteger(value: string): number {
@@ -110,5 +111,6 @@ program
   });
 
 registerMemberCommands(program);
+registerStatementCommands(program);
 
 await program.parseAsync(process.argv);

@@ -149,6 +149,7 @@ export async function runNodeCommand(configPath: string): Promise<void> {
     randomBytes: (n) => new Uint8Array(randomBytes(n)),
     version: COVENANT_VERSION,
     readTextFile: (path) => readFileSync(path, 'utf8'),
+    readBinaryFile: (path) => new Uint8Array(readFileSync(path)),
     writeTextFile: (path, text) => writeFileAtomic(path, text),
     writeSecretFile,
     ...virtualHostData(),

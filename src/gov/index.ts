@@ -13,3 +13,16 @@ export { DEFAULT_CONSTITUTION } from './default-constitution.js';
 export type { GovEffect } from './constitution-host.js';
 export { GovTables, GOV_SINGLETON_KEY, PROPOSAL_STATES } from './tables.js';
 export type { ProposalState, ProposalInfo, ProposalBody, ProposalAction, MemberInfoRecord, MemberAck, HistoryRecord } from './tables.js';
+export {
+  attachReceipt,
+  checkTransparentStatement,
+  signStatement,
+  statementDigest,
+  verifySignedStatement,
+  StatementError,
+  StatementHeader,
+  CwtClaim,
+  STATEMENTS_TABLE,
+  TRANSPARENT_STATEMENT_BYTES_MAX,
+} from './transparent-statement.js';
+export type { TransparentStatementInput, ReceiptInput, StatementRecord, SignStatementOptions, VerifiedSignedStatement } from './transparent-statement.js';

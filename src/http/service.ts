@@ -10,6 +10,7 @@ import type { NodeOperatorQueries, NodeServices, NodeTransactions } from '../nod
 import { StoreAuthenticator } from './auth.js';
 import { operatorRoutes } from './frontends/operator.js';
 import { governanceRoutes } from './frontends/governance.js';
+import { statementRoutes } from './frontends/statements.js';
 import { downloadDepsOf, downloadRoutes } from './frontends/downloads.js';
 import { openApiDocument } from './openapi.js';
 import { json, type OperatorFeature, type Route } from './route.js';
@@ -44,6 +45,7 @@ export class NodeServer {
         }),
       ),
       ...governanceRoutes(node, { nowMs: () => node.clock.nowMs() }),
+      ...statementRoutes({ node, primaryAddress: (interfaceName) => this.primaryAddress(interfaceName) }),
       ...options.appRoutes(node).map((route) => whileAppOpen(route, node)),
       {
         method: 'GET',

@@ -101,6 +101,12 @@ export interface VerifiedCoseReceipt {
   /** `<view>.<seqno>` of the signature transaction, from the protected header. */
   readonly signatureTxId: string | undefined;
   readonly issuer: string;
+  /** The protected header's alg. */
+  readonly alg: number;
+  /** The leaf's components, as the proof carries them. */
+  readonly writeSetDigest: Uint8Array;
+  readonly commitEvidence: string;
+  readonly claimsDigest: Uint8Array;
 }
 
 function invalid(reason: string): Error {
@@ -181,5 +187,5 @@ export function verifyCoseReceipt(bytes: Uint8Array, serviceCertificatePem: stri
     throw invalid('kid (4) does not name the key of the service certificate');
   }
   if (!verifyCoseSign1(decoded, servicePublicKey, root)) throw invalid('the service signature does not verify over the root the proof leads to');
-  return { view: txId.view, seqno: txId.seqno, leaf, root, signatureTxId, issuer };
+  return { view: txId.view, seqno: txId.seqno, leaf, root, signatureTxId, issuer, alg: decoded.alg, writeSetDigest, commitEvidence, claimsDigest };
 }

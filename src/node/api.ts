@@ -17,7 +17,7 @@ import type { NodeLifecycleState } from './lifecycle.js';
 import type { ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, VersionReport } from './reports.js';
 import type { TxStatus } from './tx-status.js';
 import type { SnapshotRequestOutcome } from './snapshots.js';
-import type { WriteResult } from './write/transactions.js';
+import type { WriteOptions, WriteResult } from './write/transactions.js';
 
 export interface NodeInit {
   readonly config: NodeConfig;
@@ -29,6 +29,8 @@ export interface NodeInit {
   readonly version: string;
   /** Reads a text file named in the configuration (certificates, constitution). */
   readonly readTextFile: (path: string) => string;
+  /** Reads a binary file named in the configuration (the transparent statement of command.join). */
+  readonly readBinaryFile?: (path: string) => Uint8Array;
   /** Writes an output file (certificates) atomically. */
   readonly writeTextFile: (path: string, text: string) => void;
   /** Writes a file only this node's user may read, atomically and durably (node state with keys). */
@@ -76,7 +78,8 @@ export interface NodeAddresses {
 export interface NodeTransactions {
   readonly logger: Logger;
   readonly clock: Clock;
-  executeWrite<T>(fn: (tx: Tx) => T): WriteResult<T>;
+  /** `options.claimsDigest` binds a digest into the transaction's Merkle leaf (its receipt proves it). */
+  executeWrite<T>(fn: (tx: Tx) => T, options?: WriteOptions): WriteResult<T>;
   executeRead<T>(fn: (tx: Tx) => T): T;
   /** A read, with the id of the state it read (x-covenant-transaction-id on a read's answer). */
   executeReadAt<T>(fn: (tx: Tx) => T): { readonly result: T; readonly txId: TxId };

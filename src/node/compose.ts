@@ -22,6 +22,8 @@ import { NodeIdentity } from './identity/node-identity.js';
 import { ServiceIdentity } from './identity/service-identity.js';
 import type { NetworkInfo } from './join.js';
 import { JoinRateLimiter } from './join/rate.js';
+import type { JoinPolicyEvaluator } from './join/admission.js';
+import { SandboxJoinPolicy } from './join/policy.js';
 import { Lifecycle, type LifecycleTrigger } from './lifecycle.js';
 import { blockRebuildsConcurrentMax, commitWaitersMax, rebuiltBlocksCachedMax } from './limits.js';
 import { NodeStateFile, type BoundAddresses, type PersistedNodeState } from './persistence.js';
@@ -61,6 +63,8 @@ export class NodeComposition {
   readonly pendingCleanup: PendingNodeCleanup;
   /** The rate of join requests per client address this node admits while it is primary. */
   readonly joinRate: JoinRateLimiter;
+  /** The members' join policy, run in the sandbox for joiners whose host data is not registered. */
+  readonly joinPolicy: JoinPolicyEvaluator = new SandboxJoinPolicy();
   readonly receipts: Receipts;
   readonly entryLeafReader: EntryLeafReader;
   readonly queries: OperatorQueries;

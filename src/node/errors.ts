@@ -19,6 +19,12 @@ export const NODE_ERROR_STATUS = {
   JoinTargetNotTrusted: 400,
   /** The join target refused the join (the target's own code is in the message). */
   JoinFailed: 400,
+  /** The joiner's transparent statement fails a structure check (fields, signatures, receipts, binding). */
+  InvalidTransparentStatement: 403,
+  /** The join policy refused the joiner (the policy's reason is in the message). */
+  JoinPolicyRefused: 403,
+  /** The join policy failed to decide (it threw, ran out of time or memory, or returned neither true nor a string): refused. */
+  JoinPolicyFailed: 403,
   /** A join request's public key is not a PEM public key. */
   InvalidNodeKey: 400,
   /** A join request's TLS client certificate does not carry the key being joined. */

@@ -6,6 +6,7 @@
  * part of the network (ledger secrets, service key, its endorsed certificate).
  */
 import { z } from 'zod';
+import { TRANSPARENT_STATEMENT_BYTES_MAX } from '../gov/transparent-statement.js';
 import { SERVICE_STATUSES, type ServiceStatus } from './tables.js';
 import {
   joinAddressCharsMax,
@@ -54,6 +55,12 @@ export const JoinRequestSchema = z
     node_to_node_interface: z.object({ bind_address: address, published_address: address }).strict(),
     startup_seqno: z.number().int().nonnegative(),
     subject_alt_names: z.array(z.string().max(joinSubjectAltNameCharsMax)).max(64),
+    /** Base64 of a transparent statement about the node's code, for the join policy (command.join.host_data_transparent_statement_path). */
+    host_data_transparent_statement: z
+      .string()
+      .max(Math.ceil(TRANSPARENT_STATEMENT_BYTES_MAX / 3) * 4, { message: `host_data_transparent_statement must be at most ${TRANSPARENT_STATEMENT_BYTES_MAX} bytes (base64)` })
+      .regex(/^[A-Za-z0-9+/]*={0,2}$/, { message: 'host_data_transparent_statement must be base64' })
+      .optional(),
   })
   .strict();
 

@@ -38,12 +38,12 @@ import { SINGLETON_KEY, Tables, type ServiceInfo } from './tables.js';
 import { jsonCodec } from '../kv/index.js';
 import type { TxStatus } from './tx-status.js';
 import type { SnapshotRequestOutcome } from './snapshots.js';
-import type { WriteResult } from './write/transactions.js';
+import type { WriteOptions, WriteResult } from './write/transactions.js';
 
 export type { NodeAddresses, NodeInit, RpcInterfaceAddress } from './api.js';
 export type { BoundAddresses } from './persistence.js';
 export { NODE_STATE_FILE } from './persistence.js';
-export type { WriteResult } from './write/transactions.js';
+export type { WriteOptions, WriteResult } from './write/transactions.js';
 export { FrameKind } from './peers.js';
 export { subjectAltNamesOf } from './compose.js';
 
@@ -197,6 +197,8 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
         endorse: (publicKeyPem, sans) => this.parts.service.endorse(publicKeyPem, sans, this.init.config.node_certificate.initial_validity_days),
         networkInfoFor: (endorsed) => this.parts.networkInfoFor(endorsed),
         seen: (nodeId) => this.parts.pendingCleanup.seen(nodeId),
+        serviceIdentities: () => [this.parts.service.certificatePem, this.previousServiceIdentity()].filter((pem): pem is string => !!pem),
+        joinPolicy: this.parts.joinPolicy,
       },
       request,
       clientPublicKeyDer,
@@ -206,8 +208,8 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
 
   // ---------------------------------------------------------------- transactions
 
-  executeWrite<T>(fn: (tx: Tx) => T): WriteResult<T> {
-    return this.parts.transactions.executeWrite(fn);
+  executeWrite<T>(fn: (tx: Tx) => T, options?: WriteOptions): WriteResult<T> {
+    return this.parts.transactions.executeWrite(fn, options);
   }
 
   executeRead<T>(fn: (tx: Tx) => T): T {

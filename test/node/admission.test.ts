@@ -5,19 +5,44 @@ import { MemoryLogger } from '../../src/base/log.js';
 import { generateEcKeyPair, nodeIdFromPublicKey, publicKeyDer } from '../../src/crypto/index.js';
 import { Store, jsonCodec, type Tx } from '../../src/kv/index.js';
 import { codeMeasurement, createVirtualQuote } from '../../src/attestation/virtual.js';
-import { ADMISSION_CHECKS, admit, type AdmissionCheck, type AdmissionHost } from '../../src/node/join/admission.js';
+import { ADMISSION_CHECKS, admit, type AdmissionCheck, type AdmissionHost, type JoinPolicyEvaluator } from '../../src/node/join/admission.js';
 import { isNodeError } from '../../src/node/errors.js';
 import { JoinRateLimiter } from '../../src/node/join/rate.js';
 import { ManualClock } from '../../src/testing/manual-clock.js';
 import type { JoinRequest } from '../../src/node/join.js';
-import { Tables, type NodeInfo, type ServiceStatus } from '../../src/node/tables.js';
+import { SINGLETON_KEY, Tables, type NodeInfo, type ServiceStatus } from '../../src/node/tables.js';
+import { toBase64 } from '../../src/base/bytes.js';
+import type { JoinPolicyVerdict } from '../../src/gov/join-policy.js';
+import { attachReceipt, signStatement, type TransparentStatementInput } from '../../src/gov/transparent-statement.js';
+import { makeIssuer, makeService, type FakeService, type Issuer } from '../gov/statement-helpers.js';
 
 const json = jsonCodec<any>();
 const MEASUREMENT = codeMeasurement('test');
 const TRUSTED_HOST_DATA = 'a'.repeat(64);
 const ADDRESS = '192.0.2.1';
 
-function service(status: ServiceStatus, checks: readonly AdmissionCheck[] = ADMISSION_CHECKS, pendingNodesMax = 64) {
+interface PolicyOptions {
+  /** The join policy stored in the service. */
+  readonly policy?: string;
+  /** The sandbox stand-in: the verdict for each evaluation (it records what it was given). */
+  readonly evaluator?: FakeEvaluator;
+  readonly serviceCertificatePem?: string;
+}
+
+class FakeEvaluator implements JoinPolicyEvaluator {
+  readonly calls: { source: string; statements: readonly TransparentStatementInput[] }[] = [];
+  readyCalls = 0;
+  constructor(private readonly verdict: JoinPolicyVerdict) {}
+  async ready() {
+    this.readyCalls++;
+  }
+  evaluate(source: string, statements: readonly TransparentStatementInput[]) {
+    this.calls.push({ source, statements });
+    return this.verdict;
+  }
+}
+
+function service(status: ServiceStatus, checks: readonly AdmissionCheck[] = ADMISSION_CHECKS, pendingNodesMax = 64, policy: PolicyOptions = {}) {
   const store = new Store();
   const clock = new ManualClock();
   const logger = new MemoryLogger();
@@ -30,6 +55,7 @@ function service(status: ServiceStatus, checks: readonly AdmissionCheck[] = ADMI
   write((tx) => {
     tx.map(Tables.hostData, json).put(TRUSTED_HOST_DATA, { measurement: MEASUREMENT });
     tx.map(Tables.virtualMeasurements, json).put(MEASUREMENT, {});
+    if (policy.policy !== undefined) tx.map(Tables.joinPolicy, json).put(SINGLETON_KEY, policy.policy);
   });
   const host: AdmissionHost = {
     logger,
@@ -52,6 +78,8 @@ function service(status: ServiceStatus, checks: readonly AdmissionCheck[] = ADMI
       peers: [],
     }),
     seen: (id) => seen.push(id),
+    serviceIdentities: () => (policy.serviceCertificatePem ? [policy.serviceCertificatePem] : []),
+    ...(policy.evaluator ? { joinPolicy: policy.evaluator } : {}),
   };
   const nodes = () => {
     const out = new Map<string, NodeInfo>();
@@ -61,7 +89,7 @@ function service(status: ServiceStatus, checks: readonly AdmissionCheck[] = ADMI
   return { host, seen, nodes, clock, logger, version: () => store.version };
 }
 
-function joiner(hostData = TRUSTED_HOST_DATA, startupSeqno = 10) {
+function joiner(hostData = TRUSTED_HOST_DATA, startupSeqno = 10, statement?: Uint8Array) {
   const keys = generateEcKeyPair('P-384');
   const der = publicKeyDer(keys.publicKey);
   const request: JoinRequest = {
@@ -72,6 +100,7 @@ function joiner(hostData = TRUSTED_HOST_DATA, startupSeqno = 10) {
     node_to_node_interface: { bind_address: '127.0.0.1:2', published_address: '127.0.0.1:2' },
     startup_seqno: startupSeqno,
     subject_alt_names: ['iPAddress:127.0.0.1'],
+    ...(statement ? { host_data_transparent_statement: toBase64(statement) } : {}),
   };
   return { request, der, nodeId: nodeIdFromPublicKey(keys.publicKey) };
 }
@@ -182,4 +211,81 @@ test('the join rate tracks a bounded number of client addresses, forgetting the 
   assert.throws(() => rate.take('198.51.100.99'), (e: unknown) => isNodeError(e, 'TooManyJoinRequests'), 'a recent address is still limited');
   assert.throws(() => rate.take('198.51.100.98'), (e: unknown) => isNodeError(e, 'TooManyJoinRequests'));
   assert.equal(rate.trackedAddresses, 3);
+});
+
+const NEW_HOST_DATA = 'd'.repeat(64);
+const POLICY = 'export function policy(statements) { return true }';
+
+function statementFor(issuer: Issuer, svc: FakeService, hostData = NEW_HOST_DATA, svn = 2): Uint8Array {
+  const statement = signStatement({
+    privateKeyPem: issuer.keys.privateKeyPem,
+    x5chainPem: issuer.chainPem,
+    issuer: 'did:x509:issuer',
+    subject: 'covenant-node',
+    payload: Buffer.from(hostData),
+    svn,
+  });
+  return attachReceipt(statement, svc.receiptOf(statement));
+}
+
+test('the join policy decision table: trusted host data joins without the policy; otherwise true joins, a string refuses with it, anything else is an error', async () => {
+  const issuer = await makeIssuer();
+  const svc = await makeService();
+  const transparent = statementFor(issuer, svc);
+  const admitted = new FakeEvaluator({ kind: 'admitted' });
+
+  // Registered host data: joins, and the policy is not run even with a statement.
+  const trusted = service('Open', ADMISSION_CHECKS, 64, { policy: POLICY, evaluator: admitted, serviceCertificatePem: svc.certificatePem });
+  const t = joiner(TRUSTED_HOST_DATA, 10, statementFor(issuer, svc, TRUSTED_HOST_DATA));
+  assert.equal((await admit(trusted.host, t.request, t.der, ADDRESS)).node_status, 'Pending');
+  assert.equal(admitted.calls.length, 0, 'the policy is not run for registered host data');
+
+  // The policy returns true: joins; it was given the statement in the input table's shape.
+  const open = service('Open', ADMISSION_CHECKS, 64, { policy: POLICY, evaluator: admitted, serviceCertificatePem: svc.certificatePem });
+  const j = joiner(NEW_HOST_DATA, 10, transparent);
+  assert.equal((await admit(open.host, j.request, j.der, ADDRESS)).node_status, 'Pending');
+  assert.equal(admitted.readyCalls, 2, 'the sandbox is awaited before the transaction (once per request carrying a statement)');
+  assert.equal(admitted.calls.length, 1);
+  assert.equal(admitted.calls[0]!.source, POLICY);
+  assert.equal(admitted.calls[0]!.statements[0]!.phdr.cwt.svn, 2);
+  assert.equal(admitted.calls[0]!.statements[0]!.receipts[0]!.vds, 1);
+  assert.ok(open.logger.entries.some((e) => /the join policy admits node/.test(e.msg)));
+
+  // Refused with the policy's reason, or with an error; nothing written either way.
+  const refusals: [JoinPolicyVerdict, string, RegExp][] = [
+    [{ kind: 'refused', reason: 'svn 2 is below 5' }, 'JoinPolicyRefused', /the join policy refused node .*: svn 2 is below 5/],
+    [{ kind: 'error', reason: 'the join policy returned 42, neither true nor a string' }, 'JoinPolicyFailed', /could not decide .*returned 42/],
+  ];
+  for (const [verdict, code, message] of refusals) {
+    const s = service('Open', ADMISSION_CHECKS, 64, { policy: POLICY, evaluator: new FakeEvaluator(verdict), serviceCertificatePem: svc.certificatePem });
+    const before = s.version();
+    await assert.rejects(admit(s.host, j.request, j.der, ADDRESS), (e: unknown) => isNodeError(e, code as 'JoinPolicyRefused') && e.status === 403 && message.test(e.message), code);
+    assert.equal(s.version(), before, `${code}: nothing written`);
+    assert.ok(s.logger.entries.some((e) => message.test(e.msg)), `${code}: the log shows the reason`);
+  }
+});
+
+test('untrusted host data without a statement, or without a policy, is refused as untrusted; a bad statement is refused before any policy runs', async () => {
+  const issuer = await makeIssuer();
+  const svc = await makeService();
+  const evaluator = new FakeEvaluator({ kind: 'admitted' });
+  const withPolicy = () => service('Open', ADMISSION_CHECKS, 64, { policy: POLICY, evaluator, serviceCertificatePem: svc.certificatePem });
+
+  const bare = joiner(NEW_HOST_DATA);
+  await assert.rejects(admit(withPolicy().host, bare.request, bare.der, ADDRESS), (e: unknown) => isNodeError(e, 'UntrustedHostData') && /sent no transparent statement/.test(e.message));
+  const noPolicy = service('Open', ADMISSION_CHECKS, 64, { evaluator, serviceCertificatePem: svc.certificatePem });
+  const j = joiner(NEW_HOST_DATA, 10, statementFor(issuer, svc));
+  await assert.rejects(admit(noPolicy.host, j.request, j.der, ADDRESS), (e: unknown) => isNodeError(e, 'UntrustedHostData') && /no join policy is set/.test(e.message));
+
+  // Structure failures: a receipt of another service, a statement for other host data.
+  const other = await makeService();
+  const cases: [Uint8Array, RegExp][] = [
+    [statementFor(issuer, other), /receipts\[0\] is not a receipt of this service/],
+    [statementFor(issuer, svc, 'e'.repeat(64)), /speaks for e{64}, not for the joiner's host data d{64}/],
+  ];
+  for (const [statement, reason] of cases) {
+    const k = joiner(NEW_HOST_DATA, 10, statement);
+    await assert.rejects(admit(withPolicy().host, k.request, k.der, ADDRESS), (e: unknown) => isNodeError(e, 'InvalidTransparentStatement') && reason.test(e.message), String(reason));
+  }
+  assert.equal(evaluator.calls.length, 0, 'no policy ran for a refused structure');
 });

@@ -4,6 +4,8 @@
  * identity and secrets, starts replicating, and serves with its endorsed certificate. Edges:
  * join, join-while-opening, trusted.
  */
+import { toBase64 } from '../../base/bytes.js';
+import { nodeError } from '../errors.js';
 import { errorMessage } from '../../base/errors.js';
 import type { NodeAddresses } from '../api.js';
 import { requestJoin, type JoinerHost } from '../join/joiner.js';
@@ -22,7 +24,16 @@ export function joinRequestOf(ctx: FlowContext, addresses: NodeAddresses): JoinR
     node_to_node_interface: { bind_address: addresses.nodeToNode.bindAddress, published_address: addresses.nodeToNode.publishedAddress },
     startup_seqno: ctx.replica.startupSeqno,
     subject_alt_names: ctx.subjectAltNames(),
+    ...transparentStatementOf(ctx),
   };
+}
+
+/** The transparent statement about this node's code (command.join.host_data_transparent_statement_path), for the join policy. */
+function transparentStatementOf(ctx: FlowContext): Pick<JoinRequest, 'host_data_transparent_statement'> {
+  const path = ctx.init.config.command.join?.host_data_transparent_statement_path;
+  if (path === undefined) return {};
+  if (ctx.init.readBinaryFile === undefined) throw nodeError('InvalidConfiguration', 'this node cannot read binary files: host_data_transparent_statement_path is not supported');
+  return { host_data_transparent_statement: toBase64(ctx.init.readBinaryFile(path)) };
 }
 
 /** The joiner's host for `requestJoin`: waits, logs and snapshot fetches through the flow's parts. */

@@ -2,17 +2,22 @@
  * The primary's side of joining (POST /node/join): a join request passes a chain of checks, each
  * of which refuses with its own error, then the node is recorded (Trusted at once while the
  * service is opening, Pending otherwise) and, once trusted, given what it needs to become part of
- * the network. The chain is data (`ADMISSION_CHECKS`), so a join policy extends it with a check of
- * its own instead of growing a function.
+ * the network. The chain is data (`ADMISSION_CHECKS`): the code-trust check (`checkHostData`)
+ * admits registered host data, and otherwise judges the joiner's transparent statement by the
+ * members' join policy (docs/join-policy.md), which it reaches through `AdmissionContext.joinPolicy`.
  */
 import type { Logger } from '../../base/log.js';
-import { loadPublicKey, nodeIdFromPublicKey, publicKeyDer } from '../../crypto/index.js';
+import { fromBase64, toHex, utf8 } from '../../base/bytes.js';
+import { errorMessage } from '../../base/errors.js';
+import { decodeCoseSign1, loadPublicKey, nodeIdFromPublicKey, publicKeyDer } from '../../crypto/index.js';
 import { jsonCodec, type Tx } from '../../kv/index.js';
 import { verifyVirtualQuote, type QuoteInfo, type VirtualQuote } from '../../attestation/virtual.js';
+import type { JoinPolicyVerdict } from '../../gov/join-policy.js';
+import { checkTransparentStatement, type TransparentStatementInput } from '../../gov/transparent-statement.js';
 import { nodeError, notPrimary, retryLater } from '../errors.js';
 import { pendingCleanupIntervalMsMax } from '../limits.js';
 import type { JoinRequest, JoinResponse, NetworkInfo } from '../join.js';
-import { Tables, type NodeInfo, type ServiceStatus } from '../tables.js';
+import { SINGLETON_KEY, Tables, type NodeInfo, type ServiceStatus } from '../tables.js';
 import type { JoinRateLimiter } from './rate.js';
 
 const json = jsonCodec<any>();
@@ -36,6 +41,18 @@ export interface AdmissionContext {
   /** Pending nodes the service holds at most (limits.ts pendingNodesMax). */
   readonly pendingNodesMax: number;
   serviceStatus(): ServiceStatus | undefined;
+  /** The service certificates whose receipts are accepted: the current one first, then previous identities it endorsed. */
+  serviceIdentities(): readonly string[];
+  /** Runs the members' join policy (the sandbox); absent, a policy cannot admit anyone. */
+  readonly joinPolicy?: JoinPolicyEvaluator;
+}
+
+/** The sandbox, as admission sees it (injected, so that admission is tested without it). */
+export interface JoinPolicyEvaluator {
+  /** Resolves once the sandbox can run a policy; awaited before the checks' transaction. */
+  ready(): Promise<void>;
+  /** Runs the policy over the statements, synchronously, within one request's sandbox budget. */
+  evaluate(source: string, statements: readonly TransparentStatementInput[]): JoinPolicyVerdict;
 }
 
 /** One check of the chain: throws a NodeError to refuse the join. */
@@ -53,12 +70,42 @@ export const checkMeasurement: AdmissionCheck = ({ quote }, tx, context) => {
   if (!trusted) refuse(context, 'UntrustedMeasurement', `measurement ${quote.measurement} is not trusted by the service (add_virtual_measurement)`);
 };
 
-/** The code-trust check: registered host data (add_snp_host_data). A join policy extends it. */
-export const checkHostData: AdmissionCheck = ({ quote }, tx, context) => {
-  if (!tx.map(Tables.hostData, json).has(quote.host_data)) {
-    refuse(context, 'UntrustedHostData', `host data ${quote.host_data} is not trusted by the service (add_snp_host_data)`);
+/**
+ * The code-trust check, the spec's "Join policy decision" table: registered host data
+ * (add_snp_host_data) joins and no policy runs. Otherwise the joiner's transparent statement is
+ * checked (structure, signatures, receipts, binding, and that it speaks for the joiner's host data)
+ * and judged by the join policy: `true` admits, a string refuses with that reason, anything else
+ * is an error that refuses. No statement, or no policy, refuses as untrusted host data.
+ */
+export const checkHostData: AdmissionCheck = ({ quote, request, nodeId }, tx, context) => {
+  if (tx.map(Tables.hostData, json).has(quote.host_data)) return;
+  const untrusted = `host data ${quote.host_data} is not trusted by the service (add_snp_host_data)`;
+  const encoded = request.host_data_transparent_statement;
+  if (encoded === undefined) refuse(context, 'UntrustedHostData', `${untrusted}, and the joiner sent no transparent statement for the join policy`);
+  let input: TransparentStatementInput;
+  try {
+    const bytes = fromBase64(encoded);
+    input = checkTransparentStatement(bytes, context.serviceIdentities());
+    const payload = statementPayload(bytes);
+    if (payload !== quote.host_data) throw new Error(`the statement speaks for ${payload.slice(0, 64)}, not for the joiner's host data ${quote.host_data}`);
+  } catch (e) {
+    refuse(context, 'InvalidTransparentStatement', `the transparent statement is refused: ${errorMessage(e)}`);
   }
+  const policy = tx.map(Tables.joinPolicy, json).get(SINGLETON_KEY) as string | undefined;
+  if (policy === undefined) refuse(context, 'UntrustedHostData', `${untrusted}, and no join policy is set (set_node_join_policy)`);
+  if (context.joinPolicy === undefined) refuse(context, 'JoinPolicyFailed', 'the join policy cannot run on this node (no sandbox)');
+  const verdict = context.joinPolicy.evaluate(policy, [input]);
+  if (verdict.kind === 'refused') refuse(context, 'JoinPolicyRefused', `the join policy refused node ${nodeId}: ${verdict.reason}`);
+  if (verdict.kind === 'error') refuse(context, 'JoinPolicyFailed', `the join policy could not decide on node ${nodeId}: ${verdict.reason}`);
+  context.logger.info(`the join policy admits node ${nodeId} (host data ${quote.host_data}, statement by ${input.phdr.cwt.iss})`);
 };
+
+/** The statement's payload as host data: its text (64 hex digits), or the hex of 32 raw bytes. */
+function statementPayload(statement: Uint8Array): string {
+  const payload = decodeCoseSign1(statement).payload ?? new Uint8Array(0);
+  if (payload.byteLength === 32) return toHex(payload);
+  return utf8.decode(payload).trim().toLowerCase();
+}
 
 export const checkStartupSeqno: AdmissionCheck = ({ request, existing }, _tx, context) => {
   // This node holds no entries before its own startup snapshot: a new node must start at or after it.
@@ -149,6 +196,8 @@ export async function admit(
   if (!host.isPrimary()) throw notPrimary('join requests are handled by the primary');
   // First, before the key and quote are checked: a flood must cost the primary as little as possible.
   host.joinRate.take(clientAddress);
+  // The sandbox worker is awaited here, outside the transaction, rather than inside it.
+  if (request.host_data_transparent_statement !== undefined) await host.joinPolicy?.ready();
   const candidate = host.executeRead((tx) => {
     const c = candidateOf(request, clientPublicKeyDer, host, tx);
     for (const check of host.checks) check(c, tx, host);

@@ -20,6 +20,14 @@ export interface WriteResult<T> {
   readonly txId: TxId | undefined;
 }
 
+export interface WriteOptions {
+  /**
+   * The transaction's claims digest (32 bytes), bound into its Merkle leaf so that its receipt
+   * proves it (a registered statement's digest). Default: no claims (32 zero bytes).
+   */
+  readonly claimsDigest?: Uint8Array;
+}
+
 export interface TransactionsHost {
   readonly replica: Replica;
   readonly proposer: Proposer;
@@ -53,7 +61,7 @@ export class Transactions {
    * Executes `fn` as one KV transaction, synchronously. If fn throws, nothing is written. Returns
    * the transaction id when something was written.
    */
-  executeWrite<T>(fn: (tx: Tx) => T): WriteResult<T> {
+  executeWrite<T>(fn: (tx: Tx) => T, options?: WriteOptions): WriteResult<T> {
     if (!this.host.isPrimary()) throw notPrimary(`node is ${this.host.stateName()} and not the primary: writes go to the primary`);
     const { replica, proposer, signatures } = this.host;
     const tx = replica.store.beginTx();
@@ -61,7 +69,7 @@ export class Transactions {
     if (tx.wroteTo(Tables.nodesInfo)) this.recordConfigurationChange(tx);
     const committed = tx.commit();
     if (committed === undefined) return { result, txId: undefined };
-    const txId = proposer.propose(committed.version, committed.writeSet, 0, undefined);
+    const txId = proposer.propose(committed.version, committed.writeSet, 0, undefined, options?.claimsDigest);
     // A membership change commits only through a signature; until it does, elections need the
     // old configurations too. Sign at once so that the new configuration takes over quickly.
     if (committed.writeSet.has(Tables.configurations)) {
