@@ -289,3 +289,17 @@ test('untrusted host data without a statement, or without a policy, is refused a
   }
   assert.equal(evaluator.calls.length, 0, 'no policy ran for a refused structure');
 });
+
+test('a Pending node admitted by the join policy polls without the policy being run again', async () => {
+  const issuer = await makeIssuer();
+  const svc = await makeService();
+  const admitted = new FakeEvaluator({ kind: 'admitted' });
+  const s = service('Open', ADMISSION_CHECKS, 64, { policy: POLICY, evaluator: admitted, serviceCertificatePem: svc.certificatePem });
+  const j = joiner(NEW_HOST_DATA, 10, statementFor(issuer, svc));
+  for (let poll = 0; poll < 3; poll++) assert.equal((await admit(s.host, j.request, j.der, ADDRESS)).node_status, 'Pending');
+  assert.equal(admitted.calls.length, 1, 'the policy ran once, when the node was recorded');
+  // Another node with the same statement is judged on its own.
+  const other = joiner(NEW_HOST_DATA, 10, statementFor(issuer, svc));
+  assert.equal((await admit(s.host, other.request, other.der, ADDRESS)).node_status, 'Pending');
+  assert.equal(admitted.calls.length, 2);
+});

@@ -77,8 +77,12 @@ export const checkMeasurement: AdmissionCheck = ({ quote }, tx, context) => {
  * and judged by the join policy: `true` admits, a string refuses with that reason, anything else
  * is an error that refuses. No statement, or no policy, refuses as untrusted host data.
  */
-export const checkHostData: AdmissionCheck = ({ quote, request, nodeId }, tx, context) => {
+export const checkHostData: AdmissionCheck = ({ quote, request, nodeId, existing }, tx, context) => {
   if (tx.map(Tables.hostData, json).has(quote.host_data)) return;
+  // A node already recorded with this very quote passed this check when it was recorded: its
+  // polls (a Pending node asks every join.retry_timeout) and re-announcements do not run the
+  // policy again, so that polling never costs the primary a sandbox evaluation each time.
+  if (existing !== undefined && existing.quote_info.quote === request.quote_info.quote) return;
   const untrusted = `host data ${quote.host_data} is not trusted by the service (add_snp_host_data)`;
   const encoded = request.host_data_transparent_statement;
   if (encoded === undefined) refuse(context, 'UntrustedHostData', `${untrusted}, and the joiner sent no transparent statement for the join policy`);
