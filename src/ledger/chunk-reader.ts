@@ -8,6 +8,7 @@ import type { ChunkName } from './chunk-name.js';
 import type { Disk, DiskFile } from './disk.js';
 import { decodeEntry, ENTRY_OVERHEAD_BYTES, EntryFlags, hasFlag, peekFrameSizeBytes, type DecodedEntry } from './entry.js';
 import { asFileCorruption, LedgerError } from './errors.js';
+import type { EntrySpan } from './entry-leaves.js';
 
 /**
  * A chunk whose full index is evicted keeps every 64th offset (1/64 of the memory), so a
@@ -174,4 +175,19 @@ export class ChunkReader {
     }
     return entry;
   }
+}
+
+/**
+ * Where entries `from`..`upTo` of `chunk` lie in its file, without reading it: exact with its
+ * index, between the nearest offsets of its sparse index, else the whole file after its header.
+ */
+export function entrySpanOf(chunk: Chunk, path: string, from: Seqno, upTo: Seqno, dense: ChunkIndex | undefined, sizeBytes: () => number): EntrySpan {
+  if (dense !== undefined) return { path, file: chunk.name, startBytes: dense.offsetOf(from), endBytes: dense.offsetOf(upTo + 1) };
+  const sparse = chunk.sparse;
+  if (sparse !== undefined) {
+    const startIndex = Math.floor((from - chunk.first) / SPARSE_INDEX_STRIDE);
+    const endIndex = Math.min(Math.ceil((upTo + 1 - chunk.first) / SPARSE_INDEX_STRIDE), sparse.length - 1);
+    return { path, file: chunk.name, startBytes: sparse[startIndex]!, endBytes: sparse[endIndex]! };
+  }
+  return { path, file: chunk.name, startBytes: CHUNK_HEADER_BYTES, endBytes: chunk.sizeBytes ?? sizeBytes() };
 }

@@ -162,6 +162,12 @@ function readU64(bytes: Uint8Array, at: number, name: string, offsetBytes: numbe
  * Size of the frame starting at `offset` as its length field claims, after checking only that
  * field; throws TruncatedLedgerEntry when the length field itself is cut.
  */
+/** The view of an already-validated frame, read from its header without decoding it. */
+export function peekFrameView(frame: Uint8Array): number {
+  const dv = new DataView(frame.buffer, frame.byteOffset, frame.byteLength);
+  return dv.getUint32(12, true) * 0x1_0000_0000 + dv.getUint32(8, true);
+}
+
 export function peekFrameSizeBytes(bytes: Uint8Array, offset = 0): number {
   if (bytes.byteLength - offset < 4) {
     const problem = 'no room for the length field';

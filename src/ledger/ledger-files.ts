@@ -10,7 +10,7 @@ import { chunkFromName, type Chunk } from './chunk-reader.js';
 import type { Disk } from './disk.js';
 import { checkEntry, EntryFlags, hasFlag } from './entry.js';
 import { LedgerError } from './errors.js';
-import type { LedgerOpenReport } from './ledger-types.js';
+import type { LedgerOpenReport, TornTail } from './ledger-types.js';
 
 /**
  * The chunk files of the ledger directory and the read-only ones, committed and pending, each in
@@ -142,4 +142,16 @@ export function checkAppendBatch(frames: readonly Uint8Array[], lastSeqno: Seqno
     expected++;
   }
   return flagsOf;
+}
+
+/** What the open report says of a torn write found in `file` (`fileBytes` long) by `scan`. */
+export function tornTailOf(file: string, scan: ChunkScan, fileBytes: number, droppedFiles: string[], keptLastSeqno: Seqno): TornTail {
+  return {
+    file,
+    offsetBytes: scan.validBytes,
+    reason: scan.damage?.reason ?? 'ShorterThanName',
+    droppedBytes: fileBytes - scan.validBytes,
+    droppedFiles,
+    keptLastSeqno,
+  };
 }

@@ -13,14 +13,14 @@
  * number of those indexes are cached; the frames themselves are read from disk on demand.
  */
 import { assert, type Seqno, type View } from '../base/index.js';
-import { CHUNK_HEADER_BYTES, ChunkIndex, chunkFileHeader, scanChunk } from './chunk-file.js';
+import { ChunkIndex, chunkFileHeader, scanChunk } from './chunk-file.js';
 import { formatChunkName, type ChunkName } from './chunk-name.js';
-import { ChunkReader, SPARSE_INDEX_STRIDE, type Chunk, type WriteChunk } from './chunk-reader.js';
+import { ChunkReader, entrySpanOf, type Chunk, type WriteChunk } from './chunk-reader.js';
 import type { EntryLeavesRequest, EntrySpan } from './entry-leaves.js';
 import type { Disk } from './disk.js';
-import { EntryFlags, hasFlag } from './entry.js';
+import { EntryFlags, hasFlag, peekFrameView } from './entry.js';
 import { LedgerError } from './errors.js';
-import { checkAppendBatch, checkPendingScan, listChunkFiles } from './ledger-files.js';
+import { checkAppendBatch, checkPendingScan, listChunkFiles, tornTailOf } from './ledger-files.js';
 import {
   DEFAULT_INDEX_CACHE_ENTRIES_MAX,
   type ChunkListing,
@@ -201,7 +201,7 @@ export class Ledger {
     }
     this.#lastSeqno = write.index.last;
     // The view of the batch's last written frame; frames were checked in order above.
-    this.#lastView = decodeViewOf(frames[to - 1]!);
+    this.#lastView = peekFrameView(frames[to - 1]!);
   }
 
   #rollBackWrite(write: WriteChunk, sizeBefore: number): void {
@@ -383,9 +383,8 @@ export class Ledger {
   }
 
   /**
-   * Where entries `from`..`to` are, without reading them (for leavesOfEntries, which reads them
-   * elsewhere): one span per chunk, exact when the chunk's index is held, else between the
-   * nearest offsets of its sparse index, else the whole file after its header. Never scans a file.
+   * Where entries `from`..`to` are, one span per chunk (entrySpanOf), without reading them: for
+   * leavesOfEntries, which reads them elsewhere. Never scans a file.
    */
   locateEntries(from: Seqno, to: Seqno): EntryLeavesRequest {
     this.#checkOpen();
@@ -394,20 +393,9 @@ export class Ledger {
     let seqno = from;
     while (seqno <= to) {
       const chunk = this.#chunkHolding(seqno);
-      const last = this.#lastOf(chunk);
-      const upTo = Math.min(to, last);
+      const upTo = Math.min(to, this.#lastOf(chunk));
       const path = this.#pathOf(chunk);
-      const dense = this.#reader.cachedIndexOf(chunk, this.#write);
-      if (dense !== undefined) {
-        spans.push({ path, file: chunk.name, startBytes: dense.offsetOf(seqno), endBytes: dense.offsetOf(upTo + 1) });
-      } else if (chunk.sparse !== undefined) {
-        const sparse = chunk.sparse;
-        const startIndex = Math.floor((seqno - chunk.first) / SPARSE_INDEX_STRIDE);
-        const endIndex = Math.min(Math.ceil((upTo + 1 - chunk.first) / SPARSE_INDEX_STRIDE), sparse.length - 1);
-        spans.push({ path, file: chunk.name, startBytes: sparse[startIndex]!, endBytes: sparse[endIndex]! });
-      } else {
-        spans.push({ path, file: chunk.name, startBytes: CHUNK_HEADER_BYTES, endBytes: chunk.sizeBytes ?? this.#disk.sizeBytes(path) });
-      }
+      spans.push(entrySpanOf(chunk, path, seqno, upTo, this.#reader.cachedIndexOf(chunk, this.#write), () => this.#disk.sizeBytes(path)));
       seqno = upTo + 1;
     }
     return { firstSeqno: from, lastSeqno: to, spans };
@@ -500,19 +488,11 @@ export class Ledger {
       const index = scan.index;
       const { lastHeld, endsChunk, torn } = checkPendingScan(chunk, scan);
       if (torn) {
-        const droppedFiles: string[] = [];
-        for (const later of pending.slice(i + 1)) {
+        const droppedFiles = pending.slice(i + 1).map((later) => {
           disk.remove(this.#pathOf(later));
-          droppedFiles.push(later.name);
-        }
-        report.tornTail = {
-          file: chunk.name,
-          offsetBytes: scan.validBytes,
-          reason: scan.damage?.reason ?? 'ShorterThanName',
-          droppedBytes: bytes.byteLength - scan.validBytes,
-          droppedFiles,
-          keptLastSeqno: lastHeld,
-        };
+          return later.name;
+        });
+        report.tornTail = tornTailOf(chunk.name, scan, bytes.byteLength, droppedFiles, lastHeld);
         if (scan.validBytes < bytes.byteLength) disk.truncate(path, scan.validBytes);
         this.#directoryDirty = true;
       }
@@ -617,11 +597,4 @@ export class Ledger {
     if (chunk === undefined) throw new LedgerError('LedgerEntryNotFound', `no ledger entry ${seqno} on this node`, { seqno });
     return chunk;
   }
-
-}
-
-/** View of an already-validated frame. */
-function decodeViewOf(frame: Uint8Array): View {
-  const dv = new DataView(frame.buffer, frame.byteOffset, frame.byteLength);
-  return dv.getUint32(12, true) * 0x1_0000_0000 + dv.getUint32(8, true);
 }
