@@ -1,0 +1,17 @@
+/**
+ * The randomness recovery takes from its caller (docs/architecture.md, "The deterministic zone"):
+ * wrapping keys, IVs, Shamir coefficients and RSA-OAEP seeds all come from one injected source,
+ * so the simulator can reproduce a ledger's recovery records from its seed. Production passes the
+ * host's CSPRNG (`crypto.randomBytes`).
+ */
+import { assert } from '../base/index.js';
+
+/** Returns `n` fresh random bytes. */
+export type RandomBytes = (n: number) => Uint8Array;
+
+/** Draws `n` bytes and checks the source kept its contract (a short answer would weaken a key silently). */
+export function draw(randomBytes: RandomBytes, n: number): Uint8Array {
+  const bytes = randomBytes(n);
+  assert(bytes instanceof Uint8Array && bytes.byteLength === n, () => `random source returned ${bytes?.byteLength} bytes, asked for ${n}`);
+  return bytes;
+}
