@@ -10,4 +10,3 @@ export * from './shares.js';
 export * from './submitted-shares.js';
 export * from './share-collection.js';
 export { loadEncryptionPublicKey, encryptRsaOaepSha256, decryptRsaOaepSha256, RSA_MODULUS_BITS_MIN } from './rsa-oaep.js';
-export { splitSecret, combineShares, rawShareBytes, type ShamirShare } from './shamir.js';

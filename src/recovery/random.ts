@@ -1,8 +1,10 @@
 /**
  * The randomness recovery takes from its caller (docs/architecture.md, "The deterministic zone"):
- * wrapping keys, IVs, Shamir coefficients and RSA-OAEP seeds all come from one injected source,
- * so the simulator can reproduce a ledger's recovery records from its seed. Production passes the
- * host's CSPRNG (`crypto.randomBytes`).
+ * wrapping keys and the IVs of the secret records and of stored shares come from one injected
+ * source, so the simulator can reproduce those records from its seed. Production passes the host's
+ * CSPRNG (`crypto.randomBytes`). The Shamir coefficients and the RSA-OAEP seeds are drawn by the
+ * libraries that use them (`shamir-secret-sharing`, OpenSSL) from the host's CSPRNG: the encrypted
+ * shares are not reproducible from a seed, only their formats (docs/recovery.md).
  */
 import { assert } from '../base/index.js';
 

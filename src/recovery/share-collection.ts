@@ -8,13 +8,19 @@
  * and a reconstruction that fails leaves the shares already accepted as they were. Below the
  * threshold each accepted share comes back encrypted for the store (submitted-shares.ts), and a
  * new primary rebuilds the collection from those rows (`fromStore`).
+ *
+ * Submitting is async, because reassembling the key with `shamir-secret-sharing` is: the node
+ * collects shares outside any KV transaction (a transaction runs synchronously, docs/architecture.md,
+ * decision 2) and writes the outcome (a stored share, or the recovered chain) afterwards.
+ * Submissions are handled one at a time, in the order they were made: one that arrives while
+ * another reassembles the key waits for it, so no two submissions both see the threshold met.
  */
 import { bytesEqual, toHex } from '../base/index.js';
 import { RecoveryError, isRecoveryError } from './errors.js';
 import type { RandomBytes } from './random.js';
 import { type ChainSecret, openSecretChain, unwrapLatestSecret } from './secret-chain.js';
 import { type DecodedShare, decodeShare } from './share-format.js';
-import { combineShares } from './shamir.js';
+import { combineKey } from './key-sharing.js';
 import { decryptSubmittedShare, encryptSubmittedShare } from './submitted-shares.js';
 
 /** What the service recorded when it last issued shares, and the ledger's previous-secret records. */
@@ -57,6 +63,8 @@ export class ShareCollection {
   /** Accepted shares by member id, in submission order. */
   readonly #shares = new Map<string, DecodedShare>();
   #state: 'Collecting' | 'Recovered' | 'Closed' = 'Collecting';
+  /** The end of the last submission made: the next one starts after it. */
+  #queue: Promise<unknown> = Promise.resolve();
 
   constructor(sharing: RecordedSharing, storageKey: Uint8Array, randomBytes: RandomBytes) {
     this.#sharing = sharing;
@@ -66,9 +74,9 @@ export class ShareCollection {
   }
 
   /** Rebuilds a collection from the shares held in the store (after a primary change). */
-  static fromStore(sharing: RecordedSharing, storageKey: Uint8Array, stored: readonly StoredSubmittedShare[], randomBytes: RandomBytes): ShareCollection {
+  static async fromStore(sharing: RecordedSharing, storageKey: Uint8Array, stored: readonly StoredSubmittedShare[], randomBytes: RandomBytes): Promise<ShareCollection> {
     const collection = new ShareCollection(sharing, storageKey, randomBytes);
-    for (const s of stored) collection.submitStored(s.memberId, s.storedShare);
+    for (const s of stored) await collection.submitStored(s.memberId, s.storedShare);
     return collection;
   }
 
@@ -88,20 +96,35 @@ export class ShareCollection {
     return [...this.#shares.keys()];
   }
 
-  /** Stops collecting (recovery abandoned): every later submission is NotWaitingForShares. */
+  /**
+   * Stops collecting (recovery abandoned): every later submission is NotWaitingForShares, and so is
+   * one reassembling the key when the collection is closed.
+   */
   close(): void {
     if (this.#state === 'Collecting') this.#state = 'Closed';
     this.#forget();
   }
 
   /** A share as stored by an earlier primary: decrypted with the storage key, then submitted. */
-  submitStored(memberId: string, storedShare: Uint8Array): SubmitOutcome {
-    this.#checkWaiting();
-    return this.submit(memberId, decryptSubmittedShare(this.#storageKey, memberId, storedShare));
+  submitStored(memberId: string, storedShare: Uint8Array): Promise<SubmitOutcome> {
+    return this.#enqueue(() => {
+      this.#checkWaiting();
+      return this.#submit(memberId, decryptSubmittedShare(this.#storageKey, memberId, storedShare));
+    });
   }
 
-  /** A member's decrypted share (either format). Throws a RecoveryError and changes nothing if refused. */
-  submit(memberId: string, shareBytes: Uint8Array): SubmitOutcome {
+  /** A member's decrypted share (either format). Rejects with a RecoveryError and changes nothing if refused. */
+  submit(memberId: string, shareBytes: Uint8Array): Promise<SubmitOutcome> {
+    return this.#enqueue(() => this.#submit(memberId, shareBytes));
+  }
+
+  #enqueue(run: () => Promise<SubmitOutcome>): Promise<SubmitOutcome> {
+    const outcome = this.#queue.then(run);
+    this.#queue = outcome.catch(() => undefined);
+    return outcome;
+  }
+
+  async #submit(memberId: string, shareBytes: Uint8Array): Promise<SubmitOutcome> {
     this.#checkWaiting();
     if (!this.#members.has(memberId)) {
       throw new RecoveryError('ShareFromNonMember', `member ${memberId} holds no recovery share of this sharing`, { memberId });
@@ -126,7 +149,12 @@ export class ShareCollection {
       this.#shares.set(memberId, share);
       return { status: 'Accepted', memberId, submittedCount, threshold, storedShare };
     }
-    const ledgerSecrets = this.#reconstruct([...this.#shares.values(), share], [...this.#shares.keys(), memberId]);
+    const ledgerSecrets = await this.#reconstruct([...this.#shares.values(), share], [...this.#shares.keys(), memberId]);
+    if (this.#state === 'Closed') {
+      // close() ran while the key was reassembled: the recovery was abandoned, its result is not given out.
+      for (const s of ledgerSecrets) s.secret.fill(0);
+      this.#checkWaiting();
+    }
     this.#state = 'Recovered';
     this.#forget();
     return { status: 'Recovered', memberId, submittedCount, threshold, ledgerSecrets };
@@ -157,8 +185,8 @@ export class ShareCollection {
     }
   }
 
-  #reconstruct(shares: DecodedShare[], memberIds: string[]): ChainSecret[] {
-    const wrappingKey = combineShares(shares);
+  async #reconstruct(shares: DecodedShare[], memberIds: string[]): Promise<ChainSecret[]> {
+    const wrappingKey = await combineKey(shares);
     let latest: ChainSecret;
     try {
       latest = unwrapLatestSecret(wrappingKey, this.#sharing.wrappedLatestSecret);

@@ -13,7 +13,6 @@
 import { concatBytes, utf8 } from '../base/index.js';
 import { sha256 } from '../crypto/index.js';
 import { RecoveryError } from './errors.js';
-import type { ShamirShare } from './shamir.js';
 import { WRAPPING_KEY_LENGTH_BYTES } from './secret-chain.js';
 
 export const SHARE_V1_LENGTH_BYTES = WRAPPING_KEY_LENGTH_BYTES + 1;
@@ -21,6 +20,12 @@ export const SHARE_V2_VERSION = 2;
 export const SHARING_ID_LENGTH_BYTES = 32;
 export const SHARE_V2_LENGTH_BYTES = 3 + SHARING_ID_LENGTH_BYTES + WRAPPING_KEY_LENGTH_BYTES;
 const SHARING_ID_LABEL = utf8.encode('covenant recovery sharing id v2');
+
+/** A Shamir share of the wrapping key: its y values, all at the x coordinate `x` (1..255). */
+export interface ShamirShare {
+  readonly x: number;
+  readonly y: Uint8Array;
+}
 
 /** A share as read from either format; `threshold` and `sharingId` only from v2. */
 export interface DecodedShare extends ShamirShare {

@@ -1,8 +1,12 @@
 /**
  * Issuing recovery shares and opening them (docs/architecture.md, decision 15; docs/recovery.md):
- * the wrapping key is split with Shamir sharing into one share per recovery member, threshold
- * `recovery_threshold`; each share, in the v2 format, is encrypted to its member's RSA key with
- * RSA-OAEP-SHA256.
+ * the wrapping key is split with Shamir sharing (`shamir-secret-sharing`, key-sharing.ts) into one
+ * share per recovery member, threshold `recovery_threshold`; each share, in the v2 format, is
+ * encrypted to its member's RSA key with RSA-OAEP-SHA256 (`node:crypto`).
+ *
+ * Issuing is async, because the library's split is: the node prepares the shares before the
+ * transaction that records them (a KV transaction runs synchronously, docs/architecture.md,
+ * decision 2), and writes the result in it.
  */
 import { assert } from '../base/index.js';
 import { RecoveryError } from './errors.js';
@@ -10,7 +14,7 @@ import { draw, type RandomBytes } from './random.js';
 import { decryptRsaOaepSha256, encryptRsaOaepSha256, loadEncryptionPublicKey } from './rsa-oaep.js';
 import { type ChainSecret, WRAPPING_KEY_LENGTH_BYTES, wrapLatestSecret } from './secret-chain.js';
 import { decodeShare, encodeShareV2, sharingIdOf } from './share-format.js';
-import { splitSecret } from './shamir.js';
+import { splitKey } from './key-sharing.js';
 
 /** Shamir over GF(2^8) has 255 non-zero x coordinates. */
 export const RECOVERY_MEMBERS_MAX = 255;
@@ -58,38 +62,45 @@ export function checkRecoveryThreshold(threshold: number, memberCount: number): 
 
 /**
  * Splits `wrappingKey` into one v2 share per member, any `threshold` of which reassemble it, each
- * encrypted to its member. Random draws, in order: the Shamir split (255 bytes of coordinate
- * shuffle, then threshold - 1 bytes per key byte), then one 32-byte OAEP seed per member.
+ * encrypted to its member. Draws nothing from an injected source: the Shamir coefficients and the
+ * OAEP seeds come from the libraries (the host's CSPRNG), so the encrypted shares differ from one
+ * call to the next.
  */
-export function issueShares(wrappingKey: Uint8Array, members: readonly RecoveryMember[], threshold: number, randomBytes: RandomBytes): IssuedShares {
+export async function issueShares(wrappingKey: Uint8Array, members: readonly RecoveryMember[], threshold: number): Promise<IssuedShares> {
   assert(wrappingKey.byteLength === WRAPPING_KEY_LENGTH_BYTES, () => `a wrapping key is ${WRAPPING_KEY_LENGTH_BYTES} bytes`);
   assert(new Set(members.map((m) => m.memberId)).size === members.length, 'recovery member ids are distinct');
   checkRecoveryThreshold(threshold, members.length);
-  // Keys first: a bad key refuses the issue before any randomness is spent.
+  // Keys first: a bad key refuses the issue before the key is split.
   const keys = members.map((m) => loadEncryptionPublicKey(m.encryptionPublicKeyPem, m.memberId));
   const sharingId = sharingIdOf(wrappingKey);
-  const shares = splitSecret(wrappingKey, members.length, threshold, randomBytes);
-  const encryptedShares = members.map((m, i) => {
-    const plain = encodeShareV2(shares[i]!, threshold, sharingId);
-    const encryptedShare = encryptRsaOaepSha256(keys[i]!, plain, randomBytes);
-    plain.fill(0);
-    return { memberId: m.memberId, encryptedShare };
-  });
-  for (const s of shares) s.y.fill(0);
-  return { sharingId, threshold, encryptedShares };
+  const shares = await splitKey(wrappingKey, members.length, threshold);
+  try {
+    const encryptedShares = members.map((m, i) => {
+      const plain = encodeShareV2(shares[i]!, threshold, sharingId);
+      try {
+        return { memberId: m.memberId, encryptedShare: encryptRsaOaepSha256(keys[i]!, plain) };
+      } finally {
+        plain.fill(0);
+      }
+    });
+    return { sharingId, threshold, encryptedShares };
+  } finally {
+    for (const s of shares) s.y.fill(0);
+  }
 }
 
 /**
- * A full issue: a fresh wrapping key (drawn first), the latest secret wrapped under it (a 12-byte
- * IV drawn next), then the shares as issueShares draws them. The wrapping key is not returned:
- * only the shares can bring it back.
+ * A full issue: a fresh wrapping key (32 bytes drawn from `randomBytes` first), the latest secret
+ * wrapped under it (a 12-byte IV drawn next), then the shares as issueShares makes them. The
+ * wrapping key is not returned: only the shares can bring it back. The same seed gives the same
+ * wrapping key, sharing id and wrapped secret; the encrypted shares differ every time.
  */
-export function issueRecoveryShares(latest: ChainSecret, members: readonly RecoveryMember[], threshold: number, randomBytes: RandomBytes): RecoverySharing {
+export async function issueRecoveryShares(latest: ChainSecret, members: readonly RecoveryMember[], threshold: number, randomBytes: RandomBytes): Promise<RecoverySharing> {
   checkRecoveryThreshold(threshold, members.length);
   const wrappingKey = new Uint8Array(draw(randomBytes, WRAPPING_KEY_LENGTH_BYTES));
   try {
     const wrappedLatestSecret = wrapLatestSecret(wrappingKey, latest, randomBytes);
-    return { ...issueShares(wrappingKey, members, threshold, randomBytes), wrappedLatestSecret };
+    return { ...(await issueShares(wrappingKey, members, threshold)), wrappedLatestSecret };
   } finally {
     wrappingKey.fill(0);
   }

@@ -4,7 +4,6 @@ import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { fromHex, toHex } from '../../src/base/index.js';
 import {
-  combineShares,
   decodeShare,
   decryptShare,
   decryptSubmittedShare,
@@ -16,20 +15,20 @@ import {
   openPreviousSecret,
   sealPreviousSecret,
   sharingIdOf,
-  splitSecret,
   submittedShareStorageKey,
   unwrapLatestSecret,
   wrapLatestSecret,
 } from '../../src/recovery/index.js';
+import { combineKey } from '../../src/recovery/key-sharing.js';
 import { seededRandomBytes } from './helpers.js';
 
 interface Vectors {
   random_stream_first_64_bytes: { seed: string; bytes: string };
-  split: { seed: string; wrapping_key: string; count: number; threshold: number; shares_v1: string[] };
+  shares_v1: { wrapping_key: string; count: number; threshold: number; shares: string[] };
   shares_v2: { sharing_id: string; shares: string[] };
   wrapped_latest_secret: { seed: string; wrapping_key: string; from_seqno: number; secret: string; record: string };
   previous_secret: { seed: string; successor_from_seqno: number; successor_secret: string; from_seqno: number; secret: string; record: string };
-  rsa_oaep: { seed: string; member_private_key_pem: string; plaintext: string; ciphertext: string };
+  rsa_oaep: { member_private_key_pem: string; plaintext: string; ciphertext: string };
   submitted_share: { seed: string; service_private_key_pem: string; storage_key: string; member_id: string; share: string; stored: string };
 }
 
@@ -51,16 +50,20 @@ test('the seeded random source is the documented stream', () => {
   assert.equal([5, 27, 32].map((n) => toHex(pieces(n))).join(''), v.random_stream_first_64_bytes.bytes);
 });
 
-test('Shamir split and both share formats reproduce, and read back to the wrapping key', () => {
-  const key = fromHex(v.split.wrapping_key);
-  const shares = splitSecret(key, v.split.count, v.split.threshold, seededRandomBytes(v.split.seed));
-  assert.deepEqual(shares.map((s) => toHex(encodeShareV1(s))), v.split.shares_v1);
+test('both share formats reproduce from one another, and any two shares reassemble the wrapping key', async () => {
+  const key = fromHex(v.shares_v1.wrapping_key);
+  assert.equal(v.shares_v1.shares.length, v.shares_v1.count);
+  const shares = v.shares_v1.shares.map((h) => decodeShare(fromHex(h)));
+  assert.ok(shares.every((s) => s.version === 1));
+  assert.deepEqual(shares.map((s) => toHex(encodeShareV1(s))), v.shares_v1.shares);
   assert.equal(toHex(sharingIdOf(key)), v.shares_v2.sharing_id);
-  assert.deepEqual(shares.map((s) => toHex(encodeShareV2(s, v.split.threshold, sharingIdOf(key)))), v.shares_v2.shares);
-  for (const format of [v.split.shares_v1, v.shares_v2.shares]) {
-    const decoded = format.map((h) => decodeShare(fromHex(h)));
-    assert.deepEqual(combineShares(decoded.slice(0, 2)), key);
-    assert.deepEqual(combineShares(decoded.slice(1)), key);
+  assert.deepEqual(shares.map((s) => toHex(encodeShareV2(s, v.shares_v1.threshold, sharingIdOf(key)))), v.shares_v2.shares);
+  const v2 = v.shares_v2.shares.map((h) => decodeShare(fromHex(h)));
+  assert.deepEqual(v2.map((s) => [s.version, s.x, s.threshold, toHex(s.sharingId!), toHex(s.y)]), shares.map((s) => [2, s.x, v.shares_v1.threshold, v.shares_v2.sharing_id, toHex(s.y)]));
+  for (const decoded of [shares, v2]) {
+    assert.deepEqual(await combineKey(decoded.slice(0, 2)), key);
+    assert.deepEqual(await combineKey(decoded.slice(1)), key);
+    assert.deepEqual(await combineKey([decoded[0]!, decoded[2]!]), key);
   }
 });
 
@@ -76,11 +79,13 @@ test('the wrapped latest secret and the previous-secret record reproduce and ope
   assert.deepEqual(openPreviousSecret(successor, fromHex(p.record)), previous);
 });
 
-test('the RSA-OAEP-SHA256 encryption of a share reproduces and decrypts', () => {
+test('the RSA-OAEP-SHA256 encryption of a share decrypts; a new encryption has its format, not its bytes', () => {
   const r = v.rsa_oaep;
-  const publicKey = loadEncryptionPublicKey(r.member_private_key_pem);
-  assert.equal(toHex(encryptRsaOaepSha256(publicKey, fromHex(r.plaintext), seededRandomBytes(r.seed))), r.ciphertext);
   assert.equal(toHex(decryptShare(fromHex(r.ciphertext), r.member_private_key_pem)), r.plaintext);
+  const fresh = encryptRsaOaepSha256(loadEncryptionPublicKey(r.member_private_key_pem), fromHex(r.plaintext));
+  assert.equal(fresh.byteLength, fromHex(r.ciphertext).byteLength);
+  assert.notEqual(toHex(fresh), r.ciphertext, 'OpenSSL draws the OAEP seed');
+  assert.equal(toHex(decryptShare(fresh, r.member_private_key_pem)), r.plaintext);
 });
 
 test('the submitted-share storage key and a stored share reproduce and decrypt', () => {
