@@ -93,8 +93,8 @@ module.exports = {
     {
       name: 'deterministic-zone-no-io',
       severity: 'error',
-      comment: 'consensus, kv and merkle take time, randomness and I/O only through injected interfaces',
-      from: { path: '^src/(consensus|kv|merkle)/' },
+      comment: 'consensus, kv, merkle and recovery take time, randomness and I/O only through injected interfaces',
+      from: { path: '^src/(consensus|kv|merkle|recovery)/' },
       to: { path: IO_MODULES, dependencyTypes: ['core'] },
     },
     {

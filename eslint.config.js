@@ -19,7 +19,7 @@ export default tseslint.config(
     },
   },
   {
-    // The deterministic zone (consensus, kv, merkle) and every module the node simulator runs
+    // The deterministic zone (consensus, kv, merkle, recovery) and every module the node simulator runs
     // (src/testing/sim/node-sim.ts: the node layer, the ledger, attestation), with the node-to-node
     // channels and the forwarder: sockets are fine where they are, but time and randomness come from
     // the injected Clock and RandomSource, so that tests and the simulator drive them.
@@ -27,6 +27,7 @@ export default tseslint.config(
       'src/consensus/**/*.ts',
       'src/kv/**/*.ts',
       'src/merkle/**/*.ts',
+      'src/recovery/**/*.ts',
       'src/ledger/**/*.ts',
       'src/attestation/**/*.ts',
       'src/node/**/*.ts',

@@ -1,0 +1,12 @@
+/**
+ * Public face of recovery's cryptographic core (docs/recovery.md): the ledger secrets chain's
+ * wrapping, recovery shares (issue, decrypt, collect), and submitted shares kept in the store.
+ */
+export * from './errors.js';
+export type { RandomBytes } from './random.js';
+export * from './secret-chain.js';
+export * from './share-format.js';
+export * from './shares.js';
+export * from './submitted-shares.js';
+export * from './share-collection.js';
+export { loadEncryptionPublicKey, encryptRsaOaepSha256, decryptRsaOaepSha256, RSA_MODULUS_BITS_MIN } from './rsa-oaep.js';
