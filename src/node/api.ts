@@ -130,6 +130,8 @@ export interface NodeGovernanceHost extends NodeTransactions {
 export interface NodeServices extends NodeOperatorQueries, NodeGovernanceHost, NodeFrames {
   /** Whether a user certificate with this id is registered (asked on every user request). */
   isUser(id: string): boolean;
+  /** The stored signing-key metadata of a token kid, as raw bytes (asked on every token request; no transaction). */
+  jwtSigningKeyRaw(kid: string): Uint8Array | undefined;
   /** POST /node/snapshot:create (coalesced with one already requested; refused within snapshots.min_interval). */
   requestSnapshot(): SnapshotRequestOutcome;
 }

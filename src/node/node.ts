@@ -253,6 +253,11 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
     return this.parts.replica.store.currentRaw(Tables.usersCerts, id) !== undefined;
   }
 
+  /** The signing-key metadata of a token kid as stored (raw JSON bytes; the same object until it is written again). */
+  jwtSigningKeyRaw(kid: string): Uint8Array | undefined {
+    return this.parts.replica.store.currentRaw(Tables.jwtPublicSigningKeys, kid);
+  }
+
   /** Why the application frontend does not serve users yet (GET /node/ready/app and the /app routes say it). */
   appFrontendClosedReason(): string {
     return this.parts.lifecycle.allows.applicationFrontend
