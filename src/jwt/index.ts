@@ -2,3 +2,4 @@
 export * from './errors.js';
 export * from './keys.js';
 export * from './validate.js';
+export * from './refresh.js';
