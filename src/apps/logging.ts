@@ -114,6 +114,19 @@ export function loggingAppRoutes(node: NodeTransactions): Route[] {
   }
   routes.push({
     method: 'GET',
+    path: '/app/caller',
+    summary: 'Who the caller is: the user id of its certificate, or the issuer, subject and claims of its bearer token',
+    auth: 'user_cert_or_jwt',
+    handler: ({ caller }) => {
+      if (caller.kind === 'jwt') {
+        const claims = caller.claims ?? {};
+        return json(200, { policy: 'jwt', issuer: claims.iss, subject: caller.id ?? null, claims });
+      }
+      return json(200, { policy: 'user_cert', user_id: caller.id });
+    },
+  });
+  routes.push({
+    method: 'GET',
     path: '/app/tx',
     summary: 'Status of a transaction: Unknown, Pending, Committed or Invalid',
     auth: 'none',

@@ -23,6 +23,7 @@ import { CovenantNode, type NodeAddresses, type RpcInterfaceAddress } from '../n
 import { MAX_ENTRY_BYTES, type NodeChannels } from '../node/channels.js';
 import { listenPreferring, NodeServer } from '../http/service.js';
 import { loggingAppRoutes } from '../apps/logging.js';
+import { CaPinnedJsonFetcher } from '../platform/key-fetcher.js';
 import { COVENANT_VERSION } from './version.js';
 
 export function writeFileAtomic(path: string, text: string, mode = 0o644): void {
@@ -141,6 +142,7 @@ export async function runNodeCommand(configPath: string): Promise<void> {
   // The node core and its RPC frontends are the trusted part (CCF's enclave side): their lines carry
   // e_ts. The command itself, the node-to-node transport and the files are the host side.
   const trusted = logger.child({}, { enclave: true });
+  const keyFetcher = new CaPinnedJsonFetcher();
   const node = new CovenantNode({
     config,
     disk,
@@ -156,6 +158,7 @@ export async function runNodeCommand(configPath: string): Promise<void> {
     ...sealingOption(logger),
     ...maxEntryOption(),
     ...entryLeafReaderOption(),
+    jwtKeyFetcher: keyFetcher,
   });
 
   let server: NodeServer | undefined;
@@ -180,7 +183,11 @@ export async function runNodeCommand(configPath: string): Promise<void> {
     };
     try {
       node.stop();
-      await Promise.all([closing('RPC interfaces', server?.close()), closing('node-to-node channels', channels?.close())]);
+      await Promise.all([
+        closing('RPC interfaces', server?.close()),
+        closing('node-to-node channels', channels?.close()),
+        closing('key fetcher', keyFetcher.close()),
+      ]);
       disk.close();
     } finally {
       process.exit(0);

@@ -5,3 +5,4 @@ export * from './keys.js';
 export * from './aead.js';
 export * from './certificates.js';
 export * from './cose.js';
+export * from './jwk.js';

@@ -9,7 +9,7 @@
  * chunk request) are likewise collected and run by the caller after the transaction commits.
  */
 import { CovenantError } from '../base/errors.js';
-import { certificateId, loadPublicKey, parseCertificate, splitPemCertificates } from '../crypto/index.js';
+import { certificateId, jwkPublicKey, loadPublicKey, parseCertificate, splitPemCertificates, type JwkPublicKey } from '../crypto/index.js';
 import { jsonCodec, type Tx } from '../kv/index.js';
 import type { HostFunctions } from './sandbox.js';
 import { GOV_TABLES_READ_ONLY_FOR_CONSTITUTION } from './tables.js';
@@ -95,6 +95,7 @@ const HOST_NAMES = [
   '__svc_crypto_rsa_public_key',
   '__svc_crypto_certificate_bundle',
   '__svc_crypto_certificate_from_base64_der',
+  '__svc_crypto_jwk_public_key',
   '__svc_node_trigger_ledger_chunk',
 ] as const;
 
@@ -128,6 +129,7 @@ const PRELUDE = `(() => {
       rsaPublicKey: (pem) => call('__svc_crypto_rsa_public_key', pem),
       certificateBundle: (pem) => call('__svc_crypto_certificate_bundle', pem),
       certificateFromBase64Der: (b64) => call('__svc_crypto_certificate_from_base64_der', b64),
+      jwkPublicKey: (jwk) => call('__svc_crypto_jwk_public_key', jwk),
     }),
     node: Object.freeze({
       triggerLedgerChunk: () => { call('__svc_node_trigger_ledger_chunk'); },
@@ -215,6 +217,17 @@ export function createConstitutionHost(tx: Tx): ConstitutionHost {
       const pem = `-----BEGIN CERTIFICATE-----\n${b64.match(/.{1,64}/g)!.join('\n')}\n-----END CERTIFICATE-----\n`;
       describeCertificate(pem);
       return JSON.stringify(pem);
+    },
+    __svc_crypto_jwk_public_key: (j) => {
+      const jwk = j === undefined ? undefined : (JSON.parse(j) as unknown);
+      if (typeof jwk !== 'object' || jwk === null || Array.isArray(jwk)) throw new TypeError('a JWK must be an object');
+      let key: JwkPublicKey;
+      try {
+        key = jwkPublicKey(jwk as Record<string, unknown>);
+      } catch (e) {
+        throw new Error((e as Error).message);
+      }
+      return JSON.stringify(key.certificatePem === undefined ? { public_key: key.publicKeyPem } : { public_key: key.publicKeyPem, cert: key.certificatePem });
     },
     __svc_node_trigger_ledger_chunk: () => {
       if (!writable) throw new Error('triggerLedgerChunk is available only in apply');

@@ -80,8 +80,17 @@ const is = {
       is.object(key, where);
       is.nonEmptyString(key.kty, where + '.kty');
       is.nonEmptyString(key.kid, where + '.kid');
-      if (!Array.isArray(key.x5c) || key.x5c.length === 0) fail('"' + where + '.x5c" must be a non-empty array of base64 certificates');
-      key.x5c.forEach((c, j) => { is.nonEmptyString(c, where + '.x5c[' + j + ']'); svc.crypto.certificateFromBase64Der(c); });
+      if (v.keys.findIndex((k) => k && k.kid === key.kid) !== i) fail('"' + where + '.kid": kid ' + key.kid + ' appears twice');
+      if (key.issuer !== undefined) is.nonEmptyString(key.issuer, where + '.issuer');
+      if (key.x5c !== undefined) {
+        if (!Array.isArray(key.x5c) || key.x5c.length === 0) fail('"' + where + '.x5c" must be a non-empty array of base64 certificates');
+        key.x5c.forEach((c, j) => { is.nonEmptyString(c, where + '.x5c[' + j + ']'); svc.crypto.certificateFromBase64Der(c); });
+      }
+      try {
+        svc.crypto.jwkPublicKey(key);
+      } catch (e) {
+        fail('"' + where + '": ' + e.message);
+      }
     });
   },
 };
@@ -138,7 +147,11 @@ function setJwtKeys(issuer, jwks) {
   removeJwtKeys(issuer);
   for (const key of jwks.keys) {
     const list = (get(T.jwtPublicSigningKeys, key.kid) || []).filter((m) => m.issuer !== issuer);
-    list.push({ cert: svc.crypto.certificateFromBase64Der(key.x5c[0]), issuer, kty: key.kty });
+    const parsed = svc.crypto.jwkPublicKey(key);
+    const metadata = { public_key: parsed.public_key, issuer, kty: key.kty };
+    if (parsed.cert !== undefined) metadata.cert = parsed.cert;
+    if (key.issuer !== undefined) metadata.constraint = key.issuer;
+    list.push(metadata);
     put(T.jwtPublicSigningKeys, key.kid, list);
   }
 }

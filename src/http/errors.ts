@@ -4,6 +4,7 @@
  */
 import { CovenantError, isCovenantError } from '../base/errors.js';
 import { z } from 'zod';
+import { isTokenError } from '../jwt/index.js';
 
 export function zodIssuesMessage(error: z.ZodError, where: string): string {
   return error.issues
@@ -20,8 +21,13 @@ export function toCovenantError(e: unknown): CovenantError {
   return new CovenantError('InternalError', 'the request could not be processed because of an internal error', 500);
 }
 
-/** The headers an error answer carries besides its JSON body: Retry-After for refusals by rate or capacity. */
+/** The headers an error answer carries besides its JSON body: Retry-After for refusals by rate or capacity, WWW-Authenticate for a refused bearer token. */
 export function errorHeaders(error: CovenantError): Record<string, string> {
+  if (isTokenError(error)) {
+    // RFC 6750, 3.1: the refused bearer token, and why.
+    const description = error.message.replace(/[\\"]/g, "'").replace(/[^\x20-\x7e]/g, '?');
+    return { 'www-authenticate': `Bearer realm="covenant", error="invalid_token", error_description="${description}"` };
+  }
   return error.retryAfterSeconds === undefined ? {} : { 'retry-after': String(error.retryAfterSeconds) };
 }
 

@@ -25,8 +25,11 @@ export interface TlsIdentity {
 }
 
 export interface Authenticator {
-  /** Returns the caller for a policy or throws a 401 CovenantError. */
-  authenticate(policy: AuthPolicy, request: { headers: IncomingMessage['headers']; clientCertificateDer: Buffer | undefined }): Caller;
+  /**
+   * Returns the caller for a policy or throws a 401 CovenantError; a promise (rejected with the
+   * 401) when the check is asynchronous (a bearer token seen for the first time).
+   */
+  authenticate(policy: AuthPolicy, request: { headers: IncomingMessage['headers']; clientCertificateDer: Buffer | undefined }): Caller | Promise<Caller>;
 }
 
 /** Sends requests that need the primary to it when this node is a backup (see forwarding.ts). */
@@ -150,6 +153,19 @@ export class RpcInterface {
       this.fail(res, toCovenantError(e), e);
       return;
     }
+    const caller = request.caller;
+    if (caller instanceof Promise) {
+      // A bearer token seen for the first time: its signature is checked before the body is read.
+      caller.then(
+        (known) => this.readAndDispatch(req, res, { ...request, caller: known }),
+        (e: unknown) => this.fail(res, toCovenantError(e), e),
+      );
+      return;
+    }
+    this.readAndDispatch(req, res, request as RoutedRequest<Caller>);
+  }
+
+  private readAndDispatch(req: IncomingMessage, res: ServerResponse, request: RoutedRequest<Caller>): void {
     readBody(req, this.options.maxBodySizeBytes, (error, rawBody) => {
       if (error !== undefined) this.fail(res, error, error);
       else this.dispatch(req, res, request, rawBody);
@@ -187,7 +203,7 @@ export class RpcInterface {
   }
 
   /** Validates query and body, then forwards the request to the primary or runs its handler. */
-  private dispatch(req: IncomingMessage, res: ServerResponse, request: RoutedRequest, rawBody: Buffer): void {
+  private dispatch(req: IncomingMessage, res: ServerResponse, request: RoutedRequest<Caller>, rawBody: Buffer): void {
     const isHead = request.method === 'HEAD';
     try {
       const { route, method, rawQuery } = request;
@@ -326,13 +342,13 @@ function peerCertificateDer(socket: TLSSocket): Buffer | undefined {
 }
 
 /** A request matched to its route and authenticated, before its body is read. */
-interface RoutedRequest {
+interface RoutedRequest<C = Caller | Promise<Caller>> {
   readonly route: Route;
   readonly params: Record<string, string>;
   readonly method: HttpMethod;
   readonly path: string;
   readonly rawQuery: string;
-  readonly caller: Caller;
+  readonly caller: C;
   readonly clientCertificateDer: Buffer | undefined;
   readonly remoteAddress: string | undefined;
 }

@@ -7,6 +7,7 @@ import type { Logger } from '../base/log.js';
 import type { NodeConfig } from '../config/index.js';
 import { CovenantError } from '../base/errors.js';
 import type { NodeOperatorQueries, NodeServices, NodeTransactions } from '../node/api.js';
+import { TokenValidator } from '../jwt/index.js';
 import { StoreAuthenticator } from './auth.js';
 import { operatorRoutes } from './frontends/operator.js';
 import { governanceRoutes } from './frontends/governance.js';
@@ -57,7 +58,8 @@ export class NodeServer {
     ];
     this.router = new Router(routes);
     this.forwarder = new PrimaryForwarder(node, () => this.router, options.logger.child({ component: 'forwarding' }), node.clock);
-    const authenticator = new StoreAuthenticator({ isUser: (id) => node.isUser(id) });
+    const tokens = new TokenValidator({ lookup: (kid) => node.jwtSigningKeyRaw(kid), nowMs: () => node.clock.nowMs() });
+    const authenticator = new StoreAuthenticator({ isUser: (id) => node.isUser(id) }, tokens);
     for (const [name, iface] of Object.entries(options.config.rpc_interfaces)) {
       const { host, port } = splitHostPort(iface.bind_address);
       this.interfaces.push(

@@ -12,6 +12,7 @@ import type { Disk, EntryLeafReader, EntrySealerFactory } from '../ledger/index.
 import type { KeyPair } from '../crypto/index.js';
 import type { Receipt, SignatureReceipt } from '../merkle/index.js';
 import type { QuoteInfo } from '../attestation/virtual.js';
+import type { KeyFetcher, KeyRefreshMetrics } from '../jwt/index.js';
 import type { JoinRequest, JoinResponse } from './join.js';
 import type { NodeLifecycleState } from './lifecycle.js';
 import type { ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, VersionReport } from './reports.js';
@@ -60,6 +61,11 @@ export interface NodeInit {
    * ids sort in the order of the nodes, so that a run does not depend on which ids came out.
    */
   readonly identityKeyPair?: KeyPair;
+  /**
+   * Fetches token issuers' discovery documents and key sets (the primary's key refresh). Default:
+   * none, every refresh fails (the simulator); node processes pass src/platform/key-fetcher.ts.
+   */
+  readonly jwtKeyFetcher?: KeyFetcher;
 }
 
 export interface RpcInterfaceAddress {
@@ -126,6 +132,8 @@ export interface NodeOperatorQueries extends NodeTransactions {
   handleJoin(request: JoinRequest, clientPublicKeyDer: Uint8Array | undefined, clientAddress: string | undefined): Promise<JoinResponse>;
   appFrontendOpen(): boolean;
   appFrontendClosedReason(): string;
+  /** GET /node/jwt_keys/refresh/metrics: this node's refresh rounds (it refreshes while primary). */
+  jwtRefreshMetrics(): KeyRefreshMetrics;
 }
 
 /** What the governance frontend (/gov) asks of the node. */
@@ -139,6 +147,8 @@ export interface NodeGovernanceHost extends NodeTransactions {
 export interface NodeServices extends NodeOperatorQueries, NodeGovernanceHost, NodeFrames {
   /** Whether a user certificate with this id is registered (asked on every user request). */
   isUser(id: string): boolean;
+  /** The stored signing-key metadata of a token kid, as raw bytes (asked on every token request; no transaction). */
+  jwtSigningKeyRaw(kid: string): Uint8Array | undefined;
   /** POST /node/snapshot:create (coalesced with one already requested; refused within snapshots.min_interval). */
   requestSnapshot(): SnapshotRequestOutcome;
 }

@@ -35,6 +35,8 @@ import { RebuiltBlocks } from './queries/rebuilt-blocks.js';
 import { Replica } from './replica.js';
 import { SnapshotManager, type StartupSnapshot } from './snapshots.js';
 import { Tables, type NodeInfo, type ServiceStatus } from './tables.js';
+import { NO_KEY_FETCHER } from '../jwt/index.js';
+import { JwtKeyRefresh } from './tasks/jwt-key-refresh.js';
 import { PendingNodeCleanup } from './tasks/pending-cleanup.js';
 import { PrimaryTasks } from './tasks/primary-tasks.js';
 import { Proposer } from './write/proposer.js';
@@ -61,6 +63,8 @@ export class NodeComposition {
   readonly peers: Peers;
   readonly primaryTasks = new PrimaryTasks();
   readonly pendingCleanup: PendingNodeCleanup;
+  /** Token issuers' keys, refreshed by the primary (docs/tokens.md). */
+  readonly jwtKeyRefresh: JwtKeyRefresh;
   /** The rate of join requests per client address this node admits while it is primary. */
   readonly joinRate: JoinRateLimiter;
   /** The members' join policy, run in the sandbox for joiners whose host data is not registered. */
@@ -110,6 +114,16 @@ export class NodeComposition {
     this.pendingCleanup = this.buildPendingCleanup();
     this.commitWaiters = new CommitWaiters({ clock: init.clock, statusOf: (txId) => this.queries.statusOf(txId) }, commitWaitersMax);
     this.primaryTasks.register(this.pendingCleanup);
+    this.jwtKeyRefresh = new JwtKeyRefresh({
+      clock: init.clock,
+      logger: init.logger,
+      intervalMs: init.config.jwt.key_refresh_interval,
+      maxResponseBytes: init.config.jwt.key_refresh_max_response_size,
+      fetcher: init.jwtKeyFetcher ?? NO_KEY_FETCHER,
+      executeRead: (fn) => this.executeRead(fn),
+      executeWrite: (fn) => this.executeWrite(fn),
+    });
+    this.primaryTasks.register(this.jwtKeyRefresh);
     this.joinRate = new JoinRateLimiter(init.clock, init.logger);
     this.watchStores();
   }
@@ -263,6 +277,9 @@ export class NodeComposition {
       this.peers.markDirty();
       store.onRollback(() => this.peers.markDirty());
       store.onMapCommit(Tables.nodesInfo, () => this.peers.markDirty());
+      // A new or changed auto-refresh issuer (or its CA bundle): the primary fetches its keys now.
+      store.onMapCommit(Tables.jwtIssuers, () => this.jwtKeyRefresh.trigger());
+      store.onMapCommit(Tables.caCertBundles, () => this.jwtKeyRefresh.trigger());
       // trigger_snapshot: the primary snapshots at the next signature.
       store.onMapCommit(Tables.snapshotRequests, () => {
         if (this.isPrimary()) this.snapshots.request();

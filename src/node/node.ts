@@ -19,6 +19,7 @@ import type { Logger } from '../base/log.js';
 import type { Tx, WriteSet } from '../kv/index.js';
 import type { Receipt, SignatureReceipt } from '../merkle/index.js';
 import type { QuoteInfo } from '../attestation/virtual.js';
+import type { KeyRefreshMetrics } from '../jwt/index.js';
 import { assert } from '../base/assert.js';
 import { toHex } from '../base/bytes.js';
 import type { NodeAddresses, NodeFrames, NodeGovernanceHost, NodeInit, NodeOperatorQueries } from './api.js';
@@ -271,6 +272,15 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
   /** Whether a user certificate with this id (SHA-256 of its DER, hex) is registered. Asked on every user request: no transaction. */
   isUser(id: string): boolean {
     return this.parts.replica.store.currentRaw(Tables.usersCerts, id) !== undefined;
+  }
+
+  jwtRefreshMetrics(): KeyRefreshMetrics {
+    return this.parts.jwtKeyRefresh.metrics();
+  }
+
+  /** The signing-key metadata of a token kid as stored (raw JSON bytes; the same object until it is written again). */
+  jwtSigningKeyRaw(kid: string): Uint8Array | undefined {
+    return this.parts.replica.store.currentRaw(Tables.jwtPublicSigningKeys, kid);
   }
 
   /** Why the application frontend does not serve users yet (GET /node/ready/app and the /app routes say it). */

@@ -183,6 +183,23 @@ export function governanceRoutes(node: NodeGovernanceHost, options: GovernanceFr
     },
     {
       method: 'GET',
+      path: '/gov/service/jwk',
+      summary: 'Token issuers and their signing keys by kid (set_jwt_issuer, set_jwt_public_signing_keys, key refresh)',
+      handler: () =>
+        read((_gov, tx) => {
+          const issuers: Record<string, unknown> = {};
+          tx.map(Tables.jwtIssuers, anyJson).forEach((value: unknown, key: string) => {
+            issuers[key] = value;
+          });
+          const keys: Record<string, unknown> = {};
+          tx.map(Tables.jwtPublicSigningKeys, anyJson).forEach((value: unknown, key: string) => {
+            keys[key] = value;
+          });
+          return { issuers, keys };
+        }),
+    },
+    {
+      method: 'GET',
       path: '/gov/service/join-policy',
       summary: 'Trusted code measurements and host data, and the node join policy',
       handler: () =>

@@ -306,8 +306,8 @@ export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFronte
     {
       method: 'GET',
       path: '/node/jwt_keys/refresh/metrics',
-      summary: 'JWT key auto-refresh metrics',
-      handler: () => json(200, { attempts: 0, successes: 0, failures: 0 }),
+      summary: 'Token key auto-refresh on this node: attempts, successes, failures, the next delay, and per issuer its last success and last failure',
+      handler: () => json(200, node.jwtRefreshMetrics()),
     },
     {
       method: 'GET',

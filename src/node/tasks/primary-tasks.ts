@@ -1,6 +1,6 @@
 /**
- * Background work only the primary does (removing silent Pending nodes today; refreshing token
- * issuers' keys next). Each task is started when this node becomes primary (in a state that
+ * Background work only the primary does (removing silent Pending nodes, refreshing token
+ * issuers' keys). Each task is started when this node becomes primary (in a state that
  * allows primary tasks) and stopped when it stops being primary or the node stops, so a task never
  * runs on a backup and never survives its primacy.
  */
