@@ -81,9 +81,9 @@ const nodeLayering = [
   {
     name: 'node-public-face',
     severity: 'error',
-    comment: 'the layers above use the node through its face (node.ts, api.ts) and its shared types, never its parts',
+    comment: 'the layers above use the node through its face (node.ts, api.ts), its error codes and its shared types, never its parts',
     from: { path: '^src/(http|apps|cli|testing)/' },
-    to: { path: `^src/node/(${NODE_PARTS}|compose|flows/|identity/|persistence|lifecycle|errors|limits)` },
+    to: { path: `^src/node/(${NODE_PARTS}|compose|flows/|identity/|persistence|lifecycle|limits)` },
   },
 ];
 

@@ -9,6 +9,7 @@ import { CovenantError, errorMessage } from '../base/errors.js';
 import type { Logger } from '../base/log.js';
 import { FrameKind } from '../node/node.js';
 import type { NodeFrames } from '../node/api.js';
+import { notPrimary } from '../node/errors.js';
 import { z } from 'zod';
 import { errorHeaders, toCovenantError, zodIssuesMessage } from './errors.js';
 import type { HttpMethod, RequestContext, Route, RouteResponse } from './route.js';
@@ -139,7 +140,7 @@ export class PrimaryForwarder implements RequestForwarder {
     if (request === undefined) return;
     let response: ForwardedResponse;
     try {
-      if (!this.node.isPrimary()) throw new CovenantError('NotPrimary', 'the node the request was forwarded to is no longer primary', 503);
+      if (!this.node.isPrimary()) throw notPrimary('the node the request was forwarded to is no longer primary');
       const match = this.router().match(request.method, request.path);
       if (match.kind !== 'found') throw new CovenantError('ResourceNotFound', `Unknown path: ${request.path}`, 404);
       const ctx = buildRequestContext(match.match.route, {

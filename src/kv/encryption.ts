@@ -142,7 +142,7 @@ export class LedgerEncryptor {
 
   /**
    * Inverse of encryptPrivate, as a buffer of its own (decoded write sets keep views of it);
-   * throws DecryptionFailed when the bytes or their binding were altered.
+   * throws LedgerDecryptionFailed when the bytes or their binding were altered.
    */
   decryptPrivate(view: View, seqno: Seqno, sealed: Uint8Array, aad: Uint8Array = EMPTY): Uint8Array {
     if (sealed.byteLength === 0) return EMPTY;

@@ -12,7 +12,7 @@ export const KvErrorCode = {
   /** Snapshot bytes do not follow the snapshot format or their digest does not match. */
   MalformedSnapshot: 'MalformedSnapshot',
   /** AES-GCM authentication failed: wrong ledger secret, wrong view/seqno, or tampered bytes. */
-  DecryptionFailed: 'DecryptionFailed',
+  LedgerDecryptionFailed: 'LedgerDecryptionFailed',
   /** A map name or key cannot be stored faithfully (lone surrogate, empty map name). */
   InvalidKey: 'InvalidKey',
   /** Stored bytes do not decode with the codec a handler asked for. */
@@ -37,7 +37,7 @@ export function malformedSnapshot(message: string): CovenantError {
   return new CovenantError(KvErrorCode.MalformedSnapshot, `malformed snapshot: ${message}`, 500);
 }
 export function decryptionFailed(message: string): CovenantError {
-  return new CovenantError(KvErrorCode.DecryptionFailed, message, 500);
+  return new CovenantError(KvErrorCode.LedgerDecryptionFailed, message, 500);
 }
 export function invalidKey(message: string): CovenantError {
   return new CovenantError(KvErrorCode.InvalidKey, message, 400);

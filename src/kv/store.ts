@@ -381,7 +381,7 @@ export class Store {
   /**
    * A store at the snapshot's version, with that version committed. Without an encryptor only the
    * public maps are loaded (recovery reads the public domain before the ledger secret is known).
-   * Throws MalformedSnapshot or DecryptionFailed.
+   * Throws MalformedSnapshot or LedgerDecryptionFailed.
    */
   static fromSnapshot(bytes: Uint8Array, encryptor?: LedgerEncryptor, options: StoreOptions = {}): Store {
     const snapshot: SnapshotMaps = decodeSnapshot(bytes, encryptor);

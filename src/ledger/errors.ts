@@ -20,6 +20,20 @@ export type LedgerErrorCode =
   /** The requested seqno is not held by this ledger. */
   | 'LedgerEntryNotFound';
 
+/** Every ledger error code (the list the project's error catalog test reads). */
+export const LEDGER_ERROR_CODES = [
+  'MalformedLedgerEntry',
+  'TruncatedLedgerEntry',
+  'LedgerCorrupted',
+  'InvalidLedgerFileName',
+  'LedgerFilesInconsistent',
+  'LedgerEntryOutOfOrder',
+  'LedgerEntryNotFound',
+] as const satisfies readonly LedgerErrorCode[];
+// Every code of the union is in the list.
+type _AllLedgerCodesListed = Exclude<LedgerErrorCode, (typeof LEDGER_ERROR_CODES)[number]> extends never ? true : never;
+const _allLedgerCodesListed: _AllLedgerCodesListed = true;
+
 export interface LedgerErrorDetails {
   file?: string;
   offsetBytes?: number;

@@ -13,7 +13,7 @@ export const MerkleErrorCode = {
 } as const;
 export type MerkleErrorCode = (typeof MerkleErrorCode)[keyof typeof MerkleErrorCode];
 
-const STATUS: Record<MerkleErrorCode, number> = {
+export const MERKLE_ERROR_STATUS: Record<MerkleErrorCode, number> = {
   MerkleIndexOutOfRange: 400,
   MerkleLeafCompacted: 500,
   MerkleBlockMismatch: 500,
@@ -22,5 +22,5 @@ const STATUS: Record<MerkleErrorCode, number> = {
 };
 
 export function merkleError(code: MerkleErrorCode, message: string, details?: Record<string, unknown>): CovenantError {
-  return new CovenantError(code, message, STATUS[code], details);
+  return new CovenantError(code, message, MERKLE_ERROR_STATUS[code], details);
 }

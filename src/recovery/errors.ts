@@ -40,7 +40,7 @@ export type RecoveryErrorCode =
   | 'StoredShareDecryptionFailed';
 
 /** What a client sees if the error escapes a handler: refusals of the submitter, or a damaged ledger. */
-const STATUS: Record<RecoveryErrorCode, number> = {
+export const RECOVERY_ERROR_STATUS: Record<RecoveryErrorCode, number> = {
   InvalidRecoveryThreshold: 400,
   TooManyRecoveryMembers: 400,
   InvalidEncryptionKey: 400,
@@ -63,7 +63,7 @@ const STATUS: Record<RecoveryErrorCode, number> = {
 export class RecoveryError extends CovenantError {
   declare readonly code: RecoveryErrorCode;
   constructor(code: RecoveryErrorCode, message: string, details?: Record<string, unknown>) {
-    super(code, message, STATUS[code], details);
+    super(code, message, RECOVERY_ERROR_STATUS[code], details);
     this.name = 'RecoveryError';
   }
 }

@@ -32,7 +32,7 @@ test('any flipped bit, or another view, seqno, aad or secret, fails with Decrypt
     fc.property(fc.uint8Array({ minLength: 1, maxLength: 64 }), fc.nat(), fc.integer({ min: 0, max: 7 }), (plaintext, position, bit) => {
       const sealed = Buffer.from(encryptor.encryptPrivate(2, 10, plaintext, Buffer.from('aad')));
       sealed[position % sealed.byteLength]! ^= 1 << bit;
-      assert.throws(() => encryptor.decryptPrivate(2, 10, sealed, Buffer.from('aad')), { code: KvErrorCode.DecryptionFailed });
+      assert.throws(() => encryptor.decryptPrivate(2, 10, sealed, Buffer.from('aad')), { code: KvErrorCode.LedgerDecryptionFailed });
     }),
     { numRuns: 300 },
   );
@@ -44,9 +44,9 @@ test('any flipped bit, or another view, seqno, aad or secret, fails with Decrypt
     [2, 10, 'aad', new LedgerEncryptor(secret(8))],
   ];
   for (const [view, seqno, aad, enc] of failures) {
-    assert.throws(() => enc.decryptPrivate(view, seqno, sealed, Buffer.from(aad)), { code: KvErrorCode.DecryptionFailed });
+    assert.throws(() => enc.decryptPrivate(view, seqno, sealed, Buffer.from(aad)), { code: KvErrorCode.LedgerDecryptionFailed });
   }
-  assert.throws(() => encryptor.decryptPrivate(2, 10, new Uint8Array(5)), { code: KvErrorCode.DecryptionFailed });
+  assert.throws(() => encryptor.decryptPrivate(2, 10, new Uint8Array(5)), { code: KvErrorCode.LedgerDecryptionFailed });
 });
 
 test('an empty private part is empty bytes, not encrypted', () => {
@@ -75,6 +75,6 @@ test('snapshot sections use a key distinct from transaction entries at the same 
   const entry = encryptor.encryptPrivate(4, 500, plaintext, Buffer.from('a'));
   const snapshot = encryptor.encryptSnapshot(4, 500, plaintext, Buffer.from('a'));
   assert.notDeepEqual(entry, snapshot);
-  assert.throws(() => encryptor.decryptPrivate(4, 500, snapshot, Buffer.from('a')), { code: KvErrorCode.DecryptionFailed });
+  assert.throws(() => encryptor.decryptPrivate(4, 500, snapshot, Buffer.from('a')), { code: KvErrorCode.LedgerDecryptionFailed });
   assert.deepEqual(Buffer.from(encryptor.decryptSnapshot(4, 500, snapshot, Buffer.from('a'))), plaintext);
 });

@@ -115,7 +115,7 @@ test('without the ledger secret only the public maps are restored', () => {
   const restored = Store.fromSnapshot(store.serializeSnapshot(encryptor, 1));
   assert.deepEqual(restored.current().mapNames(), ['public:a']);
   assert.throws(() => Store.fromSnapshot(store.serializeSnapshot(encryptor, 1), new LedgerEncryptor(secret(1))), {
-    code: KvErrorCode.DecryptionFailed,
+    code: KvErrorCode.LedgerDecryptionFailed,
   });
 });
 
@@ -131,7 +131,7 @@ test('any tampered byte is detected', () => {
       tampered[position]! ^= mask;
       assert.throws(
         () => Store.fromSnapshot(tampered, encryptor),
-        (e: { code?: string }) => e.code === KvErrorCode.MalformedSnapshot || e.code === KvErrorCode.DecryptionFailed,
+        (e: { code?: string }) => e.code === KvErrorCode.MalformedSnapshot || e.code === KvErrorCode.LedgerDecryptionFailed,
       );
     }),
     { numRuns: 500 },
