@@ -30,6 +30,9 @@
  *
  *   npm run bench -- [--duration 8] [--rounds 3] [--connections 64] [--writes N] [--skip-network] [--pin]
  *
+ * It ends with one node under token-authenticated writes against certificate-authenticated ones
+ * (bench/jwt-auth.ts).
+ *
  * With --pin the ab measurements (bare server, floor and networks alike) run with their
  * processes placed on the two cores (placement.ts): a diagnostic reading of the same code without
  * the scheduler's placement of three nodes' threads on two cores.
@@ -652,6 +655,20 @@ async function main(): Promise<void> {
     floor.stop();
     removeDir(single.dir);
   }
+  await tokenAuthenticatedWrites(args);
+}
+
+/**
+ * One node: token-authenticated writes against certificate-authenticated ones, alternating
+ * (bench/jwt-auth.ts, also `npm run bench:jwt`); its own process, so that its node and provider
+ * keys are its own. Target: tokens at 0.9x the certificates' throughput or more.
+ */
+async function tokenAuthenticatedWrites(args: Args): Promise<void> {
+  console.log(`1 node, bearer tokens against client certificates: ${args.rounds} rounds of ${args.durationS} s`);
+  const script = fileURLToPath(new URL('./jwt-auth.js', import.meta.url));
+  const child = spawn(process.execPath, [script, '--duration', String(args.durationS), '--rounds', String(args.rounds), '--connections', String(args.connections)], { stdio: 'inherit' });
+  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  if (code !== 0) throw new Error(`the token bench exited with ${code}`);
 }
 
 await main();
