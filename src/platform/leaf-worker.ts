@@ -3,10 +3,10 @@
  * frames from the chunk files (synchronous reads: this thread does nothing else), checks them and
  * answers with their Merkle leaves, or with the error that stopped it.
  */
-import * as fs from 'node:fs';
 import { workerData, type MessagePort } from 'node:worker_threads';
 import { isCovenantError } from '../base/errors.js';
 import { leavesOfEntries, type EntryLeavesRequest } from '../ledger/index.js';
+import { FsDisk } from './fs-disk.js';
 
 export interface LeafWorkerData {
   readonly port: MessagePort;
@@ -26,31 +26,19 @@ export type LeafAnswerMessage =
 const { port, answerDelayMs } = workerData as LeafWorkerData;
 
 port.on('message', ({ id, request }: LeafRequestMessage) => {
-  // One descriptor per file for the request, closed after it: a chunk file may be renamed or
-  // replaced between requests, so nothing is kept across them.
-  const descriptors = new Map<string, number>();
+  // One descriptor per file for the request (the disk's read cache), closed after it: a chunk
+  // file may be renamed or replaced between requests, so nothing is kept across them.
+  const disk = new FsDisk();
   let answer: LeafAnswerMessage;
   try {
-    const leaves = leavesOfEntries(request, (path, position, length) => {
-      let fd = descriptors.get(path);
-      if (fd === undefined) descriptors.set(path, (fd = fs.openSync(path, 'r')));
-      const out = new Uint8Array(length);
-      let got = 0;
-      while (got < length) {
-        const n = fs.readSync(fd, out, got, length - got, position + got);
-        if (n === 0) break;
-        got += n;
-      }
-      return got === length ? out : out.subarray(0, got);
-    });
-    answer = { id, leaves };
+    answer = { id, leaves: leavesOfEntries(request, (path, position, length) => disk.read(path, position, length)) };
   } catch (e) {
     const error = isCovenantError(e)
       ? { code: e.code, message: e.message, status: e.status }
       : { code: 'DiskIoFailed', message: `reading ledger entries ${request.firstSeqno}..${request.lastSeqno}: ${e instanceof Error ? e.message : String(e)}`, status: 500 };
     answer = { id, error };
   } finally {
-    for (const fd of descriptors.values()) fs.closeSync(fd);
+    disk.close();
   }
   const send = () => port.postMessage(answer, 'leaves' in answer ? [answer.leaves.buffer as ArrayBuffer] : []);
   if (answerDelayMs > 0) setTimeout(send, answerDelayMs);
