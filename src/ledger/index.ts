@@ -21,16 +21,16 @@ export {
 } from './entry.js';
 export { CHUNK_FORMAT_VERSION, CHUNK_HEADER_BYTES, CHUNK_MAGIC, chunkFileHeader } from './chunk-file.js';
 export { formatChunkName, isChunkFileName, parseChunkName, type ChunkName } from './chunk-name.js';
+export { Ledger } from './ledger.js';
 export {
   DEFAULT_INDEX_CACHE_ENTRIES_MAX,
-  Ledger,
   shouldEndChunk,
   type ChunkListing,
   type LedgerOpenOptions,
   type LedgerOpenReport,
   type LedgerOptions,
   type TornTail,
-} from './ledger.js';
+} from './ledger-types.js';
 export {
   ENTRY_LEAVES_READ_WINDOW_BYTES,
   inlineEntryLeafReader,

@@ -29,15 +29,6 @@ import {
   type LedgerOptions,
 } from './ledger-types.js';
 
-export {
-  DEFAULT_INDEX_CACHE_ENTRIES_MAX,
-  shouldEndChunk,
-  type ChunkListing,
-  type LedgerOpenOptions,
-  type LedgerOpenReport,
-  type LedgerOptions,
-  type TornTail,
-} from './ledger-types.js';
 
 export class Ledger {
   readonly #disk: Disk;

@@ -70,10 +70,6 @@ export class Replica {
     return this.opened;
   }
 
-  get ledgerOpen(): boolean {
-    return this.opened !== undefined;
-  }
-
   /** Opens the ledger directory (cutting a torn tail); with `requireEmpty`, refuses one that already holds a ledger. */
   openLedger(requireEmpty: { commandType: string } | undefined): void {
     const opened = new Ledger({ disk: this.init.disk, directory: this.init.ledgerDirectory, readOnlyDirectories: this.init.readOnlyLedgerDirectories });

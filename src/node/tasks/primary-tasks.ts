@@ -28,8 +28,4 @@ export class PrimaryTasks {
       else task.stop();
     }
   }
-
-  get active(): boolean {
-    return this.running;
-  }
 }

@@ -42,7 +42,7 @@ const json = jsonCodec<any>();
 const nodeInfoCodec = jsonCodec<NodeInfo>();
 
 /** The trusted nodes of the node table, sorted: the configuration they make. */
-export function trustedSet(reader: { map(name: string, codec: Codec<NodeInfo>): MapReader<string, NodeInfo> }): string[] {
+function trustedSet(reader: { map(name: string, codec: Codec<NodeInfo>): MapReader<string, NodeInfo> }): string[] {
   const ids: string[] = [];
   reader.map(Tables.nodesInfo, nodeInfoCodec).forEach((info: NodeInfo, id: string) => {
     if (info.status === 'Trusted') ids.push(id);
