@@ -10,6 +10,7 @@ import { errorMessage } from '../base/errors.js';
 import { certificateId } from '../crypto/index.js';
 import { COSE_CONTENT_TYPE, signGovRequest, type GovMessageType } from '../gov/index.js';
 import { HttpsClient } from '../platform/https-client.js';
+import { decryptShare } from '../recovery/index.js';
 
 export interface MemberConnection {
   /** host:port of a node's RPC interface. */
@@ -88,6 +89,20 @@ export function withdraw(connection: MemberConnection, proposalId: string): Prom
   return signedPost(connection, `/gov/members/proposals/${proposalId}:withdraw`, 'withdrawal', undefined, proposalId);
 }
 
+/**
+ * A recovery member's part of a disaster recovery: fetches its encrypted share
+ * (GET /gov/recovery/encrypted-shares/{member_id}), decrypts it with its encryption private key,
+ * and submits it (POST /gov/recovery/members/{member_id}:recover, signed). The answer says how
+ * many shares are submitted and how many the threshold needs.
+ */
+export async function submitRecoveryShare(connection: MemberConnection, encryptionPrivateKeyPem: string): Promise<GovAnswer> {
+  const fetched = await govRequest(connection, 'GET', `/gov/recovery/encrypted-shares/${connection.memberId}`);
+  const encrypted = (fetched.body as { encrypted_share?: unknown }).encrypted_share;
+  if (typeof encrypted !== 'string') throw new Error('the node answered no encrypted_share');
+  const share = decryptShare(new Uint8Array(Buffer.from(encrypted, 'base64')), encryptionPrivateKeyPem);
+  return signedPost(connection, `/gov/recovery/members/${connection.memberId}:recover`, 'recovery_share', { share: Buffer.from(share).toString('base64') });
+}
+
 /** Fetches the state digest (`:update`) and acknowledges it (`:ack`): the member becomes Active. */
 export async function ack(connection: MemberConnection): Promise<GovAnswer> {
   const update = await signedPost(connection, `/gov/members/state-digests/${connection.memberId}:update`, 'state_digest', undefined);
@@ -126,7 +141,7 @@ export async function openService(connection: MemberConnection): Promise<{ propo
 interface NetworkFile {
   service_certificate: string;
   nodes: { rpc_address: string }[];
-  members: { cert: string; private_key: string }[];
+  members: { cert: string; private_key: string; encryption_private_key?: string }[];
 }
 
 interface ConnectionFlags {
@@ -159,6 +174,15 @@ export function resolveConnection(flags: ConnectionFlags): MemberConnection {
   if (missing.length > 0) throw new Error(`give --network <network.json> or ${missing.join(', ')}`);
   const certificatePem = readFileSync(certFile!, 'utf8');
   return { address: address!, caPem: readFileSync(caFile!, 'utf8'), certificatePem, privateKeyPem: readFileSync(keyFile!, 'utf8'), memberId: certificateId(certificatePem) };
+}
+
+/** The member's encryption private key file named in network.json. */
+function encryptionKeyOf(flags: { network?: string; member?: number }): string {
+  if (flags.network === undefined) throw new Error('give --encryption-key <file> (or --network <network.json>)');
+  const network = JSON.parse(readFileSync(flags.network, 'utf8')) as NetworkFile;
+  const file = network.members[flags.member ?? 0]?.encryption_private_key;
+  if (file === undefined) throw new Error(`${flags.network} names no encryption key for member ${flags.member ?? 0}: give --encryption-key <file>`);
+  return file;
 }
 
 function memberIndex(value: string): number {
@@ -244,6 +268,17 @@ export function registerMemberCommands(program: Command): void {
   withConnectionFlags(member.command('ack'))
     .description('acknowledge the state digest (an Accepted member becomes Active)')
     .action((opts: Flags) => run('ack', () => ack(resolveConnection(opts))));
+
+  withConnectionFlags(member.command('recovery-share'))
+    .description("fetch this member's encrypted recovery share, decrypt it and submit it (disaster recovery)")
+    .option('--encryption-key <file>', "member's encryption private key (PEM; default: network.json's)")
+    .action((opts: Flags) =>
+      run('recovery-share', async () => {
+        const keyFile = (opts.encryptionKey as string | undefined) ?? encryptionKeyOf(opts);
+        const answer = await submitRecoveryShare(resolveConnection(opts), readFileSync(keyFile, 'utf8'));
+        process.stdout.write(`${(answer.body as { message: string }).message}\n`);
+      }),
+    );
 
   withConnectionFlags(member.command('open-service'))
     .description('acknowledge if needed, propose transition_service_to_open and vote for it')

@@ -133,10 +133,6 @@ export async function runNodeCommand(configPath: string): Promise<void> {
     process.exit(2);
   }
   const logger = createLogger({ format: config.logging.format, level: config.logging.level });
-  if (config.command.type === 'Recover') {
-    logger.fatal('command.type Recover is not supported by this version of the node yet');
-    process.exit(2);
-  }
 
   const disk = new FsDisk();
   // The node core and its RPC frontends are the trusted part (CCF's enclave side): their lines carry

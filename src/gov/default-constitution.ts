@@ -182,10 +182,23 @@ const actions = new Map([
       const info = get(T.serviceInfo, SINGLETON);
       if (info === undefined) throw new Error('the service record is missing');
       if (info.status === 'Open') throw new Error('the service is already open');
+      if (info.status === 'WaitingForRecoveryShares') throw new Error('the service is already waiting for recovery shares');
       if (a.next_service_identity !== undefined && a.next_service_identity.trim() !== info.cert.trim()) {
         throw new Error('next_service_identity is not the current service certificate');
       }
-      info.status = 'Open';
+      if (info.status === 'Recovering') {
+        // A recovered service opens once members have submitted their recovery shares.
+        const previous = get(T.previousServiceIdentity, SINGLETON);
+        if (a.next_service_identity === undefined || a.previous_service_identity === undefined) {
+          throw new Error('a recovering service opens with previous_service_identity and next_service_identity');
+        }
+        if (previous === undefined || a.previous_service_identity.trim() !== previous.trim()) {
+          throw new Error('previous_service_identity is not the certificate of the service being recovered');
+        }
+        info.status = 'WaitingForRecoveryShares';
+      } else {
+        info.status = 'Open';
+      }
       put(T.serviceInfo, SINGLETON, info);
     },
   }],
@@ -370,6 +383,20 @@ const actions = new Map([
   ['trigger_ledger_chunk', {
     validate: (a) => checkArgs(a, {}, {}),
     apply: () => svc.node.triggerLedgerChunk(),
+  }],
+  ['trigger_recovery_shares_refresh', {
+    validate: (a) => checkArgs(a, {}, {}),
+    apply: () => put(T.recoverySharesRefresh, SINGLETON, (get(T.recoverySharesRefresh, SINGLETON) || 0) + 1),
+  }],
+  ['trigger_ledger_rekey', {
+    validate: (a) => checkArgs(a, {}, {}),
+    apply: (a, proposalId) => {
+      const info = get(T.serviceInfo, SINGLETON);
+      if (info === undefined || (info.status !== 'Open' && info.status !== 'Opening')) {
+        throw new Error('the ledger is rekeyed only while the service is opening or open');
+      }
+      put(T.ledgerRekeyRequests, SINGLETON, { proposal_id: proposalId });
+    },
   }],
   ['trigger_snapshot', {
     validate: (a) => checkArgs(a, {}, {}),

@@ -276,6 +276,28 @@ export class Governance {
     return { body: this.member(tx, verified.memberId), effects: [], memberId: verified.memberId };
   }
 
+  /**
+   * A member's recovery share request (POST /gov/recovery/members/{member_id}:recover, msg type
+   * "recovery_share", payload {"share": "<base64 of the decrypted share>"}): verified here without
+   * writing anything; `record` then keeps it (the replay digest and the history) in the transaction
+   * that stores what the share led to, so that a refused share leaves nothing behind.
+   */
+  recoveryShareRequest(tx: Tx, request: GovRequest, memberIdInPath: string): { memberId: string; share: Uint8Array; record(tx: Tx): void } {
+    const verified = this.verify(tx, request, 'recovery_share', { memberIdInPath });
+    const body = parseJsonPayload(verified.payload, 'recovery_share') as { share?: unknown } | null;
+    if (typeof body !== 'object' || body === null || typeof body.share !== 'string' || Object.keys(body).length !== 1 || !/^[A-Za-z0-9+/]*={0,2}$/.test(body.share)) {
+      throw badRequest('InvalidInput', 'a recovery share request is {"share": "<base64 of the decrypted share>"}');
+    }
+    return {
+      memberId: verified.memberId,
+      share: new Uint8Array(Buffer.from(body.share, 'base64')),
+      record: (writeTx) => {
+        this.refuseRequestReplay(writeTx, request, verified);
+        this.recordHistory(writeTx, verified, request.body, undefined);
+      },
+    };
+  }
+
   // ------------------------------------------------------------------ reads
 
   listProposals(tx: Tx): ProposalSummary[] {

@@ -30,6 +30,12 @@ export const GovTables = {
   jwtPublicSigningKeys: 'public:svc.gov.jwt.public_signing_keys_metadata_v2',
   caCertBundles: 'public:svc.gov.tls.ca_cert_bundles',
   snapshotRequests: 'public:svc.gov.snapshot_requests',
+  /** The previous service's certificate (after a disaster recovery). */
+  previousServiceIdentity: 'public:svc.gov.service.previous_service_identity',
+  /** trigger_recovery_shares_refresh: a counter; each change issues new recovery shares. */
+  recoverySharesRefresh: 'public:svc.gov.recovery.shares_refresh_requests',
+  /** trigger_ledger_rekey: the primary starts a new ledger secret once it is written. */
+  ledgerRekeyRequests: 'public:svc.gov.ledger_rekey_requests',
 } as const;
 
 export const GOV_SINGLETON_KEY = '0';

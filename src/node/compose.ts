@@ -32,6 +32,9 @@ import { OperatorQueries } from './queries/operator-reports.js';
 import { CommitWaiters } from './queries/commit-waiters.js';
 import { Receipts } from './queries/receipts.js';
 import { RebuiltBlocks } from './queries/rebuilt-blocks.js';
+import { Recovery } from './recovery/recovery.js';
+import { Rekey } from './recovery/rekey.js';
+import { ShareIssuer } from './recovery/share-issuer.js';
 import { Replica } from './replica.js';
 import { SnapshotManager, type StartupSnapshot } from './snapshots.js';
 import { Tables, type NodeInfo, type ServiceStatus } from './tables.js';
@@ -73,6 +76,10 @@ export class NodeComposition {
   readonly entryLeafReader: EntryLeafReader;
   readonly queries: OperatorQueries;
   readonly commitWaiters: CommitWaiters;
+  /** Disaster recovery's shares and private phase, rekeys, and the issue of recovery shares (src/node/recovery). */
+  readonly recovery: Recovery;
+  readonly rekey: Rekey;
+  readonly shareIssuer: ShareIssuer;
   private addresses: NodeAddresses | undefined;
   private genesisConfiguration: { seqno: number; nodes: string[] } | undefined;
   /** The snapshot this node starts from (joining), until consensus is created from it. */
@@ -125,6 +132,8 @@ export class NodeComposition {
     });
     this.primaryTasks.register(this.jwtKeyRefresh);
     this.joinRate = new JoinRateLimiter(init.clock, init.logger);
+    ({ recovery: this.recovery, rekey: this.rekey, shareIssuer: this.shareIssuer } = this.buildRecovery());
+    this.primaryTasks.register(this.shareIssuer);
     this.watchStores();
   }
 
@@ -158,12 +167,13 @@ export class NodeComposition {
       clock: init.clock,
       store: () => this.replica.store,
       tree: () => this.replica.tree,
-      encryptor: () => this.secrets.latest.seal.encryptor,
+      encryptor: (seqno) => this.secrets.sealFor(seqno).encryptor,
       serviceCertificatePem: () => this.service.certificatePem,
       genesisConfiguration: () => this.genesisConfiguration!,
       viewHistory: () => this.driver.raft?.status().viewHistory ?? [],
       commitEvidence: (view, seqno) => this.replica.commitEvidence(view, seqno),
       isPrimary: () => this.isPrimary(),
+      holdsPrivateDomain: () => this.lifecycle.allows.privateDomain,
       requestSignature: () => this.signatures.request(),
     });
   }
@@ -271,6 +281,40 @@ export class NodeComposition {
     });
   }
 
+  private buildRecovery(): { recovery: Recovery; rekey: Rekey; shareIssuer: ShareIssuer } {
+    const init = this.init;
+    const defer = (fn: () => void) => void init.clock.setTimer(0, fn);
+    const common = { logger: init.logger, secrets: this.secrets, randomBytes: init.randomBytes, defer, executeWrite: (fn: (tx: Tx) => void) => this.executeWrite(fn) };
+    const shareIssuer = new ShareIssuer({ ...common, executeRead: (fn) => this.executeRead(fn) });
+    const recovery = new Recovery({
+      ...common,
+      clock: init.clock,
+      replica: this.replica,
+      service: this.service,
+      lifecycle: this.lifecycle,
+      isPrimary: () => this.isPrimary(),
+      executeRead: (fn) => this.executeRead(fn),
+      yieldControl: () => new Promise((resolve) => init.clock.setTimer(0, resolve)),
+      persistState: () => this.persistState(),
+      transition: (trigger, allowed) => this.transition(trigger, allowed),
+    });
+    const rekey = new Rekey({
+      ...common,
+      isPrimary: () => this.isPrimary(),
+      storeVersion: () => this.replica.store.version,
+      secretsChanged: () => {
+        this.persistState();
+        shareIssuer.trigger();
+      },
+    });
+    return { recovery, rekey, shareIssuer };
+  }
+
+  private transition(trigger: LifecycleTrigger, allowed: readonly LifecycleTrigger[]): void {
+    this.lifecycle.transition(trigger, allowed);
+    this.primaryTasks.update(this.isPrimary() && this.lifecycle.allows.primaryTasks);
+  }
+
   /** The store's watchers, on the store and on every store that replaces it. */
   private watchStores(): void {
     this.replica.watchStore((store) => {
@@ -284,6 +328,12 @@ export class NodeComposition {
       store.onMapCommit(Tables.snapshotRequests, () => {
         if (this.isPrimary()) this.snapshots.request();
       });
+      // What recovery shares cover: the primary issues new ones when it changes.
+      for (const table of [Tables.membersEncryptionPublicKeys, Tables.serviceConfig, Tables.serviceInfo, Tables.recoverySharesRefresh]) {
+        store.onMapCommit(table, () => this.shareIssuer.trigger());
+      }
+      this.recovery.watch(store);
+      this.rekey.watch(store);
     });
   }
 
@@ -335,6 +385,7 @@ export class NodeComposition {
     if (!primary) this.signatures.cancelTimer();
     else this.proposer.onBecomePrimary();
     this.primaryTasks.update(primary && this.lifecycle.allows.primaryTasks);
+    this.recovery.onRoleChange(primary);
   }
 
   /**
@@ -391,10 +442,8 @@ export class NodeComposition {
       set joinReportedServiceStatus(value) {
         node.joinReportedServiceStatus = value;
       },
-      transition: (trigger: LifecycleTrigger, allowed: readonly LifecycleTrigger[]) => {
-        this.lifecycle.transition(trigger, allowed);
-        this.primaryTasks.update(this.isPrimary() && this.lifecycle.allows.primaryTasks);
-      },
+      transition: (trigger: LifecycleTrigger, allowed: readonly LifecycleTrigger[]) => this.transition(trigger, allowed),
+      recovery: this.recovery,
       setAddresses: (addresses) => {
         this.addresses = addresses;
       },
@@ -427,7 +476,7 @@ export class NodeComposition {
     const snapshot = this.startupSnapshot;
     const start = snapshot
       ? {
-          configs: snapshot.parts.meta.configurations.map((c) => ({ seqno: c.seqno, nodes: [...c.nodes] })),
+          configs: restored?.configs ?? snapshot.parts.meta.configurations.map((c) => ({ seqno: c.seqno, nodes: [...c.nodes] })),
           startSeqno: snapshot.seqno,
           startView: snapshot.parts.meta.view,
           viewHistory: [...snapshot.parts.meta.view_history],
@@ -464,6 +513,7 @@ export class NodeComposition {
       view: this.driver.hardView,
       voted_for: this.driver.hardVotedFor ?? null,
       startup_seqno: this.replica.startupSeqno,
+      service_start_seqno: this.replica.serviceStartSeqno,
       peers: this.peers.bootstrapRecords(),
       ...(this.addresses ? { bound_addresses: boundAddressesOf(this.addresses) } : {}),
     };
@@ -500,6 +550,7 @@ export class NodeComposition {
       endorsed_certificate: endorsedCertificatePem,
       genesis_configuration: this.genesisConfiguration!,
       peers: this.executeRead(trustedPeersOf),
+      service_start_seqno: this.replica.serviceStartSeqno,
     };
   }
 

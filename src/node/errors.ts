@@ -9,6 +9,14 @@ import { CovenantError } from '../base/errors.js';
 export const NODE_ERROR_STATUS = {
   /** A write, a join or a receipt signature reached a node that is not (or no longer) the primary. */
   NotPrimary: 503,
+  /** command.type Recover with no ledger in ledger.directory or ledger.read_only_directories. */
+  RecoveryLedgerEmpty: 400,
+  /** command.type Recover on a ledger with no signature transaction (or no service record) to recover. */
+  RecoveryLedgerUnsigned: 400,
+  /** A recovering node cannot read an entry of the previous service's ledger it had read before. */
+  LedgerEntryUnreadable: 500,
+  /** A member asks for a recovery share it does not hold. */
+  RecoveryShareNotFound: 404,
   /** Start or Join on a ledger directory that already holds a ledger. */
   LedgerAlreadyExists: 400,
   /** The node state file cannot be read as this version writes it. */

@@ -79,6 +79,8 @@ export interface NetworkInfo {
   genesis_configuration: { seqno: number; nodes: string[] };
   /** Trusted nodes and their node-to-node addresses, to talk to before the node table is replicated. */
   peers: { node_id: string; address: string }[];
+  /** The first seqno of this service (after a disaster recovery: entries before it are the previous service's). */
+  service_start_seqno?: number;
 }
 
 export interface JoinResponse {

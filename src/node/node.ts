@@ -28,7 +28,7 @@ import { NodeComposition } from './compose.js';
 import { nodeError } from './errors.js';
 import { commitWaitTimeoutMs } from './limits.js';
 import { formatTxId } from '../base/ids.js';
-import { checkStartInputs, flowFor, joinFlow, restartFlow, startConstitution, startFlow } from './flows/index.js';
+import { checkStartInputs, flowFor, joinFlow, recoverFlow, restartFlow, startConstitution, startFlow } from './flows/index.js';
 import { ADMISSION_CHECKS, admit } from './join/admission.js';
 import { pendingNodesMax } from './limits.js';
 import type { JoinClient, JoinRequest, JoinResponse } from './join.js';
@@ -157,7 +157,9 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
         await restartFlow(ctx, addresses, client, onEndorsed);
         return;
       case 'recover':
-        throw nodeError('InvalidConfiguration', '"command.type": Recover is not supported by this version of the node yet');
+        await recoverFlow(ctx, addresses);
+        onEndorsed();
+        return;
     }
   }
 
@@ -244,6 +246,14 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
    */
   requestSnapshot(): SnapshotRequestOutcome {
     return this.parts.snapshots.requestByOperator();
+  }
+
+  recoveryEncryptedShare(memberId: string): { encrypted_share: string } {
+    return this.parts.recovery.encryptedShare(memberId);
+  }
+
+  submitRecoveryShare(memberId: string, share: Uint8Array, record: (tx: Tx) => void): Promise<{ message: string; submitted_count: number; recovery_threshold: number }> {
+    return this.parts.recovery.submitShare(memberId, share, record);
   }
 
   /** Requests that the next signature ends the current ledger chunk (trigger_ledger_chunk). */

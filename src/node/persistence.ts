@@ -37,6 +37,8 @@ export interface PersistedNodeState {
   voted_for: string | null;
   /** Seqno of the snapshot the node started from (0: from genesis); its ledger starts after it. */
   startup_seqno?: number;
+  /** The first seqno of the service (after a disaster recovery; entries before it are the previous service's). */
+  service_start_seqno?: number;
   /**
    * The trusted peers the join answer named. A node that restarts before replication brought it
    * the node table (an empty or short ledger) still knows whom to accept frames from.

@@ -47,6 +47,11 @@ export class Replica {
   commitSeqno = 0;
   lastSignedSeqno = 0;
   startupSeqno = 0;
+  /**
+   * The first seqno of the current service: after a disaster recovery, the entries before it are
+   * the previous service's (0 for a service never recovered).
+   */
+  serviceStartSeqno = 0;
   /** Replicated private write sets applied from the primary's copy in clear, and decrypted (GET /node/consensus). */
   appliedInClear = 0;
   appliedDecrypted = 0;
@@ -70,13 +75,23 @@ export class Replica {
     return this.opened;
   }
 
-  /** Opens the ledger directory (cutting a torn tail); with `requireEmpty`, refuses one that already holds a ledger. */
-  openLedger(requireEmpty: { commandType: string } | undefined): void {
-    const opened = new Ledger({ disk: this.init.disk, directory: this.init.ledgerDirectory, readOnlyDirectories: this.init.readOnlyLedgerDirectories });
+  /**
+   * Opens the ledger directory (cutting a torn tail); with `requireEmpty`, refuses one that already
+   * holds a ledger. With `recovery`, new ledger files carry the `.recovery` suffix until
+   * completeRecovery (a disaster recovery in progress).
+   */
+  openLedger(requireEmpty: { commandType: string } | undefined, options: { recovery?: boolean } = {}): void {
+    const opened = new Ledger({
+      disk: this.init.disk,
+      directory: this.init.ledgerDirectory,
+      readOnlyDirectories: this.init.readOnlyLedgerDirectories,
+      ...(options.recovery ? { recoverySuffix: true } : {}),
+    });
     // Only an opened ledger becomes the node's: stop() must not touch one whose open() failed.
     const report = opened.open();
     this.opened = opened;
     if (report.tornTail) this.init.logger.fail(`ledger: torn tail cut at ${report.tornTail.file}:${report.tornTail.offsetBytes}`);
+    if (report.discardedRecoveryFiles.length > 0) this.init.logger.info(`ledger: discarded the files of an unfinished recovery: ${report.discardedRecoveryFiles.join(', ')}`);
     if (requireEmpty && opened.lastSeqno > 0) {
       throw nodeError(
         'LedgerAlreadyExists',
@@ -86,10 +101,14 @@ export class Replica {
     }
   }
 
-  /** Loads the store and the Merkle tree from a snapshot; a fresh joiner also starts its ledger after it. */
+  /**
+   * Loads the store and the Merkle tree from a snapshot; a fresh joiner also starts its ledger after
+   * it. A recovering node holds no secret of the snapshot's service yet and loads its public maps only.
+   */
   installSnapshot(snapshot: StartupSnapshot, startLedger: boolean): void {
     const started = this.init.clock.monotonicMs();
-    this.store = Store.fromSnapshot(snapshot.parts.kv, this.init.secrets.latest.seal.encryptor);
+    const secrets = this.init.secrets;
+    this.store = Store.fromSnapshot(snapshot.parts.kv, secrets.covers(snapshot.seqno) ? secrets.sealFor(snapshot.seqno).encryptor : undefined);
     for (const watch of this.storeWatchers) watch(this.store);
     this.tree = treeOfSnapshot(snapshot.parts.meta, this.store);
     if (startLedger) this.ledger.startAt(snapshot.seqno);
@@ -135,7 +154,10 @@ export class Replica {
 
   /** Applies a ledger entry written by a primary (replicated, or replayed at restart) to the store and the tree. */
   private applyEntry(decoded: DecodedEntry, privatePlain?: Uint8Array): void {
-    this.store.applyWriteSet(decoded.seqno, decoded.publicBytes, privatePlain ?? this.privatePlainOf(decoded));
+    // A node of a recovering service holds no secret of the previous service's entries yet: it
+    // applies their public domain only (the private one is read once members recover the secrets).
+    const plain = privatePlain ?? (this.init.secrets.covers(decoded.seqno) ? this.privatePlainOf(decoded) : undefined);
+    this.store.applyWriteSet(decoded.seqno, decoded.publicBytes, plain);
     this.tree.append(entryLeaf(decoded));
     if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) this.lastSignedSeqno = decoded.seqno;
   }
@@ -153,17 +175,63 @@ export class Replica {
 
   /** A backup checks each signature transaction against its own Merkle tree before accepting it. */
   private checkSignature(publicBytes: Uint8Array, seqno: number): void {
-    const record = signatureRecordOf({ publicBytes, seqno });
+    const problem = this.signatureProblem(publicBytes, seqno);
+    if (problem !== undefined) {
+      this.init.logger.fatal(problem);
+      assert(false, `signature ${seqno} verifies against the local tree`);
+    }
+  }
+
+  /** Why the signature transaction at `seqno` does not sign this node's tree as it is now (undefined: it does). */
+  signatureProblem(publicBytes: Uint8Array, seqno: number): string | undefined {
+    let record;
+    try {
+      record = signatureRecordOf({ publicBytes, seqno });
+    } catch (e) {
+      return `signature entry ${seqno} has no readable signature record: ${(e as Error).message}`;
+    }
     const root = this.tree.root();
-    if (record.root !== toHex(root)) {
-      this.init.logger.fatal(`signature at seqno ${seqno} signs root ${record.root}, but this node's tree root is ${toHex(root)}`);
-      assert(false, `Merkle root of signature ${seqno} matches the local tree`);
+    if (record.root !== toHex(root)) return `signature at seqno ${seqno} signs root ${record.root}, but this node's tree root is ${toHex(root)}`;
+    try {
+      const key = publicKeyPem(loadPublicKey(record.cert));
+      if (verifyEcdsa(key, root, Buffer.from(record.sig, 'base64'), 'der')) return undefined;
+    } catch (e) {
+      return `signature at seqno ${seqno} by ${record.node} cannot be checked: ${(e as Error).message}`;
     }
-    const key = publicKeyPem(loadPublicKey(record.cert));
-    if (!verifyEcdsa(key, root, Buffer.from(record.sig, 'base64'), 'der')) {
-      this.init.logger.fatal(`signature at seqno ${seqno} by ${record.node} does not verify`);
-      assert(false, `signature ${seqno} verifies`);
+    return `signature at seqno ${seqno} by ${record.node} does not verify`;
+  }
+
+  /**
+   * Recovery: applies the public domain of an entry of a previous service's ledger (read from this
+   * node's ledger files) to the store and the tree. A signature entry is checked first: the reason
+   * it does not verify is returned, and nothing is applied.
+   */
+  applyRecoveredPublic(decoded: DecodedEntry): string | undefined {
+    if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) {
+      const problem = this.signatureProblem(decoded.publicBytes, decoded.seqno);
+      if (problem !== undefined) return problem;
     }
+    this.store.applyWriteSet(decoded.seqno, decoded.publicBytes);
+    this.tree.append(entryLeaf(decoded));
+    if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) this.lastSignedSeqno = decoded.seqno;
+    return undefined;
+  }
+
+  /**
+   * Recovery: drops what was read after the last signature (store, tree and ledger files), and
+   * holds everything up to it as committed: a recovered service starts from its previous one's
+   * last signed entry.
+   */
+  settleRecoveredPublic(lastSignedSeqno: number): void {
+    if (this.store.version > lastSignedSeqno) {
+      this.init.logger.info(`dropping the unsigned entries ${lastSignedSeqno + 1}..${this.store.version} read after the last signature`);
+      this.store.rollback(lastSignedSeqno);
+      this.tree.truncate(lastSignedSeqno);
+    }
+    if (this.ledger.lastSeqno > lastSignedSeqno) this.ledger.truncate(lastSignedSeqno);
+    this.store.compact(lastSignedSeqno);
+    this.commitSeqno = lastSignedSeqno;
+    this.lastSignedSeqno = lastSignedSeqno;
   }
 
   /**
@@ -233,6 +301,8 @@ export class Replica {
     const decoded = decodeEntry(bytes);
     if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) return { view: decoded.view, seqno, kind: 'signature', bytes };
     if (!hasFlag(decoded.flags, EntryFlags.RECONFIGURATION)) return { view: decoded.view, seqno, kind: 'normal', bytes };
+    // A previous service's configurations (before a recovery) are not this service's.
+    if (seqno < this.serviceStartSeqno) return { view: decoded.view, seqno, kind: 'normal', bytes };
     const configuration = configurationOf(decodeWriteSet(decoded.publicBytes));
     assert(configuration, `reconfiguration entry ${seqno} records its configuration`);
     return { view: decoded.view, seqno, kind: 'reconfiguration', configuration, bytes };

@@ -56,7 +56,8 @@ export interface SnapshotHost {
   readonly clock: Clock;
   store(): Store;
   tree(): HistoryTree;
-  encryptor(): LedgerEncryptor;
+  /** The encryptor of the secret that applies at `seqno` (a snapshot at seqno is sealed under it). */
+  encryptor(seqno: number): LedgerEncryptor;
   serviceCertificatePem(): string;
   genesisConfiguration(): Configuration;
   /** viewHistory of the consensus core (viewHistory[v - 1] = first seqno of view v). */
@@ -64,6 +65,8 @@ export interface SnapshotHost {
   /** `ce:<view>.<seqno>:<hex>` of a transaction. */
   commitEvidence(view: number, seqno: number): string;
   isPrimary(): boolean;
+  /** Whether the store holds the whole private domain (not during a recovery's public phase). */
+  holdsPrivateDomain(): boolean;
   /** Asks the primary for a signature transaction soon (outside the current call). */
   requestSignature(): void;
 }
@@ -274,6 +277,9 @@ export class SnapshotManager {
 
   /** Primary, before writing the signature at `seqno`: whether it is a snapshot point. */
   dueAt(seqno: number): boolean {
+    // A recovering service's store lacks the private domain of the previous service's entries
+    // until members recover its secrets: a snapshot of it would lose them.
+    if (!this.#host.holdsPrivateDomain()) return false;
     const { tx_count, time_interval, min_tx_count } = this.#host.config.snapshots;
     const since = seqno - this.lastSnapshotSeqno();
     const due = this.#requested || since >= tx_count || (time_interval > 0 && this.#intervalElapsed && since > min_tx_count);
@@ -352,7 +358,7 @@ export class SnapshotManager {
     const started = this.#host.clock.monotonicMs();
     const store = this.#host.store();
     assert(store.version === seqno, `snapshot at ${seqno} taken with the store at ${store.version}`);
-    const kv = store.serializeSnapshot(this.#host.encryptor(), view, seqno);
+    const kv = store.serializeSnapshot(this.#host.encryptor(seqno), view, seqno);
     const meta: SnapshotMeta = {
       seqno,
       view,
@@ -483,7 +489,7 @@ export class SnapshotManager {
    * (spec "Join from a snapshot" 1): invalid ones in the writable directory are deleted and the
    * next is tried.
    */
-  findStartupSnapshot(serviceCertificatePem: string): StartupSnapshot | undefined {
+  findStartupSnapshot(serviceCertificatePem: string, options: { readonly keepInvalid?: boolean } = {}): StartupSnapshot | undefined {
     const { directory, read_only_directory: readOnly } = this.#host.config.snapshots;
     const disk = this.#host.disk;
     for (const candidate of listCommittedSnapshots(disk, readOnly === undefined ? [directory] : [directory, readOnly])) {
@@ -494,7 +500,7 @@ export class SnapshotManager {
         return found;
       } catch (e) {
         this.#host.logger.fail(`invalid snapshot ${path}: ${errorMessage(e)}`);
-        if (candidate.directory === directory) disk.remove(path);
+        if (candidate.directory === directory && options.keepInvalid !== true) disk.remove(path);
       }
     }
     return undefined;

@@ -11,7 +11,16 @@ import type { Configuration } from '../consensus/index.js';
 export const Tables = {
   // Governance-written tables (service, members, users, nodes, proposals, ...) are named once, in src/gov.
   ...GovTables,
-  previousServiceIdentity: 'public:svc.gov.service.previous_service_identity',
+  /** The last issue of recovery shares (docs/recovery.md): one record, RecoverySharesRecord. */
+  recoveryShares: 'public:svc.internal.recovery_shares',
+  /** Previous-secret records (docs/recovery.md), by the from_seqno of the secret each holds. */
+  previousLedgerSecrets: 'public:svc.internal.previous_ledger_secrets',
+  /** Shares members submitted during a recovery, encrypted under the storage key, by member id. */
+  submittedShares: 'public:svc.internal.submitted_shares',
+  /** The recovered chain of ledger secrets, for every node of the recovering service (RecoveredSecretsRecord). */
+  recoveredLedgerSecrets: 'public:svc.internal.recovered_ledger_secrets',
+  /** A rekey's new ledger secret (private: only holders of the current secret read it), by from_seqno. */
+  ledgerSecrets: 'svc.internal.ledger_secrets',
   signatures: 'public:svc.internal.signatures',
   /** Written by every transaction that changes the set of trusted nodes: the new configuration. */
   configurations: 'public:svc.internal.configurations',
@@ -48,6 +57,26 @@ export interface ServiceInfo {
   service_data: unknown;
   current_service_create_txid?: string;
   previous_service_identity_version?: number;
+}
+
+export interface RecoverySharesRecord {
+  /** What the shares were issued for (members, threshold, latest secret, refresh requests), hex digest. */
+  issued_for: string;
+  threshold: number;
+  /** Hex. */
+  sharing_id: string;
+  /** Base64 of the wrapped latest secret. */
+  wrapped_latest_secret: string;
+  latest_secret_from_seqno: number;
+  /** Member id → base64 of its encrypted share, in the members' order. */
+  encrypted_shares: Record<string, string>;
+}
+
+export interface RecoveredSecretsRecord {
+  /** Base64 of the chain (JSON) encrypted under the key derived from the service key. */
+  encrypted_chain: string;
+  /** The previous service's last recovered entry: the private domain is read up to it. */
+  last_recovered_seqno: number;
 }
 
 export interface NodeInfo {

@@ -8,6 +8,10 @@ import { NODE_ERROR_STATUS, isNodeError, nodeError, notPrimary, retryLater, tran
 
 const EXPECTED: Record<NodeErrorCode, number> = {
   NotPrimary: 503,
+  RecoveryLedgerEmpty: 400,
+  RecoveryLedgerUnsigned: 400,
+  LedgerEntryUnreadable: 500,
+  RecoveryShareNotFound: 404,
   LedgerAlreadyExists: 400,
   InvalidNodeState: 500,
   StartupSnapshotMissing: 500,

@@ -32,6 +32,7 @@ function manager(snapshots: { min_interval?: string } = {}) {
     viewHistory: () => [],
     commitEvidence: unused,
     isPrimary: () => true,
+    holdsPrivateDomain: () => true,
     requestSignature: () => void signaturesAsked++,
   };
   return { snapshots: new SnapshotManager(host), clock, logger, signaturesAsked: () => signaturesAsked };

@@ -216,23 +216,33 @@ export function governanceRoutes(node: NodeGovernanceHost, options: GovernanceFr
           return { measurements, host_data: hostData, policy };
         }),
     },
-    // Disaster recovery with recovery shares (docs/architecture.md, decisions 9 and 15): listed now, answered once recovery exists.
-    recoveryShareRoute('GET', '/gov/recovery/encrypted-shares/{member_id}', "The member's encrypted recovery share"),
-    recoveryShareRoute('POST', '/gov/recovery/members/{member_id}:recover', "Submits a member's decrypted recovery share (COSE_Sign1)"),
-  ];
-}
-
-/** A recovery-share route, listed in /node/api before recovery exists: 501 naming what is missing. */
-function recoveryShareRoute(method: 'GET' | 'POST', path: string, summary: string): Route {
-  return {
-    method,
-    path,
-    summary: `${summary} (not available in this version)`,
-    responses: { 501: 'Recovery shares are not available in this version' },
-    handler: () => {
-      throw httpErrors.notImplemented(`${method} ${path} (recovery shares)`);
+    // Disaster recovery with recovery shares (docs/recovery.md).
+    {
+      method: 'GET',
+      path: '/gov/recovery/encrypted-shares/{member_id}',
+      summary: "The member's encrypted recovery share of the last issue (RSA-OAEP-SHA256 to its encryption key, base64)",
+      responses: { 404: 'The member holds no recovery share' },
+      handler: ({ params }) => json(200, node.recoveryEncryptedShare(params.member_id!)),
     },
-  };
+    {
+      method: 'POST',
+      path: '/gov/recovery/members/{member_id}:recover',
+      summary: 'Submits a member\'s decrypted recovery share {"share": "<base64>"} while the service waits for shares (COSE_Sign1, msg type "recovery_share")',
+      responses: { ...cose, 403: 'Not waiting for shares, or not a recovery member', 409: 'Already submitted' },
+      handler: async (ctx) => {
+        const gov = await governance;
+        const verified = node.executeRead((tx) => gov.recoveryShareRequest(tx, request(ctx), ctx.params.member_id!));
+        try {
+          const answer = await node.submitRecoveryShare(verified.memberId, verified.share, verified.record);
+          node.logger.info('recovery share accepted', { member_id: verified.memberId, submitted: answer.submitted_count, threshold: answer.recovery_threshold });
+          return json(200, answer);
+        } catch (e) {
+          if (isCovenantError(e)) node.logger.info('recovery share refused', { member_id: verified.memberId, code: e.code, reason: e.message });
+          throw e;
+        }
+      },
+    },
+  ];
 }
 
 function serviceInfoBody(tx: Tx): Record<string, unknown> {

@@ -17,6 +17,7 @@ import type { SnapshotManager, StartupSnapshot } from '../snapshots.js';
 import type { ServiceStatus, NodeInfo } from '../tables.js';
 import type { Signatures } from '../write/signatures.js';
 import type { Transactions } from '../write/transactions.js';
+import type { Recovery } from '../recovery/recovery.js';
 
 /** Where a node's consensus log starts when it restarts from its own ledger. */
 export interface RestoredConsensus {
@@ -24,6 +25,8 @@ export interface RestoredConsensus {
   readonly view: number;
   readonly votedFor: string | undefined;
   readonly commitSeqno: number;
+  /** The configuration to start from instead of the startup snapshot's (a recovery starts a new one). */
+  readonly configs?: { seqno: number; nodes: string[] }[];
 }
 
 export interface FlowContext {
@@ -39,6 +42,7 @@ export interface FlowContext {
   readonly peers: Peers;
   readonly transactions: Transactions;
   readonly signatures: Signatures;
+  readonly recovery: Recovery;
   genesisConfiguration: { seqno: number; nodes: string[] } | undefined;
   startupSnapshot: StartupSnapshot | undefined;
   joinReportedServiceStatus: ServiceStatus | undefined;

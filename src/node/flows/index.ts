@@ -8,6 +8,7 @@ import type { NodeConfig } from '../../config/index.js';
 export { startFlow } from './start.js';
 export { joinFlow } from './join.js';
 export { restartFlow } from './restart.js';
+export { recoverFlow } from './recover.js';
 export { checkStartInputs, startConstitution } from './genesis.js';
 
 export type FlowName = 'start' | 'join' | 'restart' | 'recover';

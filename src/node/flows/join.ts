@@ -2,7 +2,7 @@
  * command.type Join on an empty ledger directory: joins an existing network (from a local or
  * fetched snapshot when there is one), Pending until members trust it, then takes the service
  * identity and secrets, starts replicating, and serves with its endorsed certificate. Edges:
- * join, join-while-opening, trusted.
+ * join, join-while-opening, trusted, trusted-by-recovered-network.
  */
 import { toBase64 } from '../../base/bytes.js';
 import { nodeError } from '../errors.js';
@@ -79,7 +79,15 @@ export async function joinFlow(ctx: FlowContext, addresses: NodeAddresses, clien
   if (ctx.startupSnapshot) replica.installSnapshot(ctx.startupSnapshot, true);
   ctx.createConsensus();
   ctx.persistState();
-  ctx.transition(pending ? 'trusted' : 'join-while-opening', FLOW_TRIGGERS.join);
+  const status = ctx.joinReportedServiceStatus;
+  if (status === 'Recovering' || status === 'WaitingForRecoveryShares') {
+    // A recovering service: this node holds only the public domain of its previous service's
+    // entries until members recover its secrets (src/node/recovery).
+    if (!pending) ctx.transition('join', FLOW_TRIGGERS.join);
+    ctx.transition('trusted-by-recovered-network', FLOW_TRIGGERS.join);
+  } else {
+    ctx.transition(pending ? 'trusted' : 'join-while-opening', FLOW_TRIGGERS.join);
+  }
   ctx.startBackgroundWork();
   ctx.pump();
   ctx.logger.info(`node ${ctx.identity.nodeId} joined the network after ${trusted.attempts} join request(s)`);
@@ -89,6 +97,7 @@ function adoptNetworkInfo(ctx: FlowContext, info: NetworkInfo): void {
   ctx.service.adopt(info.service_certificate, info.service_key);
   ctx.identity.nodeCertificatePem = info.endorsed_certificate;
   ctx.genesisConfiguration = info.genesis_configuration;
+  ctx.replica.serviceStartSeqno = info.service_start_seqno ?? 0;
   ctx.peers.setBootstrap(info.peers);
   ctx.installLedgerSecrets(info.ledger_secrets);
   ctx.init.writeTextFile(ctx.init.config.node_certificate_file, info.endorsed_certificate);

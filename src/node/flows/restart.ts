@@ -22,6 +22,7 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
   ctx.service.adopt(state.service_certificate, state.service_key);
   ctx.identity.nodeCertificatePem = state.node_certificate;
   ctx.genesisConfiguration = state.genesis_configuration;
+  replica.serviceStartSeqno = state.service_start_seqno ?? 0;
   ctx.installLedgerSecrets(state.ledger_secrets);
   ctx.peers.setBootstrap(state.peers ?? []);
   ctx.driver.hardView = state.view;

@@ -32,6 +32,35 @@ export class LedgerSecrets {
     this.chain.push({ fromSeqno, secret, seal: new EntrySeal(secret) });
   }
 
+  /**
+   * Recovery: puts the secrets of a previous service's ledger (oldest first, all before the
+   * secrets already held) in front of the chain, so that its private entries decrypt.
+   */
+  installOlder(olderFirst: readonly { fromSeqno: number; secret: Uint8Array }[]): void {
+    const first = this.chain[0];
+    const links = olderFirst.map((s) => ({ fromSeqno: s.fromSeqno, secret: s.secret, seal: new EntrySeal(s.secret) }));
+    for (let i = 0; i < links.length; i++) {
+      const next = links[i + 1] ?? first;
+      assert(next === undefined || links[i]!.fromSeqno < next.fromSeqno, 'older ledger secrets come before the chain, in seqno order');
+    }
+    this.chain.unshift(...links);
+  }
+
+  /** Drops the secrets that entries after `seqno` installed (a rekey rolled back: its secret applies from its seqno + 1). */
+  rollbackAfter(seqno: number): boolean {
+    let dropped = false;
+    while (this.chain.length > 1 && this.chain.at(-1)!.fromSeqno > seqno + 1) {
+      this.chain.pop();
+      dropped = true;
+    }
+    return dropped;
+  }
+
+  /** Whether a secret held applies at `seqno` (a node of a recovering service holds none for the previous service's entries). */
+  covers(seqno: number): boolean {
+    return this.chain.length > 0 && this.chain[0]!.fromSeqno <= seqno;
+  }
+
   installRecords(records: readonly LedgerSecretRecord[]): void {
     assert(records.length > 0, 'at least one ledger secret');
     for (const r of records) this.install(r.from_seqno, new Uint8Array(Buffer.from(r.secret, 'base64')));
@@ -50,9 +79,19 @@ export class LedgerSecrets {
 
   /** The seal (encryptor and commit-evidence derivation) of the secret that applies at `seqno`. */
   sealFor(seqno: number): EntrySeal {
+    return this.linkFor(seqno).seal;
+  }
+
+  /** The secret that applies at `seqno`, with its seal. */
+  linkFor(seqno: number): { readonly fromSeqno: number; readonly secret: Uint8Array; readonly seal: EntrySeal } {
     assert(this.chain.length > 0, 'a ledger secret is installed');
-    for (let i = this.chain.length - 1; i > 0; i--) if (this.chain[i]!.fromSeqno <= seqno) return this.chain[i]!.seal;
-    return this.chain[0]!.seal;
+    for (let i = this.chain.length - 1; i > 0; i--) if (this.chain[i]!.fromSeqno <= seqno) return this.chain[i]!;
+    return this.chain[0]!;
+  }
+
+  /** Whether the secret that applies from `fromSeqno` is held. */
+  holds(fromSeqno: number): boolean {
+    return this.chain.some((l) => l.fromSeqno === fromSeqno);
   }
 
   records(): LedgerSecretRecord[] {

@@ -15,6 +15,7 @@ import { encodeWriteSet, type WriteSet } from '../../kv/index.js';
 import {
   type DecodedEntry,
   EntryFlags,
+  type EntrySeal,
   type EntrySealer,
   type EntrySealerFactory,
   type SealJob,
@@ -69,6 +70,8 @@ function proposalBytes(entry: Entry): number {
 export class Proposer {
   /** Seals the primary's ordinary transactions, possibly on another thread. */
   private sealer: EntrySealer<NodeSealJob> | undefined;
+  /** The seal of the secret the sealer seals under. */
+  private sealerSeal: EntrySeal | undefined;
   /** Bumped when the pipeline is abandoned: jobs of an earlier epoch complete into nothing. */
   private sealEpoch = 0;
   /** Jobs of the current epoch in the sealer, their view, and the seqno of the oldest. */
@@ -92,9 +95,27 @@ export class Proposer {
 
   /** (Re)creates the sealer for the newest ledger secret. */
   useLatestSecret(): void {
+    this.useSecret(this.host.secrets.latest);
+  }
+
+  private useSecret(link: { readonly secret: Uint8Array; readonly seal: EntrySeal }): void {
     this.sealer?.close();
     const factory = this.host.createEntrySealer ?? inlineEntrySealer;
-    this.sealer = factory<NodeSealJob>(this.host.secrets.latest.secret, (job, sealed) => this.onSealed(job, sealed));
+    this.sealer = factory<NodeSealJob>(link.secret, (job, sealed) => this.onSealed(job, sealed));
+    this.sealerSeal = link.seal;
+  }
+
+  /**
+   * The sealer seals under the secret that applies at `seqno`: a rekey installs a secret from the
+   * seqno after its own transaction, and the first entry under it waits for the entries before.
+   */
+  private sealFor(seqno: number): EntrySeal {
+    const link = this.host.secrets.linkFor(seqno);
+    if (link.seal !== this.sealerSeal) {
+      if (this.sealer !== undefined) this.drain();
+      this.useSecret(link);
+    }
+    return link.seal;
   }
 
   private get activeSealer(): EntrySealer<NodeSealJob> {
@@ -161,6 +182,7 @@ export class Proposer {
       // Draining found that this node is no longer primary, and dropped this transaction too.
       if (this.host.replica.store.version < seqno) throw notPrimary('this node stopped being primary: the transaction was not recorded');
     }
+    const seal = this.sealFor(seqno);
     const encoded = encodeWriteSet(writeSet);
     const entryBytes = sealedFrameBytes(encoded.publicBytes.byteLength, encoded.privateBytes.byteLength);
     this.checkProposal(raft, kind, seqno, entryBytes);
@@ -185,7 +207,7 @@ export class Proposer {
       this.sealInFlight++;
       this.activeSealer.submit(job);
     } else {
-      this.proposeSealed(job, this.host.secrets.latest.seal.seal(job));
+      this.proposeSealed(job, seal.seal(job));
     }
     return { view, seqno };
   }

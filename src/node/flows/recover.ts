@@ -1,0 +1,200 @@
+/**
+ * command.type Recover (spec "Disaster recovery procedure"): a new service from a previous
+ * service's ledger. The node reads the public domain of the old ledger (from the newest valid
+ * committed snapshot of ledger.directory / snapshots.directory when there is one), keeps what the
+ * last signature covers, and creates a new service identity and a new ledger secret for the
+ * entries it writes; its first transaction records the new service as Recovering, the previous
+ * service's certificate, and this node as the only node (the old nodes are deleted: they never
+ * pass through Retired). New ledger files carry `.recovery` until the service opens. It is then
+ * primary of a view at least two above the last old one, so no transaction id of the new service
+ * is one of the old service's. Edges: recover, public-ledger-restored. The private domain is read
+ * once members have submitted their recovery shares (src/node/recovery/private-recovery.ts).
+ */
+import { assert } from '../../base/assert.js';
+import { errorMessage } from '../../base/errors.js';
+import { certificateId } from '../../crypto/index.js';
+import { jsonCodec, type Tx } from '../../kv/index.js';
+import type { NodeAddresses } from '../api.js';
+import { nodeError } from '../errors.js';
+import { FLOW_TRIGGERS } from '../lifecycle.js';
+import { readPublicLedger, type PublicLedgerRead } from '../recovery/public-ledger.js';
+import { SINGLETON_KEY, Tables, type NodeInfo, type ServiceInfo } from '../tables.js';
+import type { FlowContext } from './context.js';
+
+const json = jsonCodec<any>();
+
+export async function recoverFlow(ctx: FlowContext, addresses: NodeAddresses): Promise<void> {
+  const { init, identity, service, replica, logger } = ctx;
+  const config = init.config;
+  const recover = config.command.recover;
+  assert(recover, 'Recover configuration is present');
+  ctx.setAddresses(addresses);
+  ctx.transition('recover', FLOW_TRIGGERS.recover);
+  replica.openLedger(undefined, { recovery: true });
+  if (replica.ledger.lastSeqno === 0) {
+    throw nodeError('RecoveryLedgerEmpty', `there is no ledger to recover in "${config.ledger.directory}" or ledger.read_only_directories`);
+  }
+  const previousFile = recover.previous_service_identity_file;
+  const previousFromFile = previousFile === undefined ? undefined : readPreviousIdentity(ctx, previousFile);
+  const from = startFromSnapshot(ctx, previousFromFile);
+  const read = await readPublicLedger({ replica, logger, clock: init.clock, yieldControl: () => ctx.sleep(0) }, from);
+  if (ctx.stopped()) return;
+  if (read.lastSignedSeqno === 0) throw nodeError('RecoveryLedgerUnsigned', 'the ledger holds no signature transaction: there is nothing to recover');
+  replica.settleRecoveredPublic(read.lastSignedSeqno);
+  const previous = previousIdentityOf(ctx, previousFromFile);
+  const lastSeqno = read.lastSignedSeqno;
+
+  logger.info('creating the new service identity');
+  await service.create(recover.initial_service_certificate_validity_days);
+  identity.nodeCertificatePem = await service.endorse(identity.publicKeyPem, ctx.subjectAltNames(), config.node_certificate.initial_validity_days);
+  const endorsement = await service.endorsePreviousIdentity(previous.certificate, recover.initial_service_certificate_validity_days);
+  ctx.installLedgerSecret(lastSeqno + 1, init.randomBytes(32));
+  replica.serviceStartSeqno = lastSeqno + 1;
+  ctx.genesisConfiguration = { seqno: 0, nodes: [identity.nodeId] };
+  init.writeTextFile(config.command.service_certificate_file, service.certificatePem);
+  init.writeTextFile(config.node_certificate_file, identity.nodeCertificatePem);
+
+  createRecoveredConsensus(ctx, read);
+  ctx.driver.raft!.campaign();
+  ctx.pump();
+  assert(ctx.driver.raft!.summary().role === 'Primary', 'the recovery node is primary after campaigning alone');
+  const view = ctx.driver.raft!.status().view;
+  ctx.transactions.executeWrite((tx) =>
+    writeRecoveryStart(tx, ctx, {
+      addresses,
+      previous,
+      endorsement,
+      createTxId: `${view}.${lastSeqno + 1}`,
+      createSeqno: lastSeqno + 1,
+    }),
+  );
+  ctx.signatures.emit();
+  ctx.pump();
+  ctx.persistState();
+  ctx.transition('public-ledger-restored', FLOW_TRIGGERS.recover);
+  ctx.startBackgroundWork();
+  logger.info(
+    `recovering the service from seqno ${lastSeqno} (view ${read.lastSignedView}); this node ${identity.nodeId} is primary in view ${view}. ` +
+      'Members open it with transition_service_to_open, then submit their recovery shares',
+  );
+}
+
+function readPreviousIdentity(ctx: FlowContext, path: string): string {
+  try {
+    const pem = ctx.init.readTextFile(path);
+    certificateId(pem);
+    return pem;
+  } catch (e) {
+    throw nodeError('InvalidConfiguration', `"command.recover.previous_service_identity_file": cannot use ${path}: ${errorMessage(e)}`);
+  }
+}
+
+/**
+ * Loads the newest valid committed snapshot of the previous service (only with its certificate,
+ * against which the snapshot is checked); reading starts after it. Invalid snapshots are left in
+ * place: the operator's copy of the old service is not this node's to delete.
+ */
+function startFromSnapshot(ctx: FlowContext, previousCertificate: string | undefined): { seqno: number; view: number } {
+  if (previousCertificate === undefined) {
+    ctx.logger.info('no command.recover.previous_service_identity_file: snapshots cannot be checked, reading the whole ledger');
+    return { seqno: 0, view: 0 };
+  }
+  const snapshot = ctx.snapshots.findStartupSnapshot(previousCertificate, { keepInvalid: true });
+  if (snapshot === undefined) return { seqno: 0, view: 0 };
+  const ledger = ctx.replica.ledger;
+  if (snapshot.seqno > ledger.lastSeqno || ledger.firstSeqno > snapshot.seqno + 1) {
+    ctx.logger.info(`snapshot ${snapshot.name} does not meet the ledger (entries ${ledger.firstSeqno}..${ledger.lastSeqno}): reading the whole ledger`);
+    return { seqno: 0, view: 0 };
+  }
+  ctx.startupSnapshot = snapshot;
+  ctx.recovery.startupSnapshot = snapshot;
+  ctx.replica.installSnapshot(snapshot, false);
+  ctx.replica.startupSeqno = snapshot.seqno;
+  return { seqno: snapshot.seqno, view: snapshot.parts.meta.view };
+}
+
+interface PreviousIdentity {
+  readonly certificate: string;
+  readonly service: ServiceInfo;
+}
+
+/** The previous service as its ledger records it (checked against the configured certificate, when there is one). */
+function previousIdentityOf(ctx: FlowContext, fromFile: string | undefined): PreviousIdentity {
+  const info = ctx.transactions.executeRead((tx) => tx.map(Tables.serviceInfo, json).get(SINGLETON_KEY) as ServiceInfo | undefined);
+  if (info === undefined) throw nodeError('RecoveryLedgerUnsigned', 'the recovered ledger holds no service record');
+  if (fromFile !== undefined && fromFile.trim() !== info.cert.trim()) {
+    throw nodeError(
+      'InvalidConfiguration',
+      '"command.recover.previous_service_identity_file" is not the certificate of the service this ledger records (its service record names another)',
+    );
+  }
+  return { certificate: info.cert, service: info };
+}
+
+/**
+ * Consensus from the last recovered entry, with this node alone. When the ledger holds every entry
+ * from the first, the log starts at 0 (joiners replicate the whole ledger from this node); when it
+ * starts after a snapshot, the log starts at the snapshot. A view at least two above the last
+ * old view: the next one is taken by the campaign.
+ */
+function createRecoveredConsensus(ctx: FlowContext, read: PublicLedgerRead): void {
+  const self = ctx.identity.nodeId;
+  const lastSeqno = read.lastSignedSeqno;
+  const view = Math.max(read.lastSignedView, ctx.replica.ledger.lastView) + 1;
+  ctx.driver.hardView = view;
+  if (ctx.replica.ledger.firstSeqno <= 1) ctx.startupSnapshot = undefined;
+  const configs = ctx.startupSnapshot ? [{ seqno: ctx.startupSnapshot.seqno, nodes: [self] }] : undefined;
+  ctx.createConsensus({ lastSeqno, view, votedFor: undefined, commitSeqno: lastSeqno, ...(configs ? { configs } : {}) });
+}
+
+interface RecoveryStart {
+  readonly addresses: NodeAddresses;
+  readonly previous: PreviousIdentity;
+  readonly endorsement: string;
+  readonly createTxId: string;
+  readonly createSeqno: number;
+}
+
+/** The first transaction of the recovered service. */
+function writeRecoveryStart(tx: Tx, ctx: FlowContext, start: RecoveryStart): void {
+  const { identity, service } = ctx;
+  const old = start.previous.service;
+  const info: ServiceInfo = {
+    status: 'Recovering',
+    cert: service.certificatePem,
+    recovery_count: old.recovery_count,
+    service_data: old.service_data,
+    current_service_create_txid: start.createTxId,
+    previous_service_identity_version: start.createSeqno,
+  };
+  tx.map(Tables.serviceInfo, json).put(SINGLETON_KEY, info);
+  tx.map(Tables.previousServiceIdentity, json).put(SINGLETON_KEY, start.previous.certificate);
+  tx.map(Tables.serviceEndorsements, json).put(String(start.createSeqno), {
+    endorsing_service_created_seqno: start.createSeqno,
+    previous_service_certificate: start.previous.certificate,
+    endorsement: start.endorsement,
+  });
+  // The previous service's nodes are gone with it: deleted, with their certificates.
+  const nodes = tx.map(Tables.nodesInfo, json);
+  const certificates = tx.map(Tables.nodesEndorsedCertificates, json);
+  const submitted = tx.map(Tables.submittedShares, json);
+  for (const map of [nodes, certificates, submitted]) {
+    const keys: string[] = [];
+    map.forEach((_, key) => void keys.push(key));
+    for (const key of keys) map.remove(key);
+  }
+  tx.map(Tables.recoveredLedgerSecrets, json).remove(SINGLETON_KEY);
+  const nodeInfo: NodeInfo = {
+    status: 'Trusted',
+    public_key: identity.publicKeyPem,
+    node_data: ctx.init.config.node_data ?? null,
+    rpc_interfaces: ctx.rpcInterfacesRecord(),
+    node_to_node_interface: { bind_address: start.addresses.nodeToNode.bindAddress, published_address: start.addresses.nodeToNode.publishedAddress },
+    quote_info: identity.quoteInfo!,
+    retired_committed: false,
+  };
+  nodes.put(identity.nodeId, nodeInfo);
+  certificates.put(identity.nodeId, identity.nodeCertificatePem);
+  tx.map(Tables.hostData, json).put(identity.hostData, { measurement: identity.measurement });
+  tx.map(Tables.virtualMeasurements, json).put(identity.measurement, {});
+}

@@ -1,0 +1,319 @@
+/**
+ * The recovering service's side of a disaster recovery, after the Recover flow read the public
+ * ledger (src/node/flows/recover.ts): collecting the members' recovery shares on the primary,
+ * then, on every node, reading the private domain of the previous service's entries and opening
+ * the service (spec "Disaster recovery procedure" 4; docs/recovery.md).
+ *
+ * - Shares: members read their encrypted share (`encryptedShare`) and submit it decrypted
+ *   (`submitShare`). The primary collects them in a ShareCollection (src/recovery) built from the
+ *   recorded issue of shares and the previous-secret records of the ledger; each accepted share is
+ *   stored encrypted (Tables.submittedShares), so a new primary rebuilds the collection from the
+ *   store. At the threshold, the recovered chain of ledger secrets is written, encrypted under a
+ *   key every trusted node derives from the service key (Tables.recoveredLedgerSecrets).
+ * - Private domain: every node that applies that record installs the previous secrets in front of
+ *   its chain and reads the private domain of the previous service's entries from its own ledger
+ *   (from its startup snapshot when it has one) into a side store, whose private maps the store
+ *   then adopts: PartOfPublicNetwork → ReadingPrivateLedger → PartOfNetwork.
+ * - Open: the primary, once it has read its private domain, opens the service (status Open,
+ *   recovery_count + 1), records the previous service's latest secret under this service's first
+ *   one (so the next recovery's chain reaches back through it) and drops the recovered chain's
+ *   record. The recovery node renames its `.recovery` ledger files when it sees the service Open.
+ */
+import { assert } from '../../base/assert.js';
+import { utf8 } from '../../base/bytes.js';
+import type { Clock } from '../../base/clock.js';
+import { errorMessage } from '../../base/errors.js';
+import type { Logger } from '../../base/log.js';
+import { jsonCodec, Store, type Tx } from '../../kv/index.js';
+import { decodeEntry } from '../../ledger/index.js';
+import {
+  type ChainSecret,
+  type RandomBytes,
+  type RecordedSharing,
+  ShareCollection,
+  type StoredSubmittedShare,
+  decryptSubmittedShare,
+  encryptSubmittedShare,
+  notWaitingForShares,
+  sealPreviousSecret,
+  submittedShareStorageKey,
+} from '../../recovery/index.js';
+import { nodeError } from '../errors.js';
+import type { LedgerSecrets } from '../identity/ledger-secrets.js';
+import type { ServiceIdentity } from '../identity/service-identity.js';
+import type { Lifecycle, LifecycleTrigger } from '../lifecycle.js';
+import { FLOW_TRIGGERS } from '../lifecycle.js';
+import { replayUncommittedVersionsMax } from '../limits.js';
+import type { Replica } from '../replica.js';
+import type { StartupSnapshot } from '../snapshots.js';
+import { SINGLETON_KEY, Tables, type RecoveredSecretsRecord, type RecoverySharesRecord, type ServiceInfo } from '../tables.js';
+import { ledgerFrames, ReadProgress } from './public-ledger.js';
+
+const json = jsonCodec<any>();
+
+/** The row name under which the recovered chain is encrypted (member ids are hex digests: no clash). */
+const RECOVERED_CHAIN_ROW = ':recovered_ledger_secrets';
+
+/** The recovery edges the private phase takes, on a recovery node or a node that joined the recovering service. */
+const PRIVATE_PHASE_TRIGGERS: readonly LifecycleTrigger[] = FLOW_TRIGGERS.recover;
+
+export interface RecoveryHost {
+  readonly logger: Logger;
+  readonly clock: Clock;
+  readonly replica: Replica;
+  readonly secrets: LedgerSecrets;
+  readonly service: ServiceIdentity;
+  readonly lifecycle: Lifecycle;
+  readonly randomBytes: RandomBytes;
+  isPrimary(): boolean;
+  executeRead<T>(fn: (tx: Tx) => T): T;
+  executeWrite(fn: (tx: Tx) => void): unknown;
+  /** Runs `fn` soon, outside the current call (store listeners must not write). */
+  defer(fn: () => void): void;
+  yieldControl(): Promise<void>;
+  persistState(): void;
+  /** Takes a lifecycle edge (and updates what the new state allows). */
+  transition(trigger: LifecycleTrigger, allowed: readonly LifecycleTrigger[]): void;
+}
+
+/** The answer to a submitted share. */
+export interface ShareSubmission {
+  readonly message: string;
+  readonly submitted_count: number;
+  readonly recovery_threshold: number;
+}
+
+export class Recovery {
+  private collection: Promise<ShareCollection> | undefined;
+  private privatePhase: Promise<void> | undefined;
+  /** The snapshot the recovery node read the public ledger from: the private domain is read from it too. */
+  startupSnapshot: StartupSnapshot | undefined;
+
+  constructor(private readonly host: RecoveryHost) {}
+
+  /** Wires the store's listeners (on the store and any store that replaces it). */
+  watch(store: Store): void {
+    store.onMapCommit(Tables.serviceInfo, () => this.onServiceRecord());
+    store.onMapCommit(Tables.recoveredLedgerSecrets, (_version, writes) => {
+      const raw = writes.get(SINGLETON_KEY);
+      if (raw === undefined || raw === null) return;
+      const record = json.decode(raw) as RecoveredSecretsRecord;
+      this.host.defer(() => this.startPrivatePhase(record));
+    });
+  }
+
+  /**
+   * A primary change: the collection is rebuilt from the store by whichever node is primary, and a
+   * new primary that has read its private domain opens the service if the last one did not.
+   */
+  onRoleChange(primary: boolean): void {
+    this.dropCollection();
+    if (primary) this.host.defer(() => this.openIfReady());
+  }
+
+  // ---------------------------------------------------------------- shares
+
+  /** A member's encrypted share of the last issue (GET /gov/recovery/encrypted-shares/{member_id}). */
+  encryptedShare(memberId: string): { encrypted_share: string } {
+    const record = this.host.executeRead((tx) => tx.map(Tables.recoveryShares, json).get(SINGLETON_KEY) as RecoverySharesRecord | undefined);
+    const share = record?.encrypted_shares[memberId];
+    if (share === undefined) throw nodeError('RecoveryShareNotFound', `member ${memberId} holds no recovery share`);
+    return { encrypted_share: share };
+  }
+
+  /**
+   * A member's decrypted share (POST /gov/recovery/members/{member_id}:recover). `record` runs in
+   * the transaction that keeps the outcome (the governance layer's replay check and history);
+   * a refused share changes nothing.
+   */
+  async submitShare(memberId: string, share: Uint8Array, record: (tx: Tx) => void): Promise<ShareSubmission> {
+    this.checkWaiting();
+    const collection = await this.openCollection();
+    const outcome = await collection.submit(memberId, share);
+    const storageKey = submittedShareStorageKey(this.host.service.keyPem);
+    try {
+      this.host.executeWrite((tx) => {
+        this.checkWaiting(tx);
+        record(tx);
+        if (outcome.status === 'Accepted') {
+          tx.map(Tables.submittedShares, json).put(memberId, Buffer.from(outcome.storedShare).toString('base64'));
+          return;
+        }
+        const chain = JSON.stringify(outcome.ledgerSecrets.map((s) => ({ from_seqno: s.fromSeqno, secret: Buffer.from(s.secret).toString('base64') })));
+        const encrypted = encryptSubmittedShare(storageKey, RECOVERED_CHAIN_ROW, utf8.encode(chain), this.host.randomBytes);
+        const recovered: RecoveredSecretsRecord = {
+          encrypted_chain: Buffer.from(encrypted).toString('base64'),
+          last_recovered_seqno: this.host.replica.serviceStartSeqno - 1,
+        };
+        tx.map(Tables.recoveredLedgerSecrets, json).put(SINGLETON_KEY, recovered);
+        clearMap(tx, Tables.submittedShares);
+      });
+    } catch (e) {
+      // The collection holds a share the store does not: rebuilt from the store next time.
+      this.dropCollection();
+      throw e;
+    }
+    if (outcome.status === 'Recovered') {
+      this.dropCollection();
+      this.host.logger.info(`recovery shares: ${outcome.submittedCount} of ${outcome.threshold} submitted; the ledger secrets are recovered`);
+      return { message: 'the ledger secrets are recovered; the service opens once the private ledger is read', submitted_count: outcome.submittedCount, recovery_threshold: outcome.threshold };
+    }
+    const more = outcome.threshold - outcome.submittedCount;
+    this.host.logger.info(`recovery shares: ${outcome.submittedCount} of ${outcome.threshold} submitted`);
+    return { message: `${outcome.submittedCount} recovery share(s) of ${outcome.threshold} submitted; ${more} more needed`, submitted_count: outcome.submittedCount, recovery_threshold: outcome.threshold };
+  }
+
+  private checkWaiting(tx?: Tx): void {
+    if (!this.host.isPrimary()) throw nodeError('NotPrimary', 'recovery shares are submitted to the primary');
+    const read = (t: Tx) => t.map(Tables.serviceInfo, json).get(SINGLETON_KEY) as ServiceInfo | undefined;
+    const info = tx !== undefined ? read(tx) : this.host.executeRead(read);
+    if (info?.status !== 'WaitingForRecoveryShares') {
+      throw notWaitingForShares(`the service is ${info?.status ?? 'not created'}, not waiting for recovery shares (members vote transition_service_to_open first)`);
+    }
+  }
+
+  private openCollection(): Promise<ShareCollection> {
+    if (this.collection === undefined) {
+      const building = this.buildCollection();
+      this.collection = building;
+      building.catch(() => {
+        if (this.collection === building) this.collection = undefined;
+      });
+    }
+    return this.collection;
+  }
+
+  private async buildCollection(): Promise<ShareCollection> {
+    const { sharing, stored } = this.host.executeRead((tx) => {
+      const record = tx.map(Tables.recoveryShares, json).get(SINGLETON_KEY) as RecoverySharesRecord | undefined;
+      if (record === undefined) throw notWaitingForShares('the recovered ledger records no recovery shares: it cannot be recovered with member shares');
+      const previousSecretRecords: Uint8Array[] = [];
+      tx.map(Tables.previousLedgerSecrets, json).forEach((b64: string) => void previousSecretRecords.push(fromBase64(b64)));
+      const submitted: StoredSubmittedShare[] = [];
+      tx.map(Tables.submittedShares, json).forEach((b64: string, memberId: string) => void submitted.push({ memberId, storedShare: fromBase64(b64) }));
+      const recorded: RecordedSharing = {
+        recoveryMemberIds: Object.keys(record.encrypted_shares),
+        threshold: record.threshold,
+        sharingId: new Uint8Array(Buffer.from(record.sharing_id, 'hex')),
+        wrappedLatestSecret: fromBase64(record.wrapped_latest_secret),
+        previousSecretRecords,
+      };
+      return { sharing: recorded, stored: submitted };
+    });
+    const storageKey = submittedShareStorageKey(this.host.service.keyPem);
+    return ShareCollection.fromStore(sharing, storageKey, stored, this.host.randomBytes);
+  }
+
+  private dropCollection(): void {
+    const collection = this.collection;
+    this.collection = undefined;
+    void collection?.then((c) => c.close()).catch(() => undefined);
+  }
+
+  private onServiceRecord(): void {
+    const info = this.host.replica.store.currentRaw(Tables.serviceInfo, SINGLETON_KEY);
+    if (info === undefined) return;
+    const status = (json.decode(info) as ServiceInfo).status;
+    if (status !== 'WaitingForRecoveryShares') this.dropCollection();
+    const ledger = this.host.replica.ledger;
+    if (status === 'Open' && ledger.recoveryMode) {
+      this.host.defer(() => {
+        if (!ledger.recoveryMode) return;
+        ledger.completeRecovery();
+        this.host.logger.info('recovery complete: the .recovery ledger files are renamed');
+      });
+    }
+  }
+
+  // ---------------------------------------------------------------- the private domain
+
+  private startPrivatePhase(record: RecoveredSecretsRecord): void {
+    if (this.privatePhase !== undefined || this.host.lifecycle.state !== 'PartOfPublicNetwork') return;
+    this.privatePhase = this.readPrivateDomain(record).catch((e: unknown) => {
+      this.host.logger.fatal(`reading the private ledger failed: ${errorMessage(e)}`);
+      throw e;
+    });
+  }
+
+  private async readPrivateDomain(record: RecoveredSecretsRecord): Promise<void> {
+    const { host } = this;
+    host.transition('shares-reassembled', PRIVATE_PHASE_TRIGGERS);
+    const chain = this.chainOf(record);
+    const firstHeld = host.secrets.linkFor(0).fromSeqno;
+    host.secrets.installOlder(chain.filter((s) => s.fromSeqno < firstHeld));
+    host.persistState();
+    const privateStore = await this.replayPrivate(record.last_recovered_seqno);
+    host.replica.store.adoptPrivateMaps(privateStore.current());
+    host.transition('private-ledger-restored', PRIVATE_PHASE_TRIGGERS);
+    this.host.logger.info('the private domain of the previous service is restored');
+    if (host.isPrimary()) host.defer(() => this.openIfReady());
+  }
+
+  /** The recovered chain of ledger secrets, oldest first, from its record. */
+  private chainOf(record: RecoveredSecretsRecord): ChainSecret[] {
+    const storageKey = submittedShareStorageKey(this.host.service.keyPem);
+    const plain = decryptSubmittedShare(storageKey, RECOVERED_CHAIN_ROW, fromBase64(record.encrypted_chain));
+    return (JSON.parse(utf8.decode(plain)) as { from_seqno: number; secret: string }[]).map((s) => ({ fromSeqno: s.from_seqno, secret: fromBase64(s.secret) }));
+  }
+
+  /** The previous service's entries, public and private domains, into a store of their own. */
+  private async replayPrivate(lastSeqno: number): Promise<Store> {
+    const { replica, logger, clock } = this.host;
+    const snapshot = this.startupSnapshot;
+    const from = snapshot !== undefined ? snapshot.seqno : 0;
+    const store = snapshot !== undefined ? Store.fromSnapshot(snapshot.parts.kv, this.host.secrets.sealFor(snapshot.seqno).encryptor) : new Store();
+    logger.info(`reading the private domain of the ledger: entries ${from + 1}..${lastSeqno}`);
+    const progress = new ReadProgress('reading the private ledger', lastSeqno, logger, clock);
+    for (const batch of ledgerFrames(replica, from + 1, lastSeqno)) {
+      let bytes = 0;
+      for (const item of batch) {
+        if (item.error !== undefined) throw nodeError('LedgerEntryUnreadable', `entry ${item.seqno} cannot be read: ${item.error}`);
+        const decoded = decodeEntry(item.frame!);
+        store.applyWriteSet(decoded.seqno, decoded.publicBytes, replica.privatePlainOf(decoded));
+        bytes += item.frame!.byteLength;
+      }
+      if (store.version > store.committedVersion + replayUncommittedVersionsMax / 2) store.compact(store.version);
+      progress.add(batch.length, bytes, batch.at(-1)!.seqno);
+      await this.host.yieldControl();
+    }
+    assert(store.version === lastSeqno, `the private domain is read up to seqno ${lastSeqno} (read ${store.version})`);
+    store.compact(store.version);
+    logger.info(`private ledger read: ${progress.summary()}`);
+    return store;
+  }
+
+  /** The primary opens the recovered service, once it has read its own private domain. */
+  private openIfReady(): void {
+    const { host } = this;
+    if (!host.isPrimary() || host.lifecycle.state !== 'PartOfNetwork') return;
+    const record = host.executeRead((tx) => tx.map(Tables.recoveredLedgerSecrets, json).get(SINGLETON_KEY) as RecoveredSecretsRecord | undefined);
+    if (record === undefined) return;
+    const first = host.secrets.linkFor(host.replica.serviceStartSeqno);
+    try {
+      const previousLatest = this.chainOf(record).at(-1)!;
+      host.executeWrite((tx) => {
+        const infoMap = tx.map(Tables.serviceInfo, json);
+        const info = infoMap.get(SINGLETON_KEY) as ServiceInfo;
+        if (info.status !== 'WaitingForRecoveryShares') return;
+        infoMap.put(SINGLETON_KEY, { ...info, status: 'Open', recovery_count: info.recovery_count + 1 });
+        const sealed = sealPreviousSecret({ fromSeqno: first.fromSeqno, secret: first.secret }, previousLatest, host.randomBytes);
+        tx.map(Tables.previousLedgerSecrets, json).put(String(previousLatest.fromSeqno), Buffer.from(sealed).toString('base64'));
+        tx.map(Tables.recoveredLedgerSecrets, json).remove(SINGLETON_KEY);
+      });
+      host.logger.info('the recovered service is open');
+    } catch (e) {
+      host.logger.fail(`opening the recovered service failed: ${errorMessage(e)}; it is retried when this node is primary again`);
+    }
+  }
+}
+
+function clearMap(tx: Tx, name: string): void {
+  const map = tx.map(name, json);
+  const keys: string[] = [];
+  map.forEach((_: unknown, key: string) => void keys.push(key));
+  for (const key of keys) map.remove(key);
+}
+
+function fromBase64(b64: string): Uint8Array {
+  return new Uint8Array(Buffer.from(b64, 'base64'));
+}
