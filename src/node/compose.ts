@@ -31,6 +31,7 @@ import { FrameKind, Peers, trustedPeersOf } from './peers.js';
 import { OperatorQueries } from './queries/operator-reports.js';
 import { CommitWaiters } from './queries/commit-waiters.js';
 import { Receipts } from './queries/receipts.js';
+import { ServiceEndorsements } from './queries/service-endorsements.js';
 import { RebuiltBlocks } from './queries/rebuilt-blocks.js';
 import { Replica } from './replica.js';
 import { SnapshotManager, type StartupSnapshot } from './snapshots.js';
@@ -244,6 +245,8 @@ export class NodeComposition {
   }
 
   private buildReceipts(): Receipts {
+    const serviceEndorsements = new ServiceEndorsements();
+    this.replica.watchStore((store) => serviceEndorsements.watch(store));
     return new Receipts({
       replica: this.replica,
       service: this.service,
@@ -254,6 +257,7 @@ export class NodeComposition {
         cachedMax: rebuiltBlocksCachedMax,
         concurrentMax: blockRebuildsConcurrentMax,
       }),
+      serviceEndorsementsFor: (signatureSeqno) => serviceEndorsements.forSignature(signatureSeqno),
       statusOf: (txId) => this.queries.statusOf(txId),
       viewOf: (seqno) => this.queries.viewOf(seqno),
     });
