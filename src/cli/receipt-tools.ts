@@ -3,11 +3,21 @@
  * answer of GET /node/receipt (or its `receipt` member; a signature transaction's receipt too) or
  * the COSE_Sign1 bytes of
  * GET /node/receipt/cose. Exit code 0 when it verifies, 1 when it does not, 2 for unusable input.
+ * A JSON receipt signed before a recovery carries service_endorsements, which the verification
+ * follows from the node certificate to the one service certificate given.
  */
 import { readFileSync } from 'node:fs';
 import { errorMessage } from '../base/errors.js';
 import { toHex } from '../base/bytes.js';
-import { isSignatureReceipt, verifyCoseReceipt, verifyReceipt, verifySignatureReceipt, type Receipt, type SignatureReceipt } from '../merkle/index.js';
+import {
+  isSignatureReceipt,
+  serviceEndorsementsOf,
+  verifyCoseReceipt,
+  verifyReceipt,
+  verifySignatureReceipt,
+  type Receipt,
+  type SignatureReceipt,
+} from '../merkle/index.js';
 import type { Output } from './ledger-tools.js';
 
 type AnyReceipt = Receipt | SignatureReceipt;
@@ -15,6 +25,12 @@ type AnyReceipt = Receipt | SignatureReceipt;
 export interface ReceiptVerifyArgs {
   readonly receiptFile: string;
   readonly serviceCertificateFile: string;
+}
+
+/** How the node certificate chains to the service certificate, for the verdict line. */
+function throughEndorsements(receipt: AnyReceipt): string {
+  const count = serviceEndorsementsOf(receipt)?.length ?? 0;
+  return count === 0 ? '' : ` (endorsed through ${count} earlier service identit${count === 1 ? 'y' : 'ies'})`;
 }
 
 export function runReceiptVerify(args: ReceiptVerifyArgs, output: Output): number {
@@ -42,11 +58,13 @@ export function runReceiptVerify(args: ReceiptVerifyArgs, output: Output): numbe
         // The receipt itself names no transaction: the answer around it does.
         const verified = verifySignatureReceipt(receipt, serviceCertificatePem);
         const txId = typeof parsed.transaction_id === 'string' ? `signature transaction ${parsed.transaction_id}, ` : 'a signature transaction, ';
-        output.out(`signature receipt verifies: ${txId}root ${toHex(verified.root)} signed by node ${verified.nodeId}`);
+        output.out(`signature receipt verifies: ${txId}root ${toHex(verified.root)} signed by node ${verified.nodeId}${throughEndorsements(receipt)}`);
         return 0;
       }
       const verified = verifyReceipt(receipt, serviceCertificatePem);
-      output.out(`receipt verifies: transaction ${verified.view}.${verified.seqno}, root ${toHex(verified.root)} signed by node ${verified.nodeId}`);
+      output.out(
+        `receipt verifies: transaction ${verified.view}.${verified.seqno}, root ${toHex(verified.root)} signed by node ${verified.nodeId}${throughEndorsements(receipt)}`,
+      );
     } else {
       const verified = verifyCoseReceipt(bytes, serviceCertificatePem);
       output.out(

@@ -1,6 +1,7 @@
 /**
  * X.509 certificates: the service certificate (a self-signed CA), node certificates endorsed by the
- * service key, and self-signed member/user identities. Creation uses @peculiar/x509 over WebCrypto;
+ * service key, a service's endorsement of the previous service's key (after a recovery), and
+ * self-signed member/user identities. Creation uses @peculiar/x509 over WebCrypto;
  * parsing and signature checks use node:crypto's X509Certificate, which is synchronous.
  *
  * Subject alternative names use CCF's string syntax: "iPAddress:127.0.0.1", "dNSName:localhost".
@@ -133,6 +134,47 @@ export interface EndorsedCertificateOptions {
   readonly notBefore?: Date;
 }
 
+/** The issuer's certificate (parsed) and private key, once they are known to match. */
+function checkedIssuer(issuerCertificatePem: string, issuerPrivateKey: KeyObject): x509.X509Certificate {
+  const issuer = new x509.X509Certificate(parseX509(issuerCertificatePem).raw);
+  if (toHex(publicKeyDer(issuerPrivateKey)) !== toHex(new Uint8Array(issuer.publicKey.rawData))) {
+    throw cryptoError(CryptoErrorCode.InvalidKey, 'the issuer private key does not match the issuer certificate');
+  }
+  return issuer;
+}
+
+interface IssueOptions {
+  readonly subject: x509.X509CertificateCreateParamsName;
+  readonly subjectKey: nodeCrypto.webcrypto.CryptoKey;
+  readonly issuer: x509.X509Certificate;
+  readonly issuerPrivateKey: KeyObject;
+  readonly validityDays: number;
+  readonly notBefore: Date | undefined;
+  /** Beyond the subject and authority key identifiers, which every issued certificate carries. */
+  readonly extensions: readonly x509.Extension[];
+}
+
+/** A certificate for `subjectKey` signed by the issuer's key, with key identifiers that chain it to the issuer. */
+async function issueCertificate(options: IssueOptions): Promise<string> {
+  const notBefore = options.notBefore ?? new Date();
+  const cert = await x509.X509CertificateGenerator.create({
+    serialNumber: randomSerialNumberHex(),
+    subject: options.subject,
+    issuer: options.issuer.subjectName,
+    notBefore,
+    notAfter: new Date(notBefore.getTime() + options.validityDays * DAY_MS),
+    publicKey: options.subjectKey,
+    signingKey: await toCryptoKey(options.issuerPrivateKey),
+    signingAlgorithm: signingAlgorithmFor(options.issuerPrivateKey),
+    extensions: [
+      ...options.extensions,
+      await x509.SubjectKeyIdentifierExtension.create(options.subjectKey),
+      await x509.AuthorityKeyIdentifierExtension.create(options.issuer.publicKey),
+    ],
+  });
+  return cert.toString('pem') + '\n';
+}
+
 /**
  * A certificate for `subjectPublicKey` signed by the issuer (the service key endorsing a node).
  * It carries serverAuth and clientAuth usages (node certificates serve clients and node-to-node
@@ -141,34 +183,56 @@ export interface EndorsedCertificateOptions {
 export async function createEndorsedCertificate(options: EndorsedCertificateOptions): Promise<string> {
   checkCommonName(options.subjectCommonName);
   checkValidityDays(options.validityDays);
-  const issuer = parseX509(options.issuerCertificatePem);
-  const issuerPublicDer = publicKeyDer(options.issuerPrivateKey);
-  const issuerCertKeyDer = new Uint8Array(new x509.X509Certificate(issuer.raw).publicKey.rawData);
-  if (toHex(issuerPublicDer) !== toHex(issuerCertKeyDer)) {
-    throw cryptoError(CryptoErrorCode.InvalidKey, 'the issuer private key does not match the issuer certificate');
-  }
-  const notBefore = options.notBefore ?? new Date();
+  const issuer = checkedIssuer(options.issuerCertificatePem, options.issuerPrivateKey);
   const subjectKey = await toCryptoKey(options.subjectPublicKey.type === 'private' ? nodeCrypto.createPublicKey(options.subjectPublicKey) : options.subjectPublicKey);
-  const issuerCert = new x509.X509Certificate(issuer.raw);
-  const cert = await x509.X509CertificateGenerator.create({
-    serialNumber: randomSerialNumberHex(),
+  return issueCertificate({
     subject: [{ CN: [options.subjectCommonName] }],
-    issuer: issuerCert.subjectName,
-    notBefore,
-    notAfter: new Date(notBefore.getTime() + options.validityDays * DAY_MS),
-    publicKey: subjectKey,
-    signingKey: await toCryptoKey(options.issuerPrivateKey),
-    signingAlgorithm: signingAlgorithmFor(options.issuerPrivateKey),
+    subjectKey,
+    issuer,
+    issuerPrivateKey: options.issuerPrivateKey,
+    validityDays: options.validityDays,
+    notBefore: options.notBefore,
     extensions: [
       new x509.BasicConstraintsExtension(false, undefined, true),
       new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyAgreement, true),
       new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth], false),
-      await x509.SubjectKeyIdentifierExtension.create(subjectKey),
-      await x509.AuthorityKeyIdentifierExtension.create(issuerCert.publicKey),
       ...sanExtension(options.subjectAltNames),
     ],
   });
-  return cert.toString('pem') + '\n';
+}
+
+export interface CaEndorsementOptions {
+  /** The CA certificate whose key is endorsed (a previous service certificate). */
+  readonly subjectCertificatePem: string;
+  readonly issuerCertificatePem: string;
+  readonly issuerPrivateKey: KeyObject;
+  readonly validityDays: number;
+  readonly notBefore?: Date;
+}
+
+/**
+ * A CA certificate for the key of another CA certificate, signed by the issuer: one service
+ * vouching for a previous service's key (a cross-certificate). It keeps the endorsed certificate's
+ * subject name and key identifier, so that what that key issued (node certificates) names it as
+ * issuer, and standard X.509 path checks (names, key identifiers, signatures) follow the chain.
+ */
+export async function createCaEndorsementCertificate(options: CaEndorsementOptions): Promise<string> {
+  checkValidityDays(options.validityDays);
+  const issuer = checkedIssuer(options.issuerCertificatePem, options.issuerPrivateKey);
+  const endorsed = parseX509(options.subjectCertificatePem);
+  if (!endorsed.ca) throw cryptoError(CryptoErrorCode.InvalidCertificate, 'the endorsed certificate is not a CA certificate');
+  return issueCertificate({
+    subject: new x509.X509Certificate(endorsed.raw).subjectName,
+    subjectKey: await toCryptoKey(endorsed.publicKey),
+    issuer,
+    issuerPrivateKey: options.issuerPrivateKey,
+    validityDays: options.validityDays,
+    notBefore: options.notBefore,
+    extensions: [
+      new x509.BasicConstraintsExtension(true, undefined, true),
+      new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign | x509.KeyUsageFlags.digitalSignature, true),
+    ],
+  });
 }
 
 function parseX509(pem: string): nodeCrypto.X509Certificate {

@@ -9,6 +9,8 @@ export const MerkleErrorCode = {
   /** Leaves re-read for a compacted block do not hash to the block hash the tree kept. */
   MerkleBlockMismatch: 'MerkleBlockMismatch',
   InvalidReceipt: 'InvalidReceipt',
+  /** A receipt's service_endorsements do not chain its node certificate to the service certificate given. */
+  InvalidServiceEndorsements: 'InvalidServiceEndorsements',
   InvalidCommitEvidence: 'InvalidCommitEvidence',
 } as const;
 export type MerkleErrorCode = (typeof MerkleErrorCode)[keyof typeof MerkleErrorCode];
@@ -18,6 +20,7 @@ export const MERKLE_ERROR_STATUS: Record<MerkleErrorCode, number> = {
   MerkleLeafCompacted: 500,
   MerkleBlockMismatch: 500,
   InvalidReceipt: 400,
+  InvalidServiceEndorsements: 400,
   InvalidCommitEvidence: 400,
 };
 

@@ -5,4 +5,5 @@ export * from './proof.js';
 export * from './history-tree.js';
 export * from './commit-evidence.js';
 export * from './receipt.js';
+export * from './service-endorsements.js';
 export * from './cose-receipt.js';

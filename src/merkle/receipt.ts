@@ -7,7 +7,8 @@
  * The node signs the 32-byte Merkle root itself (not a hex or JSON form of it) with ECDSA over its
  * identity key: P-384 with SHA-384 (P-256 with SHA-256), DER-encoded signature. The node's
  * certificate is endorsed by the service certificate, so a verifier needs only the service
- * certificate.
+ * certificate. A receipt signed under an earlier service identity (before a recovery) carries the
+ * endorsements that lead from that identity to the current one (service-endorsements.ts).
  */
 import type { KeyObject } from 'node:crypto';
 import { bytesEqual, fromBase64, fromHex, toBase64, toHex, assert } from '../base/index.js';
@@ -16,6 +17,7 @@ import { parseCommitEvidence } from './commit-evidence.js';
 import { merkleError, MerkleErrorCode } from './errors.js';
 import { HASH_LENGTH_BYTES, leafFromComponents } from './hash.js';
 import { rootFromProof, type InclusionProof, type ProofStep } from './proof.js';
+import { serviceEndorsementsOf, verifyServiceEndorsements } from './service-endorsements.js';
 
 export interface LeafComponentsJson {
   /** Lower-case hex SHA-256 of the serialised write set. */
@@ -34,6 +36,11 @@ export interface Receipt {
   readonly signature: string;
   readonly proof: readonly ProofStep[];
   readonly leaf_components: LeafComponentsJson;
+  /**
+   * Present only when `cert` was issued by an earlier service key (the root was signed before a
+   * recovery): PEM certificates from that key to the current service's, oldest first.
+   */
+  readonly service_endorsements?: readonly string[];
 }
 
 /** The receipt of a signature transaction: the root it signed (hex), with no proof. */
@@ -42,6 +49,8 @@ export interface SignatureReceipt {
   readonly node_id: string;
   readonly signature: string;
   readonly signed_root: string;
+  /** As in Receipt. */
+  readonly service_endorsements?: readonly string[];
 }
 
 export function isSignatureReceipt(receipt: Receipt | SignatureReceipt): receipt is SignatureReceipt {
@@ -78,6 +87,13 @@ export interface BuildReceiptOptions {
   readonly nodeCertificatePem: string;
   readonly nodeId: string;
   readonly signedRoot: Uint8Array;
+  /** The endorsements from the service key that issued the node certificate to the current one; none when it is the current one. */
+  readonly serviceEndorsements?: readonly string[];
+}
+
+/** `{service_endorsements}` when there are any, nothing otherwise (the field is omitted when empty). */
+function endorsementsField(endorsements: readonly string[] | undefined): { service_endorsements?: readonly string[] } {
+  return endorsements !== undefined && endorsements.length > 0 ? { service_endorsements: [...endorsements] } : {};
 }
 
 export function buildReceipt(options: BuildReceiptOptions): Receipt {
@@ -97,6 +113,7 @@ export function buildReceipt(options: BuildReceiptOptions): Receipt {
       commit_evidence: options.leafComponents.commitEvidence,
       claims_digest: toHex(claimsDigest),
     },
+    ...endorsementsField(options.serviceEndorsements),
   };
 }
 
@@ -118,7 +135,8 @@ function invalid(reason: string): Error {
 /**
  * Verifies a receipt against the service certificate: recomputes the leaf, folds the proof to a
  * root, checks the node's signature over that root and that the node certificate is endorsed by the
- * service certificate. Throws InvalidReceipt naming the first failed check.
+ * service certificate, directly or through the receipt's service_endorsements. Throws
+ * InvalidReceipt naming the first failed check (InvalidServiceEndorsements for the endorsements).
  */
 export function verifyReceipt(receipt: Receipt, serviceCertificatePem: string): VerifiedReceipt {
   if (typeof receipt !== 'object' || receipt === null) throw invalid('not an object');
@@ -143,7 +161,7 @@ export function verifyReceipt(receipt: Receipt, serviceCertificatePem: string): 
   const root = rootFromProof(leaf, { path: proof });
   if (root === undefined) throw invalid('proof is malformed (each step is {"left": hex} or {"right": hex})');
 
-  const nodePublicKey = endorsedNodeKey(cert, nodeId, serviceCertificatePem);
+  const nodePublicKey = endorsedNodeKey(receipt, serviceCertificatePem);
   if (!verifyMerkleRootSignature(nodePublicKey, root, fromBase64(signature))) {
     throw invalid('signature does not verify over the root the proof leads to');
   }
@@ -156,6 +174,8 @@ export interface BuildSignatureReceiptOptions {
   readonly nodeCertificatePem: string;
   readonly nodeId: string;
   readonly signedRoot: Uint8Array;
+  /** As in BuildReceiptOptions. */
+  readonly serviceEndorsements?: readonly string[];
 }
 
 export function buildSignatureReceipt(options: BuildSignatureReceiptOptions): SignatureReceipt {
@@ -165,6 +185,7 @@ export function buildSignatureReceipt(options: BuildSignatureReceiptOptions): Si
     node_id: options.nodeId,
     signature: toBase64(options.signature),
     signed_root: toHex(options.signedRoot),
+    ...endorsementsField(options.serviceEndorsements),
   };
 }
 
@@ -175,8 +196,9 @@ export interface VerifiedSignatureReceipt {
 
 /**
  * Verifies a signature receipt against the service certificate: the node certificate is endorsed
- * by the service certificate, names the node, and its key signed `signed_root`. Throws
- * InvalidReceipt naming the first failed check.
+ * by the service certificate (directly or through the receipt's service_endorsements), names the
+ * node, and its key signed `signed_root`. Throws InvalidReceipt naming the first failed check
+ * (InvalidServiceEndorsements for the endorsements).
  */
 export function verifySignatureReceipt(receipt: SignatureReceipt, serviceCertificatePem: string): VerifiedSignatureReceipt {
   if (typeof receipt !== 'object' || receipt === null) throw invalid('not an object');
@@ -187,13 +209,17 @@ export function verifySignatureReceipt(receipt: SignatureReceipt, serviceCertifi
   if (!HEX_DIGEST.test(signedRoot)) throw invalid('signed_root must be 64 lower-case hex digits');
   if (!BASE64.test(signature)) throw invalid('signature is not base64');
   const root = fromHex(signedRoot);
-  const nodePublicKey = endorsedNodeKey(cert, nodeId, serviceCertificatePem);
+  const nodePublicKey = endorsedNodeKey(receipt, serviceCertificatePem);
   if (!verifyMerkleRootSignature(nodePublicKey, root, fromBase64(signature))) throw invalid('signature does not verify over signed_root');
   return { root, nodeId };
 }
 
-/** The public key of `cert`, once it is known to be node `nodeId`'s and endorsed by the service. */
-function endorsedNodeKey(cert: string, nodeId: string, serviceCertificatePem: string): KeyObject {
+/**
+ * The public key of `cert`, once it is known to be node `node_id`'s and endorsed by the service:
+ * directly, or through the receipt's endorsements when it carries any.
+ */
+function endorsedNodeKey(receipt: Receipt | SignatureReceipt, serviceCertificatePem: string): KeyObject {
+  const { cert, node_id: nodeId } = receipt;
   let nodePublicKey: KeyObject;
   try {
     nodePublicKey = parseCertificate(cert).publicKey;
@@ -202,6 +228,10 @@ function endorsedNodeKey(cert: string, nodeId: string, serviceCertificatePem: st
     throw invalid('cert is not a PEM certificate with an EC P-384 or P-256 key');
   }
   if (nodeIdFromPublicKey(nodePublicKey) !== nodeId) throw invalid('node_id does not match the key of cert');
-  if (!verifyCertificateSignedBy(cert, serviceCertificatePem)) throw invalid('cert is not endorsed by the service certificate');
+  const endorsements = serviceEndorsementsOf(receipt);
+  if (endorsements !== undefined) verifyServiceEndorsements(cert, endorsements, serviceCertificatePem);
+  else if (!verifyCertificateSignedBy(cert, serviceCertificatePem)) {
+    throw invalid('cert is not endorsed by the service certificate (a receipt signed before a recovery carries service_endorsements)');
+  }
   return nodePublicKey;
 }

@@ -31,6 +31,7 @@ import { FrameKind, Peers, trustedPeersOf } from './peers.js';
 import { OperatorQueries } from './queries/operator-reports.js';
 import { CommitWaiters } from './queries/commit-waiters.js';
 import { Receipts } from './queries/receipts.js';
+import { ServiceEndorsements } from './queries/service-endorsements.js';
 import { RebuiltBlocks } from './queries/rebuilt-blocks.js';
 import { Recovery } from './recovery/recovery.js';
 import { Rekey } from './recovery/rekey.js';
@@ -254,6 +255,8 @@ export class NodeComposition {
   }
 
   private buildReceipts(): Receipts {
+    const serviceEndorsements = new ServiceEndorsements();
+    this.replica.watchStore((store) => serviceEndorsements.watch(store));
     return new Receipts({
       replica: this.replica,
       service: this.service,
@@ -264,6 +267,7 @@ export class NodeComposition {
         cachedMax: rebuiltBlocksCachedMax,
         concurrentMax: blockRebuildsConcurrentMax,
       }),
+      serviceEndorsementsFor: (signatureSeqno) => serviceEndorsements.forSignature(signatureSeqno),
       statusOf: (txId) => this.queries.statusOf(txId),
       viewOf: (seqno) => this.queries.viewOf(seqno),
     });

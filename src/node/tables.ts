@@ -25,6 +25,8 @@ export const Tables = {
   /** Written by every transaction that changes the set of trusted nodes: the new configuration. */
   configurations: 'public:svc.internal.configurations',
   snapshotEvidence: 'public:svc.internal.snapshot_evidence',
+  /** Each recovered service's endorsement of the service before it, keyed by the endorsing service's first seqno: ServiceEndorsementRecord. */
+  serviceEndorsements: 'public:svc.internal.previous_service_identity_endorsements',
   // The application's own tables.
   appPublicLog: 'public:records',
   appPrivateLog: 'records',
@@ -106,6 +108,20 @@ export interface SignatureRecord {
   commit_seqno: number;
   commit_view: number;
   cert: string;
+}
+
+/**
+ * A recovered service's endorsement of the service before it (docs/merkle.md "Receipts across
+ * recoveries"). A signature at seqno `s` was made under the identity current at `s`; its receipts
+ * need the endorsements of every record whose key is above `s`, in ascending key order.
+ */
+export interface ServiceEndorsementRecord {
+  /** Seqno of the first transaction of the endorsing (newer) service: its recovery started there. Also the key, as a decimal string. */
+  endorsing_service_created_seqno: number;
+  /** PEM of the previous service's certificate. */
+  previous_service_certificate: string;
+  /** endorsePreviousIdentity's output: the previous service key certified by the endorsing service. */
+  endorsement: string;
 }
 
 /** The configuration a reconfiguration transaction records (undefined when the write set records none). */

@@ -9,12 +9,14 @@ import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { TxId } from '../../src/base/ids.js';
 import { decodeEntry, entryLeaf, Ledger, leavesOfEntries, type EntryLeafReader, type EntryLeavesRequest } from '../../src/ledger/index.js';
-import { HistoryTree, type Receipt } from '../../src/merkle/index.js';
+import { HistoryTree, type Receipt, type SignatureReceipt } from '../../src/merkle/index.js';
 import { isNodeError } from '../../src/node/errors.js';
 import type { LedgerSecrets } from '../../src/node/identity/ledger-secrets.js';
 import type { ServiceIdentity } from '../../src/node/identity/service-identity.js';
 import { Receipts } from '../../src/node/queries/receipts.js';
 import { RebuiltBlocks } from '../../src/node/queries/rebuilt-blocks.js';
+import { endorsementsForSignature } from '../../src/node/queries/service-endorsements.js';
+import type { ServiceEndorsementRecord } from '../../src/node/tables.js';
 import type { Replica } from '../../src/node/replica.js';
 import { txStatus } from '../../src/node/tx-status.js';
 import { MemoryDisk } from '../../src/testing/memory-disk.js';
@@ -62,7 +64,8 @@ before(async () => {
   for (let s = 1; s <= ENTRIES; s++) full.append(entryLeaf(decodeEntry(ledger.getEntry(s))));
 });
 
-function setUp() {
+/** `endorsementRecords`: the service endorsements table, ascending (none by default). */
+function setUp(endorsementRecords: readonly ServiceEndorsementRecord[] = []) {
   // A fresh ledger reader each time, so no chunk index is cached from an earlier test.
   const fresh = new Ledger({ disk, directory: 'ledger' });
   fresh.open();
@@ -84,6 +87,7 @@ function setUp() {
     service: { holdsKey: false } as ServiceIdentity,
     secrets: {} as LedgerSecrets,
     rebuiltBlocks,
+    serviceEndorsementsFor: (signatureSeqno) => endorsementsForSignature(endorsementRecords, signatureSeqno),
     statusOf: (txId) =>
       txStatus(txId, { currentView: VIEW, lastSeqno: replica.store.version, commitSeqno: replica.commitSeqno, history: { viewStarts: [{ view: VIEW, seqno: 1 }] } }),
     viewOf: () => VIEW,
@@ -166,4 +170,24 @@ test('a receipt beyond the last seqno the node knows of is TransactionUnknown (4
     }
   }
   await assert.rejects(receipts.receipt(tx(0)), (e: unknown) => isNodeError(e, 'TransactionInvalid'));
+});
+
+test('a receipt carries the service endorsements for the seqno of the signature that signed it, not of the transaction it proves', async () => {
+  const record = (seqno: number): ServiceEndorsementRecord => ({ endorsing_service_created_seqno: seqno, previous_service_certificate: `cert before ${seqno}`, endorsement: `endorsement at ${seqno}` });
+  // Services began at 3200 and 3400 (made up: the receipts are only built here, not verified).
+  const { receipts } = setUp([record(3200), record(3400)]);
+  // Transaction 3101 is proven under the committed root, signed at 3300: only the later service's endorsement.
+  const proven = (await receipts.receipt(tx(3101))) as Receipt;
+  proofOf(proven, 3101);
+  assert.deepEqual(proven.service_endorsements, ['endorsement at 3400']);
+  // Signature receipts: each carries those above its own seqno.
+  const signedAt = async (seqno: number) => ((await receipts.receipt(tx(seqno))) as SignatureReceipt).service_endorsements;
+  assert.deepEqual(await signedAt(3100), ['endorsement at 3200', 'endorsement at 3400']);
+  assert.deepEqual(await signedAt(3200), ['endorsement at 3400'], 'a signature at the seqno a service began is that service\'s');
+  assert.deepEqual(await signedAt(3300), ['endorsement at 3400']);
+
+  // Signed under the current identity: the field is absent, not empty.
+  const current = setUp([record(3200)]).receipts;
+  assert.ok(!('service_endorsements' in ((await current.receipt(tx(3101))) as Receipt)));
+  assert.ok(!('service_endorsements' in ((await current.receipt(tx(3300))) as SignatureReceipt)));
 });

@@ -2,10 +2,14 @@
  * The service identity as this node holds it: the service certificate (every client's TLS trust
  * anchor) and, once the node is trusted, the service private key, with which it endorses joiners'
  * certificates and signs committed Merkle roots for COSE receipts (one signature per committed
- * root, cached for the few recent roots receipts are asked under).
+ * root, cached for the few recent roots receipts are asked under). A recovered service has a new
+ * identity, which endorses the previous one so that receipts signed before the recovery still
+ * verify with the newest certificate alone (docs/architecture.md, decision 16; docs/merkle.md
+ * "Receipts across recoveries").
  */
 import { assert } from '../../base/assert.js';
 import {
+  createCaEndorsementCertificate,
   createEndorsedCertificate,
   createSelfSignedCertificate,
   generateEcKeyPair,
@@ -51,6 +55,20 @@ export class ServiceIdentity {
       subjectPublicKey: loadPublicKey(publicKeyPem),
       subjectCommonName: 'Covenant Node',
       subjectAltNames,
+      issuerCertificatePem: this.certificatePem,
+      issuerPrivateKey: loadPrivateKey(this.keyPem),
+      validityDays,
+    });
+  }
+
+  /**
+   * This service's endorsement of the previous service's key: a CA certificate for the key of
+   * `previousServiceCertificatePem`, under its subject name, signed by this service's key (the
+   * record of Tables.serviceEndorsements that a recovery writes).
+   */
+  endorsePreviousIdentity(previousServiceCertificatePem: string, validityDays: number): Promise<string> {
+    return createCaEndorsementCertificate({
+      subjectCertificatePem: previousServiceCertificatePem,
       issuerCertificatePem: this.certificatePem,
       issuerPrivateKey: loadPrivateKey(this.keyPem),
       validityDays,

@@ -8,6 +8,10 @@
  * A receipt of a transaction whose Merkle block the tree has compacted needs the block's leaves
  * re-read from the ledger files: the receipt waits for them asynchronously (RebuiltBlocks: cached,
  * read off the request thread, a bounded number at once), then builds its proof at once.
+ *
+ * A JSON receipt whose root was signed before a recovery (by a node the previous service
+ * identity endorsed) carries the service endorsements that lead to the current identity
+ * (service-endorsements.ts); a COSE receipt needs none: the current service key signs it.
  */
 import { assert } from '../../base/assert.js';
 import { fromHex } from '../../base/bytes.js';
@@ -28,6 +32,8 @@ export interface ReceiptsHost {
   readonly service: ServiceIdentity;
   readonly secrets: LedgerSecrets;
   readonly rebuiltBlocks: RebuiltBlocks;
+  /** The service endorsements for a root signed at `signatureSeqno` (ServiceEndorsements.forSignature). */
+  serviceEndorsementsFor(signatureSeqno: number): readonly string[];
   statusOf(txId: TxId): TxStatus;
   viewOf(seqno: number): number;
 }
@@ -46,7 +52,9 @@ export class Receipts {
    * one, and any later signed root covers the transaction), with the inclusion proof of its leaf in
    * that root, from memory or rebuilt from the ledger files when the tree has compacted that part.
    * A signature transaction gets its signature receipt (the root it signed, no proof) as soon as it
-   * is committed: no later root may ever come to cover it.
+   * is committed: no later root may ever come to cover it. Either carries the service endorsements
+   * for the seqno of the signature whose node signed it (not of the transaction proven: a
+   * transaction from before a recovery is proven under the latest root, signed now).
    */
   async receipt(txId: TxId): Promise<Receipt | SignatureReceipt | 'pending'> {
     const entry = this.committedEntry(txId, true);
@@ -58,6 +66,7 @@ export class Receipts {
         nodeCertificatePem: record.cert,
         nodeId: record.node,
         signedRoot: fromHex(record.root),
+        serviceEndorsements: this.host.serviceEndorsementsFor(entry.seqno),
       });
     }
     // No await unless a block must be re-read: the proof is then built in the same turn as the check.
@@ -70,6 +79,7 @@ export class Receipts {
       nodeCertificatePem: parts.record.cert,
       nodeId: parts.record.node,
       signedRoot: fromHex(parts.record.root),
+      serviceEndorsements: this.host.serviceEndorsementsFor(parts.signatureSeqno),
     });
   }
 
