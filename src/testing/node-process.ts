@@ -128,7 +128,7 @@ export function waitForExit(child: ChildProcess): Promise<number | null> {
 }
 
 /** The handle of a running node process: its client, and stop (SIGTERM) or kill (SIGKILL). */
-function startedNode(parts: {
+export function startedNode(parts: {
   dir: string;
   configPath: string;
   address: string;
