@@ -146,6 +146,8 @@ function checkedIssuer(issuerCertificatePem: string, issuerPrivateKey: KeyObject
 interface IssueOptions {
   readonly subject: x509.X509CertificateCreateParamsName;
   readonly subjectKey: nodeCrypto.webcrypto.CryptoKey;
+  /** Hex; by default derived from the subject key. */
+  readonly subjectKeyIdentifierHex?: string;
   readonly issuer: x509.X509Certificate;
   readonly issuerPrivateKey: KeyObject;
   readonly validityDays: number;
@@ -168,7 +170,9 @@ async function issueCertificate(options: IssueOptions): Promise<string> {
     signingAlgorithm: signingAlgorithmFor(options.issuerPrivateKey),
     extensions: [
       ...options.extensions,
-      await x509.SubjectKeyIdentifierExtension.create(options.subjectKey),
+      options.subjectKeyIdentifierHex !== undefined
+        ? new x509.SubjectKeyIdentifierExtension(options.subjectKeyIdentifierHex)
+        : await x509.SubjectKeyIdentifierExtension.create(options.subjectKey),
       await x509.AuthorityKeyIdentifierExtension.create(options.issuer.publicKey),
     ],
   });
@@ -221,9 +225,12 @@ export async function createCaEndorsementCertificate(options: CaEndorsementOptio
   const issuer = checkedIssuer(options.issuerCertificatePem, options.issuerPrivateKey);
   const endorsed = parseX509(options.subjectCertificatePem);
   if (!endorsed.ca) throw cryptoError(CryptoErrorCode.InvalidCertificate, 'the endorsed certificate is not a CA certificate');
+  const endorsedX509 = new x509.X509Certificate(endorsed.raw);
   return issueCertificate({
-    subject: new x509.X509Certificate(endorsed.raw).subjectName,
+    subject: endorsedX509.subjectName,
     subjectKey: await toCryptoKey(endorsed.publicKey),
+    // The identifier that the authority key identifier of what the endorsed key issued names.
+    subjectKeyIdentifierHex: endorsedX509.getExtension(x509.SubjectKeyIdentifierExtension)?.keyId,
     issuer,
     issuerPrivateKey: options.issuerPrivateKey,
     validityDays: options.validityDays,

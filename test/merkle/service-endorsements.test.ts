@@ -10,6 +10,8 @@ import nodeCrypto from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import 'reflect-metadata';
+import * as x509lib from '@peculiar/x509';
 import { isCovenantError } from '../../src/base/index.js';
 import { runReceiptVerify } from '../../src/cli/receipt-tools.js';
 import { generateEcKeyPair, nodeIdFromPublicKey, parseCertificate } from '../../src/crypto/index.js';
@@ -72,6 +74,8 @@ test('an endorsement is a CA certificate for the previous service key, under its
   assert.deepEqual(endorsement.publicKeyDer, previous.publicKeyDer);
   assert.notDeepEqual(endorsement.publicKeyDer, parseCertificate(gen1.certificatePem).publicKeyDer);
   assert.equal(endorsement.subject, previous.subject, 'the name the old node certificates give as their issuer');
+  const keyIdOf = (pem: string) => new x509lib.X509Certificate(pem).getExtension(x509lib.SubjectKeyIdentifierExtension)?.keyId;
+  assert.ok(keyIdOf(e01) !== undefined && keyIdOf(e01) === keyIdOf(gen0.certificatePem), 'the key identifier they give as their authority key');
   const x509 = new nodeCrypto.X509Certificate(e01);
   assert.ok(x509.checkIssued(new nodeCrypto.X509Certificate(gen1.certificatePem)));
   assert.ok(x509.verify(parseCertificate(gen1.certificatePem).publicKey));
