@@ -13,7 +13,7 @@ import { mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ACCEPT_BALLOT, GovRequestFailed, propose, signedPost, submitRecoveryShare, vote } from '../../src/cli/member.js';
-import { verifyReceipt } from '../../src/merkle/index.js';
+import { verifyReceipt, verifySignatureReceipt } from '../../src/merkle/index.js';
 import { memberConnectionOf, removeDir, startNode, type StartedNode } from '../../src/testing/node-process.js';
 import { until, waitCommitted } from '../../src/testing/network.js';
 import { prepareRecoveryMembers, recoveryMemberConnection, removeRecoverDir, startRecoverNode, type RecoveryMember } from '../../src/testing/recovery.js';
@@ -59,6 +59,8 @@ describe('disaster recovery with member shares', () => {
         last = await write(old, 'public', i, `public record ${i} ${'q'.repeat(80)}`);
       }
       await waitCommitted(old, last);
+      // The commit lands on a signature transaction of the old service: its receipt is signed by an old node.
+      const oldSignature = String((await old.client.request('GET', '/node/commit')).body.transaction_id);
       const chunks = readdirSync(join(old.dir, 'ledger')).filter((f) => f.endsWith('.committed'));
       assert.ok(chunks.length >= 3, `the old ledger spans several chunks (${chunks.join(', ')})`);
       await old.kill();
@@ -110,14 +112,19 @@ describe('disaster recovery with member shares', () => {
       assert.equal(await read(node, 'private', 1000), 'written after the recovery');
       assert.ok(!readdirSync(join(node.dir, 'ledger')).some((f) => f.endsWith('.recovery')), 'no .recovery file is left once the service is open');
 
-      // A receipt of a transaction of the old service verifies with only the new certificate.
-      const receipt = await until('a receipt of the first transaction', async () => {
-        const answer = await node.client.request('GET', `/node/receipt?transaction_id=${early}`);
-        return answer.status === 200 ? answer.body.receipt : undefined;
-      });
-      assert.ok(Array.isArray(receipt.service_endorsements) && receipt.service_endorsements.length === 1, `the receipt carries the new service endorsement of the old one: ${JSON.stringify(receipt).slice(0, 600)}`);
-      verifyReceipt(receipt, node.serviceCertificatePem);
-      assert.throws(() => verifyReceipt({ ...receipt, service_endorsements: undefined }, node.serviceCertificatePem));
+      // A receipt of a transaction of the old service verifies with only the new certificate; so
+      // does the receipt of an old signature, signed by an old node, through the endorsement of
+      // the old service by the new one.
+      const receiptOf = (txId: string) =>
+        until(`a receipt of ${txId}`, async () => {
+          const answer = await node.client.request('GET', `/node/receipt?transaction_id=${txId}`);
+          return answer.status === 200 ? answer.body.receipt : undefined;
+        });
+      verifyReceipt(await receiptOf(early), node.serviceCertificatePem);
+      const signed = await receiptOf(oldSignature);
+      assert.equal(signed.service_endorsements?.length, 1, 'the old signature\'s receipt carries the new service\'s endorsement of the old one');
+      verifySignatureReceipt(signed, node.serviceCertificatePem);
+      assert.throws(() => verifySignatureReceipt({ ...signed, service_endorsements: undefined }, node.serviceCertificatePem));
     } finally {
       await old.kill();
       if (recovered) {

@@ -14,7 +14,6 @@ import { Governance, type GovOutcome, type GovRequest, loadJsEngine, type Sandbo
 import { jsonCodec, type Tx } from '../../kv/index.js';
 import type { NodeGovernanceHost } from '../../node/api.js';
 import { SINGLETON_KEY, Tables, type NodeInfo, type ServiceInfo } from '../../node/tables.js';
-import { httpErrors } from '../errors.js';
 import { json, type RequestContext, type Route } from '../route.js';
 
 export const TRANSACTION_ID_HEADER = 'x-covenant-transaction-id';
