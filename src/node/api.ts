@@ -144,7 +144,7 @@ export interface NodeGovernanceHost extends NodeTransactions {
   /** A member's encrypted recovery share of the last issue (404 RecoveryShareNotFound when it holds none). */
   recoveryEncryptedShare(memberId: string): { encrypted_share: string };
   /** A member's decrypted recovery share; `record` runs in the transaction that keeps what it led to. */
-  submitRecoveryShare(memberId: string, share: Uint8Array, record: (tx: Tx) => void): Promise<{ message: string; submitted_count: number; recovery_threshold: number }>;
+  submitRecoveryShare(memberId: string, share: Uint8Array, record: (tx: Tx) => void): Promise<{ message: string; submitted_count: number; recovery_threshold: number; txId: TxId | undefined }>;
 }
 
 /** Everything the RPC interfaces of one node serve (src/http/service.ts composes the frontends over it). */

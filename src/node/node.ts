@@ -252,7 +252,7 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
     return this.parts.recovery.encryptedShare(memberId);
   }
 
-  submitRecoveryShare(memberId: string, share: Uint8Array, record: (tx: Tx) => void): Promise<{ message: string; submitted_count: number; recovery_threshold: number }> {
+  submitRecoveryShare(memberId: string, share: Uint8Array, record: (tx: Tx) => void): Promise<{ message: string; submitted_count: number; recovery_threshold: number; txId: TxId | undefined }> {
     return this.parts.recovery.submitShare(memberId, share, record);
   }
 

@@ -36,6 +36,16 @@ export async function waitCommitted(node: Pick<StartedNode, 'address' | 'client'
   });
 }
 
+/** Waits until `node`'s commit (GET /node/commit) reaches the seqno of `txId` (also before the application is open). */
+export async function waitCommitReaches(node: Pick<StartedNode, 'address' | 'client'>, txId: string): Promise<void> {
+  const seqno = Number(txId.split('.')[1]);
+  await until(`commit to ${txId} on ${node.address}`, async () => {
+    const answer = await node.client.request('GET', '/node/commit').catch(() => undefined);
+    const committed = Number(String(answer?.body?.transaction_id ?? '0.0').split('.')[1]);
+    return committed >= seqno ? true : undefined;
+  });
+}
+
 export async function startNetwork(count: number, configPatch: Record<string, unknown> = {}): Promise<TestNetwork> {
   // Nodes that join while the service is opening are trusted at once; then member0 opens it.
   const first = await startNode({ configPatch, open: false });

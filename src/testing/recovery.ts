@@ -72,6 +72,10 @@ export interface RecoverNodeOptions {
   /** Copy the old ledger into ledger.read_only_directories instead of ledger.directory. */
   readonly readOnlyLedger?: boolean;
   readonly readyTimeoutMs?: number;
+  /** Changes the copied files before the node starts (e.g. removes chunks a snapshot covers). */
+  readonly prepare?: (dir: string) => void;
+  /** Wait for this state instead of PartOfPublicNetwork (e.g. a node expected to stop early: undefined waits for nothing). */
+  readonly waitFor?: 'PartOfPublicNetwork' | 'exit';
 }
 
 /** Starts a recover node on copies of an old node's files; resolves once it is PartOfPublicNetwork. */
@@ -81,6 +85,7 @@ export async function startRecoverNode(options: RecoverNodeOptions): Promise<Sta
   cpSync(join(options.from, 'ledger'), join(dir, ledgerCopy), { recursive: true });
   if (existsSync(join(options.from, 'snapshots'))) cpSync(join(options.from, 'snapshots'), join(dir, 'snapshots'), { recursive: true });
   writeFileSync(join(dir, 'previous_service_cert.pem'), options.previousServiceCertificatePem);
+  options.prepare?.(dir);
   const config = {
     command: {
       type: 'Recover',
@@ -102,6 +107,9 @@ export async function startRecoverNode(options: RecoverNodeOptions): Promise<Sta
   const deadline = Date.now() + (options.readyTimeoutMs ?? 60_000);
   const certFile = join(dir, 'service_cert.pem');
   for (;;) {
+    if (options.waitFor === 'exit' && spawned.process.exitCode !== null) {
+      return startedNode({ dir, configPath, address: '127.0.0.1:0', serviceCertificatePem: '', spawned, user: options.user, member: options.member });
+    }
     if (spawned.process.exitCode !== null) throw new Error(`the recover node exited with ${spawned.process.exitCode}:\n${spawned.output()}`);
     if (Date.now() > deadline) {
       spawned.process.kill('SIGKILL');

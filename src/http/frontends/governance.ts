@@ -232,9 +232,9 @@ export function governanceRoutes(node: NodeGovernanceHost, options: GovernanceFr
         const gov = await governance;
         const verified = node.executeRead((tx) => gov.recoveryShareRequest(tx, request(ctx), ctx.params.member_id!));
         try {
-          const answer = await node.submitRecoveryShare(verified.memberId, verified.share, verified.record);
+          const { txId, ...answer } = await node.submitRecoveryShare(verified.memberId, verified.share, verified.record);
           node.logger.info('recovery share accepted', { member_id: verified.memberId, submitted: answer.submitted_count, threshold: answer.recovery_threshold });
-          return json(200, answer);
+          return json(200, answer, txId ? { [TRANSACTION_ID_HEADER]: formatTxId(txId) } : undefined);
         } catch (e) {
           if (isCovenantError(e)) node.logger.info('recovery share refused', { member_id: verified.memberId, code: e.code, reason: e.message });
           throw e;

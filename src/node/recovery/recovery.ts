@@ -22,6 +22,7 @@
 import { assert } from '../../base/assert.js';
 import { utf8 } from '../../base/bytes.js';
 import type { Clock } from '../../base/clock.js';
+import type { TxId } from '../../base/ids.js';
 import { errorMessage } from '../../base/errors.js';
 import type { Logger } from '../../base/log.js';
 import { jsonCodec, Store, type Tx } from '../../kv/index.js';
@@ -67,7 +68,7 @@ export interface RecoveryHost {
   readonly randomBytes: RandomBytes;
   isPrimary(): boolean;
   executeRead<T>(fn: (tx: Tx) => T): T;
-  executeWrite(fn: (tx: Tx) => void): unknown;
+  executeWrite(fn: (tx: Tx) => void): { readonly txId?: TxId | undefined };
   /** Runs `fn` soon, outside the current call (store listeners must not write). */
   defer(fn: () => void): void;
   yieldControl(): Promise<void>;
@@ -81,6 +82,8 @@ export interface ShareSubmission {
   readonly message: string;
   readonly submitted_count: number;
   readonly recovery_threshold: number;
+  /** The transaction that kept the share (not part of the JSON answer: the x-covenant-transaction-id header). */
+  readonly txId: TxId | undefined;
 }
 
 export class Recovery {
@@ -131,8 +134,9 @@ export class Recovery {
     const collection = await this.openCollection();
     const outcome = await collection.submit(memberId, share);
     const storageKey = submittedShareStorageKey(this.host.service.keyPem);
+    let txId: TxId | undefined;
     try {
-      this.host.executeWrite((tx) => {
+      txId = this.host.executeWrite((tx) => {
         this.checkWaiting(tx);
         record(tx);
         if (outcome.status === 'Accepted') {
@@ -147,7 +151,7 @@ export class Recovery {
         };
         tx.map(Tables.recoveredLedgerSecrets, json).put(SINGLETON_KEY, recovered);
         clearMap(tx, Tables.submittedShares);
-      });
+      }).txId;
     } catch (e) {
       // The collection holds a share the store does not: rebuilt from the store next time.
       this.dropCollection();
@@ -156,11 +160,11 @@ export class Recovery {
     if (outcome.status === 'Recovered') {
       this.dropCollection();
       this.host.logger.info(`recovery shares: ${outcome.submittedCount} of ${outcome.threshold} submitted; the ledger secrets are recovered`);
-      return { message: 'the ledger secrets are recovered; the service opens once the private ledger is read', submitted_count: outcome.submittedCount, recovery_threshold: outcome.threshold };
+      return { message: 'the ledger secrets are recovered; the service opens once the private ledger is read', submitted_count: outcome.submittedCount, recovery_threshold: outcome.threshold, txId };
     }
     const more = outcome.threshold - outcome.submittedCount;
     this.host.logger.info(`recovery shares: ${outcome.submittedCount} of ${outcome.threshold} submitted`);
-    return { message: `${outcome.submittedCount} recovery share(s) of ${outcome.threshold} submitted; ${more} more needed`, submitted_count: outcome.submittedCount, recovery_threshold: outcome.threshold };
+    return { message: `${outcome.submittedCount} recovery share(s) of ${outcome.threshold} submitted; ${more} more needed`, submitted_count: outcome.submittedCount, recovery_threshold: outcome.threshold, txId };
   }
 
   private checkWaiting(tx?: Tx): void {
