@@ -293,6 +293,31 @@ export class Ledger {
   }
 
   /**
+   * Disaster recovery: drops the entries after `afterSeqno` although a previous service committed
+   * them (an unsigned or unreadable tail of its ledger: nothing after the last good signature can
+   * be recovered). Its chunks in ledger.directory are cut or removed like uncommitted ones (the
+   * operator keeps a copy of the old files); chunks of read-only directories are only forgotten.
+   */
+  discardForRecovery(afterSeqno: Seqno): void {
+    this.#checkOpen();
+    assert(this.#recoveryMode, 'committed entries are discarded only by a recovery');
+    for (let i = this.#chunks.length - 1; i >= 0; i--) {
+      const chunk = this.#chunks[i]!;
+      if (this.#lastOf(chunk) <= afterSeqno) break;
+      if (!chunk.committed) continue;
+      if (chunk.directory !== this.#directory) {
+        assert(chunk.first > afterSeqno, () => `read-only chunk ${chunk.name} holds the last recovered entry ${afterSeqno}: copy it into ledger.directory`);
+        this.#chunks.splice(i, 1);
+        continue;
+      }
+      this.#rename(chunk, { first: chunk.first, last: chunk.last, committed: false, recovery: chunk.recovery });
+      chunk.committed = false;
+    }
+    this.#committedSeqno = Math.min(this.#committedSeqno, afterSeqno);
+    if (afterSeqno < this.#lastSeqno) this.truncate(afterSeqno);
+  }
+
+  /**
    * Resumes after a snapshot at `snapshotSeqno`: the next entry appended is snapshotSeqno + 1
    * and starts a new chunk (a snapshot coincides with a chunk end, spec invariant 4). Only for a
    * ledger holding nothing after the snapshot; non-committed chunks (entries before the

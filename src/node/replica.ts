@@ -228,7 +228,7 @@ export class Replica {
       this.store.rollback(lastSignedSeqno);
       this.tree.truncate(lastSignedSeqno);
     }
-    if (this.ledger.lastSeqno > lastSignedSeqno) this.ledger.truncate(lastSignedSeqno);
+    if (this.ledger.lastSeqno > lastSignedSeqno) this.ledger.discardForRecovery(lastSignedSeqno);
     this.store.compact(lastSignedSeqno);
     this.commitSeqno = lastSignedSeqno;
     this.lastSignedSeqno = lastSignedSeqno;

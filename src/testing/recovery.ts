@@ -8,7 +8,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, write
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { certificateId, generateIdentity } from '../crypto/index.js';
-import type { MemberConnection } from '../cli/member.js';
+import { ACCEPT_BALLOT, propose, submitRecoveryShare, vote, type MemberConnection } from '../cli/member.js';
 import { HttpsClient, type ClientIdentity } from '../platform/https-client.js';
 import { spawnNode, startedNode, type StartedNode } from './node-process.js';
 
@@ -132,4 +132,22 @@ export async function startRecoverNode(options: RecoverNodeOptions): Promise<Sta
 
 export function removeRecoverDir(node: StartedNode): void {
   rmSync(node.dir, { recursive: true, force: true });
+}
+
+/**
+ * Members open a recovering service (member 0 proposes transition_service_to_open with both
+ * identities and votes) and submit the shares of `sharers`; resolves once it is Open.
+ */
+export async function openRecoveredService(node: StartedNode, previousServiceCertificatePem: string, sharers: readonly RecoveryMember[]): Promise<void> {
+  const m0: MemberConnection = { address: node.address, caPem: node.serviceCertificatePem, certificatePem: node.member.certificatePem, privateKeyPem: node.member.privateKeyPem, memberId: node.member.id };
+  const proposal = await propose(m0, [{ name: 'transition_service_to_open', args: { previous_service_identity: previousServiceCertificatePem, next_service_identity: node.serviceCertificatePem } }]);
+  if ((proposal.body as { state: string }).state === 'Open') await vote(m0, (proposal.body as { proposal_id: string }).proposal_id, ACCEPT_BALLOT);
+  for (const member of sharers) await submitRecoveryShare(recoveryMemberConnection(node, member), member.encryptionPrivateKeyPem);
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const network = await node.client.request('GET', '/node/network');
+    if (network.body.service_status === 'Open') return;
+    if (Date.now() > deadline) throw new Error(`the recovered service did not open:\n${node.output().slice(-4000)}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }

@@ -69,6 +69,7 @@ describe('disaster recovery with member shares', () => {
       assert.notEqual(recovered.serviceCertificatePem, old.serviceCertificatePem, 'the recovered service has a new identity');
       const state = await recovered.client.request('GET', '/node/state');
       assert.ok(state.body.last_signed_seqno > 0, 'the recover node reports the last signed seqno it read');
+      assert.ok(readdirSync(join(recovered.dir, 'ledger')).some((f) => f.endsWith('.recovery')), 'new ledger files carry .recovery while recovering');
       const network = await recovered.client.request('GET', '/node/network');
       assert.equal(network.body.service_status, 'Recovering');
       assert.equal(await read(recovered, 'public', 1), undefined, 'the application is closed while recovering');

@@ -220,7 +220,8 @@ export class Recovery {
     const status = (json.decode(info) as ServiceInfo).status;
     if (status !== 'WaitingForRecoveryShares') this.dropCollection();
     const ledger = this.host.replica.ledger;
-    if (status === 'Open' && ledger.recoveryMode) {
+    // Not while the previous service's records are read (they say Open too): once this one opens.
+    if (status === 'Open' && ledger.recoveryMode && this.host.lifecycle.state === 'PartOfNetwork') {
       this.host.defer(() => {
         if (!ledger.recoveryMode) return;
         ledger.completeRecovery();
