@@ -518,6 +518,7 @@ export class NodeComposition {
       voted_for: this.driver.hardVotedFor ?? null,
       startup_seqno: this.replica.startupSeqno,
       service_start_seqno: this.replica.serviceStartSeqno,
+      recovering: this.replica.recoveryInProgress,
       peers: this.peers.bootstrapRecords(),
       ...(this.addresses ? { bound_addresses: boundAddressesOf(this.addresses) } : {}),
     };

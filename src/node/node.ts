@@ -74,7 +74,9 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
    * its own is refused: that ledger is someone else's.
    */
   hasPersistedState(): boolean {
-    return this.init.config.command.type !== 'Recover' && this.parts.stateFile.exists();
+    if (!this.parts.stateFile.exists()) return false;
+    // A Recover node resumes as itself only once the service it recovered has opened.
+    return this.init.config.command.type !== 'Recover' || this.parts.stateFile.load().recovering === false;
   }
 
   /**

@@ -44,6 +44,11 @@ export interface PersistedNodeState {
    * the node table (an empty or short ledger) still knows whom to accept frames from.
    */
   peers?: { node_id: string; address: string }[];
+  /**
+   * A Recover node's recovery is still in progress (its `.recovery` files are discarded at start:
+   * it recovers again); false once the service it recovered opened (it then restarts as itself).
+   */
+  recovering?: boolean;
   /** Where the interfaces were bound: a restart binds the same ports again where the configuration says port 0. */
   bound_addresses?: BoundAddresses;
 }

@@ -70,6 +70,11 @@ export class Replica {
     watch(this.store);
   }
 
+  /** Whether the ledger is open in recovery mode (new files carry `.recovery`). */
+  get recoveryInProgress(): boolean {
+    return this.opened?.recoveryMode ?? false;
+  }
+
   get ledger(): Ledger {
     assert(this.opened, 'the ledger is open');
     return this.opened;

@@ -70,12 +70,20 @@ describe('disaster recovery across epochs', () => {
     try {
       let share = await sharesReissued(old, undefined);
       await writeMany(old, 0, 10);
+      let lastRecord = '';
       for (const epoch of [1, 2]) {
         await mustApply(old, [{ name: 'trigger_ledger_rekey', args: {} }]);
         share = await sharesReissued(old, share);
-        await writeMany(old, epoch * 10, epoch * 10 + 10);
+        lastRecord = await writeMany(old, epoch * 10, epoch * 10 + 10);
       }
       const oldSignature = await committedTxId(old);
+      // Read-only directories hold completed chunks: end the chunk in progress (it completes at the
+      // next signature, which one more committed write passes).
+      await mustApply(old, [{ name: 'trigger_ledger_chunk', args: {} }]);
+      await write(old, 999, 'ends the chunk');
+      const lastSeqno = Number(lastRecord.split('.')[1]);
+      const completedUpTo = () => Math.max(0, ...readdirSync(join(dir, 'ledger')).map((f) => Number(/^ledger_\d+-(\d+)\.committed$/.exec(f)?.[1] ?? 0)));
+      await until('the chunk of the last record is completed', async () => (completedUpTo() >= lastSeqno ? true : undefined));
       await old.kill();
 
       const first = await startRecoverNode({

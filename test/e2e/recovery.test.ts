@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ACCEPT_BALLOT, GovRequestFailed, propose, signedPost, submitRecoveryShare, vote } from '../../src/cli/member.js';
 import { verifyReceipt, verifySignatureReceipt } from '../../src/merkle/index.js';
-import { memberConnectionOf, removeDir, startNode, type StartedNode } from '../../src/testing/node-process.js';
+import { memberConnectionOf, removeDir, restartNode, startNode, type StartedNode } from '../../src/testing/node-process.js';
 import { until, waitCommitted } from '../../src/testing/network.js';
 import { prepareRecoveryMembers, recoveryMemberConnection, removeRecoverDir, startRecoverNode, type RecoveryMember } from '../../src/testing/recovery.js';
 
@@ -126,6 +126,12 @@ describe('disaster recovery with member shares', () => {
       assert.equal(signed.service_endorsements?.length, 1, 'the old signature\'s receipt carries the new service\'s endorsement of the old one');
       verifySignatureReceipt(signed, node.serviceCertificatePem);
       assert.throws(() => verifySignatureReceipt({ ...signed, service_endorsements: undefined }, node.serviceCertificatePem));
+
+      // Run again with its Recover configuration, the node resumes the recovered service as itself.
+      await node.stop();
+      recovered = await restartNode(node);
+      assert.equal(await read(recovered, 'private', 1000), 'written after the recovery');
+      assert.equal((await recovered.client.request('GET', '/node/network')).body.recovery_count, 1);
     } finally {
       await old.kill();
       if (recovered) {

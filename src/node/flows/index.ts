@@ -13,7 +13,7 @@ export { checkStartInputs, startConstitution } from './genesis.js';
 
 export type FlowName = 'start' | 'join' | 'restart' | 'recover';
 
-/** The flow a configuration asks for: Start, Join, Recover; restart when a Start or Join node has state from an earlier run. */
+/** The flow a configuration asks for: Start, Join, Recover; restart when the node has state from an earlier run to resume. */
 export function flowFor(config: NodeConfig, hasPersistedState: boolean): FlowName {
   switch (config.command.type) {
     case 'Start':
@@ -21,6 +21,7 @@ export function flowFor(config: NodeConfig, hasPersistedState: boolean): FlowNam
     case 'Join':
       return hasPersistedState ? 'restart' : 'join';
     case 'Recover':
-      return 'recover';
+      // Once the service it recovered opened (recovering: false in its state), as itself.
+      return hasPersistedState ? 'restart' : 'recover';
   }
 }

@@ -225,6 +225,7 @@ export class Recovery {
       this.host.defer(() => {
         if (!ledger.recoveryMode) return;
         ledger.completeRecovery();
+        this.host.persistState();
         this.host.logger.info('recovery complete: the .recovery ledger files are renamed');
       });
     }
