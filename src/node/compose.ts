@@ -25,7 +25,9 @@ import { JoinRateLimiter } from './join/rate.js';
 import type { JoinPolicyEvaluator } from './join/admission.js';
 import { SandboxJoinPolicy } from './join/policy.js';
 import { Lifecycle, type LifecycleTrigger } from './lifecycle.js';
-import { blockRebuildsConcurrentMax, commitWaitersMax, rebuiltBlocksCachedMax } from './limits.js';
+import { blockRebuildsConcurrentMax, commitWaitersMax, linearizableReadsMax, linearizableReadTimeoutMs, rebuiltBlocksCachedMax } from './limits.js';
+import { LinearizableReads } from './queries/linearizable-reads.js';
+import { notPrimary } from './errors.js';
 import { NodeStateFile, type BoundAddresses, type PersistedNodeState } from './persistence.js';
 import { FrameKind, Peers, trustedPeersOf } from './peers.js';
 import { OperatorQueries } from './queries/operator-reports.js';
@@ -73,6 +75,7 @@ export class NodeComposition {
   readonly entryLeafReader: EntryLeafReader;
   readonly queries: OperatorQueries;
   readonly commitWaiters: CommitWaiters;
+  readonly linearizableReads: LinearizableReads;
   private addresses: NodeAddresses | undefined;
   private genesisConfiguration: { seqno: number; nodes: string[] } | undefined;
   /** The snapshot this node starts from (joining), until consensus is created from it. */
@@ -113,6 +116,15 @@ export class NodeComposition {
     this.receipts = this.buildReceipts();
     this.pendingCleanup = this.buildPendingCleanup();
     this.commitWaiters = new CommitWaiters({ clock: init.clock, statusOf: (txId) => this.queries.statusOf(txId) }, commitWaitersMax);
+    this.linearizableReads = new LinearizableReads(
+      {
+        clock: init.clock,
+        commitSeqno: () => this.replica.commitSeqno,
+        requestRead: () => this.requestRead(),
+      },
+      linearizableReadsMax,
+      linearizableReadTimeoutMs,
+    );
     this.primaryTasks.register(this.pendingCleanup);
     this.jwtKeyRefresh = new JwtKeyRefresh({
       clock: init.clock,
@@ -134,6 +146,15 @@ export class NodeComposition {
 
   executeRead<T>(fn: (tx: Tx) => T): T {
     return this.transactions.executeRead(fn);
+  }
+
+  /** A read index from consensus (NotPrimary on a backup), sent to the peers at once. */
+  private requestRead(): number {
+    const raft = this.driver.raft;
+    if (raft === undefined || !this.isPrimary()) throw notPrimary('this node is not the primary: linearizable reads go to the primary');
+    const readId = raft.requestRead();
+    this.driver.schedulePump();
+    return readId;
   }
 
   /** executeRead, made once (the driver asks for it after every pump). */
@@ -309,6 +330,7 @@ export class NodeComposition {
       advanceCommit: (seqno) => {
         if (!this.replica.advanceCommit(seqno)) return;
         this.commitWaiters.onCommit(seqno);
+        this.linearizableReads.onCommit(seqno);
         // Only a primary keeps proposals; a backup need not build the consensus status at each commit.
         if (!this.proposer.keepsProposals) return;
         // Forgets the proposals every peer has acknowledged: none will be sent again (a peer that loses them catches up from the ledger).
@@ -317,6 +339,7 @@ export class NodeComposition {
         this.proposer.dropAcknowledged(acknowledged);
       },
       onRoleChange: (change) => this.onRoleChange(change),
+      settleReads: (confirmed, abandoned) => this.linearizableReads.onSettled(confirmed, abandoned),
       reportSnapshotsNeeded: (ids) => this.reportSnapshotsNeeded(ids),
       isPrimary: () => this.isPrimary(),
       emitSignature: () => this.signatures.emit(),

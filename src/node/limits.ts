@@ -122,3 +122,12 @@ assert(joinRequestsPerAddressPerSecond >= 1, 'a Pending node polling once a seco
 export const commitWaitersMax = 10_000;
 /** How long such a write waits before it is answered 503 CommitWaitTimedOut (under the forwarding timeout, 10 s). */
 export const commitWaitTimeoutMs = 8_000;
+
+/** Linearizable reads (x-covenant-consistency: linearizable) that may wait at once on one node, the primary. */
+export const linearizableReadsMax = 10_000;
+/**
+ * How long such a read may wait for the primary to confirm it still leads a majority and for its
+ * commit to reach the read's seqno before it is answered 503 ReadNotConfirmed (under the
+ * forwarding timeout, 10 s, so that a forwarded read gets this answer rather than a timeout).
+ */
+export const linearizableReadTimeoutMs = 5_000;
