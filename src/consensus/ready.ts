@@ -26,6 +26,9 @@ export interface LogHandOut {
   readonly entries: readonly Entry[];
 }
 
+const NO_READS: readonly ReadConfirmed[] = Object.freeze([]);
+const NO_READ_IDS: readonly number[] = Object.freeze([]);
+
 export class PendingReady {
   hardStateChanged = false;
   roleChanged = false;
@@ -106,10 +109,11 @@ export class PendingReady {
     const retirementStage = stage !== this.reportedStage ? stage : undefined;
     this.reportedStage = stage;
     this.reportedCommitSeqno = commitSeqno;
-    const readsConfirmed = this.readsConfirmed;
-    const readsAbandoned = this.readsAbandoned;
-    this.readsConfirmed = [];
-    this.readsAbandoned = [];
+    // Most Readys carry no read: they share one empty list instead of allocating two each.
+    const readsConfirmed = this.readsConfirmed.length === 0 ? NO_READS : this.readsConfirmed;
+    const readsAbandoned = this.readsAbandoned.length === 0 ? NO_READ_IDS : this.readsAbandoned;
+    if (readsConfirmed !== NO_READS) this.readsConfirmed = [];
+    if (readsAbandoned !== NO_READ_IDS) this.readsAbandoned = [];
     return {
       truncateAfterSeqno: log.truncateAfterSeqno,
       entriesToPersist: log.entries,
