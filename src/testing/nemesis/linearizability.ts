@@ -92,8 +92,33 @@ function unlift(e: Event): void {
   if (e.next) e.next.prev = e;
 }
 
+/**
+ * The same history with its writes of unknown completion bounded, which changes no verdict and
+ * keeps the search small (each such write could otherwise be placed at every point):
+ * - one that no read returned is left out: "never", or "after everything", explains it as well;
+ * - one that a read returned completes, at the latest, when the first read that returned it did.
+ */
+export function boundUnknownWrites(ops: readonly RegisterOp[]): RegisterOp[] {
+  const firstSeenMs = new Map<string, number>();
+  for (const op of ops) {
+    if (op.kind !== 'read' || op.value === null || op.completedMs === undefined) continue;
+    firstSeenMs.set(op.value, Math.min(firstSeenMs.get(op.value) ?? Infinity, op.completedMs));
+  }
+  const out: RegisterOp[] = [];
+  for (const op of ops) {
+    if (op.kind === 'read' || op.completedMs !== undefined) {
+      out.push(op);
+      continue;
+    }
+    const seenMs = op.value === null ? undefined : firstSeenMs.get(op.value);
+    if (seenMs !== undefined) out.push({ ...op, completedMs: Math.max(seenMs, op.invokedMs) });
+  }
+  return out;
+}
+
 /** Whether the history of one register is linearizable (throws past the search bound). */
-export function checkRegister(ops: readonly RegisterOp[]): CheckResult {
+export function checkRegister(history: readonly RegisterOp[]): CheckResult {
+  const ops = boundUnknownWrites(history);
   const head = eventList(ops)!;
   const linearized = new Uint8Array(ops.length);
   const seen = new Set<string>();
