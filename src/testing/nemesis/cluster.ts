@@ -35,8 +35,19 @@ export class NemesisCluster {
     this.slots = network.nodes;
   }
 
+  /**
+   * Starts the network, again (up to 3 times) if the start itself fails: on a loaded machine the
+   * member's opening proposal can run out of its sandbox time, which is not what a run tests.
+   */
   static async start(log: (line: string) => void): Promise<NemesisCluster> {
-    return new NemesisCluster(await startNetwork(3, NEMESIS_CONFIG), log);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return new NemesisCluster(await startNetwork(3, NEMESIS_CONFIG), log);
+      } catch (e) {
+        if (attempt >= 3) throw e;
+        log(`the network did not start (${e instanceof Error ? e.message.split('\n')[0] : String(e)}): starting again`);
+      }
+    }
   }
 
   /** The slot of the node that reports itself primary (polls until one does). */
