@@ -31,7 +31,8 @@
  *   npm run bench -- [--duration 8] [--rounds 3] [--connections 64] [--writes N] [--skip-network] [--pin]
  *
  * It ends with one node under token-authenticated writes against certificate-authenticated ones
- * (bench/jwt-auth.ts).
+ * (bench/jwt-auth.ts), and, briefly, reads of a three-node network in the default mode against
+ * linearizable ones (bench/linearizable-reads.ts).
  *
  * With --pin the ab measurements (bare server, floor and networks alike) run with their
  * processes placed on the two cores (placement.ts): a diagnostic reading of the same code without
@@ -656,6 +657,20 @@ async function main(): Promise<void> {
     removeDir(single.dir);
   }
   await tokenAuthenticatedWrites(args);
+  await linearizableReads(args);
+}
+
+/**
+ * Three nodes: default reads against linearizable ones (on the primary and through a backup),
+ * alternating, briefly (bench/linearizable-reads.ts, also `npm run bench:reads`).
+ */
+async function linearizableReads(args: Args): Promise<void> {
+  const durationS = Math.min(args.durationS, 3);
+  console.log(`3 nodes, default reads against linearizable reads: ${args.rounds} rounds of ${durationS} s`);
+  const script = fileURLToPath(new URL('./linearizable-reads.js', import.meta.url));
+  const child = spawn(process.execPath, [script, '--duration', String(durationS), '--rounds', String(args.rounds), '--connections', String(args.connections)], { stdio: 'inherit' });
+  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  if (code !== 0) throw new Error(`the read bench exited with ${code}`);
 }
 
 /**

@@ -7,7 +7,8 @@
 import { z } from 'zod';
 import { CovenantError } from '../base/errors.js';
 import { formatTxId, parseTxId, type TxId } from '../base/ids.js';
-import { jsonCodec, type Tx } from '../kv/index.js';
+import { jsonCodec, type StoreView, type Tx } from '../kv/index.js';
+import { CONSISTENCY_HEADER } from '../http/forwarding.js';
 import type { NodeTransactions } from '../node/api.js';
 import { Tables } from '../node/tables.js';
 import { errorJson, integerQuery, json, type Route } from '../http/route.js';
@@ -17,15 +18,36 @@ export const TRANSACTION_ID_HEADER = 'x-covenant-transaction-id';
  * `x-covenant-consistency: committed` on a write: answer only once the transaction is committed
  * (a write so answered is never rolled back); a rolled-back or late one is refused with a
  * retryable 503 naming its id. Without it, a write is answered once the primary executed it.
+ * `linearizable` on a write means the same: a write answered once committed is linearizable.
+ * `x-covenant-consistency: linearizable` on a read: answered by the primary (a backup forwards
+ * it) once it confirmed with a majority that it still leads, from committed state that holds every
+ * write committed before the read arrived (ReadIndex). Without it, a read is answered at once from
+ * the node's current state.
  */
-export const CONSISTENCY_HEADER = 'x-covenant-consistency';
+export { CONSISTENCY_HEADER };
 
-function wantsCommitted(headers: Readonly<Record<string, string | string[] | undefined>>): boolean {
+type Headers = Readonly<Record<string, string | string[] | undefined>>;
+
+function badConsistency(value: unknown, allowed: string): CovenantError {
+  return new CovenantError('InvalidHeaderValue', `${CONSISTENCY_HEADER} must be ${allowed} (got "${String(value).slice(0, 64)}")`, 400);
+}
+
+function wantsCommitted(headers: Headers): boolean {
   const value = headers[CONSISTENCY_HEADER];
   if (value === undefined) return false;
-  if (value === 'committed') return true;
-  throw new CovenantError('InvalidHeaderValue', `${CONSISTENCY_HEADER} must be "committed" on a write (got "${String(value).slice(0, 64)}")`, 400);
+  if (value === 'committed' || value === 'linearizable') return true;
+  throw badConsistency(value, '"committed" or "linearizable" on a write');
 }
+
+function wantsLinearizable(headers: Headers): boolean {
+  const value = headers[CONSISTENCY_HEADER];
+  if (value === undefined) return false;
+  if (value === 'linearizable') return true;
+  throw badConsistency(value, '"linearizable" on a read');
+}
+
+/** A read function over a transaction (a default read) or a committed view (a linearizable one). */
+type Reader = Pick<StoreView, 'map'>;
 
 /** Record ids: integers from 0 to 2^53 - 1 (z.int() allows no more), the same in bodies and queries. */
 const recordBody = z.object({ id: z.int().nonnegative(), msg: z.string() }).strict();
@@ -61,11 +83,14 @@ export function loggingAppRoutes(node: NodeTransactions): Route[] {
         summary: `Reads the ${scope} record with the given id`,
         auth: 'user_cert_or_jwt',
         query: idQuery,
-        handler: ({ query }) => {
-          const { result: value, txId } = node.executeReadAt((tx) => tx.map(table, msgCodec).get(String(query.id)));
-          const header = { [TRANSACTION_ID_HEADER]: formatTxId(txId) };
-          if (!value) return errorJson(recordNotFound(query.id), header);
-          return json(200, { msg: value.msg }, header);
+        handler: ({ query, headers }) => {
+          const read = (reader: Reader) => reader.map(table, msgCodec).get(String(query.id));
+          const answer = ({ result: value, txId }: { result: { msg: string } | undefined; txId: TxId }) => {
+            const header = { [TRANSACTION_ID_HEADER]: formatTxId(txId) };
+            if (!value) return errorJson(recordNotFound(query.id), header);
+            return json(200, { msg: value.msg }, header);
+          };
+          return wantsLinearizable(headers) ? node.executeReadLinearizable(read).then(answer) : answer(node.executeReadAt(read));
         },
       },
       {

@@ -2,8 +2,8 @@
  * Binary form of consensus messages, for the node-to-node channel. Little-endian throughout:
  *
  *   message  = u8 version(=1) | u8 type | str from | str to | u53 view | body
- *   append          = u53 prevSeqno | u53 prevView | u53 commitSeqno | u32 count | entry*count
- *   append-response = u8 success(0|1) | u53 lastSeqno | u53 commitSeqno
+ *   append          = u53 prevSeqno | u53 prevView | u53 commitSeqno | u32 count | entry*count | [u53 readId]
+ *   append-response = u8 success(0|1) | u53 lastSeqno | u53 commitSeqno | [u53 readId]
  *   request-vote    = u8 flags(bit0 preVote, bit1 force) | u53 lastSignatureView | u53 lastSignatureSeqno
  *   vote-response   = u8 flags(bit0 preVote, bit1 granted)
  *   propose-vote    = (empty)
@@ -12,6 +12,10 @@
  *              | [u53 configSeqno | u16 n | str*n] | [u16 n | str*n] | u32 length | bytes
  *              | [u32 sidecar length | sidecar bytes]
  *   str      = u16 length | UTF-8 bytes;   u53 = u32 low | u32 high (high < 2^21)
+ *
+ * The read id (linearizable reads, read-index.ts) is written only when above 0, so that a cluster
+ * that never reads exchanges the same bytes as nodes built before reads existed; a decoder takes
+ * exactly 8 bytes left at the end of those two messages as the read id.
  *
  * Decoding checks every bound and the message's own consistency and throws ConsensusMessageError
  * (never anything else) on garbage: a bad peer must not crash a node.
@@ -249,6 +253,14 @@ function readEntry(r: Reader): Entry {
   return entry;
 }
 
+/** The optional trailing read id: exactly 8 bytes left, above 0 (otherwise nothing is read and the trailing-bytes check refuses). */
+function readIdOf(r: Reader): { readId?: number } {
+  if (r.remaining !== 8) return {};
+  const readId = r.u53('readId');
+  if (readId === 0) throw new ConsensusMessageError('a read id is above 0 when present');
+  return { readId };
+}
+
 export function encodeMessage(m: Message): Uint8Array {
   const w = new Writer(m.type === 'append' ? appendSizeBound(m) : 256);
   w.u8(VERSION);
@@ -263,11 +275,13 @@ export function encodeMessage(m: Message): Uint8Array {
       w.u53(m.commitSeqno);
       w.u32(m.entries.length);
       for (const e of m.entries) writeEntry(w, e);
+      if (m.readId !== undefined && m.readId > 0) w.u53(m.readId);
       break;
     case 'append-response':
       w.u8(m.success ? 1 : 0);
       w.u53(m.lastSeqno);
       w.u53(m.commitSeqno);
+      if (m.readId !== undefined && m.readId > 0) w.u53(m.readId);
       break;
     case 'request-vote':
       w.u8((m.preVote ? 1 : 0) | (m.force ? 2 : 0));
@@ -313,14 +327,15 @@ export function decodeMessage(bytes: Uint8Array): Message {
         entries.push(e);
       }
       if (prevView > view) throw new ConsensusMessageError('prevView beyond the view');
-      message = { type, from, to, view, prevSeqno, prevView, commitSeqno, entries };
+      message = { type, from, to, view, prevSeqno, prevView, commitSeqno, entries, ...readIdOf(r) };
       break;
     }
     case 'append-response': {
       const success = r.u8('success');
       if (success > 1) throw new ConsensusMessageError('success is not a boolean');
       const lastSeqno = r.u53('lastSeqno');
-      message = { type, from, to, view, success: success === 1, lastSeqno, commitSeqno: r.u53('commitSeqno') };
+      const commitSeqno = r.u53('commitSeqno');
+      message = { type, from, to, view, success: success === 1, lastSeqno, commitSeqno, ...readIdOf(r) };
       break;
     }
     case 'request-vote': {

@@ -9,13 +9,15 @@ import type { RaftLog } from './log.js';
 import { forgetLostBatches, newProgress, takeBatch, type Progress } from './progress.js';
 import { hasJointMajority, jointMatchSeqno, nodesOf } from './quorum.js';
 import type { ResolvedRaftOptions } from './raft-types.js';
-import type { Configuration, KnownBug, Message } from './types.js';
+import type { AppendEntries, Configuration, KnownBug, Message } from './types.js';
 
 /** What a primary replicates from, as of now. */
 export interface PrimaryState {
   readonly selfId: NodeId;
   readonly view: View;
   readonly commitSeqno: Seqno;
+  /** The highest linearizable read id issued, carried by every append (0: none). */
+  readonly readId: number;
   readonly log: RaftLog;
   /** Its peers' progress, which sending updates (batches in flight). */
   readonly progress: Map<NodeId, Progress>;
@@ -74,7 +76,7 @@ export function sendHeartbeat(s: PrimaryState, id: NodeId, p: Progress): void {
   // Anchored at the known match, so that a heartbeat never disturbs pipelined batches.
   const prevView = s.log.viewAt(p.match);
   assert(prevView !== undefined, 'the match of a peer is within the primary log');
-  s.send({ type: 'append', from: s.selfId, to: id, view: s.view, prevSeqno: p.match, prevView, commitSeqno: s.commitSeqno, entries: [] });
+  s.send(withReadId({ type: 'append', from: s.selfId, to: id, view: s.view, prevSeqno: p.match, prevView, commitSeqno: s.commitSeqno, entries: [] }, s.readId));
 }
 
 export function fillPipeline(s: PrimaryState, id: NodeId, p: Progress): void {
@@ -90,8 +92,18 @@ export function sendAppend(s: PrimaryState, id: NodeId): boolean {
   const batch = takeBatch(id, p, s.log, s.options.maxBatchEntries, s.options.maxBatchBytes);
   if (batch === undefined) return false;
   const { prevSeqno, prevView, entries } = batch;
-  s.send({ type: 'append', from: s.selfId, to: id, view: s.view, prevSeqno, prevView, commitSeqno: s.commitSeqno, entries });
+  s.send(withReadId({ type: 'append', from: s.selfId, to: id, view: s.view, prevSeqno, prevView, commitSeqno: s.commitSeqno, entries }, s.readId));
   return true;
+}
+
+/** An append with the read id when there is one (a cluster that never reads sends the same bytes as before reads existed). */
+function withReadId(m: AppendEntries, readId: number): AppendEntries {
+  return readId > 0 ? { ...m, readId } : m;
+}
+
+/** After every heartbeat round a read asked for: one heartbeat to each peer, carrying the newest read id. */
+export function readRound(s: PrimaryState): void {
+  for (const [id, p] of s.progress) sendHeartbeat(s, id, p);
 }
 
 /** The seqno the primary may commit up to now, beyond its commit; undefined when there is none. */

@@ -16,11 +16,13 @@ export interface Progress {
   /** The peer's commit seqno as of its last answer. */
   commit: Seqno;
   needsSnapshot: boolean;
+  /** The highest linearizable read id the peer echoed in this view (read-index.ts). */
+  readAck: number;
 }
 
 /** A peer just added: nothing known to match; probe from the end of the log. */
 export function newProgress(lastSeqno: Seqno): Progress {
-  return { match: 0, next: lastSeqno + 1, inflight: [], heartbeatsSinceAck: 0, recentActive: true, needsSnapshot: false, commit: 0 };
+  return { match: 0, next: lastSeqno + 1, inflight: [], heartbeatsSinceAck: 0, recentActive: true, needsSnapshot: false, commit: 0, readAck: 0 };
 }
 
 /** The peer accepted a batch: everything up to lastSeqno matches. */

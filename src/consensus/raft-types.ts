@@ -61,6 +61,13 @@ export interface Raft {
    * `kind` proposed after `queuedEntries` more entries that are on their way to propose.
    */
   checkProposal(kind: EntryKind, queuedEntries: number): void;
+  /**
+   * Primary only: starts a linearizable read (ReadIndex) and returns its id. The id comes back in
+   * a later Ready's readsConfirmed, with the seqno the read must reflect, once a majority of every
+   * active configuration acknowledged this primary after the read arrived — or in readsAbandoned
+   * if this node stops being primary first. Throws NotPrimary on any other node.
+   */
+  requestRead(): number;
   /** Starts an election now (through PreVote), as if the election timeout had expired. */
   campaign(): void;
   hasReady(): boolean;

@@ -21,7 +21,8 @@ import { acknowledge, mostUpToDate, peerStatuses, peersNeedingSnapshot, rewind, 
 import { voteOutcome } from './quorum.js';
 import { resolveRaftOptions, type Raft, type RaftInit, type ResolvedRaftOptions } from './raft-types.js';
 import { PendingReady, type ReportedState } from './ready.js';
-import { checkQuorum, commitTarget, fillPipeline, heartbeat, sendAppend, sendHeartbeat, syncPeers, type PrimaryState } from './primary-replication.js';
+import { checkQuorum, commitTarget, fillPipeline, heartbeat, readRound, sendAppend, sendHeartbeat, syncPeers, type PrimaryState } from './primary-replication.js';
+import { ReadIndex } from './read-index.js';
 import { candidateIsUpToDate, mayStand, voteRequests } from './elections.js';
 import { retirementStageOf, unrecordedRetirements } from './retirement.js';
 import { judgeView } from './view-change.js';
@@ -73,6 +74,9 @@ class RaftMachine implements Raft {
   private broadcastPending = false;
   /** This primary's retirement is committed: no new entries; hand over once a successor has caught up. */
   private handingOver = false;
+
+  /** Linearizable reads waiting for a majority's acknowledgement (primary only). */
+  private readonly reads = new ReadIndex();
 
   /** Outputs not yet handed out. */
   private readonly pending: PendingReady;
@@ -192,6 +196,13 @@ class RaftMachine implements Raft {
     this.broadcastPending = true;
   }
 
+  requestRead(): number {
+    if (this.role !== 'Primary') throw notPrimary(this.primaryId);
+    // The known bug confirms at once at whatever the commit is, as a naive read of the primary would.
+    const withoutQuorum = this.bugs.has('read-without-quorum');
+    return this.reads.request(this.commitSeqno, withoutQuorum || this.log.viewAt(this.commitSeqno) === this.view);
+  }
+
   campaign(): void {
     if (this.isRetired() || this.role === 'Primary' || !this.canCampaign()) return;
     this.startPreVote();
@@ -200,11 +211,12 @@ class RaftMachine implements Raft {
   // ---- Outputs ------------------------------------------------------------------------------
 
   hasReady(): boolean {
-    return this.broadcastPending || this.log.hasUnhandedWork() || this.pending.hasNews(this.reportedState());
+    return this.broadcastPending || this.reads.roundPending || this.log.hasUnhandedWork() || this.pending.hasNews(this.reportedState());
   }
 
   ready(): Ready {
     if (this.broadcastPending) this.flushBroadcast();
+    if (this.reads.roundPending) this.startReadRound();
     return this.pending.take(this.log.handOut(), this.reportedState());
   }
 
@@ -270,6 +282,7 @@ class RaftMachine implements Raft {
     this.progress.clear();
     this.broadcastPending = false;
     this.handingOver = false;
+    this.abandonReads();
   }
 
   private startPreVote(): void {
@@ -391,7 +404,7 @@ class RaftMachine implements Raft {
     if (this.role !== 'Backup' || this.primaryId !== m.from) this.becomeBackup(this.view, m.from);
     this.electionElapsedTicks = 0;
     const outcome = acceptAppend(this.log, this.commitSeqno, m);
-    this.pending.send({
+    const response: AppendResponse = {
       type: 'append-response',
       from: this.selfId,
       to: m.from,
@@ -399,7 +412,8 @@ class RaftMachine implements Raft {
       success: outcome.success,
       lastSeqno: outcome.lastSeqno,
       commitSeqno: this.commitSeqno,
-    });
+    };
+    this.pending.send(m.readId !== undefined && m.readId > 0 ? { ...response, readId: m.readId } : response);
     if (outcome.commitSeqno !== undefined) this.commitTo(outcome.commitSeqno);
   }
 
@@ -417,6 +431,11 @@ class RaftMachine implements Raft {
     const p = this.progress.get(m.from);
     if (p === undefined) return;
     p.recentActive = true;
+    // Any answer in this view, success or not, acknowledges this primary after the reads it echoes.
+    if (m.readId !== undefined && m.readId > p.readAck) {
+      p.readAck = m.readId;
+      this.confirmReads();
+    }
     const learntRetirement = p.commit < m.commitSeqno && this.log.recordedAtSeqno(m.from) !== undefined;
     p.commit = Math.max(p.commit, m.commitSeqno);
     if (learntRetirement) this.syncProgress();
@@ -451,6 +470,10 @@ class RaftMachine implements Raft {
     this.pending.hardStateChanged = true;
     this.log.compact(seqno);
     if (this.role !== 'Primary') return;
+    if (this.log.viewAt(seqno) === this.view) {
+      this.reads.onCommitInOwnView(seqno);
+      this.confirmReads();
+    }
     this.syncProgress();
     const stage = this.retirementStage();
     if ((stage === 'Completed' || stage === 'RetiredCommitted') && !this.handingOver) {
@@ -473,6 +496,28 @@ class RaftMachine implements Raft {
     for (const [id, p] of this.progress) sendHeartbeat(state, id, p);
     this.pending.send({ type: 'propose-vote', from: this.selfId, to: successor, view: this.view });
     this.becomeBackup(this.view, undefined);
+  }
+
+  // ---- Linearizable reads (read-index.ts) ---------------------------------------------------
+
+  /** A read arrived since the last Ready: ask every peer at once instead of at the next heartbeat. */
+  private startReadRound(): void {
+    this.reads.roundPending = false;
+    if (this.role !== 'Primary') return;
+    readRound(this.primaryState());
+    this.confirmReads();
+  }
+
+  private confirmReads(): void {
+    if (this.role !== 'Primary' || this.reads.pendingCount === 0) return;
+    const ackOf = (id: NodeId): number => (id === this.selfId ? this.reads.lastReadId : (this.progress.get(id)?.readAck ?? 0));
+    const confirmed = this.reads.takeConfirmed(this.quorumConfigs(), ackOf, this.bugs.has('read-without-quorum'));
+    if (confirmed.length > 0) this.pending.readsConfirmed.push(...confirmed);
+  }
+
+  private abandonReads(): void {
+    const abandoned = this.reads.abandonAll();
+    if (abandoned.length > 0) this.pending.readsAbandoned.push(...abandoned);
   }
 
   private syncProgress(): void {
@@ -518,6 +563,6 @@ class RaftMachine implements Raft {
 
   private primaryState(): PrimaryState {
     const { selfId, view, commitSeqno, log, progress, options } = this;
-    return { selfId, view, commitSeqno, log, progress, options, send: (message) => this.pending.send(message) };
+    return { selfId, view, commitSeqno, readId: this.reads.lastReadId, log, progress, options, send: (message) => this.pending.send(message) };
   }
 }

@@ -4,7 +4,7 @@
  * change. Building the entries' part of a Ready stays with the log.
  */
 import type { NodeId, Seqno, View } from '../base/index.js';
-import type { Entry, Message, Ready, RetirementStage, Role } from './types.js';
+import type { Entry, Message, ReadConfirmed, Ready, RetirementStage, Role } from './types.js';
 
 /** The state machine's state as a Ready reports it; the derived parts are computed only when asked. */
 export interface ReportedState {
@@ -26,11 +26,16 @@ export interface LogHandOut {
   readonly entries: readonly Entry[];
 }
 
+const NO_READS: readonly ReadConfirmed[] = Object.freeze([]);
+const NO_READ_IDS: readonly number[] = Object.freeze([]);
+
 export class PendingReady {
   hardStateChanged = false;
   roleChanged = false;
   signatureRequestUnreported = false;
   droppedMessages = 0;
+  readsConfirmed: ReadConfirmed[] = [];
+  readsAbandoned: number[] = [];
   private outbox: Message[] = [];
   private reportedCommitSeqno: Seqno;
   private reportedRetirementsKey = '';
@@ -68,6 +73,7 @@ export class PendingReady {
   /** Whether a Ready would carry anything, apart from the log's work. */
   hasNews(state: ReportedState): boolean {
     if (this.outbox.length > 0 || this.hardStateChanged || this.roleChanged) return true;
+    if (this.readsConfirmed.length > 0 || this.readsAbandoned.length > 0) return true;
     if (this.signatureRequestUnreported && state.role === 'Primary') return true;
     if (state.commitSeqno !== this.reportedCommitSeqno) return true;
     if (state.retirementStage() !== this.reportedStage) return true;
@@ -103,6 +109,11 @@ export class PendingReady {
     const retirementStage = stage !== this.reportedStage ? stage : undefined;
     this.reportedStage = stage;
     this.reportedCommitSeqno = commitSeqno;
+    // Most Readys carry no read: they share one empty list instead of allocating two each.
+    const readsConfirmed = this.readsConfirmed.length === 0 ? NO_READS : this.readsConfirmed;
+    const readsAbandoned = this.readsAbandoned.length === 0 ? NO_READ_IDS : this.readsAbandoned;
+    if (readsConfirmed !== NO_READS) this.readsConfirmed = [];
+    if (readsAbandoned !== NO_READ_IDS) this.readsAbandoned = [];
     return {
       truncateAfterSeqno: log.truncateAfterSeqno,
       entriesToPersist: log.entries,
@@ -114,6 +125,8 @@ export class PendingReady {
       retirementsToRecord,
       snapshotsNeeded,
       retirementStage,
+      readsConfirmed,
+      readsAbandoned,
     };
   }
 }

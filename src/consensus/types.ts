@@ -78,6 +78,11 @@ export interface AppendEntries extends MessageBase {
   readonly prevView: View;
   readonly commitSeqno: Seqno;
   readonly entries: readonly Entry[];
+  /**
+   * The highest linearizable read id the primary has issued (absent or 0: none). The answer echoes
+   * it: the backup acknowledged this primary's view after those reads arrived (read-index.ts).
+   */
+  readonly readId?: number;
 }
 
 export interface AppendResponse extends MessageBase {
@@ -87,6 +92,8 @@ export interface AppendResponse extends MessageBase {
   readonly lastSeqno: Seqno;
   /** The responder's commit seqno: tells the primary when a retired node has learnt of its retirement. */
   readonly commitSeqno: Seqno;
+  /** The read id of the append this answers (absent or 0: it carried none). */
+  readonly readId?: number;
 }
 
 export interface RequestVote extends MessageBase {
@@ -171,6 +178,12 @@ export interface RoleChange {
   readonly primaryId: NodeId | undefined;
 }
 
+/** A linearizable read the primary confirmed: it must reflect every entry up to `seqno` (committed). */
+export interface ReadConfirmed {
+  readonly readId: number;
+  readonly seqno: Seqno;
+}
+
 /**
  * The work the caller must do, in order: truncate, persist entries and hard state, then send the
  * messages, then apply up to committedSeqno, then call advance(ready).
@@ -193,13 +206,18 @@ export interface Ready {
   readonly snapshotsNeeded: readonly NodeId[];
   /** Changed since the last Ready (undefined otherwise). */
   readonly retirementStage: RetirementStage | undefined;
+  /** Reads (Raft.requestRead) confirmed since the last Ready: answer each once applied up to its seqno. */
+  readonly readsConfirmed: readonly ReadConfirmed[];
+  /** Reads abandoned since the last Ready (this node stopped being primary): refuse them, the client retries. */
+  readonly readsAbandoned: readonly number[];
 }
 
 /** Deliberately wrong behaviours, used only by the simulator to show that its checkers catch them. */
-export type KnownBug = 'commit-without-quorum' | 'vote-twice-in-view' | 'ignore-config-joint-majority' | 'commit-unsigned';
+export type KnownBug = 'commit-without-quorum' | 'vote-twice-in-view' | 'ignore-config-joint-majority' | 'commit-unsigned' | 'read-without-quorum';
 export const KNOWN_BUGS: readonly KnownBug[] = [
   'commit-without-quorum',
   'vote-twice-in-view',
   'ignore-config-joint-majority',
   'commit-unsigned',
+  'read-without-quorum',
 ];

@@ -67,9 +67,10 @@ function parseFrame<T>(schema: z.ZodType<T>, payload: Uint8Array, what: string, 
 
 /**
  * Headers a handler may read; others stay on the backup. x-covenant-consistency goes along: a
- * write forwarded to the primary waits for its commit there.
+ * write forwarded to the primary waits for its commit there, a linearizable read is confirmed there.
  */
-const FORWARDED_HEADERS = ['content-type', 'authorization', 'if-none-match', 'range', 'want-repr-digest', 'x-covenant-consistency'];
+export const CONSISTENCY_HEADER = 'x-covenant-consistency';
+const FORWARDED_HEADERS = ['content-type', 'authorization', 'if-none-match', 'range', 'want-repr-digest', CONSISTENCY_HEADER];
 const MAX_PENDING_FORWARDS = 10_000;
 
 export class PrimaryForwarder implements RequestForwarder {
@@ -90,9 +91,11 @@ export class PrimaryForwarder implements RequestForwarder {
     node.onFrame(FrameKind.ForwardedResponse, (from, payload) => this.onResponse(from, payload));
   }
 
-  shouldForward(route: Route, method: HttpMethod): boolean {
+  shouldForward(route: Route, method: HttpMethod, headers: RequestContext['headers']): boolean {
     if (this.node.isPrimary()) return false;
     if (route.forward !== undefined) return route.forward;
+    // Only the primary can confirm that a read reflects every committed write (ReadIndex).
+    if (headers[CONSISTENCY_HEADER] === 'linearizable') return true;
     return method === 'POST' || method === 'PUT' || method === 'DELETE';
   }
 

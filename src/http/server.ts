@@ -34,7 +34,8 @@ export interface Authenticator {
 
 /** Sends requests that need the primary to it when this node is a backup (see forwarding.ts). */
 export interface RequestForwarder {
-  shouldForward(route: Route, method: HttpMethod): boolean;
+  /** `headers`: a read that asks to be linearizable (x-covenant-consistency) is forwarded too. */
+  shouldForward(route: Route, method: HttpMethod, headers: RequestContext['headers']): boolean;
   forward(route: Route, ctx: RequestContext, rawQuery: string): Promise<RouteResponse>;
 }
 
@@ -220,7 +221,7 @@ export class RpcInterface {
         interfaceName: this.options.name,
       });
       const forwarder = this.options.forwarder;
-      const answer = forwarder && forwarder.shouldForward(route, method) ? forwarder.forward(route, ctx, rawQuery) : route.handler(ctx);
+      const answer = forwarder && forwarder.shouldForward(route, method, ctx.headers) ? forwarder.forward(route, ctx, rawQuery) : route.handler(ctx);
       if (answer instanceof Promise) {
         answer.then(
           (response) => this.send(res, response, isHead),

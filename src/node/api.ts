@@ -7,7 +7,7 @@ import type { Clock } from '../base/clock.js';
 import type { TxId } from '../base/ids.js';
 import type { Logger } from '../base/log.js';
 import type { NodeConfig } from '../config/index.js';
-import type { Tx, WriteSet } from '../kv/index.js';
+import type { StoreView, Tx, WriteSet } from '../kv/index.js';
 import type { Disk, EntryLeafReader, EntrySealerFactory } from '../ledger/index.js';
 import type { KeyPair } from '../crypto/index.js';
 import type { Receipt, SignatureReceipt } from '../merkle/index.js';
@@ -89,6 +89,13 @@ export interface NodeTransactions {
   executeRead<T>(fn: (tx: Tx) => T): T;
   /** A read, with the id of the state it read (x-covenant-transaction-id on a read's answer). */
   executeReadAt<T>(fn: (tx: Tx) => T): { readonly result: T; readonly txId: TxId };
+  /**
+   * A linearizable read (x-covenant-consistency: linearizable), on the primary: answered once
+   * consensus confirmed this node still leads a majority after the read arrived and its commit
+   * reached the read's seqno; `fn` then reads the committed state, whose id comes back. Refused
+   * with NotPrimary on a backup, ReadNotConfirmed or TooManyPendingReads (retryable) otherwise.
+   */
+  executeReadLinearizable<T>(fn: (view: StoreView) => T): Promise<{ readonly result: T; readonly txId: TxId }>;
   isPrimary(): boolean;
   statusOf(txId: TxId): TxStatus;
   commitTxId(): TxId;

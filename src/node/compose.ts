@@ -25,8 +25,10 @@ import { JoinRateLimiter } from './join/rate.js';
 import type { JoinPolicyEvaluator } from './join/admission.js';
 import { SandboxJoinPolicy } from './join/policy.js';
 import { Lifecycle, type LifecycleTrigger } from './lifecycle.js';
-import { blockRebuildsConcurrentMax, commitWaitersMax, rebuiltBlocksCachedMax } from './limits.js';
-import { NodeStateFile, type BoundAddresses, type PersistedNodeState } from './persistence.js';
+import { blockRebuildsConcurrentMax, commitWaitersMax, linearizableReadsMax, linearizableReadTimeoutMs, rebuiltBlocksCachedMax } from './limits.js';
+import { LinearizableReads } from './queries/linearizable-reads.js';
+import { notPrimary } from './errors.js';
+import { NodeStateFile, boundAddressesOf, type PersistedNodeState } from './persistence.js';
 import { FrameKind, Peers, trustedPeersOf } from './peers.js';
 import { OperatorQueries } from './queries/operator-reports.js';
 import { CommitWaiters } from './queries/commit-waiters.js';
@@ -46,7 +48,6 @@ import { PrimaryTasks } from './tasks/primary-tasks.js';
 import { Proposer } from './write/proposer.js';
 import { Signatures } from './write/signatures.js';
 import { Transactions, type WriteResult } from './write/transactions.js';
-
 
 export class NodeComposition {
   readonly init: NodeInit;
@@ -81,6 +82,7 @@ export class NodeComposition {
   readonly recovery: Recovery;
   readonly rekey: Rekey;
   readonly shareIssuer: ShareIssuer;
+  readonly linearizableReads: LinearizableReads;
   private addresses: NodeAddresses | undefined;
   private genesisConfiguration: { seqno: number; nodes: string[] } | undefined;
   /** The snapshot this node starts from (joining), until consensus is created from it. */
@@ -121,6 +123,15 @@ export class NodeComposition {
     this.receipts = this.buildReceipts();
     this.pendingCleanup = this.buildPendingCleanup();
     this.commitWaiters = new CommitWaiters({ clock: init.clock, statusOf: (txId) => this.queries.statusOf(txId) }, commitWaitersMax);
+    this.linearizableReads = new LinearizableReads(
+      {
+        clock: init.clock,
+        commitSeqno: () => this.replica.commitSeqno,
+        requestRead: () => this.requestRead(),
+      },
+      linearizableReadsMax,
+      linearizableReadTimeoutMs,
+    );
     this.primaryTasks.register(this.pendingCleanup);
     this.jwtKeyRefresh = new JwtKeyRefresh({
       clock: init.clock,
@@ -144,6 +155,15 @@ export class NodeComposition {
 
   executeRead<T>(fn: (tx: Tx) => T): T {
     return this.transactions.executeRead(fn);
+  }
+
+  /** A read index from consensus (NotPrimary on a backup), sent to the peers at once. */
+  private requestRead(): number {
+    const raft = this.driver.raft;
+    if (raft === undefined || !this.isPrimary()) throw notPrimary('this node is not the primary: linearizable reads go to the primary');
+    const readId = raft.requestRead();
+    this.driver.schedulePump();
+    return readId;
   }
 
   /** executeRead, made once (the driver asks for it after every pump). */
@@ -363,6 +383,7 @@ export class NodeComposition {
       advanceCommit: (seqno) => {
         if (!this.replica.advanceCommit(seqno)) return;
         this.commitWaiters.onCommit(seqno);
+        this.linearizableReads.onCommit(seqno);
         // Only a primary keeps proposals; a backup need not build the consensus status at each commit.
         if (!this.proposer.keepsProposals) return;
         // Forgets the proposals every peer has acknowledged: none will be sent again (a peer that loses them catches up from the ledger).
@@ -371,6 +392,7 @@ export class NodeComposition {
         this.proposer.dropAcknowledged(acknowledged);
       },
       onRoleChange: (change) => this.onRoleChange(change),
+      settleReads: (confirmed, abandoned) => this.linearizableReads.onSettled(confirmed, abandoned),
       reportSnapshotsNeeded: (ids) => this.reportSnapshotsNeeded(ids),
       isPrimary: () => this.isPrimary(),
       emitSignature: () => this.signatures.emit(),
@@ -559,12 +581,6 @@ export class NodeComposition {
     };
   }
 
-}
-
-function boundAddressesOf(addresses: NodeAddresses): BoundAddresses {
-  const rpc: Record<string, string> = {};
-  for (const a of addresses.rpc) rpc[a.name] = a.bindAddress;
-  return { node_to_node: addresses.nodeToNode.bindAddress, rpc };
 }
 
 /** "iPAddress:" or "dNSName:" names for the hosts of "host:port" addresses (wildcard hosts name nothing; loopback when none is left). */

@@ -9,7 +9,8 @@
  *  4. persist the hard state (view, vote) — before any message of this step leaves;
  *  5. send the messages;
  *  6. advance commit (only to entries persisted here);
- *  7. act on a role change; report peers that need a snapshot;
+ *  7. act on a role change; settle linearizable reads (after commit: a confirmed read runs on
+ *     committed state that reaches its seqno); report peers that need a snapshot;
  *  8. (primary) emit a requested signature; record retirements.
  *
  * Everything it touches goes through DriverHost, so a test can record the order (test/node/driver.test.ts).
@@ -37,6 +38,8 @@ export interface DriverHost {
   send(to: string, message: Uint8Array): void;
   advanceCommit(seqno: number): void;
   onRoleChange(change: NonNullable<Ready['roleChange']>): void;
+  /** Linearizable reads consensus confirmed (with the seqno each must reflect) or abandoned. */
+  settleReads(confirmed: Ready['readsConfirmed'], abandoned: Ready['readsAbandoned']): void;
   reportSnapshotsNeeded(ids: readonly string[]): void;
   isPrimary(): boolean;
   emitSignature(): void;
@@ -158,6 +161,7 @@ export class ConsensusDriver {
     for (const message of ready.messages) host.send(message.to, encodeMessage(message));
     if (ready.committedSeqno > host.commitSeqno()) host.advanceCommit(Math.min(ready.committedSeqno, host.ledgerLastSeqno()));
     if (ready.roleChange) host.onRoleChange(ready.roleChange);
+    if (ready.readsConfirmed.length > 0 || ready.readsAbandoned.length > 0) host.settleReads(ready.readsConfirmed, ready.readsAbandoned);
     if (ready.snapshotsNeeded.length > 0) host.reportSnapshotsNeeded(ready.snapshotsNeeded);
     if (ready.signatureRequested && host.isPrimary()) host.emitSignature();
     if (ready.retirementsToRecord.length > 0 && host.isPrimary()) host.recordRetirements(ready.retirementsToRecord);

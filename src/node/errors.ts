@@ -55,6 +55,10 @@ export const NODE_ERROR_STATUS = {
   TransactionRolledBack: 503,
   /** A write that asked to be answered once committed did not commit in time; its id says where to look. */
   CommitWaitTimedOut: 503,
+  /** Too many linearizable reads wait on this node (x-covenant-consistency: linearizable; Retry-After). */
+  TooManyPendingReads: 503,
+  /** A linearizable read the primary could not confirm in time, or abandoned as it stopped being primary (Retry-After). */
+  ReadNotConfirmed: 503,
   /** A transaction id that will never be committed. */
   TransactionInvalid: 404,
   /** A receipt asked for a transaction beyond every seqno this node knows of: it cannot be committed soon. */

@@ -128,3 +128,12 @@ export const recoveryReadBatchEntriesMax = 4096;
 export const recoveryReadBatchBytesMax = 8 * 1024 * 1024;
 /** How often a long ledger read logs its progress. */
 export const recoveryProgressIntervalMs = 2_000;
+
+/** Linearizable reads (x-covenant-consistency: linearizable) that may wait at once on one node, the primary. */
+export const linearizableReadsMax = 10_000;
+/**
+ * How long such a read may wait for the primary to confirm it still leads a majority and for its
+ * commit to reach the read's seqno before it is answered 503 ReadNotConfirmed (under the
+ * forwarding timeout, 10 s, so that a forwarded read gets this answer rather than a timeout).
+ */
+export const linearizableReadTimeoutMs = 5_000;

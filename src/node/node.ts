@@ -16,7 +16,7 @@
  */
 import type { TxId } from '../base/ids.js';
 import type { Logger } from '../base/log.js';
-import type { Tx, WriteSet } from '../kv/index.js';
+import type { StoreView, Tx, WriteSet } from '../kv/index.js';
 import type { Receipt, SignatureReceipt } from '../merkle/index.js';
 import type { QuoteInfo } from '../attestation/virtual.js';
 import type { KeyRefreshMetrics } from '../jwt/index.js';
@@ -242,6 +242,13 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
     return { result: this.parts.transactions.executeRead(fn), txId: this.parts.queries.appliedTxId() };
   }
 
+  async executeReadLinearizable<T>(fn: (view: StoreView) => T): Promise<{ readonly result: T; readonly txId: TxId }> {
+    await this.parts.linearizableReads.waitForReadIndex();
+    // Synchronous from here: the committed state (at or beyond the read's seqno) and its id.
+    const store = this.parts.replica.store;
+    return { result: fn(store.readAt(store.committedVersion)), txId: this.parts.queries.commitTxId() };
+  }
+
   /**
    * POST /node/snapshot:create: a snapshot at the next signature transaction, coalesced with one
    * already asked for; throws TooManySnapshotRequests (429) within snapshots.min_interval of the last.
@@ -360,6 +367,7 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
     this.parts.stopped = true;
     this.parts.signatures.cancelTimer();
     this.parts.driver.stop();
+    this.parts.linearizableReads.close();
     this.parts.peers.stop();
     this.parts.primaryTasks.update(false);
     this.parts.proposer.close();

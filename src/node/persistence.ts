@@ -11,6 +11,7 @@
  * Virtual mode has no hardware sealing key, so the file is protected only by its mode (0600).
  */
 import { utf8 } from '../base/bytes.js';
+import type { NodeAddresses } from './api.js';
 import type { Disk } from '../ledger/index.js';
 import { nodeError } from './errors.js';
 import type { LedgerSecretRecord } from './identity/ledger-secrets.js';
@@ -51,6 +52,13 @@ export interface PersistedNodeState {
   recovering?: boolean;
   /** Where the interfaces were bound: a restart binds the same ports again where the configuration says port 0. */
   bound_addresses?: BoundAddresses;
+}
+
+/** Where the interfaces of `addresses` are bound, as the node state records it. */
+export function boundAddressesOf(addresses: NodeAddresses): BoundAddresses {
+  const rpc: Record<string, string> = {};
+  for (const a of addresses.rpc) rpc[a.name] = a.bindAddress;
+  return { node_to_node: addresses.nodeToNode.bindAddress, rpc };
 }
 
 export class NodeStateFile {

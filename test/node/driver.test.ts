@@ -31,6 +31,7 @@ function recordingHost(calls: string[], state: { storeVersion: number; ledgerLas
     send: (to) => calls.push(`send ${to}`),
     advanceCommit: (seqno) => calls.push(`commit ${seqno}`),
     onRoleChange: (change) => calls.push(`role ${change.role}`),
+    settleReads: (confirmed, abandoned) => calls.push(`reads ${confirmed.map((r) => `${r.readId}@${r.seqno}`).join()} abandoned ${abandoned.join()}`),
     reportSnapshotsNeeded: (ids) => calls.push(`snapshotsNeeded ${ids.join()}`),
     isPrimary: () => state.primary,
     emitSignature: () => calls.push('signature'),
@@ -42,7 +43,7 @@ function recordingHost(calls: string[], state: { storeVersion: number; ledgerLas
 
 const entry = (seqno: number): Entry => ({ view: 3, seqno, kind: 'normal', bytes: new Uint8Array([seqno]), configuration: undefined, retiredCommitted: undefined, sidecar: undefined });
 
-test('one Ready with every kind of work: rollback, apply, persist, hard state, send, commit, role change, reports, signature, retirements — in that order', () => {
+test('one Ready with every kind of work: rollback, apply, persist, hard state, send, commit, role change, reads, reports, signature, retirements — in that order', () => {
   const calls: string[] = [];
   const state = { storeVersion: 12, ledgerLast: 12, commit: 8, primary: true };
   const driver = new ConsensusDriver(recordingHost(calls, state));
@@ -57,6 +58,8 @@ test('one Ready with every kind of work: rollback, apply, persist, hard state, s
     retirementsToRecord: ['c'],
     snapshotsNeeded: ['d'],
     retirementStage: undefined,
+    readsConfirmed: [{ readId: 4, seqno: 12 }],
+    readsAbandoned: [3],
   };
   driver.handleReady(ready);
   assert.deepEqual(calls, [
@@ -70,6 +73,8 @@ test('one Ready with every kind of work: rollback, apply, persist, hard state, s
     // Commit never passes what this node has persisted.
     'commit 12',
     'role Primary',
+    // After commit: a confirmed read runs on committed state.
+    'reads 4@12 abandoned 3',
     'snapshotsNeeded d',
     'signature',
     'retirements c',
@@ -91,6 +96,8 @@ test('an unchanged hard state is not persisted again; a backup neither signs nor
     retirementsToRecord: ['x'],
     snapshotsNeeded: [],
     retirementStage: undefined,
+    readsConfirmed: [],
+    readsAbandoned: [],
   };
   driver.handleReady(base);
   driver.handleReady(base);

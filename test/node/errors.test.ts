@@ -31,6 +31,8 @@ const EXPECTED: Record<NodeErrorCode, number> = {
   TooManyCommitWaiters: 503,
   TransactionRolledBack: 503,
   CommitWaitTimedOut: 503,
+  TooManyPendingReads: 503,
+  ReadNotConfirmed: 503,
   TransactionInvalid: 404,
   TransactionUnknown: 404,
   ReceiptRebuildsBusy: 503,

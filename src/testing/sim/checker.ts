@@ -13,6 +13,8 @@
  * - commit-monotonic / commit-on-signature: a node's applied commit never decreases and always
  *   lands on a signature;
  * - same-applied-prefix: every node applies exactly the committed entries, in order;
+ * - linearizable-read: a read a primary confirms (ReadIndex) reflects at least every entry any node
+ *   knew committed when the read was asked, and lies within the confirming node's commit;
  * - joint-majority: when a primary advances its commit, a majority of every active configuration
  *   (the last committed one and every later one in its log) holds the entry on disk; and a node
  *   becomes primary only with votes from a majority of every configuration active in its log.
@@ -30,6 +32,7 @@ export type CheckerName =
   | 'commit-on-signature'
   | 'same-applied-prefix'
   | 'joint-majority'
+  | 'linearizable-read'
   | 'liveness'
   | 'invariant';
 
@@ -77,6 +80,8 @@ export class Checker implements DiskListener {
   /** `${node}@${view}` of every election won, judged once. */
   private readonly elections = new Set<string>();
   private readonly observed = new Map<NodeId, LastObservation>();
+  /** `${node}:${readId}` → the highest seqno known committed anywhere when the read was asked. */
+  private readonly readsAsked = new Map<string, Seqno>();
   checks = 0;
 
   constructor(genesisConfig: Configuration) {
@@ -175,6 +180,34 @@ export class Checker implements DiskListener {
       if (entry.configuration !== undefined) this.committedConfigs.push(entry.configuration);
     }
     node.appliedSeqno = committedSeqno;
+  }
+
+  // ---- Linearizable reads -----------------------------------------------------------------
+
+  onReadRequested(node: NodeId, readId: number, knownCommittedSeqno: Seqno): void {
+    this.readsAsked.set(`${node}:${readId}`, knownCommittedSeqno);
+  }
+
+  onReadConfirmed(node: ObservedNode, readId: number, seqno: Seqno): void {
+    this.checks++;
+    const key = `${node.id}:${readId}`;
+    const floor = this.readsAsked.get(key);
+    if (floor === undefined) throw new Violation('linearizable-read', `${node.id} confirmed read r${readId} that was never asked`);
+    this.readsAsked.delete(key);
+    if (seqno < floor) {
+      throw new Violation('linearizable-read', `${node.id} confirmed read r${readId} at ${seqno}, but ${floor} was committed when it was asked: the read would miss committed writes`);
+    }
+    const commit = node.raft?.summary().commitSeqno ?? node.appliedSeqno;
+    if (seqno > commit) throw new Violation('linearizable-read', `${node.id} confirmed read r${readId} at ${seqno}, beyond its commit ${commit}`);
+  }
+
+  onReadAbandoned(node: NodeId, readId: number): void {
+    this.readsAsked.delete(`${node}:${readId}`);
+  }
+
+  /** A node's core is gone (crash, snapshot install): its reads with it. */
+  forgetReads(node: NodeId): void {
+    for (const key of this.readsAsked.keys()) if (key.startsWith(`${node}:`)) this.readsAsked.delete(key);
   }
 
   // ---- Status after every step -------------------------------------------------------------

@@ -206,6 +206,14 @@ export class Cluster {
         this.trace.add(`${node.id} is ${rc.role} in view ${rc.view}${rc.primaryId !== undefined && rc.role === 'Backup' ? ` (primary ${rc.primaryId})` : ''}`);
       }
       if (rd.retirementStage !== undefined) this.trace.add(`${node.id} retirement ${rd.retirementStage}`);
+      for (const read of rd.readsConfirmed) {
+        this.trace.add(`${node.id} confirms read r${read.readId} at ${read.seqno}`);
+        this.checker.onReadConfirmed(node, read.readId, read.seqno);
+      }
+      for (const readId of rd.readsAbandoned) {
+        this.trace.add(`${node.id} abandons read r${readId}`);
+        this.checker.onReadAbandoned(node.id, readId);
+      }
       this.guarded(node, 'advance', (r) => r.advance(rd));
       if (raft !== node.raft) return;
       if (rd.signatureRequested) this.propose(node, 'signature');
@@ -257,6 +265,24 @@ export class Cluster {
     return entry;
   }
 
+  /**
+   * A linearizable read asked of a node that believes it is primary; the checker records the
+   * highest seqno any node knows committed now, which the read's seqno must reach. Undefined when refused.
+   */
+  requestRead(node: SimNode): number | undefined {
+    const raft = node.raft;
+    if (raft === undefined || raft.summary().role !== 'Primary') return undefined;
+    let readId: number | undefined;
+    this.guarded(node, 'requestRead', (r) => {
+      readId = r.requestRead();
+    });
+    let knownCommitted = this.checker.committedSeqno;
+    for (const other of this.liveNodes()) knownCommitted = Math.max(knownCommitted, other.raft!.summary().commitSeqno);
+    this.checker.onReadRequested(node.id, readId!, knownCommitted);
+    this.trace.add(`${node.id} asked read r${readId} (committed anywhere: ${knownCommitted})`);
+    return readId;
+  }
+
   /** The newest configuration a node knows. */
   newestConfig(node: SimNode): Configuration {
     const configs = node.raft!.status().configs;
@@ -291,6 +317,7 @@ export class Cluster {
     if (start.seqno <= node.disk.lastSeqno) return;
     this.trace.add(`${id} installs snapshot at ${start.seqno}`);
     node.raft = undefined;
+    this.checker.forgetReads(id);
     node.disk.installSnapshot(start);
     node.appliedSeqno = start.seqno;
     this.start(node);
@@ -301,6 +328,8 @@ export class Cluster {
   crash(node: SimNode): void {
     if (!node.alive) return;
     node.raft = undefined;
+    // A new core numbers its reads from 1 again.
+    this.checker.forgetReads(node.id);
     this.trace.add(`${node.id} crashes`);
   }
 

@@ -9,6 +9,7 @@
  *   elect n1                    campaign n1, then run rounds until it is primary (fails after 50)
  *   propose n1 [N]              n1 appends N normal entries (reported if refused)
  *   sign n1                     n1 appends a signature entry
+ *   read n1                     n1 is asked a linearizable read (ReadIndex); its confirmation or abandonment is traced
  *   reconfigure n1 n1 n2 n4     n1 appends a configuration; unknown nodes join from a committed snapshot
  *   partition n1 n2 | n3        cut every link between the groups;  isolate n1;  block n1 n2 (one way)
  *   heal                        remove every partition
@@ -150,6 +151,10 @@ export function runScenario(text: string, seed = 1): string {
         case 'sign': {
           const node = nodeOf(args[0]);
           if (need().propose(node, 'signature') === undefined) out.push('  refused');
+          break;
+        }
+        case 'read': {
+          if (need().requestRead(nodeOf(args[0])) === undefined) out.push('  refused (not primary)');
           break;
         }
         case 'reconfigure': {

@@ -41,6 +41,8 @@ export interface SwarmParameters {
   readonly proposalRate: number;
   readonly signatureRate: number;
   readonly reconfigurationRate: number;
+  /** Per step, the chance that each node believing it is primary is asked a linearizable read. */
+  readonly readRate: number;
   readonly enabled: readonly FaultKind[];
 }
 
@@ -96,6 +98,8 @@ export function drawParameters(seed: number, options: Pick<SwarmOptions, 'nodes'
     signatureRate: rng.pick([0.1, 0.3, 0.7]),
     reconfigurationRate: on('reconfiguration') ? rng.pick([0.005, 0.015, 0.04]) : 0,
     enabled,
+    // Drawn last, so that the draws above (and the runs of older seeds' parameters) stay as they were.
+    readRate: rng.pick([0, 0.05, 0.3]),
   };
   return parameters;
 }
@@ -129,6 +133,7 @@ export function runSwarm(options: SwarmOptions): SwarmResult {
     client: root.split(),
     reconfiguration: root.split(),
     order: root.split(),
+    reads: root.split(),
   };
   const initial = Array.from({ length: parameters.nodeCount }, (_, i) => `n${i + 1}`);
   const cluster = new Cluster(
@@ -164,6 +169,8 @@ export function runSwarm(options: SwarmOptions): SwarmResult {
     const primaries = cluster.primaries();
     for (const p of primaries) views.add(p.raft!.summary().view);
     if (primaries.length === 0) return;
+    // Every node that believes it leads is asked, a deposed one included: it must never confirm.
+    for (const p of primaries) if (faultRng.reads.chance(parameters.readRate)) cluster.requestRead(p);
     const primary = faultRng.client.pick(primaries);
     if (faultRng.client.chance(proposalRate)) {
       const count = faultRng.client.int(1, 3);
