@@ -190,11 +190,11 @@ describe('a single node', () => {
     assert.equal(parameter('/node/ledger_chunk', 'since').required, true);
     assert.equal(parameter('/node/commit', 'view_history_since').schema.type, 'integer');
     assert.equal(parameter('/node/commit', 'view_history').schema.type, 'boolean');
-    // Listed before they are implemented: a JSON error that names what is missing.
+    // A member that holds no share of the last issue: a JSON error that names it.
     const shares = await get('/gov/recovery/encrypted-shares/abc');
-    assert.equal(shares.status, 501);
-    assert.equal(shares.body.error.code, 'NotImplemented');
-    assert.match(shares.body.error.message, /recovery shares/);
+    assert.equal(shares.status, 404);
+    assert.equal(shares.body.error.code, 'RecoveryShareNotFound');
+    assert.match(shares.body.error.message, /abc/);
   });
 
   test('receipt endpoints refuse missing and malformed transaction ids with a JSON error', async () => {
