@@ -6,6 +6,7 @@ import { registerMemberCommands } from './member.js';
 import { runReceiptVerify } from './receipt-tools.js';
 import { runNodeCommand } from './node-command.js';
 import { runSandbox } from './sandbox.js';
+import { runSandboxRecovery } from './sandbox-recover.js';
 import { registerStatementCommands } from './statement.js';
 import { COVENANT_VERSION } from './version.js';
 
@@ -30,18 +31,20 @@ program
   .command('sandbox')
   .description('start a local network for trying Covenant; writes DIR/network.json when ready')
   .option('--nodes <count>', 'number of nodes', positiveInteger, 3)
-  .option('--dir <dir>', 'working folder', 'sandbox')
+  .option('--dir <dir>', 'working folder (with --recover-from: default <old dir>-recovered)', 'sandbox')
   .option('--node-config <file>', 'JSON fragment deep-merged into every node configuration')
   .option('--ready-timeout <seconds>', 'how long to wait for the service', positiveInteger, 60)
-  .action(async (opts: { nodes: number; dir: string; nodeConfig?: string; readyTimeout: number }) => {
+  .option('--recover-from <dir>', "recover an old sandbox's network from its ledgers (disaster recovery with member shares)")
+  .action(async (opts: { nodes: number; dir: string; nodeConfig?: string; readyTimeout: number; recoverFrom?: string }, command: Command) => {
+    const print = (line: string) => process.stdout.write(line + '\n');
+    const common = { ...(opts.nodeConfig ? { nodeConfigFile: opts.nodeConfig } : {}), readyTimeoutSeconds: opts.readyTimeout, print };
     try {
-      await runSandbox({
-        nodes: opts.nodes,
-        dir: opts.dir,
-        ...(opts.nodeConfig ? { nodeConfigFile: opts.nodeConfig } : {}),
-        readyTimeoutSeconds: opts.readyTimeout,
-        print: (line) => process.stdout.write(line + '\n'),
-      });
+      if (opts.recoverFrom !== undefined) {
+        const dir = command.getOptionValueSource('dir') === 'default' ? `${opts.recoverFrom.replace(/\/+$/, '')}-recovered` : opts.dir;
+        await runSandboxRecovery({ from: opts.recoverFrom, dir, ...common });
+      } else {
+        await runSandbox({ nodes: opts.nodes, dir: opts.dir, ...common });
+      }
       process.exit(0);
     } catch (e) {
       process.stderr.write(`covenant sandbox: ${errorMessage(e)}\n`);

@@ -148,3 +148,92 @@ test('covenant sandbox refuses a bad --node-config before creating anything, and
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+/** Runs `covenant sandbox` with `args`, collecting its output; resolves once `file` exists. */
+async function runSandboxUntil(args: string[], file: string): Promise<{ child: ReturnType<typeof spawn>; output: () => string }> {
+  const child = spawn(process.execPath, [CLI_ENTRY, 'sandbox', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
+  await until(file, async () => {
+    if (child.exitCode !== null) throw new Error(`the sandbox exited with ${child.exitCode}:\n${output}`);
+    return existsSync(file) ? true : undefined;
+  }, 120_000, 100);
+  return { child, output: () => output };
+}
+
+test('covenant sandbox --recover-from recovers a killed sandbox from its ledgers, printing each step of the procedure', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'covenant-sandbox-'));
+  const fragment = join(dir, 'fragment.json');
+  writeFileSync(fragment, JSON.stringify({ ledger_signatures: { delay: '20ms' }, consensus: { election_timeout: '500ms', message_timeout: '50ms' } }));
+  const oldDir = join(dir, 'old');
+  const started = [] as ReturnType<typeof spawn>[];
+  let pids: number[] = [];
+  try {
+    const old = await runSandboxUntil(['--nodes', '2', '--dir', oldDir, '--node-config', fragment], join(oldDir, 'network.json'));
+    started.push(old.child);
+    const network = JSON.parse(readFileSync(join(oldDir, 'network.json'), 'utf8')) as NetworkJson;
+    pids = network.nodes.map((n) => n.pid);
+    const user = { certificatePem: readFileSync(network.users[0]!.cert, 'utf8'), privateKeyPem: readFileSync(network.users[0]!.private_key, 'utf8') };
+    const client = new HttpsClient(network.nodes[0]!.rpc_address, readFileSync(network.service_certificate, 'utf8'));
+    try {
+      let txId = '';
+      for (let id = 1; id <= 20; id++) {
+        const write = await client.request('POST', '/app/log/private', { body: { id, msg: `record ${id}` }, identity: user });
+        assert.equal(write.status, 200);
+        txId = write.headers['x-covenant-transaction-id'] as string;
+      }
+      await until('commit', async () => ((await client.request('GET', `/app/tx?transaction_id=${txId}`)).body.status === 'Committed' ? true : undefined));
+      // While the old nodes run, a recovery is refused and creates nothing.
+      const refused = spawn(process.execPath, [CLI_ENTRY, 'sandbox', '--recover-from', oldDir, '--dir', join(dir, 'early')], { stdio: ['ignore', 'ignore', 'pipe'] });
+      let stderr = '';
+      refused.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+      assert.equal(await waitForExit(refused), 1);
+      assert.match(stderr, /still runs; disaster recovery is for a network whose nodes are gone/);
+      assert.equal(existsSync(join(dir, 'early')), false);
+    } finally {
+      client.close();
+    }
+    // The disaster: every node dies at once; the sandbox that started them ends too.
+    for (const pid of pids) process.kill(pid, 'SIGKILL');
+    for (const pid of pids) await until(`node ${pid} to die`, async () => (processAlive(pid) ? undefined : true), 10_000);
+    old.child.kill('SIGINT');
+    await waitForExit(old.child);
+
+    // Without --dir, the recovered sandbox goes to <old>-recovered.
+    const recoveredDir = `${oldDir}-recovered`;
+    const recovered = await runSandboxUntil(['--recover-from', oldDir, '--node-config', fragment], join(recoveredDir, 'network.json'));
+    started.push(recovered.child);
+    await until('the printed instructions', async () => (recovered.output().includes('Press Ctrl-C') ? true : undefined), 10_000);
+    const out = recovered.output();
+    for (const step of [/Step 1: a Recover node on a copy of each of the 2 old ledgers/, /node 0: read the public ledger up to last_signed_seqno \d+/, /Step 2: keeping node \d/, /node 2 joined the recovering service/, /Step 3: members vote/, /member 0 voted accept: Accepted/, /Step 4: members submit their recovery shares/, /recovery_count 1/, /New service certificate: /]) {
+      assert.match(out, step);
+    }
+    const after = JSON.parse(readFileSync(join(recoveredDir, 'network.json'), 'utf8')) as NetworkJson;
+    pids = after.nodes.map((n) => n.pid);
+    assert.equal(after.nodes.length, 2);
+    const newCa = readFileSync(after.service_certificate, 'utf8');
+    assert.notEqual(newCa, readFileSync(network.service_certificate, 'utf8'), 'the recovered service has a new identity');
+    const clients = after.nodes.map((n) => new HttpsClient(n.rpc_address, newCa));
+    try {
+      for (const c of clients) {
+        assert.equal((await c.request('GET', '/app/log/private?id=20', { identity: user })).body.msg, 'record 20', 'every node reads the old private records');
+      }
+      const service = await clients[0]!.request('GET', '/node/network');
+      assert.equal(service.body.service_status, 'Open');
+      assert.equal(service.body.recovery_count, 1);
+      assert.equal((await clients[1]!.request('GET', '/node/service/previous_identity')).body.previous_service_identity, readFileSync(network.service_certificate, 'utf8'));
+      const write = await clients[1]!.request('POST', '/app/log/private', { body: { id: 21, msg: 'after' }, identity: user });
+      assert.equal(write.status, 200, 'the recovered service takes writes');
+    } finally {
+      for (const c of clients) c.close();
+    }
+    recovered.child.kill('SIGINT');
+    assert.equal(await waitForExit(recovered.child), 0);
+    for (const pid of pids) await until(`node ${pid} to stop`, async () => (processAlive(pid) ? undefined : true), 10_000);
+  } finally {
+    for (const child of started) if (child.exitCode === null) child.kill('SIGKILL');
+    for (const pid of pids) if (processAlive(pid)) process.kill(pid, 'SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

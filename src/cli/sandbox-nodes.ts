@@ -1,0 +1,245 @@
+/**
+ * The sandbox's node processes: each node's folder and configuration, its process and log, waiting
+ * for a node to reach a state (through GET /node/state, trusting a given certificate), stopping
+ * one or all, and staying in the foreground until SIGINT/SIGTERM. Shared by `covenant sandbox`
+ * and `covenant sandbox --recover-from`.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { errorMessage } from '../base/errors.js';
+import { deepMerge } from '../config/index.js';
+import { generateIdentity } from '../crypto/index.js';
+import { HttpsClient } from '../platform/https-client.js';
+import { writeFileAtomic } from './node-command.js';
+
+const CLI_ENTRY = fileURLToPath(new URL('./main.js', import.meta.url));
+
+/** One node of network.json. */
+export interface NetworkNode {
+  node_id: string;
+  rpc_address: string;
+  pid: number;
+  node_certificate: string;
+  ledger_dir: string;
+  snapshots_dir: string;
+  config: string;
+  restart_command: string;
+}
+
+export interface NetworkJson {
+  service_certificate: string;
+  /** restart_command runs the node again after a stop or a crash: it resumes from its own ledger and state. */
+  nodes: NetworkNode[];
+  members: { id: string; cert: string; private_key: string; encryption_private_key: string }[];
+  users: { id: string; cert: string; private_key: string }[];
+}
+
+export interface IdentityFiles {
+  id: string;
+  cert: string;
+  private_key: string;
+}
+
+export async function writeIdentity(dir: string, name: string): Promise<IdentityFiles> {
+  const identity = await generateIdentity({ commonName: name, curve: 'P-384' });
+  const cert = join(dir, `${name}_cert.pem`);
+  const key = join(dir, `${name}_privk.pem`);
+  writeFileAtomic(cert, identity.certificatePem);
+  writeFileAtomic(key, identity.privateKeyPem);
+  return { id: identity.id, cert, private_key: key };
+}
+
+/** GET over TLS trusting only `ca`; resolves with status and parsed body. */
+export async function getJson(address: string, path: string, ca: string): Promise<{ status: number; body: unknown }> {
+  const client = new HttpsClient(address, ca);
+  try {
+    const answer = await client.request('GET', path, { timeoutMs: 5000 });
+    return { status: answer.status, body: answer.body ?? answer.text };
+  } finally {
+    client.close();
+  }
+}
+
+/** The --node-config fragment: a JSON object, or an error naming the option and the file. */
+export function readConfigFragment(file: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new Error(`--node-config ${file}: cannot read it (${errorMessage(e)})`);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (e) {
+    throw new Error(`--node-config ${file}: not JSON (${errorMessage(e)})`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new Error(`--node-config ${file}: must be a JSON object (a fragment of a node configuration)`);
+  }
+  return value as Record<string, unknown>;
+}
+
+/** The last `lines` non-empty lines of a log file, indented; a note if it cannot be read. */
+function logTail(file: string, lines: number): string {
+  try {
+    const all = readFileSync(file, 'utf8').split('\n').filter((l) => l.trim() !== '');
+    return all.slice(-lines).map((l) => `  ${l}`).join('\n');
+  } catch (e) {
+    return `  (cannot read it: ${errorMessage(e)})`;
+  }
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** What GET /node/state answered, as far as the sandbox reads it. */
+export interface NodeStateReport {
+  state: string;
+  node_id: string;
+  last_signed_seqno?: number;
+}
+
+export class SandboxNodes {
+  readonly entries: NetworkNode[] = [];
+  private readonly children: ChildProcess[] = [];
+  private readonly deadlineMs: number;
+
+  constructor(
+    private readonly dir: string,
+    private readonly fragment: Record<string, unknown>,
+    private readonly readyTimeoutSeconds: number,
+    private readonly print: (line: string) => void,
+  ) {
+    this.deadlineMs = Date.now() + readyTimeoutSeconds * 1000;
+    process.on('exit', () => this.stopAll());
+  }
+
+  nodeDir(i: number): string {
+    return join(this.dir, `node${i}`);
+  }
+
+  /**
+   * Writes node i's configuration (the sandbox's base, `extra`, then the --node-config fragment)
+   * into a fresh folder (unless `keepFolder`, when the caller already put files there) and starts it.
+   */
+  spawn(i: number, command: Record<string, unknown>, extra: Record<string, unknown> = {}, keepFolder = false): NetworkNode {
+    const nodeDir = this.nodeDir(i);
+    if (!keepFolder) rmSync(nodeDir, { recursive: true, force: true });
+    mkdirSync(nodeDir, { recursive: true });
+    const base = {
+      command,
+      node_certificate: { subject_alt_names: ['iPAddress:127.0.0.1', 'dNSName:localhost'] },
+      node_certificate_file: join(nodeDir, 'node_cert.pem'),
+      rpc_interfaces: {
+        primary_rpc_interface: {
+          bind_address: '127.0.0.1:0',
+          enabled_operator_features: ['LedgerChunkRead', 'SnapshotRead', 'SnapshotCreate'],
+        },
+      },
+      node_to_node_interface: { bind_address: '127.0.0.1:0' },
+      ledger: { directory: join(nodeDir, 'ledger') },
+      snapshots: { directory: join(nodeDir, 'snapshots') },
+      output_files: { rpc_addresses_file: join(nodeDir, 'rpc_addresses.json') },
+    };
+    const config = deepMerge(deepMerge(base, extra as never), this.fragment as never) as Record<string, unknown>;
+    const configPath = join(nodeDir, 'node.json');
+    writeFileAtomic(configPath, JSON.stringify(config, null, 2) + '\n');
+    const out = openSync(join(nodeDir, 'out.log'), 'a');
+    const child = spawn(process.execPath, ['--enable-source-maps', CLI_ENTRY, 'node', '--config', configPath], {
+      stdio: ['ignore', out, out],
+      cwd: nodeDir,
+    });
+    this.children[i] = child;
+    this.print(`Started node ${i} (pid ${child.pid}), log ${join(nodeDir, 'out.log')}`);
+    const entry: NetworkNode = {
+      node_id: '',
+      rpc_address: '',
+      pid: child.pid ?? -1,
+      node_certificate: join(nodeDir, 'node_cert.pem'),
+      ledger_dir: join(nodeDir, 'ledger'),
+      snapshots_dir: join(nodeDir, 'snapshots'),
+      config: configPath,
+      restart_command: `npx covenant node --config ${configPath}`,
+    };
+    this.entries[i] = entry;
+    return entry;
+  }
+
+  /**
+   * Waits until node i answers GET /node/state with one of `states`, trusting the certificate in
+   * the file `caFile` (the service's, or a recover node's own); fills its node id and address.
+   */
+  async waitState(i: number, states: readonly string[], caFile: string): Promise<NodeStateReport> {
+    const entry = this.entries[i]!;
+    const child = this.children[i]!;
+    const addressesFile = join(this.nodeDir(i), 'rpc_addresses.json');
+    for (;;) {
+      if (child.exitCode !== null) {
+        this.stopAll();
+        const log = join(this.nodeDir(i), 'out.log');
+        throw new Error(`node ${i} exited with status ${child.exitCode}; the end of ${log}:\n${logTail(log, 5)}`);
+      }
+      if (Date.now() > this.deadlineMs) {
+        this.stopAll();
+        throw new Error(`node ${i} did not reach ${states.join(' or ')} within ${this.readyTimeoutSeconds}s; see ${join(this.nodeDir(i), 'out.log')}`);
+      }
+      if (existsSync(addressesFile) && existsSync(caFile)) {
+        const addresses = JSON.parse(readFileSync(addressesFile, 'utf8')) as Record<string, string>;
+        entry.rpc_address = Object.values(addresses)[0]!;
+        try {
+          const answer = await getJson(entry.rpc_address, '/node/state', readFileSync(caFile, 'utf8'));
+          const body = answer.body as NodeStateReport;
+          if (answer.status === 200 && states.includes(body.state)) {
+            entry.node_id = body.node_id ?? '';
+            return body;
+          }
+        } catch (e) {
+          // Not answering yet (or not yet endorsed by the service).
+          void errorMessage(e);
+        }
+      }
+      await sleep(100);
+    }
+  }
+
+  /** Stops node i (SIGTERM) and waits for it to exit; it stays out of the foreground wait. */
+  async stop(i: number): Promise<void> {
+    const child = this.children[i];
+    if (child === undefined) return;
+    if (this.running(child)) {
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await exited;
+    }
+    this.children[i] = undefined as never;
+  }
+
+  stopAll(): void {
+    for (const child of this.children) if (child !== undefined && this.running(child)) child.kill('SIGTERM');
+  }
+
+  /** Stays in the foreground until SIGINT or SIGTERM, then stops every node and waits for them. */
+  async foreground(): Promise<void> {
+    const children = this.children.filter((c) => c !== undefined);
+    await new Promise<void>((resolvePromise) => {
+      const stop = (signal: string) => {
+        this.print(`\n${signal}: stopping ${children.length} node(s)`);
+        this.stopAll();
+        resolvePromise();
+      };
+      process.once('SIGINT', () => stop('SIGINT'));
+      process.once('SIGTERM', () => stop('SIGTERM'));
+      for (const [i, child] of this.children.entries()) {
+        child?.once('exit', (code, signal) => this.print(`node ${i} exited (${signal ?? code})`));
+      }
+    });
+    await Promise.all(children.map((c) => (this.running(c) ? new Promise((r) => c.once('exit', r)) : Promise.resolve())));
+  }
+
+  // A node that ended by a signal (killed by an operator) has no exit code, only its signal.
+  private running(child: ChildProcess): boolean {
+    return child.exitCode === null && child.signalCode === null;
+  }
+}

@@ -1,0 +1,179 @@
+/**
+ * `covenant sandbox --recover-from <old sandbox dir>`: the spec's disaster recovery procedure in
+ * one command, on a sandbox's network whose nodes are gone (docs/recovery.md, "The recovery
+ * procedure"), each step printed as it happens:
+ *
+ * 1. copies every old node's ledger and snapshot folders (the old folder is never written) and
+ *    starts one Recover node per old ledger; each reads the public domain of its copy and
+ *    reports its last_signed_seqno;
+ * 2. keeps the node with the highest last_signed_seqno, stops the others, and starts new nodes
+ *    that join the kept one, up to the old network's size;
+ * 3. the old members vote transition_service_to_open with the previous and the next service
+ *    identity, then submit their recovery shares until the threshold is reached;
+ * 4. once the service is open and every node reads its private ledger, writes DIR/network.json
+ *    (the new service certificate, the same members and users) and stays in the foreground.
+ */
+import { copyFileSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { basename, join, resolve } from 'node:path';
+import { errorMessage } from '../base/errors.js';
+import { certificateId } from '../crypto/index.js';
+import { ACCEPT_BALLOT, propose, submitRecoveryShare, vote, type GovAnswer, type MemberConnection } from './member.js';
+import { writeFileAtomic } from './node-command.js';
+import { printReady } from './sandbox.js';
+import { getJson, readConfigFragment, SandboxNodes, type NetworkJson } from './sandbox-nodes.js';
+
+export interface SandboxRecoveryOptions {
+  /** The old sandbox's folder (its network.json names the ledgers, members and users). */
+  readonly from: string;
+  readonly dir: string;
+  readonly nodeConfigFile?: string;
+  readonly readyTimeoutSeconds: number;
+  readonly print: (line: string) => void;
+}
+
+/** Reads the old sandbox's network.json, refusing while any of its nodes still runs. */
+function readOldNetwork(from: string): NetworkJson {
+  const file = join(from, 'network.json');
+  if (!existsSync(file)) throw new Error(`--recover-from ${from}: no network.json there (the folder of a sandbox that reached ready)`);
+  const network = JSON.parse(readFileSync(file, 'utf8')) as NetworkJson;
+  for (const node of network.nodes) {
+    if (processOf(node.pid)?.includes(node.config)) {
+      throw new Error(`--recover-from ${from}: node ${node.node_id.slice(0, 12)}… (pid ${node.pid}) still runs; disaster recovery is for a network whose nodes are gone: stop it first`);
+    }
+  }
+  if (!network.members.some((m) => m.encryption_private_key)) throw new Error(`--recover-from ${from}: network.json names no member encryption key, so no recovery share can be decrypted`);
+  return network;
+}
+
+/** The command line of process `pid`, if it runs (Linux /proc). */
+function processOf(pid: number): string | undefined {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+  } catch {
+    return undefined;
+  }
+}
+
+/** Copies the old members' and users' files into `common`, keeping their names. */
+function copyIdentities(old: NetworkJson, common: string): Pick<NetworkJson, 'members' | 'users'> {
+  const copy = (file: string) => {
+    const to = join(common, basename(file));
+    copyFileSync(file, to);
+    return to;
+  };
+  return {
+    members: old.members.map((m) => ({ id: m.id, cert: copy(m.cert), private_key: copy(m.private_key), encryption_private_key: m.encryption_private_key ? copy(m.encryption_private_key) : '' })),
+    users: old.users.map((u) => ({ id: u.id, cert: copy(u.cert), private_key: copy(u.private_key) })),
+  };
+}
+
+function connectionOf(member: NetworkJson['members'][number], address: string, caPem: string): MemberConnection {
+  const certificatePem = readFileSync(member.cert, 'utf8');
+  return { address, caPem, certificatePem, privateKeyPem: readFileSync(member.private_key, 'utf8'), memberId: certificateId(certificatePem) };
+}
+
+export async function runSandboxRecovery(options: SandboxRecoveryOptions): Promise<void> {
+  const from = resolve(options.from);
+  const dir = resolve(options.dir);
+  if (dir === from) throw new Error(`--dir must differ from --recover-from (${from} is kept as it is)`);
+  const fragment = options.nodeConfigFile ? readConfigFragment(options.nodeConfigFile) : {};
+  const old = readOldNetwork(from);
+  const { print } = options;
+  if (existsSync(join(dir, 'network.json'))) rmSync(join(dir, 'network.json'));
+  const common = join(dir, 'common');
+  mkdirSync(common, { recursive: true });
+  const identities = copyIdentities(old, common);
+  const previousCert = join(common, 'previous_service_cert.pem');
+  copyFileSync(old.service_certificate, previousCert);
+  const nodes = new SandboxNodes(dir, fragment, options.readyTimeoutSeconds, print);
+
+  print(`Step 1: a Recover node on a copy of each of the ${old.nodes.length} old ledgers (${from} is not written)`);
+  for (const [i, oldNode] of old.nodes.entries()) {
+    const nodeDir = nodes.nodeDir(i);
+    rmSync(nodeDir, { recursive: true, force: true });
+    if (existsSync(oldNode.ledger_dir)) cpSync(oldNode.ledger_dir, join(nodeDir, 'ledger'), { recursive: true });
+    if (existsSync(oldNode.snapshots_dir)) cpSync(oldNode.snapshots_dir, join(nodeDir, 'snapshots'), { recursive: true });
+    nodes.spawn(
+      i,
+      {
+        type: 'Recover',
+        // Each recover node makes a service identity of its own; the kept one's becomes the service's.
+        service_certificate_file: join(nodeDir, 'service_cert.pem'),
+        recover: { initial_service_certificate_validity_days: 365, previous_service_identity_file: previousCert },
+      },
+      {},
+      true,
+    );
+  }
+  const read: { index: number; lastSignedSeqno: number }[] = [];
+  for (const i of old.nodes.keys()) {
+    try {
+      const state = await nodes.waitState(i, ['PartOfPublicNetwork'], join(nodes.nodeDir(i), 'service_cert.pem'));
+      print(`  node ${i}: read the public ledger up to last_signed_seqno ${state.last_signed_seqno}`);
+      read.push({ index: i, lastSignedSeqno: state.last_signed_seqno ?? 0 });
+    } catch (e) {
+      print(`  node ${i}: did not recover (${errorMessage(e).split('\n')[0]})`);
+    }
+  }
+  if (read.length === 0) throw new Error('no old ledger could be recovered; see the nodes\' logs');
+  const kept = read.reduce((best, r) => (r.lastSignedSeqno > best.lastSignedSeqno ? r : best));
+
+  print(`Step 2: keeping node ${kept.index} (the highest last_signed_seqno, ${kept.lastSignedSeqno}); stopping the others`);
+  for (const r of read) if (r !== kept) await nodes.stop(r.index);
+  const serviceCert = join(common, 'service_cert.pem');
+  copyFileSync(join(nodes.nodeDir(kept.index), 'service_cert.pem'), serviceCert);
+  const primary = nodes.entries[kept.index]!;
+  const joiners: number[] = [];
+  for (let k = 1; k < old.nodes.length; k++) {
+    const i = old.nodes.length + k - 1;
+    nodes.spawn(i, { type: 'Join', service_certificate_file: serviceCert, join: { target_rpc_address: primary.rpc_address, retry_timeout: '200ms' } });
+    joiners.push(i);
+  }
+  for (const i of joiners) {
+    await nodes.waitState(i, ['PartOfPublicNetwork'], serviceCert);
+    print(`  node ${i} joined the recovering service`);
+  }
+
+  const caPem = readFileSync(serviceCert, 'utf8');
+  print('Step 3: members vote transition_service_to_open with the previous and the next service identity');
+  await voteToOpen(identities.members.map((m) => connectionOf(m, primary.rpc_address, caPem)), readFileSync(previousCert, 'utf8'), caPem, print);
+  print('Step 4: members submit their recovery shares');
+  await submitShares(identities.members, primary.rpc_address, caPem, print);
+
+  for (const i of [kept.index, ...joiners]) await nodes.waitState(i, ['PartOfNetwork'], serviceCert);
+  const service = (await getJson(primary.rpc_address, '/node/network', caPem)).body as { service_status: string; recovery_count: number };
+  print(`The service is ${service.service_status} again (recovery_count ${service.recovery_count}); every node read its private ledger`);
+  print(`New service certificate: ${serviceCert} (distribute it to users: the service identity changed)`);
+  const network: NetworkJson = { service_certificate: serviceCert, nodes: [kept.index, ...joiners].map((i) => nodes.entries[i]!), ...identities };
+  writeFileAtomic(join(dir, 'network.json'), JSON.stringify(network, null, 2) + '\n');
+  printReady(network, join(dir, 'network.json'), print);
+  await nodes.foreground();
+}
+
+/** Member 0 proposes; members vote in order until the proposal is accepted. */
+async function voteToOpen(members: MemberConnection[], previousPem: string, nextPem: string, print: (line: string) => void): Promise<void> {
+  const action = { name: 'transition_service_to_open', args: { previous_service_identity: previousPem, next_service_identity: nextPem } };
+  const proposal = await propose(members[0]!, [action]);
+  const id = (proposal.body as { proposal_id: string }).proposal_id;
+  let state = (proposal.body as { state: string }).state;
+  print(`  member 0 proposed ${id}: ${state}`);
+  for (const [k, member] of members.entries()) {
+    if (state !== 'Open') break;
+    const ballot: GovAnswer = await vote(member, id, ACCEPT_BALLOT);
+    state = (ballot.body as { state: string }).state;
+    print(`  member ${k} voted accept: ${state}`);
+  }
+  if (state !== 'Accepted') throw new Error(`the proposal to open the recovered service is ${state}`);
+}
+
+/** Members with an encryption key submit their shares in order until the threshold is reached. */
+async function submitShares(members: NetworkJson['members'], address: string, caPem: string, print: (line: string) => void): Promise<void> {
+  for (const [k, member] of members.entries()) {
+    if (!member.encryption_private_key) continue;
+    const answer = await submitRecoveryShare(connectionOf(member, address, caPem), readFileSync(member.encryption_private_key, 'utf8'));
+    const body = answer.body as { message: string; submitted_count: number; recovery_threshold: number };
+    print(`  member ${k}: ${body.message}`);
+    if (body.submitted_count >= body.recovery_threshold) return;
+  }
+  throw new Error('every member holding a share submitted it and the threshold is not reached: fewer members hold shares than the threshold');
+}
