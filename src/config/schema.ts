@@ -174,6 +174,8 @@ export function nodeConfigSchema(baseDir: string) {
     sealing_recovery: z
       .strictObject({
         location,
+        /** The virtual CPU key (virtual mode's stand-in for the hardware's key derivation): created on first use, mode 0600. */
+        virtual_cpu_key_file: file.prefault('virtual_cpu_key'),
         recovery_decision_protocol: z
           .strictObject({
             expected_locations: z.array(location).min(1).superRefine(uniqueNames),

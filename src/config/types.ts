@@ -167,6 +167,8 @@ export interface RecoveryDecisionProtocolConfig {
 
 export interface SealingRecoveryConfig {
   location: SealingLocationConfig;
+  /** Virtual mode's per-machine CPU key: "the same CPU" means the same file (created with mode 0600). */
+  virtual_cpu_key_file: string;
   recovery_decision_protocol?: RecoveryDecisionProtocolConfig | undefined;
 }
 

@@ -61,6 +61,15 @@ export const JoinRequestSchema = z
       .max(Math.ceil(TRANSPARENT_STATEMENT_BYTES_MAX / 3) * 4, { message: `host_data_transparent_statement must be at most ${TRANSPARENT_STATEMENT_BYTES_MAX} bytes (base64)` })
       .regex(/^[A-Za-z0-9+/]*={0,2}$/, { message: 'host_data_transparent_statement must be base64' })
       .optional(),
+    /** The node's recovery key for sealing-based recovery (sealing_recovery configured): recorded with the node. */
+    sealed_recovery_key: z
+      .object({
+        location_name: z.string().min(1).max(joinNameCharsMax),
+        recovery_public_key: z.string().min(1).max(4096),
+        sealed_recovery_key: z.string().min(1).max(8192).regex(/^[A-Za-z0-9+/]*={0,2}$/, { message: 'sealed_recovery_key must be base64' }),
+      })
+      .strict()
+      .optional(),
   })
   .strict();
 

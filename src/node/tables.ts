@@ -25,6 +25,12 @@ export const Tables = {
   /** Written by every transaction that changes the set of trusted nodes: the new configuration. */
   configurations: 'public:svc.internal.configurations',
   snapshotEvidence: 'public:svc.internal.snapshot_evidence',
+  /** Each node's recovery key for sealing-based recovery (docs/sealing.md), by node id: SealedRecoveryKeyRecord. */
+  sealedRecoveryKeys: 'public:svc.gov.nodes.sealed_recovery_keys',
+  /** The last issue of sealed shares (docs/sealing.md): one record, SealedSharesRecord. */
+  sealedShares: 'public:svc.internal.sealed_shares',
+  /** How the recovery decision protocol opened this service (docs/recovery-decision.md): OpenKindRecord. */
+  recoveryDecisionOpenKind: 'public:svc.gov.recovery_decision_protocol.open_kind',
   /** Each recovered service's endorsement of the service before it, keyed by the endorsing service's first seqno: ServiceEndorsementRecord. */
   serviceEndorsements: 'public:svc.internal.previous_service_identity_endorsements',
   // The application's own tables.
@@ -79,6 +85,35 @@ export interface RecoveredSecretsRecord {
   encrypted_chain: string;
   /** The previous service's last recovered entry: the private domain is read up to it. */
   last_recovered_seqno: number;
+}
+
+/** A node's recovery key for sealing-based recovery: made when the node joins (or starts the service). */
+export interface SealedRecoveryKeyRecord {
+  /** sealing_recovery.location.name of the node: how a recovering node finds its own record. */
+  location_name: string;
+  /** PEM of the RSA public key the primary encrypts the wrapping key to. */
+  recovery_public_key: string;
+  /** Base64 of the private key sealed under the node's sealing key (docs/sealing.md). */
+  sealed_recovery_key: string;
+}
+
+/** The last issue of sealed shares: the latest secret wrapped once, the wrapping key once per node. */
+export interface SealedSharesRecord {
+  /** What the issue covers (nodes and their keys, the latest secret), hex digest. */
+  issued_for: string;
+  /** Base64 of the wrapped latest secret. */
+  wrapped_latest_secret: string;
+  latest_secret_from_seqno: number;
+  /** Node id → base64 of the wrapping key encrypted to the node's recovery key. */
+  encrypted_wrapping_keys: Record<string, string>;
+}
+
+/** How the recovery decision protocol opened the service. */
+export interface OpenKindRecord {
+  /** Election: a majority of the expected locations voted for the opener; Failover: it opened after a timeout. */
+  open_kind: 'Election' | 'Failover';
+  /** The location that opened the service. */
+  location: string;
 }
 
 export interface NodeInfo {

@@ -243,6 +243,7 @@ function record(tx: Tx, { request, nodeId }: JoinCandidate, willBeTrusted: boole
       retired_committed: false,
     };
     nodes.put(nodeId, info);
+    if (request.sealed_recovery_key !== undefined) tx.map(Tables.sealedRecoveryKeys, json).put(nodeId, request.sealed_recovery_key);
     logger.info(`node ${nodeId} joins as ${info.status}`);
   }
   if (willBeTrusted && endorsed && !tx.map(Tables.nodesEndorsedCertificates, json).has(nodeId)) {
