@@ -1,7 +1,8 @@
 /**
  * Operating errors of recovery: the ledger secrets chain's wrapping, recovery shares and their
- * collection (docs/recovery.md). Each failure mode has one stable code; a refused share changes
- * nothing, so a member can simply submit the right one.
+ * collection (docs/recovery.md), local sealing and sealed shares (docs/sealing.md). Each failure
+ * mode has one stable code; a refused share changes nothing, so a member can simply submit the
+ * right one.
  */
 import { CovenantError } from '../base/index.js';
 
@@ -37,7 +38,15 @@ export type RecoveryErrorCode =
   /** Bytes that are not a stored submitted share of the documented layout. */
   | 'MalformedStoredShare'
   /** A stored submitted share does not decrypt: another service key, another member, or tampered bytes. */
-  | 'StoredShareDecryptionFailed';
+  | 'StoredShareDecryptionFailed'
+  /** Bytes that are not a sealed recovery key record of the documented layout (docs/sealing.md). */
+  | 'MalformedSealedKey'
+  /** A sealed recovery key does not unseal: another CPU key, measurement, host data or TCB version, another node's row, or tampered bytes. */
+  | 'UnsealFailed'
+  /** An encrypted wrapping key (sealed share) does not decrypt with the node's recovery private key: encrypted to another node, or tampered. */
+  | 'SealedShareDecryptionFailed'
+  /** A sealed share decrypts to bytes that are not a wrapping key of the documented layout. */
+  | 'MalformedSealedShare';
 
 /** What a client sees if the error escapes a handler: refusals of the submitter, or a damaged ledger. */
 export const RECOVERY_ERROR_STATUS: Record<RecoveryErrorCode, number> = {
@@ -58,6 +67,11 @@ export const RECOVERY_ERROR_STATUS: Record<RecoveryErrorCode, number> = {
   SecretChainBroken: 500,
   MalformedStoredShare: 500,
   StoredShareDecryptionFailed: 500,
+  // Sealing: the records are the node's own (its row of sealed recovery keys, the sealed shares the primary wrote).
+  MalformedSealedKey: 500,
+  UnsealFailed: 500,
+  SealedShareDecryptionFailed: 500,
+  MalformedSealedShare: 500,
 };
 
 export class RecoveryError extends CovenantError {

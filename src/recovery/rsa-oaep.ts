@@ -20,16 +20,21 @@ export const RSA_MODULUS_BITS_MIN = 2048;
 /** The member's RSA public key, refused with InvalidEncryptionKey unless it is RSA of at least 2048 bits. */
 export function loadEncryptionPublicKey(pem: string, memberId?: string): KeyObject {
   const who = memberId === undefined ? 'encryption public key' : `encryption public key of member ${memberId}`;
+  return loadRsaPublicKey(pem, who, memberId === undefined ? undefined : { memberId });
+}
+
+/** An RSA public key of at least 2048 bits, or InvalidEncryptionKey naming `who` (a member's or a node's key). */
+export function loadRsaPublicKey(pem: string, who: string, details?: Record<string, unknown>): KeyObject {
   let key: KeyObject;
   try {
     key = loadPublicKey(pem);
   } catch (e) {
-    if (isCovenantError(e)) throw new RecoveryError('InvalidEncryptionKey', `${who}: ${e.message}`, memberId === undefined ? undefined : { memberId });
+    if (isCovenantError(e)) throw new RecoveryError('InvalidEncryptionKey', `${who}: ${e.message}`, details);
     throw e;
   }
   const bits = key.asymmetricKeyDetails?.modulusLength ?? 0;
   if (key.asymmetricKeyType !== 'rsa' || bits < RSA_MODULUS_BITS_MIN) {
-    throw new RecoveryError('InvalidEncryptionKey', `${who} is ${key.asymmetricKeyType ?? 'unknown'}${bits ? ` of ${bits} bits` : ''}, not RSA of at least ${RSA_MODULUS_BITS_MIN} bits`, memberId === undefined ? undefined : { memberId });
+    throw new RecoveryError('InvalidEncryptionKey', `${who} is ${key.asymmetricKeyType ?? 'unknown'}${bits ? ` of ${bits} bits` : ''}, not RSA of at least ${RSA_MODULUS_BITS_MIN} bits`, details);
   }
   return key;
 }
@@ -56,9 +61,16 @@ export function decryptRsaOaepSha256(privateKeyPem: string, ciphertext: Uint8Arr
     throw e;
   }
   if (key.asymmetricKeyType !== 'rsa') throw new RecoveryError('InvalidEncryptionKey', `encryption private key is ${key.asymmetricKeyType}, not RSA`);
+  const plaintext = privateDecryptRsaOaepSha256(key, ciphertext);
+  if (plaintext === undefined) throw new RecoveryError('ShareDecryptionFailed', 'the encrypted share does not decrypt with this key (encrypted to another member, or tampered)');
+  return plaintext;
+}
+
+/** RSA-OAEP-SHA256 decryption with an RSA private key; undefined when OAEP refuses (another key, or tampered bytes). */
+export function privateDecryptRsaOaepSha256(key: KeyObject, ciphertext: Uint8Array): Uint8Array | undefined {
   try {
     return new Uint8Array(nodeCrypto.privateDecrypt({ key, padding: nodeCrypto.constants.RSA_PKCS1_OAEP_PADDING, oaepHash: 'sha256' }, ciphertext));
   } catch {
-    throw new RecoveryError('ShareDecryptionFailed', 'the encrypted share does not decrypt with this key (encrypted to another member, or tampered)');
+    return undefined;
   }
 }
