@@ -66,6 +66,31 @@ export interface NodeInit {
    * none, every refresh fails (the simulator); node processes pass src/platform/key-fetcher.ts.
    */
   readonly jwtKeyFetcher?: KeyFetcher;
+  /**
+   * Virtual mode's per-machine CPU key for sealing (sealing_recovery.virtual_cpu_key_file; node
+   * processes pass src/platform/virtual-cpu-key.ts). Default: none, and the node seals nothing.
+   */
+  readonly virtualCpuKey?: () => Uint8Array;
+  /**
+   * Starts the recovery decision protocol's transport on the location's address (node processes
+   * pass src/platform/decision-transport.ts). Default: none, and a Recover node with
+   * sealing_recovery recovers with member shares.
+   */
+  readonly decisionTransport?: (options: DecisionTransportOptions) => DecisionTransportHandle;
+}
+
+export interface DecisionTransportOptions {
+  readonly bindAddress: string;
+  readonly tls: { readonly keyPem: string; readonly certificatePem: string };
+  readonly logger: Logger;
+  readonly onEnvelope: (envelope: unknown) => void;
+}
+
+/** A running transport of the recovery decision protocol. */
+export interface DecisionTransportHandle {
+  listen(): Promise<string>;
+  send(address: string, envelope: unknown): void;
+  close(): Promise<void>;
 }
 
 export interface RpcInterfaceAddress {

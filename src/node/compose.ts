@@ -37,7 +37,8 @@ import { ServiceEndorsements } from './queries/service-endorsements.js';
 import { RebuiltBlocks } from './queries/rebuilt-blocks.js';
 import { Recovery } from './recovery/recovery.js';
 import { Rekey } from './recovery/rekey.js';
-import { ShareIssuer } from './recovery/share-issuer.js';
+import { memberShares, ShareIssuer } from './recovery/share-issuer.js';
+import { sealedShareIssuer, sealingInputsOf, type SealedShareIssuer } from './recovery/sealing.js';
 import { Replica } from './replica.js';
 import { SnapshotManager, type StartupSnapshot } from './snapshots.js';
 import { Tables, type NodeInfo, type ServiceStatus } from './tables.js';
@@ -82,6 +83,7 @@ export class NodeComposition {
   readonly recovery: Recovery;
   readonly rekey: Rekey;
   readonly shareIssuer: ShareIssuer;
+  readonly sealedShareIssuer: SealedShareIssuer;
   readonly linearizableReads: LinearizableReads;
   private addresses: NodeAddresses | undefined;
   private genesisConfiguration: { seqno: number; nodes: string[] } | undefined;
@@ -144,8 +146,9 @@ export class NodeComposition {
     });
     this.primaryTasks.register(this.jwtKeyRefresh);
     this.joinRate = new JoinRateLimiter(init.clock, init.logger);
-    ({ recovery: this.recovery, rekey: this.rekey, shareIssuer: this.shareIssuer } = this.buildRecovery());
+    ({ recovery: this.recovery, rekey: this.rekey, shareIssuer: this.shareIssuer, sealedShareIssuer: this.sealedShareIssuer } = this.buildRecovery());
     this.primaryTasks.register(this.shareIssuer);
+    this.primaryTasks.register(this.sealedShareIssuer);
     this.watchStores();
   }
 
@@ -305,11 +308,13 @@ export class NodeComposition {
     });
   }
 
-  private buildRecovery(): { recovery: Recovery; rekey: Rekey; shareIssuer: ShareIssuer } {
+  private buildRecovery(): { recovery: Recovery; rekey: Rekey; shareIssuer: ShareIssuer; sealedShareIssuer: SealedShareIssuer } {
     const init = this.init;
     const defer = (fn: () => void) => void init.clock.setTimer(0, fn);
     const common = { logger: init.logger, secrets: this.secrets, randomBytes: init.randomBytes, defer, executeWrite: (fn: (tx: Tx) => void) => this.executeWrite(fn) };
-    const shareIssuer = new ShareIssuer({ ...common, executeRead: (fn) => this.executeRead(fn) });
+    const issuerHost = { ...common, executeRead: <T>(fn: (tx: Tx) => T) => this.executeRead(fn) };
+    const shareIssuer = new ShareIssuer(issuerHost, memberShares(issuerHost));
+    const sealedShares = sealedShareIssuer(issuerHost);
     const recovery = new Recovery({
       ...common,
       clock: init.clock,
@@ -329,9 +334,10 @@ export class NodeComposition {
       secretsChanged: () => {
         this.persistState();
         shareIssuer.trigger();
+        sealedShares.trigger();
       },
     });
-    return { recovery, rekey, shareIssuer };
+    return { recovery, rekey, shareIssuer, sealedShareIssuer: sealedShares };
   }
 
   private transition(trigger: LifecycleTrigger, allowed: readonly LifecycleTrigger[]): void {
@@ -356,6 +362,8 @@ export class NodeComposition {
       for (const table of [Tables.membersEncryptionPublicKeys, Tables.serviceConfig, Tables.serviceInfo, Tables.recoverySharesRefresh]) {
         store.onMapCommit(table, () => this.shareIssuer.trigger());
       }
+      // What sealed shares cover: the trusted nodes' recovery keys (and the latest secret, above).
+      for (const table of [Tables.nodesInfo, Tables.sealedRecoveryKeys, Tables.serviceInfo]) store.onMapCommit(table, () => this.sealedShareIssuer.trigger());
       this.recovery.watch(store);
       this.rekey.watch(store);
     });
@@ -474,6 +482,7 @@ export class NodeComposition {
         this.addresses = addresses;
       },
       subjectAltNames: () => this.subjectAltNames(),
+      sealingInputs: () => sealingInputsOf(this.init, this.identity),
       rpcInterfacesRecord: () => this.rpcInterfacesRecord(),
       installLedgerSecrets: (records) => {
         this.secrets.installRecords(records);

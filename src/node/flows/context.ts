@@ -18,6 +18,7 @@ import type { ServiceStatus, NodeInfo } from '../tables.js';
 import type { Signatures } from '../write/signatures.js';
 import type { Transactions } from '../write/transactions.js';
 import type { Recovery } from '../recovery/recovery.js';
+import type { SealingInputs } from '../recovery/sealing.js';
 
 /** Where a node's consensus log starts when it restarts from its own ledger. */
 export interface RestoredConsensus {
@@ -49,6 +50,8 @@ export interface FlowContext {
   transition(trigger: LifecycleTrigger, allowed: readonly LifecycleTrigger[]): void;
   setAddresses(addresses: NodeAddresses): void;
   subjectAltNames(): string[];
+  /** What this node's sealing key derives from, when sealing_recovery is configured (and the node can read its virtual CPU key). */
+  sealingInputs(): SealingInputs | undefined;
   rpcInterfacesRecord(): NodeInfo['rpc_interfaces'];
   /** Installs ledger secrets (the chain) and seals new entries under the newest. */
   installLedgerSecrets(records: readonly LedgerSecretRecord[]): void;

@@ -12,7 +12,9 @@ import { jsonCodec, type Tx } from '../../kv/index.js';
 import type { NodeConfig } from '../../config/index.js';
 import { nodeError } from '../errors.js';
 import type { NodeIdentity } from '../identity/node-identity.js';
-import { SINGLETON_KEY, Tables, type MemberInfo, type NodeInfo, type ServiceInfo } from '../tables.js';
+import { SINGLETON_KEY, Tables, type MemberInfo, type NodeInfo, type SealedRecoveryKeyRecord, type ServiceInfo } from '../tables.js';
+import { makeSealedRecoveryKey } from '../recovery/sealing.js';
+import type { FlowContext } from './context.js';
 
 const json = jsonCodec<any>();
 
@@ -67,6 +69,17 @@ export interface GenesisNode {
   readonly nodeToNode: { bind_address: string; published_address: string };
   /** The transaction id genesis will have. */
   readonly createTxId: string;
+  /** This node's recovery key, with sealing_recovery configured. */
+  readonly sealedRecoveryKey: SealedRecoveryKeyRecord | undefined;
+}
+
+/** A new recovery key sealed to this node, with sealing_recovery configured (docs/sealing.md); the node logs which it made. */
+export function sealedRecoveryKeyOf(ctx: FlowContext): SealedRecoveryKeyRecord | undefined {
+  const inputs = ctx.sealingInputs();
+  if (inputs === undefined) return undefined;
+  const record = makeSealedRecoveryKey(inputs, ctx.init.randomBytes);
+  ctx.logger.info(`sealing: a recovery key sealed to this machine's virtual CPU key, measurement and host data, for location "${inputs.locationName}"`);
+  return record;
 }
 
 /** The genesis transaction. */
@@ -97,6 +110,7 @@ export function writeGenesis(tx: Tx, inputs: GenesisInputs, node: GenesisNode): 
     retired_committed: false,
   };
   tx.map(Tables.nodesInfo, json).put(identity.nodeId, nodeInfo);
+  if (node.sealedRecoveryKey !== undefined) tx.map(Tables.sealedRecoveryKeys, json).put(identity.nodeId, node.sealedRecoveryKey);
   tx.map(Tables.nodesEndorsedCertificates, json).put(identity.nodeId, identity.nodeCertificatePem);
   tx.map(Tables.hostData, json).put(identity.hostData, { measurement: identity.measurement });
   tx.map(Tables.virtualMeasurements, json).put(identity.measurement, {});

@@ -12,9 +12,11 @@ import { requestJoin, type JoinerHost } from '../join/joiner.js';
 import type { JoinClient, JoinRequest, NetworkInfo } from '../join.js';
 import { FLOW_TRIGGERS } from '../lifecycle.js';
 import type { FlowContext } from './context.js';
+import { sealedRecoveryKeyOf } from './genesis.js';
+import type { SealedRecoveryKeyRecord } from '../tables.js';
 
 /** The join request this node sends (a restarting node sends it too, to announce its addresses). */
-export function joinRequestOf(ctx: FlowContext, addresses: NodeAddresses): JoinRequest {
+export function joinRequestOf(ctx: FlowContext, addresses: NodeAddresses, sealedRecoveryKey?: SealedRecoveryKeyRecord): JoinRequest {
   const { identity } = ctx;
   return {
     public_key: identity.publicKeyPem,
@@ -25,6 +27,7 @@ export function joinRequestOf(ctx: FlowContext, addresses: NodeAddresses): JoinR
     startup_seqno: ctx.replica.startupSeqno,
     subject_alt_names: ctx.subjectAltNames(),
     ...transparentStatementOf(ctx),
+    ...(sealedRecoveryKey !== undefined ? { sealed_recovery_key: sealedRecoveryKey } : {}),
   };
 }
 
@@ -72,7 +75,7 @@ export async function joinFlow(ctx: FlowContext, addresses: NodeAddresses, clien
     ctx.transition('join', FLOW_TRIGGERS.join);
     pending = true;
   });
-  const trusted = await requestJoin(host, client, join.target_rpc_address, joinRequestOf(ctx, addresses));
+  const trusted = await requestJoin(host, client, join.target_rpc_address, joinRequestOf(ctx, addresses, sealedRecoveryKeyOf(ctx)));
   if (trusted === undefined) return;
   adoptNetworkInfo(ctx, trusted.response.network_info!);
   onEndorsed();

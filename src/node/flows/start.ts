@@ -7,7 +7,7 @@ import { assert } from '../../base/assert.js';
 import { FLOW_TRIGGERS } from '../lifecycle.js';
 import type { NodeAddresses } from '../api.js';
 import type { FlowContext } from './context.js';
-import { writeGenesis } from './genesis.js';
+import { sealedRecoveryKeyOf, writeGenesis } from './genesis.js';
 
 export async function startFlow(ctx: FlowContext, addresses: NodeAddresses): Promise<void> {
   const { init, identity, service, replica, transactions, signatures } = ctx;
@@ -37,6 +37,7 @@ export async function startFlow(ctx: FlowContext, addresses: NodeAddresses): Pro
       rpcInterfaces: ctx.rpcInterfacesRecord(),
       nodeToNode: { bind_address: addresses.nodeToNode.bindAddress, published_address: addresses.nodeToNode.publishedAddress },
       createTxId: `${ctx.driver.raft!.status().view}.${replica.store.version + 1}`,
+      sealedRecoveryKey: sealedRecoveryKeyOf(ctx),
     }),
   );
   // Sign the genesis at once: the service exists, committed, before the first client arrives.

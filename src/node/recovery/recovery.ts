@@ -47,7 +47,7 @@ import { FLOW_TRIGGERS } from '../lifecycle.js';
 import { replayUncommittedVersionsMax } from '../limits.js';
 import type { Replica } from '../replica.js';
 import type { StartupSnapshot } from '../snapshots.js';
-import { SINGLETON_KEY, Tables, type RecoveredSecretsRecord, type RecoverySharesRecord, type ServiceInfo } from '../tables.js';
+import { SINGLETON_KEY, Tables, type OpenKindRecord, type RecoveredSecretsRecord, type RecoverySharesRecord, type ServiceInfo } from '../tables.js';
 import { ledgerFrames, ReadProgress } from './public-ledger.js';
 
 const json = jsonCodec<any>();
@@ -133,7 +133,6 @@ export class Recovery {
     this.checkWaiting();
     const collection = await this.openCollection();
     const outcome = await collection.submit(memberId, share);
-    const storageKey = submittedShareStorageKey(this.host.service.keyPem);
     let txId: TxId | undefined;
     try {
       txId = this.host.executeWrite((tx) => {
@@ -143,13 +142,7 @@ export class Recovery {
           tx.map(Tables.submittedShares, json).put(memberId, Buffer.from(outcome.storedShare).toString('base64'));
           return;
         }
-        const chain = JSON.stringify(outcome.ledgerSecrets.map((s) => ({ from_seqno: s.fromSeqno, secret: Buffer.from(s.secret).toString('base64') })));
-        const encrypted = encryptSubmittedShare(storageKey, RECOVERED_CHAIN_ROW, utf8.encode(chain), this.host.randomBytes);
-        const recovered: RecoveredSecretsRecord = {
-          encrypted_chain: Buffer.from(encrypted).toString('base64'),
-          last_recovered_seqno: this.host.replica.serviceStartSeqno - 1,
-        };
-        tx.map(Tables.recoveredLedgerSecrets, json).put(SINGLETON_KEY, recovered);
+        tx.map(Tables.recoveredLedgerSecrets, json).put(SINGLETON_KEY, this.recoveredRecordOf(outcome.ledgerSecrets));
         clearMap(tx, Tables.submittedShares);
       }).txId;
     } catch (e) {
@@ -165,6 +158,32 @@ export class Recovery {
     const more = outcome.threshold - outcome.submittedCount;
     this.host.logger.info(`recovery shares: ${outcome.submittedCount} of ${outcome.threshold} submitted`);
     return { message: `${outcome.submittedCount} recovery share(s) of ${outcome.threshold} submitted; ${more} more needed`, submitted_count: outcome.submittedCount, recovery_threshold: outcome.threshold, txId };
+  }
+
+  /** The recovered chain for every node of the service, encrypted under the storage key. */
+  private recoveredRecordOf(chain: readonly ChainSecret[]): RecoveredSecretsRecord {
+    const storageKey = submittedShareStorageKey(this.host.service.keyPem);
+    const plain = JSON.stringify(chain.map((s) => ({ from_seqno: s.fromSeqno, secret: Buffer.from(s.secret).toString('base64') })));
+    const encrypted = encryptSubmittedShare(storageKey, RECOVERED_CHAIN_ROW, utf8.encode(plain), this.host.randomBytes);
+    return { encrypted_chain: Buffer.from(encrypted).toString('base64'), last_recovered_seqno: this.host.replica.serviceStartSeqno - 1 };
+  }
+
+  /**
+   * Sealing-based recovery: the recovery decision protocol chose this node, which unsealed the
+   * chain of ledger secrets itself. It opens the service with no member vote or share: the
+   * service waits for nothing, the recovered chain is recorded as at the share threshold, and
+   * open_kind says how the protocol decided; every node then reads its private domain and the
+   * primary opens the service.
+   */
+  openWithUnsealedSecrets(chain: readonly ChainSecret[], openKind: OpenKindRecord): TxId | undefined {
+    return this.host.executeWrite((tx) => {
+      const infoMap = tx.map(Tables.serviceInfo, json);
+      const info = infoMap.get(SINGLETON_KEY) as ServiceInfo;
+      assert(info.status === 'Recovering', 'a service opened by the recovery decision protocol is recovering');
+      infoMap.put(SINGLETON_KEY, { ...info, status: 'WaitingForRecoveryShares' });
+      tx.map(Tables.recoveredLedgerSecrets, json).put(SINGLETON_KEY, this.recoveredRecordOf(chain));
+      tx.map(Tables.recoveryDecisionOpenKind, json).put(SINGLETON_KEY, openKind);
+    }).txId;
   }
 
   private checkWaiting(tx?: Tx): void {

@@ -7,6 +7,8 @@
  * the primary prepares new shares outside any transaction (the library is async) and records
  * them in one, if nothing they cover changed meanwhile (otherwise it prepares them again).
  *
+ * The loop is shared with sealed shares (sealing.ts): an issuer is given the kind of share it keeps.
+ *
  * While the service is recovering (Recovering, WaitingForRecoveryShares) the recorded issue is
  * the previous service's, which members need to recover it: nothing is issued until it opens.
  */
@@ -32,25 +34,48 @@ export interface ShareIssuerHost {
   defer(fn: () => void): void;
 }
 
-/** What an issue of shares covers, read in one transaction. */
-interface ShareInputs {
-  readonly members: RecoveryMember[];
-  readonly threshold: number;
-  readonly latestFromSeqno: number;
+/** What an issue covers, read in one transaction. */
+export interface IssueInputs {
+  /** Digest of what the issue covers. */
   readonly issuedFor: string;
+  /** The recorded issue's digest. */
   readonly recorded: string | undefined;
+  /** Whether the service issues at all now (not while it recovers). */
   readonly issuing: boolean;
+  /** Why nothing can be issued for this state (logged), if so. */
+  readonly cannot?: string | undefined;
 }
 
-export class ShareIssuer implements PrimaryTask {
-  readonly name = 'recovery share issuer';
+/** One kind of share an issuer keeps in step: member recovery shares, or sealed shares (sealing.ts). */
+export interface IssueKind<I extends IssueInputs, P> {
+  readonly name: string;
+  inputsOf(tx: Tx): I;
+  /** Prepares an issue outside any transaction. */
+  prepare(inputs: I): Promise<P>;
+  record(tx: Tx, inputs: I, prepared: P): void;
+  /** The log line of a recorded issue. */
+  describe(inputs: I): string;
+}
+
+/**
+ * A primary task that keeps the recorded issue of one kind of share in step with what it must
+ * cover: whenever the digest of the current state differs from the recorded one, it prepares an
+ * issue outside any transaction and records it in one, if nothing it covers changed meanwhile.
+ */
+export class ShareIssuer<I extends IssueInputs = MemberShareInputs, P = unknown> implements PrimaryTask {
+  readonly name: string;
   private running = false;
   private busy = false;
   private again = false;
   /** Issues recorded by this node (for tests and logs). */
   issued = 0;
 
-  constructor(private readonly host: ShareIssuerHost) {}
+  constructor(
+    private readonly host: ShareIssuerHost,
+    private readonly kind: IssueKind<I, P>,
+  ) {
+    this.name = `${kind.name} issuer`;
+  }
 
   start(): void {
     this.running = true;
@@ -73,44 +98,32 @@ export class ShareIssuer implements PrimaryTask {
   }
 
   private async reconcile(): Promise<void> {
+    const { kind } = this;
     try {
       for (let attempt = 0; attempt < 3 && this.running; attempt++) {
-        const inputs = this.host.executeRead((tx) => this.inputsOf(tx));
+        const inputs = this.host.executeRead((tx) => kind.inputsOf(tx));
         if (!inputs.issuing || inputs.recorded === inputs.issuedFor) break;
-        if (inputs.members.length === 0 || inputs.threshold > inputs.members.length) {
-          this.host.logger.info(`recovery shares not issued: ${inputs.members.length} recovery member(s) for a recovery_threshold of ${inputs.threshold}`);
+        if (inputs.cannot !== undefined) {
+          this.host.logger.info(`${kind.name} not issued: ${inputs.cannot}`);
           break;
         }
-        const sharing = await issueRecoveryShares(
-          { fromSeqno: inputs.latestFromSeqno, secret: this.host.secrets.latest.secret },
-          inputs.members,
-          inputs.threshold,
-          this.host.randomBytes,
-        );
+        const prepared = await kind.prepare(inputs);
         if (!this.running) break;
         let recorded = false;
         this.host.executeWrite((tx) => {
           // Recorded only if it still covers the state as it is now.
-          if (this.inputsOf(tx).issuedFor !== inputs.issuedFor) return;
-          const record: RecoverySharesRecord = {
-            issued_for: inputs.issuedFor,
-            threshold: sharing.threshold,
-            sharing_id: toHex(sharing.sharingId),
-            wrapped_latest_secret: Buffer.from(sharing.wrappedLatestSecret).toString('base64'),
-            latest_secret_from_seqno: inputs.latestFromSeqno,
-            encrypted_shares: Object.fromEntries(sharing.encryptedShares.map((s) => [s.memberId, Buffer.from(s.encryptedShare).toString('base64')])),
-          };
-          tx.map(Tables.recoveryShares, json).put(SINGLETON_KEY, record);
+          if (kind.inputsOf(tx).issuedFor !== inputs.issuedFor) return;
+          kind.record(tx, inputs, prepared);
           recorded = true;
         });
         if (recorded) {
           this.issued++;
-          this.host.logger.info(`recovery shares issued to ${inputs.members.length} member(s), threshold ${inputs.threshold}, for the ledger secret from seqno ${inputs.latestFromSeqno}`);
+          this.host.logger.info(kind.describe(inputs));
           break;
         }
       }
     } catch (e) {
-      this.host.logger.fail(`issuing recovery shares failed: ${errorMessage(e)}`);
+      this.host.logger.fail(`issuing ${kind.name} failed: ${errorMessage(e)}`);
     } finally {
       this.busy = false;
       if (this.again) {
@@ -119,33 +132,62 @@ export class ShareIssuer implements PrimaryTask {
       }
     }
   }
+}
 
-  private inputsOf(tx: Tx): ShareInputs {
-    const members: RecoveryMember[] = [];
-    tx.map(Tables.membersEncryptionPublicKeys, json).forEach((pem: string, id: string) => {
-      members.push({ memberId: id, encryptionPublicKeyPem: pem });
-    });
-    members.sort((a, b) => (a.memberId < b.memberId ? -1 : a.memberId > b.memberId ? 1 : 0));
-    const config = (tx.map(Tables.serviceConfig, json).get(SINGLETON_KEY) ?? {}) as { recovery_threshold?: number };
-    const threshold = config.recovery_threshold ?? 1;
-    const refresh = (tx.map(Tables.recoverySharesRefresh, json).get(SINGLETON_KEY) as number | undefined) ?? 0;
-    const service = tx.map(Tables.serviceInfo, json).get(SINGLETON_KEY) as ServiceInfo | undefined;
-    const latestFromSeqno = this.host.secrets.latest.fromSeqno;
-    const covered = {
-      members: members.map((m) => [m.memberId, toHex(sha256(utf8.encode(m.encryptionPublicKeyPem)))]),
-      threshold,
-      latest_from_seqno: latestFromSeqno,
-      refresh,
-      service: service?.current_service_create_txid ?? null,
-    };
-    const recorded = tx.map(Tables.recoveryShares, json).get(SINGLETON_KEY) as RecoverySharesRecord | undefined;
-    return {
-      members,
-      threshold,
-      latestFromSeqno,
-      issuedFor: toHex(sha256(utf8.encode(JSON.stringify(covered)))),
-      recorded: recorded?.issued_for,
-      issuing: service !== undefined && (service.status === 'Opening' || service.status === 'Open'),
-    };
-  }
+/** Whether a service in this state issues shares (not while it recovers: the recorded issue is the one members need). */
+export function serviceIssues(service: ServiceInfo | undefined): boolean {
+  return service !== undefined && (service.status === 'Opening' || service.status === 'Open');
+}
+
+export function digestOf(covered: unknown): string {
+  return toHex(sha256(utf8.encode(JSON.stringify(covered))));
+}
+
+/** What an issue of member recovery shares covers. */
+export interface MemberShareInputs extends IssueInputs {
+  readonly members: RecoveryMember[];
+  readonly threshold: number;
+  readonly latestFromSeqno: number;
+}
+
+/** Member recovery shares: one per recovery member, threshold recovery_threshold. */
+export function memberShares(host: ShareIssuerHost): IssueKind<MemberShareInputs, Awaited<ReturnType<typeof issueRecoveryShares>>> {
+  return {
+    name: 'recovery shares',
+    inputsOf: (tx) => {
+      const members: RecoveryMember[] = [];
+      tx.map(Tables.membersEncryptionPublicKeys, json).forEach((pem: string, id: string) => {
+        members.push({ memberId: id, encryptionPublicKeyPem: pem });
+      });
+      members.sort((a, b) => (a.memberId < b.memberId ? -1 : a.memberId > b.memberId ? 1 : 0));
+      const config = (tx.map(Tables.serviceConfig, json).get(SINGLETON_KEY) ?? {}) as { recovery_threshold?: number };
+      const threshold = config.recovery_threshold ?? 1;
+      const refresh = (tx.map(Tables.recoverySharesRefresh, json).get(SINGLETON_KEY) as number | undefined) ?? 0;
+      const service = tx.map(Tables.serviceInfo, json).get(SINGLETON_KEY) as ServiceInfo | undefined;
+      const latestFromSeqno = host.secrets.latest.fromSeqno;
+      const covered = {
+        members: members.map((m) => [m.memberId, toHex(sha256(utf8.encode(m.encryptionPublicKeyPem)))]),
+        threshold,
+        latest_from_seqno: latestFromSeqno,
+        refresh,
+        service: service?.current_service_create_txid ?? null,
+      };
+      const recorded = tx.map(Tables.recoveryShares, json).get(SINGLETON_KEY) as RecoverySharesRecord | undefined;
+      const cannot = members.length === 0 || threshold > members.length ? `${members.length} recovery member(s) for a recovery_threshold of ${threshold}` : undefined;
+      return { members, threshold, latestFromSeqno, issuedFor: digestOf(covered), recorded: recorded?.issued_for, issuing: serviceIssues(service), cannot };
+    },
+    prepare: (inputs) => issueRecoveryShares({ fromSeqno: inputs.latestFromSeqno, secret: host.secrets.latest.secret }, inputs.members, inputs.threshold, host.randomBytes),
+    record: (tx, inputs, sharing) => {
+      const record: RecoverySharesRecord = {
+        issued_for: inputs.issuedFor,
+        threshold: sharing.threshold,
+        sharing_id: toHex(sharing.sharingId),
+        wrapped_latest_secret: Buffer.from(sharing.wrappedLatestSecret).toString('base64'),
+        latest_secret_from_seqno: inputs.latestFromSeqno,
+        encrypted_shares: Object.fromEntries(sharing.encryptedShares.map((s) => [s.memberId, Buffer.from(s.encryptedShare).toString('base64')])),
+      };
+      tx.map(Tables.recoveryShares, json).put(SINGLETON_KEY, record);
+    },
+    describe: (inputs) => `recovery shares issued to ${inputs.members.length} member(s), threshold ${inputs.threshold}, for the ledger secret from seqno ${inputs.latestFromSeqno}`,
+  };
 }
