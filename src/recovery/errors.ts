@@ -1,7 +1,8 @@
 /**
  * Operating errors of recovery: the ledger secrets chain's wrapping, recovery shares and their
- * collection (docs/recovery.md). Each failure mode has one stable code; a refused share changes
- * nothing, so a member can simply submit the right one.
+ * collection (docs/recovery.md), and the recovery decision protocol (docs/recovery-decision.md).
+ * Each failure mode has one stable code; a refused share changes nothing, so a member can simply
+ * submit the right one.
  */
 import { CovenantError } from '../base/index.js';
 
@@ -37,7 +38,11 @@ export type RecoveryErrorCode =
   /** Bytes that are not a stored submitted share of the documented layout. */
   | 'MalformedStoredShare'
   /** A stored submitted share does not decrypt: another service key, another member, or tampered bytes. */
-  | 'StoredShareDecryptionFailed';
+  | 'StoredShareDecryptionFailed'
+  /** A recovery decision protocol message that is not a well-formed Gossip, Vote or IAmOpen (untrusted input from a peer). */
+  | 'InvalidDecisionMessage'
+  /** The recovery decision protocol's settings do not fit together (this location not among the expected ones, a bad timer). */
+  | 'InvalidDecisionConfiguration';
 
 /** What a client sees if the error escapes a handler: refusals of the submitter, or a damaged ledger. */
 export const RECOVERY_ERROR_STATUS: Record<RecoveryErrorCode, number> = {
@@ -58,6 +63,9 @@ export const RECOVERY_ERROR_STATUS: Record<RecoveryErrorCode, number> = {
   SecretChainBroken: 500,
   MalformedStoredShare: 500,
   StoredShareDecryptionFailed: 500,
+  // The decision protocol: a peer's message, or the operator's configuration file.
+  InvalidDecisionMessage: 400,
+  InvalidDecisionConfiguration: 400,
 };
 
 export class RecoveryError extends CovenantError {

@@ -1,6 +1,7 @@
 /**
  * Public face of recovery's cryptographic core (docs/recovery.md): the ledger secrets chain's
- * wrapping, recovery shares (issue, decrypt, collect), and submitted shares kept in the store.
+ * wrapping, recovery shares (issue, decrypt, collect), submitted shares kept in the store, and the
+ * recovery decision protocol of sealing-based recovery (docs/recovery-decision.md).
  */
 export * from './errors.js';
 export type { RandomBytes } from './random.js';
@@ -10,3 +11,5 @@ export * from './shares.js';
 export * from './submitted-shares.js';
 export * from './share-collection.js';
 export { loadEncryptionPublicKey, encryptRsaOaepSha256, decryptRsaOaepSha256, RSA_MODULUS_BITS_MIN } from './rsa-oaep.js';
+export * from './decision-messages.js';
+export * from './decision-protocol.js';
