@@ -1,6 +1,6 @@
 /**
  * The recovery decision protocol under a seeded simulator (docs/recovery-decision.md,
- * "Simulator"). One run: 1 to 7 locations with drawn ledger positions (ties included) run
+ * "The simulator"). One run: 1 to 7 locations with drawn ledger positions (ties included) run
  * `RecoveryDecision` instances over a simulated network with loss, delay, reordering,
  * duplication and partitions (one-way too); locations start at different times, crash and restart
  * (a restarted location loses its protocol state but keeps its ledger position; a location that
