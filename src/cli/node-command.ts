@@ -4,7 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, readFileSync, writeFileSync, writeSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { CovenantError, errorMessage, isCovenantError } from '../base/errors.js';
 import { CONSTITUTION_EXPORTS, loadJsEngine } from '../gov/index.js';
 import { formatHostPort, loadNodeConfig, parseHostPort, type NodeConfig } from '../config/index.js';
@@ -19,7 +19,10 @@ import { workerEntrySealer } from '../platform/worker-sealer.js';
 import type { EntryLeafReader, EntrySealerFactory } from '../ledger/index.js';
 import { WorkerEntryLeafReader } from '../platform/worker-leaf-reader.js';
 import type { Logger } from '../base/log.js';
-import { CovenantNode, type NodeAddresses, type RpcInterfaceAddress } from '../node/node.js';
+import { CovenantNode, RejoinRequested, type NodeAddresses, type RpcInterfaceAddress } from '../node/node.js';
+import type { NodeInit } from '../node/api.js';
+import { DecisionTransport } from '../platform/decision-transport.js';
+import { loadOrCreateVirtualCpuKey } from '../platform/virtual-cpu-key.js';
 import { MAX_ENTRY_BYTES, type NodeChannels } from '../node/channels.js';
 import { listenPreferring, NodeServer } from '../http/service.js';
 import { loggingAppRoutes } from '../apps/logging.js';
@@ -124,6 +127,46 @@ function maxEntryOption(): { maxEntryBytes?: number } {
   return { maxEntryBytes: Number(value) };
 }
 
+/** Sealing-based recovery's platform parts: the virtual CPU key file and the decision protocol's transport. */
+function sealingRecoveryOptions(config: NodeConfig, logger: Logger): { virtualCpuKey?: () => Uint8Array; decisionTransport?: NodeInit['decisionTransport'] } {
+  const sealing = config.sealing_recovery;
+  if (sealing === undefined) return {};
+  let key: Uint8Array | undefined;
+  return {
+    virtualCpuKey: () => {
+      if (key === undefined) {
+        const loaded = loadOrCreateVirtualCpuKey(sealing.virtual_cpu_key_file);
+        if (loaded.created) logger.info(`sealing: created the virtual CPU key ${sealing.virtual_cpu_key_file} (nothing sealed under another key will unseal here)`);
+        key = loaded.key;
+      }
+      return key;
+    },
+    decisionTransport: (options) => new DecisionTransport(options),
+  };
+}
+
+/**
+ * The decision protocol chose another location (RejoinRequested): this node's configuration as a
+ * joiner of the opened service, written beside the Recover one (`<name>.joined.json`), with its
+ * own folder `joined/` for the node certificate and state, ledger and snapshots (the old ledger
+ * stays as it is). Run it again with that file.
+ */
+function writeJoinedConfig(configPath: string, rejoin: RejoinRequested): string {
+  const raw = JSON.parse(readFileSync(configPath, 'utf8')) as Record<string, any>;
+  const joined = join(dirname(resolve(configPath)), 'joined');
+  const serviceCertificate = join(joined, 'service_cert.pem');
+  writeFileAtomic(serviceCertificate, rejoin.service.service_certificate);
+  delete raw['service_certificate_file'];
+  raw['command'] = { type: 'Join', service_certificate_file: serviceCertificate, join: { target_rpc_address: rejoin.service.rpc_address, retry_timeout: '200ms' } };
+  raw['node_certificate_file'] = join(joined, 'node_cert.pem');
+  raw['ledger'] = { ...(raw['ledger'] ?? {}), directory: join(joined, 'ledger'), read_only_directories: [] };
+  raw['snapshots'] = { ...(raw['snapshots'] ?? {}), directory: join(joined, 'snapshots') };
+  delete raw['snapshots']['read_only_directory'];
+  const out = join(dirname(resolve(configPath)), `${basename(configPath, '.json')}.joined.json`);
+  writeFileAtomic(out, JSON.stringify(raw, null, 2) + '\n');
+  return out;
+}
+
 export async function runNodeCommand(configPath: string): Promise<void> {
   let config: NodeConfig;
   try {
@@ -155,6 +198,7 @@ export async function runNodeCommand(configPath: string): Promise<void> {
     ...maxEntryOption(),
     ...entryLeafReaderOption(),
     jwtKeyFetcher: keyFetcher,
+    ...sealingRecoveryOptions(config, logger),
   });
 
   let server: NodeServer | undefined;
@@ -189,8 +233,10 @@ export async function runNodeCommand(configPath: string): Promise<void> {
       process.exit(0);
     }
   };
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
-  process.on('SIGINT', () => void shutdown('SIGINT'));
+  const onSigterm = () => void shutdown('SIGTERM');
+  const onSigint = () => void shutdown('SIGINT');
+  process.on('SIGTERM', onSigterm);
+  process.on('SIGINT', onSigint);
 
   try {
     await node.prepareIdentity();
@@ -269,6 +315,18 @@ export async function runNodeCommand(configPath: string): Promise<void> {
         : undefined;
     await node.start(addresses, client, endorse);
   } catch (e) {
+    if (e instanceof RejoinRequested) {
+      // Sealing-based recovery chose another location: this process goes on as its joiner.
+      node.stop();
+      await Promise.all([server?.close(), channels?.close()]);
+      disk.close();
+      process.off('SIGTERM', onSigterm);
+      process.off('SIGINT', onSigint);
+      const joinedConfig = writeJoinedConfig(configPath, e);
+      logger.info(`${e.message}; its configuration from now on: ${joinedConfig} (run it with covenant node --config ${joinedConfig})`);
+      await runNodeCommand(joinedConfig);
+      return;
+    }
     if (isCovenantError(e) && e.code === 'InvalidConfiguration') {
       // Found before anything was written: a configuration error like the loader's.
       process.stderr.write(`covenant node: configuration error: ${e.message}\n`);

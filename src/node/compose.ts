@@ -244,6 +244,7 @@ export class NodeComposition {
       raft: () => this.driver.raft,
       joinReportedServiceStatus: () => this.joinReportedServiceStatus,
       serviceCertificatePem: () => this.service.certificatePem,
+      recoveryDecision: () => this.recovery.decisionStatus(),
     });
   }
 

@@ -47,6 +47,7 @@ export { NODE_STATE_FILE } from './persistence.js';
 export type { WriteOptions, WriteResult } from './write/transactions.js';
 export { FrameKind } from './peers.js';
 export { subjectAltNamesOf } from './compose.js';
+export { RejoinRequested } from './flows/recover-sealing.js';
 
 const json = jsonCodec<any>();
 
@@ -374,6 +375,7 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
     this.parts.snapshots.stop();
     this.parts.filesCleanup.stop();
     this.parts.entryLeafReader.close();
+    this.parts.recovery.close();
     this.parts.replica.close();
     this.parts.lifecycle.transition('stop', []);
   }

@@ -9,6 +9,8 @@ export interface NodeStateReport {
   startup_seqno: number;
   /** Only while recovering: the seqno up to which the public ledger has been read. */
   last_recovered_seqno?: number;
+  /** Only while a Recover node runs the recovery decision protocol: its phase and what it waits for. */
+  recovery_decision?: string;
 }
 
 export interface ConsensusReport {

@@ -1,8 +1,8 @@
 /**
  * Operating errors of recovery: the ledger secrets chain's wrapping, recovery shares and their
- * collection (docs/recovery.md), local sealing and sealed shares (docs/sealing.md). Each failure
- * mode has one stable code; a refused share changes nothing, so a member can simply submit the
- * right one.
+ * collection (docs/recovery.md), local sealing and sealed shares (docs/sealing.md), and the
+ * recovery decision protocol (docs/recovery-decision.md). Each failure mode has one stable code;
+ * a refused share changes nothing, so a member can simply submit the right one.
  */
 import { CovenantError } from '../base/index.js';
 
@@ -46,7 +46,11 @@ export type RecoveryErrorCode =
   /** An encrypted wrapping key (sealed share) does not decrypt with the node's recovery private key: encrypted to another node, or tampered. */
   | 'SealedShareDecryptionFailed'
   /** A sealed share decrypts to bytes that are not a wrapping key of the documented layout. */
-  | 'MalformedSealedShare';
+  | 'MalformedSealedShare'
+  /** A recovery decision protocol message that is not a well-formed Gossip, Vote or IAmOpen (untrusted input from a peer). */
+  | 'InvalidDecisionMessage'
+  /** The recovery decision protocol's settings do not fit together (this location not among the expected ones, a bad timer). */
+  | 'InvalidDecisionConfiguration';
 
 /** What a client sees if the error escapes a handler: refusals of the submitter, or a damaged ledger. */
 export const RECOVERY_ERROR_STATUS: Record<RecoveryErrorCode, number> = {
@@ -72,6 +76,9 @@ export const RECOVERY_ERROR_STATUS: Record<RecoveryErrorCode, number> = {
   UnsealFailed: 500,
   SealedShareDecryptionFailed: 500,
   MalformedSealedShare: 500,
+  // The decision protocol: a peer's message, or the operator's configuration file.
+  InvalidDecisionMessage: 400,
+  InvalidDecisionConfiguration: 400,
 };
 
 export class RecoveryError extends CovenantError {

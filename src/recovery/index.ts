@@ -1,7 +1,8 @@
 /**
  * Public face of recovery's cryptographic core (docs/recovery.md): the ledger secrets chain's
- * wrapping, recovery shares (issue, decrypt, collect), submitted shares kept in the store, and
- * local sealing with sealed shares (docs/sealing.md).
+ * wrapping, recovery shares (issue, decrypt, collect), submitted shares kept in the store, local
+ * sealing with sealed shares (docs/sealing.md), and the recovery decision protocol of
+ * sealing-based recovery (docs/recovery-decision.md).
  */
 export * from './errors.js';
 export type { RandomBytes } from './random.js';
@@ -33,3 +34,5 @@ export {
   type SealedShareRecovery,
 } from './sealing.js';
 export { loadEncryptionPublicKey, encryptRsaOaepSha256, decryptRsaOaepSha256, RSA_MODULUS_BITS_MIN } from './rsa-oaep.js';
+export * from './decision-messages.js';
+export * from './decision-protocol.js';

@@ -18,8 +18,10 @@ import type { NodeAddresses } from '../api.js';
 import { nodeError } from '../errors.js';
 import { FLOW_TRIGGERS } from '../lifecycle.js';
 import { readPublicLedger, type PublicLedgerRead } from '../recovery/public-ledger.js';
-import { SINGLETON_KEY, Tables, type NodeInfo, type ServiceInfo } from '../tables.js';
+import { SINGLETON_KEY, Tables, type NodeInfo, type SealedRecoveryKeyRecord, type ServiceInfo } from '../tables.js';
 import type { FlowContext } from './context.js';
+import { sealedRecoveryKeyOf } from './genesis.js';
+import { decideSealedRecovery, openSealedRecovery } from './recover-sealing.js';
 
 const json = jsonCodec<any>();
 
@@ -43,6 +45,9 @@ export async function recoverFlow(ctx: FlowContext, addresses: NodeAddresses): P
   replica.settleRecoveredPublic(read.lastSignedSeqno);
   const previous = previousIdentityOf(ctx, previousFromFile);
   const lastSeqno = read.lastSignedSeqno;
+  // With sealing_recovery: unseal, and let the decision protocol say whether this node opens.
+  const opening = await decideSealedRecovery(ctx, { view: read.lastSignedView, seqno: lastSeqno });
+  if (ctx.stopped()) return;
 
   logger.info('creating the new service identity');
   await service.create(recover.initial_service_certificate_validity_days);
@@ -66,6 +71,7 @@ export async function recoverFlow(ctx: FlowContext, addresses: NodeAddresses): P
       endorsement,
       createTxId: `${view}.${lastSeqno + 1}`,
       createSeqno: lastSeqno + 1,
+      sealedRecoveryKey: sealedRecoveryKeyOf(ctx),
     }),
   );
   ctx.signatures.emit();
@@ -73,6 +79,10 @@ export async function recoverFlow(ctx: FlowContext, addresses: NodeAddresses): P
   ctx.persistState();
   ctx.transition('public-ledger-restored', FLOW_TRIGGERS.recover);
   ctx.startBackgroundWork();
+  if (opening !== undefined) {
+    openSealedRecovery(ctx, opening, { rpc_address: addresses.rpc[0]!.publishedAddress, service_certificate: service.certificatePem });
+    return;
+  }
   logger.info(
     `recovering the service from seqno ${lastSeqno} (view ${read.lastSignedView}); this node ${identity.nodeId} is primary in view ${view}. ` +
       'Members open it with transition_service_to_open, then submit their recovery shares',
@@ -153,6 +163,8 @@ interface RecoveryStart {
   readonly endorsement: string;
   readonly createTxId: string;
   readonly createSeqno: number;
+  /** This node's recovery key for the next sealing-based recovery. */
+  readonly sealedRecoveryKey: SealedRecoveryKeyRecord | undefined;
 }
 
 /** The first transaction of the recovered service. */
@@ -178,12 +190,17 @@ function writeRecoveryStart(tx: Tx, ctx: FlowContext, start: RecoveryStart): voi
   const nodes = tx.map(Tables.nodesInfo, json);
   const certificates = tx.map(Tables.nodesEndorsedCertificates, json);
   const submitted = tx.map(Tables.submittedShares, json);
-  for (const map of [nodes, certificates, submitted]) {
+  // With their local-sealing records (spec "Node status in the network").
+  const sealedKeys = tx.map(Tables.sealedRecoveryKeys, json);
+  for (const map of [nodes, certificates, submitted, sealedKeys]) {
     const keys: string[] = [];
     map.forEach((_, key) => void keys.push(key));
     for (const key of keys) map.remove(key);
   }
   tx.map(Tables.recoveredLedgerSecrets, json).remove(SINGLETON_KEY);
+  tx.map(Tables.sealedShares, json).remove(SINGLETON_KEY);
+  tx.map(Tables.recoveryDecisionOpenKind, json).remove(SINGLETON_KEY);
+  if (start.sealedRecoveryKey !== undefined) sealedKeys.put(identity.nodeId, start.sealedRecoveryKey);
   const nodeInfo: NodeInfo = {
     status: 'Trusted',
     public_key: identity.publicKeyPem,

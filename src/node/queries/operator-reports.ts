@@ -23,6 +23,8 @@ export interface OperatorQueriesHost {
   /** The service status a join answer reported, until the service record is replicated. */
   joinReportedServiceStatus(): ServiceStatus | undefined;
   serviceCertificatePem(): string;
+  /** The recovery decision protocol's status line, while one runs. */
+  recoveryDecision(): string | undefined;
 }
 
 export class OperatorQueries {
@@ -81,7 +83,14 @@ export class OperatorQueries {
 
   stateReport(): NodeStateReport {
     const replica = this.host.replica;
-    return { node_id: this.host.nodeId(), state: this.host.state(), last_signed_seqno: replica.lastSignedSeqno, startup_seqno: replica.startupSeqno };
+    const decision = this.host.recoveryDecision();
+    return {
+      node_id: this.host.nodeId(),
+      state: this.host.state(),
+      last_signed_seqno: replica.lastSignedSeqno,
+      startup_seqno: replica.startupSeqno,
+      ...(decision !== undefined ? { recovery_decision: decision } : {}),
+    };
   }
 
   consensusReport(): ConsensusReport {

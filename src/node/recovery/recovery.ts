@@ -49,6 +49,7 @@ import type { Replica } from '../replica.js';
 import type { StartupSnapshot } from '../snapshots.js';
 import { SINGLETON_KEY, Tables, type OpenKindRecord, type RecoveredSecretsRecord, type RecoverySharesRecord, type ServiceInfo } from '../tables.js';
 import { ledgerFrames, ReadProgress } from './public-ledger.js';
+import type { DecisionDriver } from './decision-driver.js';
 
 const json = jsonCodec<any>();
 
@@ -92,7 +93,23 @@ export class Recovery {
   /** The snapshot the recovery node read the public ledger from: the private domain is read from it too. */
   startupSnapshot: StartupSnapshot | undefined;
 
+  /** The recovery decision protocol this node runs (sealing-based recovery), if any. */
+  private decision: DecisionDriver | undefined;
+
   constructor(private readonly host: RecoveryHost) {}
+
+  attachDecision(driver: DecisionDriver): void {
+    this.decision = driver;
+  }
+
+  /** The decision protocol's phase and what it waits for, while one runs (GET /node/state). */
+  decisionStatus(): string | undefined {
+    return this.decision?.status();
+  }
+
+  close(): void {
+    void this.decision?.close();
+  }
 
   /** Wires the store's listeners (on the store and any store that replaces it). */
   watch(store: Store): void {
