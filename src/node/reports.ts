@@ -35,6 +35,8 @@ export interface NetworkReport {
   service_status: ServiceStatus;
   service_certificate: string;
   recovery_count: number;
+  /** Set when sealing-based recovery's decision protocol opened this service: how, and by which location. */
+  recovery_decision?: { open_kind: 'Election' | 'Failover'; location: string };
   service_data: unknown;
   current_view: number;
   primary_id: string | undefined;

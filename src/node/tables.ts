@@ -114,6 +114,8 @@ export interface OpenKindRecord {
   open_kind: 'Election' | 'Failover';
   /** The location that opened the service. */
   location: string;
+  /** The protocol's expected locations: the others rejoin the opened service, trusted at once. */
+  expected_locations: string[];
 }
 
 export interface NodeInfo {

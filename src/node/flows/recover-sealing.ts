@@ -76,12 +76,14 @@ export async function decideSealedRecovery(ctx: FlowContext, position: { view: n
 /** After the new service exists: tells the others where it is and, with an unsealed chain, opens it. */
 export function openSealedRecovery(ctx: FlowContext, opening: SealedOpening, service: OpenedService): void {
   opening.driver.announceOpen(service);
-  const location = ctx.init.config.sealing_recovery!.location.name;
+  const sealing = ctx.init.config.sealing_recovery!;
+  const location = sealing.location.name;
+  const expected = sealing.recovery_decision_protocol!.expected_locations.map((l) => l.name);
   if (opening.chain === undefined) {
     ctx.logger.info('recovery decision protocol: this node opens the service but could not unseal the ledger secrets: members open it with transition_service_to_open and their shares');
     return;
   }
-  ctx.recovery.openWithUnsealedSecrets(opening.chain, { open_kind: opening.openKind, location });
+  ctx.recovery.openWithUnsealedSecrets(opening.chain, { open_kind: opening.openKind, location, expected_locations: expected });
   ctx.logger.info(`recovery decision protocol: the service opens with the unsealed ledger secrets (open_kind ${opening.openKind}), no member share needed`);
 }
 

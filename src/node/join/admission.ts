@@ -17,7 +17,7 @@ import { checkTransparentStatement, type TransparentStatementInput } from '../..
 import { nodeError, notPrimary, retryLater } from '../errors.js';
 import { pendingCleanupIntervalMsMax } from '../limits.js';
 import type { JoinRequest, JoinResponse, NetworkInfo } from '../join.js';
-import { SINGLETON_KEY, Tables, type NodeInfo, type ServiceStatus } from '../tables.js';
+import { SINGLETON_KEY, Tables, type NodeInfo, type OpenKindRecord, type SealedRecoveryKeyRecord, type ServiceStatus } from '../tables.js';
 import type { JoinRateLimiter } from './rate.js';
 
 const json = jsonCodec<any>();
@@ -212,7 +212,7 @@ export async function admit(
   });
   const { nodeId, existing } = candidate;
   const opening = host.serviceStatus() !== 'Open';
-  const willBeTrusted = existing?.status === 'Trusted' || (existing === undefined && opening);
+  const willBeTrusted = existing?.status === 'Trusted' || (existing === undefined && (opening || host.executeRead((tx) => rejoiningLocation(tx, request))));
   let endorsed = host.executeRead((tx) => tx.map(Tables.nodesEndorsedCertificates, json).get(nodeId) as string | undefined);
   if (willBeTrusted && !endorsed) endorsed = await host.endorse(request.public_key, request.subject_alt_names);
   if (!host.isPrimary()) throw notPrimary('this node stopped being primary while handling the join');
@@ -221,6 +221,24 @@ export async function admit(
   const status = serviceStatus !== undefined ? { service_status: serviceStatus } : {};
   if (!willBeTrusted) return { node_id: nodeId, node_status: 'Pending', ...status };
   return { node_id: nodeId, node_status: 'Trusted', ...status, network_info: host.networkInfoFor(endorsed!) };
+}
+
+/**
+ * Sealing-based recovery: the locations the recovery decision protocol did not choose restart as
+ * joiners of the service it opened, with no member to trust them. A joiner is trusted at once if
+ * the protocol opened this service, its recovery key names one of the protocol's expected
+ * locations, and no trusted node holds that location already.
+ */
+function rejoiningLocation(tx: Tx, request: JoinRequest): boolean {
+  const location = request.sealed_recovery_key?.location_name;
+  const opened = tx.map(Tables.recoveryDecisionOpenKind, json).get(SINGLETON_KEY) as OpenKindRecord | undefined;
+  if (location === undefined || opened === undefined || !opened.expected_locations.includes(location)) return false;
+  const nodes = tx.map(Tables.nodesInfo, json);
+  let taken = false;
+  tx.map(Tables.sealedRecoveryKeys, json).forEach((record: SealedRecoveryKeyRecord, nodeId: string) => {
+    if (record.location_name === location && (nodes.get(nodeId) as NodeInfo | undefined)?.status === 'Trusted') taken = true;
+  });
+  return !taken;
 }
 
 /** Records a new node, or the new addresses of a known one, and a trusted node's endorsed certificate. */

@@ -9,7 +9,7 @@ import type { Raft } from '../../consensus/index.js';
 import type { NodeLifecycleState } from '../lifecycle.js';
 import type { Replica } from '../replica.js';
 import type { ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, VersionReport } from '../reports.js';
-import { SINGLETON_KEY, Tables, type NodeInfo, type ServiceInfo, type ServiceStatus } from '../tables.js';
+import { SINGLETON_KEY, Tables, type NodeInfo, type OpenKindRecord, type ServiceInfo, type ServiceStatus } from '../tables.js';
 import { txStatus, viewOfSeqno, type TxStatus } from '../tx-status.js';
 
 const json = jsonCodec<any>();
@@ -136,6 +136,7 @@ export class OperatorQueries {
       current_view: this.host.raft()?.status().view ?? 0,
       primary_id: this.host.raft()?.summary().primaryId,
       current_service_create_txid: info?.current_service_create_txid,
+      ...openKindOf(this.read((tx) => tx.map(Tables.recoveryDecisionOpenKind, json).get(SINGLETON_KEY) as OpenKindRecord | undefined)),
     };
   }
 
@@ -169,4 +170,9 @@ export class OperatorQueries {
   versionReport(): VersionReport {
     return { version: this.host.version, unsafe: true, quote_format: 'Insecure_Virtual', runtime: `node ${process.versions.node}` };
   }
+}
+
+/** How the recovery decision protocol opened this service, when it did (GET /node/network). */
+function openKindOf(record: OpenKindRecord | undefined): Pick<NetworkReport, 'recovery_decision'> {
+  return record === undefined ? {} : { recovery_decision: { open_kind: record.open_kind, location: record.location } };
 }

@@ -1,0 +1,215 @@
+/**
+ * End to end: sealing-based recovery (spec "Local sealing", "Recovery decision protocol"), real
+ * processes. A three-node network with sealing_recovery configured (every node a location, each
+ * with its own virtual CPU key file) writes private and public records and is rekeyed; every node
+ * is killed. Three Recover nodes on copies of the old ledgers, each on its old location and CPU
+ * key, run the decision protocol: exactly one opens the service by election, the other two go on
+ * as its joiners, every private record of both ledger secrets is readable, and no member voted
+ * or submitted a share. A Recover node whose virtual CPU key differs cannot unseal, says why, and
+ * its service is recovered with member shares instead.
+ */
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ACCEPT_BALLOT, propose, vote } from '../../src/cli/member.js';
+import { HttpsClient } from '../../src/platform/https-client.js';
+import { joinOptionsOf, memberConnectionOf, removeDir, spawnNode, startJoiningNode, startNode, type StartedNode } from '../../src/testing/node-process.js';
+import { until, waitCommitted } from '../../src/testing/network.js';
+import { openRecoveredService, prepareRecoveryMembers, startRecoverNode } from '../../src/testing/recovery.js';
+
+const FAST = {
+  ledger_signatures: { delay: '20ms' },
+  consensus: { election_timeout: '500ms', message_timeout: '50ms' },
+  ledger: { chunk_size: '4KB' },
+};
+
+/** A port free now (a location's address must be known before its node starts). */
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function locations(count: number): Promise<{ name: string; address: string }[]> {
+  const out = [];
+  for (let i = 0; i < count; i++) out.push({ name: `location${i}`, address: `127.0.0.1:${await freePort()}` });
+  return out;
+}
+
+function sealingOf(all: { name: string; address: string }[], i: number, cpuKeyFile: string, failover = '0ms'): Record<string, unknown> {
+  return { sealing_recovery: { location: all[i], virtual_cpu_key_file: cpuKeyFile, recovery_decision_protocol: { expected_locations: all, failover_timeout: failover } } };
+}
+
+async function write(node: StartedNode, scope: 'private' | 'public', id: number): Promise<string> {
+  const answer = await node.client.request('POST', `/app/log/${scope}`, { body: { id, msg: `${scope} ${id}` }, identity: node.user });
+  assert.equal(answer.status, 200, answer.text);
+  return answer.headers['x-covenant-transaction-id'] as string;
+}
+
+/** A Recover node on a copy of `old`'s ledger, as an operator would start it: its address and service certificate once it answers. */
+interface RecoverProcess {
+  readonly dir: string;
+  readonly spawned: ReturnType<typeof spawnNode>;
+}
+
+function spawnRecover(old: StartedNode, patch: Record<string, unknown>): RecoverProcess {
+  const dir = mkdtempSync(join(tmpdir(), 'covenant-sealed-recover-'));
+  cpSync(join(old.dir, 'ledger'), join(dir, 'ledger'), { recursive: true });
+  if (existsSync(join(old.dir, 'snapshots'))) cpSync(join(old.dir, 'snapshots'), join(dir, 'snapshots'), { recursive: true });
+  writeFileSync(join(dir, 'previous_service_cert.pem'), old.serviceCertificatePem);
+  const config = {
+    command: { type: 'Recover', service_certificate_file: 'service_cert.pem', recover: { previous_service_identity_file: 'previous_service_cert.pem' } },
+    node_certificate: { subject_alt_names: ['iPAddress:127.0.0.1'] },
+    node_certificate_file: 'node_cert.pem',
+    rpc_interfaces: { primary: { bind_address: '127.0.0.1:0' } },
+    node_to_node_interface: { bind_address: '127.0.0.1:0' },
+    ledger: { directory: 'ledger', chunk_size: '4KB' },
+    snapshots: { directory: 'snapshots' },
+    output_files: { rpc_addresses_file: 'rpc_addresses.json' },
+    ledger_signatures: FAST.ledger_signatures,
+    consensus: FAST.consensus,
+    ...patch,
+  };
+  writeFileSync(join(dir, 'node.json'), JSON.stringify(config, null, 2));
+  return { dir, spawned: spawnNode(join(dir, 'node.json'), dir) };
+}
+
+/** GET on a recovering or rejoined node, trusting whichever service certificate it has now. */
+async function getOn(p: RecoverProcess, path: string): Promise<any> {
+  const addressFile = join(p.dir, 'rpc_addresses.json');
+  const certFile = existsSync(join(p.dir, 'joined', 'service_cert.pem')) ? join(p.dir, 'joined', 'service_cert.pem') : join(p.dir, 'service_cert.pem');
+  if (!existsSync(addressFile) || !existsSync(certFile)) return undefined;
+  const address = Object.values(JSON.parse(readFileSync(addressFile, 'utf8')) as Record<string, string>)[0]!;
+  const client = new HttpsClient(address, readFileSync(certFile, 'utf8'));
+  try {
+    const answer = await client.request('GET', path, { timeoutMs: 2000 });
+    return answer.status === 200 ? answer.body : undefined;
+  } catch {
+    return undefined;
+  } finally {
+    client.close();
+  }
+}
+
+describe('sealing-based recovery', () => {
+  test('three nodes recover their service with no member action: one opens by election, the others join it', async () => {
+    const where = await locations(3);
+    const dir = mkdtempSync(join(tmpdir(), 'covenant-sealed-'));
+    const first = await startNode({ dir, configPatch: { ...FAST, ...sealingOf(where, 0, 'cpu_key') } });
+    const old: StartedNode[] = [first];
+    const recovering: RecoverProcess[] = [];
+    try {
+      for (let i = 1; i < 3; i++) old.push(await startJoiningNode({ ...joinOptionsOf(first), configPatch: { ...FAST, ...sealingOf(where, i, 'cpu_key') } }));
+      for (const node of old) assert.equal(statMode(join(node.dir, 'cpu_key')), 0o600, 'the virtual CPU key file is created with mode 0600');
+      let last = '';
+      for (let i = 0; i < 15; i++) last = await write(first, 'private', i);
+      // A rekey: recovery must bring back both secrets.
+      const m0 = memberConnectionOf(first);
+      const rekey = await propose(m0, [{ name: 'trigger_ledger_rekey', args: {} }]);
+      if (rekey.body.state === 'Open') await vote(m0, rekey.body.proposal_id, ACCEPT_BALLOT);
+      for (let i = 15; i < 30; i++) last = await write(first, 'private', i);
+      last = await write(first, 'public', 1);
+      for (const node of old) await waitCommitted(node, last);
+      // The primary issued sealed shares to the three nodes for the new secret.
+      await until('sealed shares for three nodes after the rekey', async () => (/sealed shares issued to 3 node\(s\) for the ledger secret from seqno [1-9]/.test(first.output()) ? true : undefined), 30_000);
+      last = await write(first, 'private', 30);
+      for (const node of old) await waitCommitted(node, last);
+      for (const node of old) await node.kill();
+
+      for (const [i, node] of old.entries()) recovering.push(spawnRecover(node, sealingOf(where, i, join(node.dir, 'cpu_key'))));
+      const opener = await until(
+        'a recovered node whose service is open',
+        async () => {
+          for (const p of recovering) {
+            if (existsSync(join(p.dir, 'joined'))) continue;
+            const network = await getOn(p, '/node/network');
+            if (network?.service_status === 'Open') return p;
+          }
+          return undefined;
+        },
+        90_000,
+        200,
+      );
+      const network = await getOn(opener, '/node/network');
+      assert.equal(network.recovery_count, 1);
+      assert.deepEqual(network.recovery_decision?.open_kind, 'Election');
+      const others = recovering.filter((p) => p !== opener);
+      for (const p of others) {
+        await until('a location that restarted as a joiner is part of the network', async () => ((await getOn(p, '/node/state'))?.state === 'PartOfNetwork' ? true : undefined), 60_000, 200).catch((e) => {
+          throw new Error(`${e}\n${p.spawned.output().slice(-3000)}`);
+        });
+        assert.match(p.spawned.output(), /opened the recovered service at .*: this node restarts as its joiner/);
+        assert.ok(existsSync(join(p.dir, 'node.joined.json')), 'the joiner\'s configuration is written beside the Recover one');
+      }
+      assert.match(opener.spawned.output(), /sealing: unsealed the recovery key of node/);
+      assert.match(opener.spawned.output(), /the service opens with the unsealed ledger secrets \(open_kind Election\), no member share needed/);
+      // Every private record, of both secrets, on every node; no member took part.
+      const user = first.user;
+      for (const p of recovering) {
+        const address = Object.values(JSON.parse(readFileSync(join(p.dir, 'rpc_addresses.json'), 'utf8')) as Record<string, string>)[0]!;
+        const client = new HttpsClient(address, readFileSync(join(opener.dir, 'service_cert.pem'), 'utf8'));
+        try {
+          for (const id of [0, 14, 15, 29, 30]) {
+            const answer = await until(`record ${id}`, async () => {
+              const a = await client.request('GET', `/app/log/private?id=${id}`, { identity: user });
+              return a.status === 200 ? a : undefined;
+            });
+            assert.equal(answer.body.msg, `private ${id}`);
+          }
+        } finally {
+          client.close();
+        }
+      }
+      for (const p of recovering) assert.doesNotMatch(p.spawned.output(), /recovery shares: \d+ of \d+ submitted/, 'no member submitted a share');
+    } finally {
+      for (const node of old) await node.kill();
+      for (const p of recovering) p.spawned.process.kill('SIGKILL');
+      for (const node of old) removeDir(node.dir);
+      for (const p of recovering) removeDir(p.dir);
+    }
+  });
+
+  test('a node whose virtual CPU key differs cannot unseal, says why, and its service is recovered with member shares', async () => {
+    const where = await locations(1);
+    const dir = mkdtempSync(join(tmpdir(), 'covenant-sealed-'));
+    const { members, startPatch } = await prepareRecoveryMembers(dir, 1, 1);
+    const node = await startNode({ dir, configPatch: { ...FAST, ...sealingOf(where, 0, 'cpu_key'), command: { start: startPatch } } });
+    members[0]!.identity = node.member;
+    let recovered: StartedNode | undefined;
+    try {
+      const last = await write(node, 'private', 7);
+      await waitCommitted(node, last);
+      await until('sealed shares', async () => (/sealed shares issued to 1 node\(s\)/.test(node.output()) ? true : undefined), 30_000);
+      await node.kill();
+      const otherKey = join(mkdtempSync(join(tmpdir(), 'covenant-cpu-')), 'cpu_key');
+      mkdirSync(join(otherKey, '..'), { recursive: true });
+      recovered = await startRecoverNode({ from: node.dir, previousServiceCertificatePem: node.serviceCertificatePem, user: node.user, member: node.member, configPatch: { ...FAST, ...sealingOf(where, 0, otherKey) } });
+      assert.match(recovered.output(), /sealing: cannot unseal the ledger secrets: .*falling back to member shares/);
+      const state = await recovered.client.request('GET', '/node/network');
+      assert.equal(state.body.service_status, 'Recovering', 'it opened nothing by itself');
+      await openRecoveredService(recovered, node.serviceCertificatePem, members);
+      const answer = await recovered.client.request('GET', '/app/log/private?id=7', { identity: node.user });
+      assert.equal(answer.body.msg, 'private 7');
+      assert.equal((await recovered.client.request('GET', '/node/network')).body.recovery_decision, undefined, 'opened by its members, not by the protocol');
+    } finally {
+      await node.kill();
+      if (recovered) {
+        await recovered.kill();
+        removeDir(recovered.dir);
+      }
+      removeDir(dir);
+    }
+  });
+});
+
+function statMode(path: string): number {
+  return statSync(path).mode & 0o777;
+}
