@@ -34,8 +34,9 @@ program
   .option('--dir <dir>', 'working folder (with --recover-from: default <old dir>-recovered)', 'sandbox')
   .option('--node-config <file>', 'JSON fragment deep-merged into every node configuration')
   .option('--ready-timeout <seconds>', 'how long to wait for the service', positiveInteger, 60)
-  .option('--recover-from <dir>', "recover an old sandbox's network from its ledgers (disaster recovery with member shares)")
-  .action(async (opts: { nodes: number; dir: string; nodeConfig?: string; readyTimeout: number; recoverFrom?: string }, command: Command) => {
+  .option('--recover-from <dir>', "recover an old sandbox's network from its ledgers (with member shares; by sealing when it was started with --sealing)")
+  .option('--sealing', 'configure sealing-based recovery on every node (each a location of the recovery decision protocol)')
+  .action(async (opts: { nodes: number; dir: string; nodeConfig?: string; readyTimeout: number; recoverFrom?: string; sealing?: boolean }, command: Command) => {
     const print = (line: string) => process.stdout.write(line + '\n');
     const common = { ...(opts.nodeConfig ? { nodeConfigFile: opts.nodeConfig } : {}), readyTimeoutSeconds: opts.readyTimeout, print };
     try {
@@ -43,7 +44,7 @@ program
         const dir = command.getOptionValueSource('dir') === 'default' ? `${opts.recoverFrom.replace(/\/+$/, '')}-recovered` : opts.dir;
         await runSandboxRecovery({ from: opts.recoverFrom, dir, ...common });
       } else {
-        await runSandbox({ nodes: opts.nodes, dir: opts.dir, ...common });
+        await runSandbox({ nodes: opts.nodes, dir: opts.dir, sealing: opts.sealing === true, ...common });
       }
       process.exit(0);
     } catch (e) {

@@ -6,6 +6,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { errorMessage } from '../base/errors.js';
@@ -92,6 +93,34 @@ function logTail(file: string, lines: number): string {
   }
 }
 
+/** A sealing location of the recovery decision protocol. */
+export interface SealingLocation {
+  readonly name: string;
+  readonly address: string;
+}
+
+/** One location per node, each on a loopback port free now (its address must be known before the nodes start). */
+export async function sealingLocations(count: number): Promise<SealingLocation[]> {
+  const out: SealingLocation[] = [];
+  for (let i = 0; i < count; i++) {
+    const port = await new Promise<number>((resolvePort, reject) => {
+      const server = createServer();
+      server.once('error', reject);
+      server.listen(0, '127.0.0.1', () => {
+        const bound = (server.address() as AddressInfo).port;
+        server.close(() => resolvePort(bound));
+      });
+    });
+    out.push({ name: `location${i}`, address: `127.0.0.1:${port}` });
+  }
+  return out;
+}
+
+/** Node i's sealing_recovery section: its location, its virtual CPU key file, every location expected (failover off). */
+export function sealingConfigOf(locations: readonly SealingLocation[], i: number, cpuKeyFile: string): Record<string, unknown> {
+  return { location: locations[i], virtual_cpu_key_file: cpuKeyFile, recovery_decision_protocol: { expected_locations: locations, failover_timeout: '0ms' } };
+}
+
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** What GET /node/state answered, as far as the sandbox reads it. */
@@ -105,6 +134,7 @@ export class SandboxNodes {
   readonly entries: NetworkNode[] = [];
   private readonly children: ChildProcess[] = [];
   private readonly deadlineMs: number;
+  readonly readyTimeoutMs: number;
 
   constructor(
     private readonly dir: string,
@@ -112,7 +142,8 @@ export class SandboxNodes {
     private readonly readyTimeoutSeconds: number,
     private readonly print: (line: string) => void,
   ) {
-    this.deadlineMs = Date.now() + readyTimeoutSeconds * 1000;
+    this.readyTimeoutMs = readyTimeoutSeconds * 1000;
+    this.deadlineMs = Date.now() + this.readyTimeoutMs;
     process.on('exit', () => this.stopAll());
   }
 

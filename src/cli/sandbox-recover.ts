@@ -14,13 +14,13 @@
  *    (the new service certificate, the same members and users) and stays in the foreground.
  */
 import { copyFileSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
-import { basename, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { errorMessage } from '../base/errors.js';
 import { certificateId } from '../crypto/index.js';
 import { ACCEPT_BALLOT, propose, submitRecoveryShare, vote, type GovAnswer, type MemberConnection } from './member.js';
 import { writeFileAtomic } from './node-command.js';
 import { printReady } from './sandbox.js';
-import { getJson, readConfigFragment, SandboxNodes, type NetworkJson } from './sandbox-nodes.js';
+import { getJson, readConfigFragment, SandboxNodes, sleep, type NetworkJson, type NetworkNode } from './sandbox-nodes.js';
 
 export interface SandboxRecoveryOptions {
   /** The old sandbox's folder (its network.json names the ledgers, members and users). */
@@ -86,25 +86,14 @@ export async function runSandboxRecovery(options: SandboxRecoveryOptions): Promi
   const previousCert = join(common, 'previous_service_cert.pem');
   copyFileSync(old.service_certificate, previousCert);
   const nodes = new SandboxNodes(dir, fragment, options.readyTimeoutSeconds, print);
+  const sealing = old.nodes.map((n) => sealingOf(n.config));
+  if (sealing.every((s) => s?.recovery_decision_protocol !== undefined)) {
+    await recoverBySealing({ old, from, dir, common, identities, previousCert, nodes, sealing: sealing as SealingSection[], print });
+    return;
+  }
 
   print(`Step 1: a Recover node on a copy of each of the ${old.nodes.length} old ledgers (${from} is not written)`);
-  for (const [i, oldNode] of old.nodes.entries()) {
-    const nodeDir = nodes.nodeDir(i);
-    rmSync(nodeDir, { recursive: true, force: true });
-    if (existsSync(oldNode.ledger_dir)) cpSync(oldNode.ledger_dir, join(nodeDir, 'ledger'), { recursive: true });
-    if (existsSync(oldNode.snapshots_dir)) cpSync(oldNode.snapshots_dir, join(nodeDir, 'snapshots'), { recursive: true });
-    nodes.spawn(
-      i,
-      {
-        type: 'Recover',
-        // Each recover node makes a service identity of its own; the kept one's becomes the service's.
-        service_certificate_file: join(nodeDir, 'service_cert.pem'),
-        recover: { initial_service_certificate_validity_days: 365, previous_service_identity_file: previousCert },
-      },
-      {},
-      true,
-    );
-  }
+  for (const [i, oldNode] of old.nodes.entries()) spawnRecoverNode(nodes, i, oldNode, previousCert);
   const read: { index: number; lastSignedSeqno: number }[] = [];
   for (const i of old.nodes.keys()) {
     try {
@@ -176,4 +165,98 @@ async function submitShares(members: NetworkJson['members'], address: string, ca
     if (body.submitted_count >= body.recovery_threshold) return;
   }
   throw new Error('every member holding a share submitted it and the threshold is not reached: fewer members hold shares than the threshold');
+}
+
+/** A Recover node i on a copy of an old node's ledger and snapshots (each makes a service identity of its own). */
+function spawnRecoverNode(nodes: SandboxNodes, i: number, oldNode: NetworkNode, previousCert: string, extra: Record<string, unknown> = {}): void {
+  const nodeDir = nodes.nodeDir(i);
+  rmSync(nodeDir, { recursive: true, force: true });
+  if (existsSync(oldNode.ledger_dir)) cpSync(oldNode.ledger_dir, join(nodeDir, 'ledger'), { recursive: true });
+  if (existsSync(oldNode.snapshots_dir)) cpSync(oldNode.snapshots_dir, join(nodeDir, 'snapshots'), { recursive: true });
+  const command = {
+    type: 'Recover',
+    service_certificate_file: join(nodeDir, 'service_cert.pem'),
+    recover: { initial_service_certificate_validity_days: 365, previous_service_identity_file: previousCert },
+  };
+  nodes.spawn(i, command, extra, true);
+}
+
+interface SealingSection {
+  location: { name: string; address: string };
+  virtual_cpu_key_file?: string;
+  recovery_decision_protocol?: unknown;
+}
+
+/** An old node's sealing_recovery section, with its virtual CPU key file as an absolute path. */
+function sealingOf(configPath: string): SealingSection | undefined {
+  const section = (JSON.parse(readFileSync(configPath, 'utf8')) as { sealing_recovery?: SealingSection }).sealing_recovery;
+  if (section === undefined) return undefined;
+  return { ...section, virtual_cpu_key_file: resolve(dirname(configPath), section.virtual_cpu_key_file ?? 'virtual_cpu_key') };
+}
+
+interface SealedRecoveryRun {
+  readonly old: NetworkJson;
+  readonly from: string;
+  readonly dir: string;
+  readonly common: string;
+  readonly identities: Pick<NetworkJson, 'members' | 'users'>;
+  readonly previousCert: string;
+  readonly nodes: SandboxNodes;
+  readonly sealing: SealingSection[];
+  readonly print: (line: string) => void;
+}
+
+/**
+ * A network started with --sealing: every old node is recovered in Recover mode on a copy of its
+ * ledger, on its old location and virtual CPU key; the recovery decision protocol opens the
+ * service with no member action (each phase printed from the nodes' logs as it happens), and the
+ * locations it did not choose rejoin the one it did.
+ */
+async function recoverBySealing(run: SealedRecoveryRun): Promise<void> {
+  const { old, nodes, print } = run;
+  print(`Step 1: a Recover node on a copy of each of the ${old.nodes.length} old ledgers, each on its old location and virtual CPU key (${run.from} is not written)`);
+  for (const [i, oldNode] of old.nodes.entries()) spawnRecoverNode(nodes, i, oldNode, run.previousCert, { sealing_recovery: run.sealing[i] });
+  print('Step 2: the nodes unseal the ledger secrets and run the recovery decision protocol (no member action)');
+  const logs = old.nodes.map((_, i) => ({ file: join(nodes.nodeDir(i), 'out.log'), printed: 0 }));
+  const roles: ('opener' | 'joiner' | undefined)[] = old.nodes.map(() => undefined);
+  for (let waited = 0; roles.some((r) => r === undefined); waited++) {
+    if (waited > run.nodes.readyTimeoutMs / 200) throw new Error('the recovery decision protocol did not decide in time; see the nodes\' logs');
+    for (const [i, log] of logs.entries()) {
+      const lines = existsSync(log.file) ? readFileSync(log.file, 'utf8').split('\n') : [];
+      for (const line of lines.slice(log.printed)) {
+        const shown = /(recovery decision protocol: .*|sealing: .*|opened the recovered service at [^;]*)/.exec(line);
+        if (shown) print(`  node ${i}: ${shown[1]}`);
+      }
+      log.printed = Math.max(lines.length - 1, log.printed);
+      const nodeDir = nodes.nodeDir(i);
+      roles[i] = existsSync(join(nodeDir, 'joined', 'service_cert.pem')) ? 'joiner' : existsSync(join(nodeDir, 'service_cert.pem')) ? 'opener' : undefined;
+    }
+    await sleep(200);
+  }
+  const opener = roles.indexOf('opener');
+  if (opener === -1 || roles.filter((r) => r === 'opener').length > 1) throw new Error(`the recovery decision protocol opened ${roles.filter((r) => r === 'opener').length} services; see the nodes' logs`);
+  const serviceCert = join(run.common, 'service_cert.pem');
+  copyFileSync(join(nodes.nodeDir(opener), 'service_cert.pem'), serviceCert);
+  print(`Step 3: node ${opener} opened the service; the others rejoin it`);
+  for (const [i, role] of roles.entries()) {
+    const nodeDir = nodes.nodeDir(i);
+    if (role === 'joiner') {
+      const entry = nodes.entries[i]!;
+      entry.config = join(nodeDir, 'node.joined.json');
+      entry.node_certificate = join(nodeDir, 'joined', 'node_cert.pem');
+      entry.ledger_dir = join(nodeDir, 'joined', 'ledger');
+      entry.snapshots_dir = join(nodeDir, 'joined', 'snapshots');
+      entry.restart_command = `npx covenant node --config ${entry.config}`;
+    }
+    await nodes.waitState(i, ['PartOfNetwork'], serviceCert);
+  }
+  const caPem = readFileSync(serviceCert, 'utf8');
+  const service = (await getJson(nodes.entries[opener]!.rpc_address, '/node/network', caPem)).body as { service_status: string; recovery_count: number; recovery_decision?: { open_kind: string } };
+  print(`The service is ${service.service_status} again (recovery_count ${service.recovery_count}, open_kind ${service.recovery_decision?.open_kind}); every node read its private ledger`);
+  print(`New service certificate: ${serviceCert} (distribute it to users: the service identity changed)`);
+  const order = [opener, ...roles.keys()].filter((i, k, all) => all.indexOf(i) === k);
+  const network: NetworkJson = { service_certificate: serviceCert, nodes: order.map((i) => nodes.entries[i]!), ...run.identities };
+  writeFileAtomic(join(run.dir, 'network.json'), JSON.stringify(network, null, 2) + '\n');
+  printReady(network, join(run.dir, 'network.json'), print);
+  await nodes.foreground();
 }

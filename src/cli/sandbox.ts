@@ -11,7 +11,7 @@ import { errorMessage } from '../base/errors.js';
 import { generateRsaKeyPair } from '../crypto/index.js';
 import { openService } from './member.js';
 import { writeFileAtomic } from './node-command.js';
-import { readConfigFragment, SandboxNodes, writeIdentity, type NetworkJson } from './sandbox-nodes.js';
+import { readConfigFragment, SandboxNodes, sealingConfigOf, sealingLocations, writeIdentity, type NetworkJson } from './sandbox-nodes.js';
 
 export type { NetworkJson } from './sandbox-nodes.js';
 export { getJson } from './sandbox-nodes.js';
@@ -22,6 +22,8 @@ export interface SandboxOptions {
   readonly nodeConfigFile?: string;
   /** Seconds to wait for the service to be ready. */
   readonly readyTimeoutSeconds: number;
+  /** Configure sealing-based recovery on every node (each a location of the decision protocol). */
+  readonly sealing?: boolean;
   readonly print: (line: string) => void;
 }
 
@@ -45,6 +47,9 @@ export async function runSandbox(options: SandboxOptions): Promise<void> {
   const serviceCert = join(common, 'service_cert.pem');
 
   const nodes = new SandboxNodes(dir, fragment, options.readyTimeoutSeconds, print);
+  const sealing = options.sealing ? await sealingLocations(options.nodes) : undefined;
+  const sealingOf = (i: number) => (sealing ? { sealing_recovery: sealingConfigOf(sealing, i, join(nodes.nodeDir(i), 'virtual_cpu_key')) } : {});
+  if (sealing) print(`Sealing-based recovery: every node a location of the recovery decision protocol (${sealing.map((l) => `${l.name} ${l.address}`).join(', ')})`);
   // The first node starts the service; the others join it while it is still opening, so they
   // are trusted at once.
   nodes.spawn(0, {
@@ -54,14 +59,14 @@ export async function runSandbox(options: SandboxOptions): Promise<void> {
       members: [{ certificate_file: member.cert, encryption_public_key_file: memberEncPub }],
       users: [{ certificate_file: user.cert }],
     },
-  });
+  }, sealingOf(0));
   await nodes.waitState(0, ['PartOfNetwork'], serviceCert);
   for (let i = 1; i < options.nodes; i++) {
     nodes.spawn(i, {
       type: 'Join',
       service_certificate_file: serviceCert,
       join: { target_rpc_address: nodes.entries[0]!.rpc_address, retry_timeout: '200ms' },
-    });
+    }, sealingOf(i));
   }
   for (let i = 1; i < options.nodes; i++) await nodes.waitState(i, ['PartOfNetwork'], serviceCert);
 

@@ -82,10 +82,16 @@ function spawnRecover(old: StartedNode, patch: Record<string, unknown>): Recover
   return { dir, spawned: spawnNode(join(dir, 'node.json'), dir) };
 }
 
+/** A recovered service that opened (while a node reads the old ledger, its store says what the old service was). */
+function isRecoveredOpen(network: any): boolean {
+  return network?.service_status === 'Open' && network.recovery_count === 1;
+}
+
 /** GET on a recovering or rejoined node, trusting whichever service certificate it has now. */
 async function getOn(p: RecoverProcess, path: string): Promise<any> {
   const addressFile = join(p.dir, 'rpc_addresses.json');
-  const certFile = existsSync(join(p.dir, 'joined', 'service_cert.pem')) ? join(p.dir, 'joined', 'service_cert.pem') : join(p.dir, 'service_cert.pem');
+  // The service certificate once there is one; before, the node's self-signed certificate.
+  const certFile = [join(p.dir, 'joined', 'service_cert.pem'), join(p.dir, 'service_cert.pem'), join(p.dir, 'node_cert.pem')].find((f) => existsSync(f)) ?? '';
   if (!existsSync(addressFile) || !existsSync(certFile)) return undefined;
   const address = Object.values(JSON.parse(readFileSync(addressFile, 'utf8')) as Record<string, string>)[0]!;
   const client = new HttpsClient(address, readFileSync(certFile, 'utf8'));
@@ -131,7 +137,7 @@ describe('sealing-based recovery', () => {
           for (const p of recovering) {
             if (existsSync(join(p.dir, 'joined'))) continue;
             const network = await getOn(p, '/node/network');
-            if (network?.service_status === 'Open') return p;
+            if (network?.service_status === 'Open' && network.recovery_count === 1) return p;
           }
           return undefined;
         },
@@ -169,6 +175,73 @@ describe('sealing-based recovery', () => {
         }
       }
       for (const p of recovering) assert.doesNotMatch(p.spawned.output(), /recovery shares: \d+ of \d+ submitted/, 'no member submitted a share');
+    } finally {
+      for (const node of old) await node.kill();
+      for (const p of recovering) p.spawned.process.kill('SIGKILL');
+      for (const node of old) removeDir(node.dir);
+      for (const p of recovering) removeDir(p.dir);
+    }
+  });
+
+  test('the best ledger opens; a missing location holds the election until it comes back, unless failover is on', async () => {
+    const where = await locations(3);
+    const dir = mkdtempSync(join(tmpdir(), 'covenant-sealed-'));
+    const first = await startNode({ dir, configPatch: { ...FAST, ...sealingOf(where, 0, 'cpu_key') } });
+    const old: StartedNode[] = [first];
+    const recovering: RecoverProcess[] = [];
+    try {
+      for (let i = 1; i < 3; i++) old.push(await startJoiningNode({ ...joinOptionsOf(first), configPatch: { ...FAST, ...sealingOf(where, i, 'cpu_key') } }));
+      let last = '';
+      for (let i = 0; i < 10; i++) last = await write(first, 'private', i);
+      for (const node of old) await waitCommitted(node, last);
+      // Location 2 dies first: its ledger is behind the others'.
+      await old[2]!.kill();
+      for (let i = 10; i < 20; i++) last = await write(first, 'private', i);
+      for (const node of old.slice(0, 2)) await waitCommitted(node, last);
+      await old[0]!.kill();
+      await old[1]!.kill();
+
+      // Failover off, location 1 missing: the others gossip, and wait for it, and say so.
+      const [behind, ahead] = [spawnRecover(old[2]!, sealingOf(where, 2, join(old[2]!.dir, 'cpu_key'))), spawnRecover(old[0]!, sealingOf(where, 0, join(old[0]!.dir, 'cpu_key')))];
+      recovering.push(behind, ahead);
+      for (const p of [behind, ahead]) {
+        const state = await until('waiting for the missing location', async () => {
+          const s = await getOn(p, '/node/state').catch(() => undefined);
+          return typeof s?.recovery_decision === 'string' && /heard 2 of 3 locations; waiting for gossip from location1/.test(s.recovery_decision) ? s : undefined;
+        }, 60_000, 200);
+        assert.equal(state.state, 'ReadingPublicLedger', 'nothing opened while a location is missing');
+      }
+      assert.match(ahead.spawned.output(), /recovery decision protocol: location "location0" listening on/);
+      // Location 1 comes back: the election completes, for the best ledger (location 0 or 1, never 2).
+      const back = spawnRecover(old[1]!, sealingOf(where, 1, join(old[1]!.dir, 'cpu_key')));
+      recovering.push(back);
+      const opener = await until('the election', async () => {
+        for (const p of [ahead, back, behind]) {
+          if (existsSync(join(p.dir, 'joined'))) continue;
+          if (isRecoveredOpen(await getOn(p, '/node/network'))) return p;
+        }
+        return undefined;
+      }, 60_000, 200);
+      assert.notEqual(opener, behind, 'the location whose ledger is behind does not open');
+      assert.equal((await getOn(opener, '/node/network')).recovery_decision.open_kind, 'Election');
+      await until('the behind location rejoined', async () => ((await getOn(behind, '/node/state'))?.state === 'PartOfNetwork' ? true : undefined), 60_000, 200);
+
+      // Again from the old ledgers, failover on, location 0 missing: the others open after the timeout.
+      for (const p of recovering.splice(0)) {
+        p.spawned.process.kill('SIGKILL');
+        removeDir(p.dir);
+      }
+      const late = [1, 2].map((i) => spawnRecover(old[i]!, sealingOf(where, i, join(old[i]!.dir, 'cpu_key'), '1500ms')));
+      recovering.push(...late);
+      const failedOver = await until('an opening after the failover timeout', async () => {
+        for (const p of late) {
+          if (existsSync(join(p.dir, 'joined'))) continue;
+          if (isRecoveredOpen(await getOn(p, '/node/network'))) return p;
+        }
+        return undefined;
+      }, 60_000, 200);
+      assert.equal((await getOn(failedOver, '/node/network')).recovery_decision.open_kind, 'Failover');
+      assert.match(failedOver.spawned.output(), /open_kind Failover/);
     } finally {
       for (const node of old) await node.kill();
       for (const p of recovering) p.spawned.process.kill('SIGKILL');

@@ -31,6 +31,9 @@ export async function recoverFlow(ctx: FlowContext, addresses: NodeAddresses): P
   const recover = config.command.recover;
   assert(recover, 'Recover configuration is present');
   ctx.setAddresses(addresses);
+  // Until the new service endorses it, operators poll GET /node/state with the node's
+  // self-signed certificate as CA (spec endpoint rule 9): node_certificate_file holds that one.
+  init.writeTextFile(config.node_certificate_file, identity.selfSignedCertificatePem);
   ctx.transition('recover', FLOW_TRIGGERS.recover);
   replica.openLedger(undefined, { recovery: true });
   if (replica.ledger.lastSeqno === 0) {
