@@ -90,7 +90,7 @@ export class DecisionTransport {
     request.on('timeout', () => request.destroy(new Error('timed out')));
     request.on('error', (e) => {
       done();
-      this.options.logger.debug(`recovery decision: sending to ${address} failed: ${errorMessage(e)}`);
+      this.options.logger.debug(`recovery decision protocol: sending to ${address} failed: ${errorMessage(e)}`);
     });
     request.end(body);
   }

@@ -158,7 +158,10 @@ async function runSandboxUntil(args: string[], file: string): Promise<{ child: R
   await until(file, async () => {
     if (child.exitCode !== null) throw new Error(`the sandbox exited with ${child.exitCode}:\n${output}`);
     return existsSync(file) ? true : undefined;
-  }, 120_000, 100);
+  }, 120_000, 100).catch((e: unknown) => {
+    child.kill('SIGKILL');
+    throw new Error(`${String(e)}; the sandbox printed:\n${output}`);
+  });
   return { child, output: () => output };
 }
 
@@ -227,6 +230,65 @@ test('covenant sandbox --recover-from recovers a killed sandbox from its ledgers
       assert.equal(write.status, 200, 'the recovered service takes writes');
     } finally {
       for (const c of clients) c.close();
+    }
+    recovered.child.kill('SIGINT');
+    assert.equal(await waitForExit(recovered.child), 0);
+    for (const pid of pids) await until(`node ${pid} to stop`, async () => (processAlive(pid) ? undefined : true), 10_000);
+  } finally {
+    for (const child of started) if (child.exitCode === null) child.kill('SIGKILL');
+    for (const pid of pids) if (processAlive(pid)) process.kill(pid, 'SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('covenant sandbox --sealing, then --recover-from: the nodes recover the service by themselves, no member action', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'covenant-sandbox-'));
+  const fragment = join(dir, 'fragment.json');
+  writeFileSync(fragment, JSON.stringify({ ledger_signatures: { delay: '20ms' }, consensus: { election_timeout: '500ms', message_timeout: '50ms' } }));
+  const oldDir = join(dir, 'old');
+  const started = [] as ReturnType<typeof spawn>[];
+  let pids: number[] = [];
+  try {
+    const old = await runSandboxUntil(['--nodes', '2', '--sealing', '--dir', oldDir, '--node-config', fragment], join(oldDir, 'network.json'));
+    started.push(old.child);
+    assert.match(old.output(), /Sealing-based recovery: every node a location of the recovery decision protocol \(location0 127\.0\.0\.1:\d+, location1/);
+    const network = JSON.parse(readFileSync(join(oldDir, 'network.json'), 'utf8')) as NetworkJson;
+    pids = network.nodes.map((n) => n.pid);
+    const user = { certificatePem: readFileSync(network.users[0]!.cert, 'utf8'), privateKeyPem: readFileSync(network.users[0]!.private_key, 'utf8') };
+    const client = new HttpsClient(network.nodes[0]!.rpc_address, readFileSync(network.service_certificate, 'utf8'));
+    try {
+      const write = await client.request('POST', '/app/log/private', { body: { id: 1, msg: 'sealed' }, identity: user });
+      const txId = write.headers['x-covenant-transaction-id'];
+      await until('commit', async () => ((await client.request('GET', `/app/tx?transaction_id=${txId}`)).body.status === 'Committed' ? true : undefined));
+    } finally {
+      client.close();
+    }
+    // Sealed shares cover both nodes before the disaster.
+    const logOf = (i: number) => readFileSync(join(oldDir, `node${i}`, 'out.log'), 'utf8');
+    await until('sealed shares for both nodes', async () => (/sealed shares issued to 2 node\(s\)/.test(logOf(0)) ? true : undefined), 30_000);
+    for (const pid of pids) process.kill(pid, 'SIGKILL');
+    for (const pid of pids) await until(`node ${pid} to die`, async () => (processAlive(pid) ? undefined : true), 10_000);
+    old.child.kill('SIGINT');
+    await waitForExit(old.child);
+
+    const recoveredDir = `${oldDir}-recovered`;
+    const recovered = await runSandboxUntil(['--recover-from', oldDir, '--node-config', fragment], join(recoveredDir, 'network.json'));
+    started.push(recovered.child);
+    await until('the printed instructions', async () => (recovered.output().includes('Press Ctrl-C') ? true : undefined), 10_000);
+    const out = recovered.output();
+    for (const step of [/each on its old location and virtual CPU key/, /sealing: unsealed the recovery key/, /this location opens the service \(Election\)/, /opened the service: joining it/, /open_kind Election/]) assert.match(out, step);
+    assert.doesNotMatch(out, /members vote|submit their recovery shares/, 'no member took part');
+    const after = JSON.parse(readFileSync(join(recoveredDir, 'network.json'), 'utf8')) as NetworkJson;
+    pids = after.nodes.map((n) => n.pid);
+    assert.ok(after.nodes.some((n) => n.restart_command.endsWith('node.joined.json')), 'the rejoined node restarts with its joiner configuration');
+    const ca = readFileSync(after.service_certificate, 'utf8');
+    for (const node of after.nodes) {
+      const c = new HttpsClient(node.rpc_address, ca);
+      try {
+        assert.equal((await c.request('GET', '/app/log/private?id=1', { identity: user })).body.msg, 'sealed');
+      } finally {
+        c.close();
+      }
     }
     recovered.child.kill('SIGINT');
     assert.equal(await waitForExit(recovered.child), 0);

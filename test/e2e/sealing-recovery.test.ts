@@ -11,10 +11,10 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ACCEPT_BALLOT, propose, vote } from '../../src/cli/member.js';
+import { sealingLocations } from '../../src/cli/sandbox-nodes.js';
 import { HttpsClient } from '../../src/platform/https-client.js';
 import { joinOptionsOf, memberConnectionOf, removeDir, spawnNode, startJoiningNode, startNode, type StartedNode } from '../../src/testing/node-process.js';
 import { until, waitCommitted } from '../../src/testing/network.js';
@@ -26,23 +26,7 @@ const FAST = {
   ledger: { chunk_size: '4KB' },
 };
 
-/** A port free now (a location's address must be known before its node starts). */
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-async function locations(count: number): Promise<{ name: string; address: string }[]> {
-  const out = [];
-  for (let i = 0; i < count; i++) out.push({ name: `location${i}`, address: `127.0.0.1:${await freePort()}` });
-  return out;
-}
+const locations = sealingLocations;
 
 function sealingOf(all: { name: string; address: string }[], i: number, cpuKeyFile: string, failover = '0ms'): Record<string, unknown> {
   return { sealing_recovery: { location: all[i], virtual_cpu_key_file: cpuKeyFile, recovery_decision_protocol: { expected_locations: all, failover_timeout: failover } } };

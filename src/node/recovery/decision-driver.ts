@@ -23,6 +23,8 @@ import type { SealingRecoveryConfig } from '../../config/index.js';
 
 /** How often the protocol's timer ticks, and so how often an unanswered message is sent again. */
 export const DECISION_RETRY_INTERVAL_MS = 500;
+/** How often an undecided node logs what it waits for. */
+export const DECISION_STATUS_LOG_INTERVAL_MS = 10_000;
 
 /** What an opener's IAmOpen tells the others: where to join, and whom to trust. */
 export interface OpenedService {
@@ -67,6 +69,8 @@ export class DecisionDriver {
   /** A Join decision waits for the IAmOpen envelope that carried the opener's service. */
   private serviceOf = new Map<string, OpenedService>();
   private dropped = 0;
+  private readonly refusalsLogged = new Set<string>();
+  private lastStatusLogMs = 0;
   private closed = false;
 
   constructor(
@@ -84,6 +88,7 @@ export class DecisionDriver {
       retryIntervalMs: DECISION_RETRY_INTERVAL_MS,
     });
     this.lastTickMs = host.clock.monotonicMs();
+    this.lastStatusLogMs = this.lastTickMs;
     this.transport = host.transport({
       bindAddress: host.sealing.location.address,
       tls: host.tls,
@@ -104,7 +109,7 @@ export class DecisionDriver {
   /** The protocol's phase and what it waits for (GET /node/state, logs). */
   status(): string {
     const dropped = this.dropped > 0 ? ` (${this.dropped} message(s) refused)` : '';
-    return `${this.protocol.phase}: ${this.protocol.status()}${dropped}`;
+    return `${this.protocol.status()}${dropped}`;
   }
 
   get phase(): string {
@@ -131,6 +136,11 @@ export class DecisionDriver {
     const elapsed = now - this.lastTickMs;
     this.lastTickMs = now;
     this.handle(this.protocol.tick(elapsed));
+    // While undecided, the log says what the node waits for, now and then.
+    if (this.protocol.decision === undefined && now - this.lastStatusLogMs >= DECISION_STATUS_LOG_INTERVAL_MS) {
+      this.lastStatusLogMs = now;
+      this.host.logger.info(`recovery decision protocol: ${this.status()}`);
+    }
     this.timer = this.host.clock.setTimer(DECISION_RETRY_INTERVAL_MS, () => this.tick());
   }
 
@@ -179,7 +189,13 @@ export class DecisionDriver {
       this.handle(this.protocol.receive(from, message), from);
     } catch (e) {
       this.dropped++;
-      this.host.logger.debug(`recovery decision protocol: message refused: ${errorMessage(e)}`);
+      // The first refusal of each kind is worth an operator's eye; repeats (retries) are not.
+      const reason = errorMessage(e);
+      const kind = reason.split(':')[0]!;
+      if (!this.refusalsLogged.has(kind) && this.refusalsLogged.size < 16) {
+        this.refusalsLogged.add(kind);
+        this.host.logger.fail(`recovery decision protocol: a message was refused: ${reason}`);
+      }
     }
   }
 
