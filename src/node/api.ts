@@ -89,7 +89,8 @@ export interface DecisionTransportOptions {
 /** A running transport of the recovery decision protocol. */
 export interface DecisionTransportHandle {
   listen(): Promise<string>;
-  send(address: string, envelope: unknown): void;
+  /** At most one message of each `kind` in flight per destination. */
+  send(address: string, envelope: unknown, kind: string): void;
   close(): Promise<void>;
 }
 

@@ -10,8 +10,8 @@
  * the protocol sees the message (src/node/recovery/decision-driver.ts).
  *
  * Bounds: a body of at most 64 KiB, 32 connections at once, 5 s per request; at most one request
- * in flight per destination (the protocol resends on its own timer, so a message dropped while
- * another is in flight is not lost for good).
+ * in flight per destination and kind of message (the protocol resends on its own timer, so a
+ * message dropped while another of its kind is in flight is not lost for good).
  */
 import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -36,7 +36,7 @@ export interface DecisionTransportOptions {
 export class DecisionTransport {
   private readonly server: https.Server;
   private readonly inFlight = new Set<string>();
-  private readonly agent = new https.Agent({ keepAlive: true, maxSockets: 1, rejectUnauthorized: false });
+  private readonly agent = new https.Agent({ keepAlive: true, maxSockets: 4, rejectUnauthorized: false });
   private closed = false;
 
   constructor(private readonly options: DecisionTransportOptions) {
@@ -60,17 +60,21 @@ export class DecisionTransport {
     });
   }
 
-  /** Sends `envelope` to the location at `address`, unless a request to it is still in flight. */
-  send(address: string, envelope: unknown): void {
-    if (this.closed || this.inFlight.has(address)) return;
+  /**
+   * Sends `envelope` to the location at `address`, unless a message of the same `kind` to it is
+   * still in flight (a node sends several kinds to one location in one round: each goes).
+   */
+  send(address: string, envelope: unknown, kind = ''): void {
+    const key = `${kind} ${address}`;
+    if (this.closed || this.inFlight.has(key)) return;
     const parsed = parseHostPort(address);
     if (typeof parsed === 'string') {
       this.options.logger.fail(`recovery decision: cannot send to "${address}": ${parsed}`);
       return;
     }
     const body = Buffer.from(JSON.stringify(envelope));
-    this.inFlight.add(address);
-    const done = () => this.inFlight.delete(address);
+    this.inFlight.add(key);
+    const done = () => this.inFlight.delete(key);
     const request = https.request(
       {
         host: parsed.host,

@@ -178,7 +178,7 @@ export class DecisionDriver {
       quote_info: this.host.quoteInfo,
       signature: Buffer.from(signature).toString('base64'),
     };
-    this.transport.send(address, envelope);
+    this.transport.send(address, envelope, message.kind);
   }
 
   private onEnvelope(raw: unknown): void {
