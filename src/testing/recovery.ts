@@ -74,6 +74,8 @@ export interface RecoverNodeOptions {
   readonly readyTimeoutMs?: number;
   /** Changes the copied files before the node starts (e.g. removes chunks a snapshot covers). */
   readonly prepare?: (dir: string) => void;
+  /** Extra environment of the node process (e.g. COVENANT_VIRTUAL_HOST_DATA). */
+  readonly env?: Record<string, string>;
   /** Wait for this state instead of PartOfPublicNetwork (e.g. a node expected to stop early: undefined waits for nothing). */
   readonly waitFor?: 'PartOfPublicNetwork' | 'exit';
 }
@@ -103,7 +105,7 @@ export async function startRecoverNode(options: RecoverNodeOptions): Promise<Sta
   };
   const configPath = join(dir, 'node.json');
   writeFileSync(configPath, JSON.stringify(config, null, 2));
-  const spawned = spawnNode(configPath, dir);
+  const spawned = spawnNode(configPath, dir, options.env);
   const deadline = Date.now() + (options.readyTimeoutMs ?? 60_000);
   const certFile = join(dir, 'service_cert.pem');
   for (;;) {

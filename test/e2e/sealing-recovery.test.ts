@@ -10,7 +10,7 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ACCEPT_BALLOT, propose, vote } from '../../src/cli/member.js';
@@ -234,37 +234,48 @@ describe('sealing-based recovery', () => {
     }
   });
 
-  test('a node whose virtual CPU key differs cannot unseal, says why, and its service is recovered with member shares', async () => {
-    const where = await locations(1);
-    const dir = mkdtempSync(join(tmpdir(), 'covenant-sealed-'));
-    const { members, startPatch } = await prepareRecoveryMembers(dir, 1, 1);
-    const node = await startNode({ dir, configPatch: { ...FAST, ...sealingOf(where, 0, 'cpu_key'), command: { start: startPatch } } });
-    members[0]!.identity = node.member;
-    let recovered: StartedNode | undefined;
-    try {
-      const last = await write(node, 'private', 7);
-      await waitCommitted(node, last);
-      await until('sealed shares', async () => (/sealed shares issued to 1 node\(s\)/.test(node.output()) ? true : undefined), 30_000);
-      await node.kill();
-      const otherKey = join(mkdtempSync(join(tmpdir(), 'covenant-cpu-')), 'cpu_key');
-      mkdirSync(join(otherKey, '..'), { recursive: true });
-      recovered = await startRecoverNode({ from: node.dir, previousServiceCertificatePem: node.serviceCertificatePem, user: node.user, member: node.member, configPatch: { ...FAST, ...sealingOf(where, 0, otherKey) } });
-      assert.match(recovered.output(), /sealing: cannot unseal the ledger secrets: .*falling back to member shares/);
-      const state = await recovered.client.request('GET', '/node/network');
-      assert.equal(state.body.service_status, 'Recovering', 'it opened nothing by itself');
-      await openRecoveredService(recovered, node.serviceCertificatePem, members);
-      const answer = await recovered.client.request('GET', '/app/log/private?id=7', { identity: node.user });
-      assert.equal(answer.body.msg, 'private 7');
-      assert.equal((await recovered.client.request('GET', '/node/network')).body.recovery_decision, undefined, 'opened by its members, not by the protocol');
-    } finally {
-      await node.kill();
-      if (recovered) {
-        await recovered.kill();
-        removeDir(recovered.dir);
+  for (const variant of ['virtual CPU key', 'host data'] as const) {
+    test(`a node whose ${variant} differs cannot unseal, says why, and its service is recovered with member shares`, async () => {
+      const where = await locations(1);
+      const dir = mkdtempSync(join(tmpdir(), 'covenant-sealed-'));
+      const { members, startPatch } = await prepareRecoveryMembers(dir, 1, 1);
+      const node = await startNode({ dir, configPatch: { ...FAST, ...sealingOf(where, 0, 'cpu_key'), command: { start: startPatch } } });
+      members[0]!.identity = node.member;
+      let recovered: StartedNode | undefined;
+      try {
+        const last = await write(node, 'private', 7);
+        await waitCommitted(node, last);
+        await until('sealed shares', async () => (/sealed shares issued to 1 node\(s\)/.test(node.output()) ? true : undefined), 30_000);
+        await node.kill();
+        const otherKey = join(mkdtempSync(join(tmpdir(), 'covenant-cpu-')), 'cpu_key');
+        const cpuKey = variant === 'virtual CPU key' ? otherKey : join(node.dir, 'cpu_key');
+        const env = variant === 'host data' ? { COVENANT_VIRTUAL_HOST_DATA: 'ab'.repeat(32) } : undefined;
+        recovered = await startRecoverNode({
+          from: node.dir,
+          previousServiceCertificatePem: node.serviceCertificatePem,
+          user: node.user,
+          member: node.member,
+          configPatch: { ...FAST, ...sealingOf(where, 0, cpuKey) },
+          ...(env ? { env } : {}),
+        });
+        assert.match(recovered.output(), /sealing: cannot unseal the ledger secrets: .*UnsealFailed|sealing: cannot unseal the ledger secrets: .*(measurement|host data|CPU key).*falling back to member shares/);
+        const state = await recovered.client.request('GET', '/node/network');
+        assert.equal(state.body.service_status, 'Recovering', 'it opened nothing by itself');
+        await openRecoveredService(recovered, node.serviceCertificatePem, members);
+        const answer = await recovered.client.request('GET', '/app/log/private?id=7', { identity: node.user });
+        assert.equal(answer.body.msg, 'private 7');
+        assert.equal((await recovered.client.request('GET', '/node/network')).body.recovery_decision, undefined, 'opened by its members, not by the protocol');
+        rmSync(join(otherKey, '..'), { recursive: true, force: true });
+      } finally {
+        await node.kill();
+        if (recovered) {
+          await recovered.kill();
+          removeDir(recovered.dir);
+        }
+        removeDir(dir);
       }
-      removeDir(dir);
-    }
-  });
+    });
+  }
 });
 
 function statMode(path: string): number {
