@@ -116,9 +116,9 @@ export async function sealingLocations(count: number): Promise<SealingLocation[]
   return out;
 }
 
-/** Node i's sealing_recovery section: its location, its virtual CPU key file, every location expected (failover off). */
-export function sealingConfigOf(locations: readonly SealingLocation[], i: number, cpuKeyFile: string): Record<string, unknown> {
-  return { location: locations[i], virtual_cpu_key_file: cpuKeyFile, recovery_decision_protocol: { expected_locations: locations, failover_timeout: '0ms' } };
+/** Node i's sealing_recovery section: its location, its virtual CPU key file, every location expected (failover off unless given). */
+export function sealingConfigOf(locations: readonly SealingLocation[], i: number, cpuKeyFile: string, failoverTimeout = '0ms'): Record<string, unknown> {
+  return { location: locations[i], virtual_cpu_key_file: cpuKeyFile, recovery_decision_protocol: { expected_locations: locations, failover_timeout: failoverTimeout } };
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -149,6 +149,24 @@ test('covenant sandbox refuses a bad --node-config before creating anything, and
   }
 });
 
+/** Every node of an old sandbox dies at once (SIGKILL); the sandbox that started them ends too. */
+async function disaster(pids: readonly number[], sandbox: ReturnType<typeof spawn>): Promise<void> {
+  for (const pid of pids) process.kill(pid, 'SIGKILL');
+  for (const pid of pids) await until(`node ${pid} to die`, async () => (processAlive(pid) ? undefined : true), 10_000);
+  sandbox.kill('SIGINT');
+  await waitForExit(sandbox);
+}
+
+/** `covenant sandbox --recover-from oldDir` (into `<oldDir>-recovered`, its default), once it printed its instructions. */
+async function recoverSandbox(oldDir: string, recoveredDir: string, fragment: string): Promise<Awaited<ReturnType<typeof runSandboxUntil>>> {
+  const recovered = await runSandboxUntil(['--recover-from', oldDir, '--node-config', fragment], join(recoveredDir, 'network.json'));
+  await until('the printed instructions', async () => (recovered.output().includes('Press Ctrl-C') ? true : undefined), 10_000).catch((e: unknown) => {
+    recovered.child.kill('SIGINT');
+    throw e;
+  });
+  return recovered;
+}
+
 /** Runs `covenant sandbox` with `args`, collecting its output; resolves once `file` exists. */
 async function runSandboxUntil(args: string[], file: string): Promise<{ child: ReturnType<typeof spawn>; output: () => string }> {
   const child = spawn(process.execPath, [CLI_ENTRY, 'sandbox', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -198,16 +216,12 @@ test('covenant sandbox --recover-from recovers a killed sandbox from its ledgers
       client.close();
     }
     // The disaster: every node dies at once; the sandbox that started them ends too.
-    for (const pid of pids) process.kill(pid, 'SIGKILL');
-    for (const pid of pids) await until(`node ${pid} to die`, async () => (processAlive(pid) ? undefined : true), 10_000);
-    old.child.kill('SIGINT');
-    await waitForExit(old.child);
+    await disaster(pids, old.child);
 
     // Without --dir, the recovered sandbox goes to <old>-recovered.
     const recoveredDir = `${oldDir}-recovered`;
-    const recovered = await runSandboxUntil(['--recover-from', oldDir, '--node-config', fragment], join(recoveredDir, 'network.json'));
+    const recovered = await recoverSandbox(oldDir, recoveredDir, fragment);
     started.push(recovered.child);
-    await until('the printed instructions', async () => (recovered.output().includes('Press Ctrl-C') ? true : undefined), 10_000);
     const out = recovered.output();
     for (const step of [/Step 1: a Recover node on a copy of each of the 2 old ledgers/, /node 0: read the public ledger up to last_signed_seqno \d+/, /Step 2: keeping node \d/, /node 2 joined the recovering service/, /Step 3: members vote/, /member 0 voted accept: Accepted/, /Step 4: members submit their recovery shares/, /recovery_count 1/, /New service certificate: /]) {
       assert.match(out, step);
@@ -266,15 +280,11 @@ test('covenant sandbox --sealing, then --recover-from: the nodes recover the ser
     // Sealed shares cover both nodes before the disaster.
     const logOf = (i: number) => readFileSync(join(oldDir, `node${i}`, 'out.log'), 'utf8');
     await until('sealed shares for both nodes', async () => (/sealed shares issued to 2 node\(s\)/.test(logOf(0)) ? true : undefined), 30_000);
-    for (const pid of pids) process.kill(pid, 'SIGKILL');
-    for (const pid of pids) await until(`node ${pid} to die`, async () => (processAlive(pid) ? undefined : true), 10_000);
-    old.child.kill('SIGINT');
-    await waitForExit(old.child);
+    await disaster(pids, old.child);
 
     const recoveredDir = `${oldDir}-recovered`;
-    const recovered = await runSandboxUntil(['--recover-from', oldDir, '--node-config', fragment], join(recoveredDir, 'network.json'));
+    const recovered = await recoverSandbox(oldDir, recoveredDir, fragment);
     started.push(recovered.child);
-    await until('the printed instructions', async () => (recovered.output().includes('Press Ctrl-C') ? true : undefined), 10_000);
     const out = recovered.output();
     for (const step of [/each on its old location and virtual CPU key/, /sealing: unsealed the recovery key/, /this location opens the service \(Election\)/, /opened the service: joining it/, /open_kind Election/]) assert.match(out, step);
     assert.doesNotMatch(out, /members vote|submit their recovery shares/, 'no member took part');

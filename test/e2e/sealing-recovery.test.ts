@@ -14,7 +14,7 @@ import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeF
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ACCEPT_BALLOT, propose, vote } from '../../src/cli/member.js';
-import { sealingLocations } from '../../src/cli/sandbox-nodes.js';
+import { sealingConfigOf, sealingLocations, type SealingLocation } from '../../src/cli/sandbox-nodes.js';
 import { HttpsClient } from '../../src/platform/https-client.js';
 import { joinOptionsOf, memberConnectionOf, removeDir, spawnNode, startJoiningNode, startNode, type StartedNode } from '../../src/testing/node-process.js';
 import { until, waitCommitted } from '../../src/testing/network.js';
@@ -28,8 +28,8 @@ const FAST = {
 
 const locations = sealingLocations;
 
-function sealingOf(all: { name: string; address: string }[], i: number, cpuKeyFile: string, failover = '0ms'): Record<string, unknown> {
-  return { sealing_recovery: { location: all[i], virtual_cpu_key_file: cpuKeyFile, recovery_decision_protocol: { expected_locations: all, failover_timeout: failover } } };
+function sealingOf(all: SealingLocation[], i: number, cpuKeyFile: string, failover = '0ms'): Record<string, unknown> {
+  return { sealing_recovery: sealingConfigOf(all, i, cpuKeyFile, failover) };
 }
 
 async function write(node: StartedNode, scope: 'private' | 'public', id: number): Promise<string> {
@@ -71,6 +71,31 @@ function isRecoveredOpen(network: any): boolean {
   return network?.service_status === 'Open' && network.recovery_count === 1;
 }
 
+/** The one of `processes` (not rejoined) whose recovered service opened, once there is one. */
+function openerAmong(processes: readonly RecoverProcess[], timeoutMs: number): Promise<RecoverProcess> {
+  return until(
+    'a recovered node whose service is open',
+    async () => {
+      for (const p of processes) {
+        if (existsSync(join(p.dir, 'joined'))) continue;
+        if (isRecoveredOpen(await getOn(p, '/node/network'))) return p;
+      }
+      return undefined;
+    },
+    timeoutMs,
+    200,
+  );
+}
+
+/** A three-node network with sealing_recovery, every node a location with its own virtual CPU key file. */
+async function startSealedNetwork(where: SealingLocation[]): Promise<StartedNode[]> {
+  const dir = mkdtempSync(join(tmpdir(), 'covenant-sealed-'));
+  const first = await startNode({ dir, configPatch: { ...FAST, ...sealingOf(where, 0, 'cpu_key') } });
+  const old: StartedNode[] = [first];
+  for (let i = 1; i < where.length; i++) old.push(await startJoiningNode({ ...joinOptionsOf(first), configPatch: { ...FAST, ...sealingOf(where, i, 'cpu_key') } }));
+  return old;
+}
+
 /** GET on a recovering or rejoined node, trusting whichever service certificate it has now. */
 async function getOn(p: RecoverProcess, path: string): Promise<any> {
   const addressFile = join(p.dir, 'rpc_addresses.json');
@@ -92,12 +117,10 @@ async function getOn(p: RecoverProcess, path: string): Promise<any> {
 describe('sealing-based recovery', () => {
   test('three nodes recover their service with no member action: one opens by election, the others join it', async () => {
     const where = await locations(3);
-    const dir = mkdtempSync(join(tmpdir(), 'covenant-sealed-'));
-    const first = await startNode({ dir, configPatch: { ...FAST, ...sealingOf(where, 0, 'cpu_key') } });
-    const old: StartedNode[] = [first];
+    const old = await startSealedNetwork(where);
+    const first = old[0]!;
     const recovering: RecoverProcess[] = [];
     try {
-      for (let i = 1; i < 3; i++) old.push(await startJoiningNode({ ...joinOptionsOf(first), configPatch: { ...FAST, ...sealingOf(where, i, 'cpu_key') } }));
       for (const node of old) assert.equal(statMode(join(node.dir, 'cpu_key')), 0o600, 'the virtual CPU key file is created with mode 0600');
       let last = '';
       for (let i = 0; i < 15; i++) last = await write(first, 'private', i);
@@ -115,19 +138,7 @@ describe('sealing-based recovery', () => {
       for (const node of old) await node.kill();
 
       for (const [i, node] of old.entries()) recovering.push(spawnRecover(node, sealingOf(where, i, join(node.dir, 'cpu_key'))));
-      const opener = await until(
-        'a recovered node whose service is open',
-        async () => {
-          for (const p of recovering) {
-            if (existsSync(join(p.dir, 'joined'))) continue;
-            const network = await getOn(p, '/node/network');
-            if (network?.service_status === 'Open' && network.recovery_count === 1) return p;
-          }
-          return undefined;
-        },
-        90_000,
-        200,
-      );
+      const opener = await openerAmong(recovering, 90_000);
       const network = await getOn(opener, '/node/network');
       assert.equal(network.recovery_count, 1);
       assert.deepEqual(network.recovery_decision?.open_kind, 'Election');
@@ -169,12 +180,10 @@ describe('sealing-based recovery', () => {
 
   test('the best ledger opens; a missing location holds the election until it comes back, unless failover is on', async () => {
     const where = await locations(3);
-    const dir = mkdtempSync(join(tmpdir(), 'covenant-sealed-'));
-    const first = await startNode({ dir, configPatch: { ...FAST, ...sealingOf(where, 0, 'cpu_key') } });
-    const old: StartedNode[] = [first];
+    const old = await startSealedNetwork(where);
+    const first = old[0]!;
     const recovering: RecoverProcess[] = [];
     try {
-      for (let i = 1; i < 3; i++) old.push(await startJoiningNode({ ...joinOptionsOf(first), configPatch: { ...FAST, ...sealingOf(where, i, 'cpu_key') } }));
       let last = '';
       for (let i = 0; i < 10; i++) last = await write(first, 'private', i);
       for (const node of old) await waitCommitted(node, last);
@@ -199,13 +208,7 @@ describe('sealing-based recovery', () => {
       // Location 1 comes back: the election completes, for the best ledger (location 0 or 1, never 2).
       const back = spawnRecover(old[1]!, sealingOf(where, 1, join(old[1]!.dir, 'cpu_key')));
       recovering.push(back);
-      const opener = await until('the election', async () => {
-        for (const p of [ahead, back, behind]) {
-          if (existsSync(join(p.dir, 'joined'))) continue;
-          if (isRecoveredOpen(await getOn(p, '/node/network'))) return p;
-        }
-        return undefined;
-      }, 60_000, 200);
+      const opener = await openerAmong([ahead, back, behind], 60_000);
       assert.notEqual(opener, behind, 'the location whose ledger is behind does not open');
       assert.equal((await getOn(opener, '/node/network')).recovery_decision.open_kind, 'Election');
       await until('the behind location rejoined', async () => ((await getOn(behind, '/node/state'))?.state === 'PartOfNetwork' ? true : undefined), 60_000, 200);
@@ -217,13 +220,7 @@ describe('sealing-based recovery', () => {
       }
       const late = [1, 2].map((i) => spawnRecover(old[i]!, sealingOf(where, i, join(old[i]!.dir, 'cpu_key'), '1500ms')));
       recovering.push(...late);
-      const failedOver = await until('an opening after the failover timeout', async () => {
-        for (const p of late) {
-          if (existsSync(join(p.dir, 'joined'))) continue;
-          if (isRecoveredOpen(await getOn(p, '/node/network'))) return p;
-        }
-        return undefined;
-      }, 60_000, 200);
+      const failedOver = await openerAmong(late, 60_000);
       assert.equal((await getOn(failedOver, '/node/network')).recovery_decision.open_kind, 'Failover');
       assert.match(failedOver.spawned.output(), /open_kind Failover/);
     } finally {
