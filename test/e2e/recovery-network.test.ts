@@ -112,6 +112,9 @@ describe('disaster recovery of a three-node network', () => {
       await until('the recovered service is open', async () => ((await primary.client.request('GET', '/node/network')).body.service_status === 'Open' ? true : undefined), 60_000);
       for (const j of joiners) {
         await until('the joiner read its private ledger', async () => ((await stateOf(j)).state === 'PartOfNetwork' ? true : undefined), 60_000);
+        // A joiner may be PartOfNetwork before it applied the primary's opening of the service (its
+        // application answers 503 FrontendNotOpen until then): wait for that, not for a record.
+        await until('the joiner sees the service open', async () => ((await j.client.request('GET', '/node/ready/app')).status === 204 ? true : undefined), 30_000);
         assert.equal(await read(j, 0), `before 0 ${'x'.repeat(60)}`);
         assert.equal(await read(j, 79), `after 79 ${'y'.repeat(60)}`);
       }
