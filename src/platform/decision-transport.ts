@@ -92,11 +92,17 @@ export class DecisionTransport {
       },
     );
     request.on('timeout', () => request.destroy(new Error('timed out')));
+    request.on('close', done);
     request.on('error', (e) => {
       done();
       this.options.logger.debug(`recovery decision protocol: sending to ${address} failed: ${errorMessage(e)}`);
     });
     request.end(body);
+  }
+
+  /** Messages sent and not yet answered (or failed). */
+  get inFlightCount(): number {
+    return this.inFlight.size;
   }
 
   async close(): Promise<void> {

@@ -42,6 +42,9 @@ test('messages of every kind sent to one location in the same round all arrive',
       sender.send(address, { kind: 'Gossip', round }, 'Gossip');
       sender.send(address, { kind: 'Vote', round }, 'Vote');
       await until(`round ${round}`, async () => (received.length === 2 * (round + 1) ? true : undefined), 10_000, 10);
+      // The receiver hands an envelope on as it answers; the answer reaches the sender a little later,
+      // and until then a message of the same kind is dropped (the protocol resends on its timer).
+      await until(`round ${round} answered`, async () => (sender.inFlightCount === 0 ? true : undefined), 10_000, 10);
     }
     assert.deepEqual(
       received.map((e) => (e as { kind: string }).kind).sort(),
