@@ -39,6 +39,9 @@
  * the scheduler's placement of three nodes' threads on two cores.
  *
  * With --writes N it instead writes N 200-byte messages over 1,000 ids and reports the node's RSS.
+ *
+ * With --recovery it instead measures how fast a Recover node replays a ledger of N transactions
+ * (bench/recovery.ts; `npm run bench -- --recovery [--transactions 1000000]`).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -560,6 +563,10 @@ function summary(label: string, alternation: Alternation, rounds: number): strin
 }
 
 async function main(): Promise<void> {
+  if (process.argv.includes('--recovery')) {
+    await recoveryBench();
+    return;
+  }
   const args = parseArgs(process.argv.slice(2));
   if (args.writes > 0) {
     const node = await startNode({ configPatch: { logging: { level: 'fail' } } });
@@ -658,6 +665,17 @@ async function main(): Promise<void> {
   }
   await tokenAuthenticatedWrites(args);
   await linearizableReads(args);
+}
+
+/**
+ * `--recovery`: how fast a Recover node replays a ledger of N transactions (bench/recovery.ts,
+ * also `npm run bench:recovery`), instead of the write benches; the other arguments go to it.
+ */
+async function recoveryBench(): Promise<void> {
+  const script = fileURLToPath(new URL('./recovery.js', import.meta.url));
+  const child = spawn(process.execPath, [script, ...process.argv.slice(2).filter((a) => a !== '--recovery')], { stdio: 'inherit' });
+  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  if (code !== 0) throw new Error(`the recovery bench exited with ${code}`);
 }
 
 /**
