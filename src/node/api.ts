@@ -47,7 +47,8 @@ export interface NodeInit {
    * Re-reads the Merkle leaves of ledger entries for receipts of compacted transactions, off the
    * request thread (src/ledger/entry-leaves.ts). Default: on the calling thread through `disk`
    * (the simulator, tests); node processes pass a worker-thread reader
-   * (src/platform/worker-leaf-reader.ts). The node closes it when it stops.
+   * (src/platform/worker-leaf-reader.ts). The node closes it when it stops. A recovery reading
+   * the public ledger also hashes the entries' leaves on it (src/node/recovery/public-ledger.ts).
    */
   readonly entryLeafReader?: EntryLeafReader;
   /**

@@ -402,6 +402,8 @@ export class NodeComposition {
         if (seqno < 1 || seqno > this.replica.ledger.lastSeqno) return undefined;
         return this.proposer.recent(seqno) ?? this.replica.entryFromLedger(seqno);
       },
+      // Only when consensus is created (the persisted log): nothing is proposed yet.
+      entriesBetween: (from: number, to: number): Iterable<Entry> => this.replica.entriesFromLedger(from, to),
     };
   }
 

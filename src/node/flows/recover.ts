@@ -37,7 +37,8 @@ export async function recoverFlow(ctx: FlowContext, addresses: NodeAddresses): P
   const previousFile = recover.previous_service_identity_file;
   const previousFromFile = previousFile === undefined ? undefined : readPreviousIdentity(ctx, previousFile);
   const from = startFromSnapshot(ctx, previousFromFile);
-  const read = await readPublicLedger({ replica, logger, clock: init.clock, yieldControl: () => ctx.sleep(0) }, from);
+  // The entries' Merkle leaves are hashed on the node's leaf reader thread when it has one.
+  const read = await readPublicLedger({ replica, logger, clock: init.clock, leafReader: init.entryLeafReader, yieldControl: () => ctx.sleep(0) }, from);
   if (ctx.stopped()) return;
   if (read.lastSignedSeqno === 0) throw nodeError('RecoveryLedgerUnsigned', 'the ledger holds no signature transaction: there is nothing to recover');
   replica.settleRecoveredPublic(read.lastSignedSeqno);

@@ -26,7 +26,6 @@ import type { TxId } from '../../base/ids.js';
 import { errorMessage } from '../../base/errors.js';
 import type { Logger } from '../../base/log.js';
 import { jsonCodec, Store, type Tx } from '../../kv/index.js';
-import { decodeEntry } from '../../ledger/index.js';
 import {
   type ChainSecret,
   type RandomBytes,
@@ -48,7 +47,7 @@ import { replayUncommittedVersionsMax } from '../limits.js';
 import type { Replica } from '../replica.js';
 import type { StartupSnapshot } from '../snapshots.js';
 import { SINGLETON_KEY, Tables, type RecoveredSecretsRecord, type RecoverySharesRecord, type ServiceInfo } from '../tables.js';
-import { ledgerFrames, ReadProgress } from './public-ledger.js';
+import { ledgerEntries, ReadProgress } from './public-ledger.js';
 
 const json = jsonCodec<any>();
 
@@ -270,13 +269,13 @@ export class Recovery {
     const store = snapshot !== undefined ? Store.fromSnapshot(snapshot.parts.kv, this.host.secrets.sealFor(snapshot.seqno).encryptor) : new Store();
     logger.info(`reading the private domain of the ledger: entries ${from + 1}..${lastSeqno}`);
     const progress = new ReadProgress('reading the private ledger', lastSeqno, logger, clock);
-    for (const batch of ledgerFrames(replica, from + 1, lastSeqno)) {
+    for (const batch of ledgerEntries(replica, from + 1, lastSeqno)) {
       let bytes = 0;
       for (const item of batch) {
-        if (item.error !== undefined) throw nodeError('LedgerEntryUnreadable', `entry ${item.seqno} cannot be read: ${item.error}`);
-        const decoded = decodeEntry(item.frame!);
+        const decoded = item.entry;
+        if (decoded === undefined) throw nodeError('LedgerEntryUnreadable', `entry ${item.seqno} cannot be read: ${item.error}`);
         store.applyWriteSet(decoded.seqno, decoded.publicBytes, replica.privatePlainOf(decoded));
-        bytes += item.frame!.byteLength;
+        bytes += decoded.frameSizeBytes;
       }
       if (store.version > store.committedVersion + replayUncommittedVersionsMax / 2) store.compact(store.version);
       progress.add(batch.length, bytes, batch.at(-1)!.seqno);
