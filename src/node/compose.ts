@@ -321,6 +321,7 @@ export class NodeComposition {
       yieldControl: () => new Promise((resolve) => init.clock.setTimer(0, resolve)),
       persistState: () => this.persistState(),
       transition: (trigger, allowed) => this.transition(trigger, allowed),
+      entryReplayer: init.entryReplayer,
     });
     const rekey = new Rekey({
       ...common,

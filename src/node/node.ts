@@ -374,6 +374,7 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
     this.parts.snapshots.stop();
     this.parts.filesCleanup.stop();
     this.parts.entryLeafReader.close();
+    this.parts.init.entryReplayer?.close();
     this.parts.replica.close();
     this.parts.lifecycle.transition('stop', []);
   }
