@@ -17,7 +17,7 @@ import { jsonCodec, type Tx } from '../../kv/index.js';
 import type { NodeAddresses } from '../api.js';
 import { nodeError } from '../errors.js';
 import { FLOW_TRIGGERS } from '../lifecycle.js';
-import { readPublicLedger, type PublicLedgerRead } from '../recovery/public-ledger.js';
+import { phaseSummary, readPublicLedger, type PublicLedgerRead } from '../recovery/public-ledger.js';
 import { SINGLETON_KEY, Tables, type NodeInfo, type ServiceInfo } from '../tables.js';
 import type { FlowContext } from './context.js';
 
@@ -29,6 +29,7 @@ export async function recoverFlow(ctx: FlowContext, addresses: NodeAddresses): P
   const recover = config.command.recover;
   assert(recover, 'Recover configuration is present');
   ctx.setAddresses(addresses);
+  const startedMs = init.clock.monotonicMs();
   ctx.transition('recover', FLOW_TRIGGERS.recover);
   replica.openLedger(undefined, { recovery: true });
   if (replica.ledger.lastSeqno === 0) {
@@ -73,6 +74,7 @@ export async function recoverFlow(ctx: FlowContext, addresses: NodeAddresses): P
   ctx.pump();
   ctx.persistState();
   ctx.transition('public-ledger-restored', FLOW_TRIGGERS.recover);
+  logger.info(`public phase: ${phaseSummary(lastSeqno - from.seqno, init.clock.monotonicMs() - startedMs)}, from the start of the recovery to PartOfPublicNetwork`);
   ctx.startBackgroundWork();
   logger.info(
     `recovering the service from seqno ${lastSeqno} (view ${read.lastSignedView}); this node ${identity.nodeId} is primary in view ${view}. ` +

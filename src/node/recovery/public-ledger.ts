@@ -47,6 +47,12 @@ export interface PublicLedgerRead {
   readonly stopped: ReadStop | undefined;
 }
 
+/** "N entries in S s, R entries/s": how a recovery's log sums up each of its phases. */
+export function phaseSummary(entries: number, ms: number): string {
+  const seconds = Math.max(1e-3, ms / 1000);
+  return `${entries} entries in ${seconds.toFixed(2)} s, ${Math.round(entries / seconds)} entries/s`;
+}
+
 /** Logs the progress of a long read every recoveryProgressIntervalMs. */
 export class ReadProgress {
   private readonly startedMs: number;

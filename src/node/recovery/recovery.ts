@@ -48,7 +48,7 @@ import { recoveryReadBatchBytesMax, recoveryReadBatchEntriesMax } from '../limit
 import type { Replica } from '../replica.js';
 import type { StartupSnapshot } from '../snapshots.js';
 import { SINGLETON_KEY, Tables, type RecoveredSecretsRecord, type RecoverySharesRecord, type ServiceInfo } from '../tables.js';
-import { ledgerEntries, ReadProgress } from './public-ledger.js';
+import { ledgerEntries, phaseSummary, ReadProgress } from './public-ledger.js';
 
 const json = jsonCodec<any>();
 
@@ -246,6 +246,7 @@ export class Recovery {
   private async readPrivateDomain(record: RecoveredSecretsRecord): Promise<void> {
     const { host } = this;
     host.transition('shares-reassembled', PRIVATE_PHASE_TRIGGERS);
+    const startedMs = host.clock.monotonicMs();
     const chain = this.chainOf(record);
     const firstHeld = host.secrets.linkFor(0).fromSeqno;
     host.secrets.installOlder(chain.filter((s) => s.fromSeqno < firstHeld));
@@ -253,7 +254,10 @@ export class Recovery {
     const privateStore = await this.replayPrivate(record.last_recovered_seqno);
     host.replica.store.adoptPrivateMaps(privateStore.current());
     host.transition('private-ledger-restored', PRIVATE_PHASE_TRIGGERS);
-    this.host.logger.info('the private domain of the previous service is restored');
+    const entries = record.last_recovered_seqno - (this.startupSnapshot?.seqno ?? 0);
+    this.host.logger.info(
+      `the private domain of the previous service is restored; private phase: ${phaseSummary(entries, host.clock.monotonicMs() - startedMs)}, from ReadingPrivateLedger to PartOfNetwork`,
+    );
     if (host.isPrimary()) host.defer(() => this.openIfReady());
   }
 
