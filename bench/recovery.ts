@@ -20,14 +20,21 @@
  * Prints JSON lines (one per stage) and a human summary. Target (the issue): each replay phase at
  * 100,000 transactions per second or more.
  *
- *   npm run bench -- --recovery [--transactions 1000000] [--connections 64] [--node-log]
+ *   npm run bench -- --recovery [--transactions 1000000] [--connections 64] [--floor] [--node-log]
  *
- * --node-log prints the recover node's log.
+ * --floor also measures, on one thread of the bench process and before the recover node starts,
+ * what any replay of this ledger costs per entry whatever the node does around it: reading and
+ * checking the frames, hashing their Merkle leaves into a tree, and decrypting private write sets
+ * of the ledger's sizes (AES-256-GCM, as the node does). --node-log prints the recover node's log.
  */
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseTxId } from '../src/base/ids.js';
+import { LedgerEncryptor } from '../src/kv/index.js';
+import { entryLeaf, Ledger } from '../src/ledger/index.js';
+import { HistoryTree } from '../src/merkle/index.js';
+import { FsDisk } from '../src/platform/fs-disk.js';
 import { removeDir, startNode, type StartedNode } from '../src/testing/node-process.js';
 import { until } from '../src/testing/network.js';
 import { openRecoveredService, prepareRecoveryMembers, removeRecoverDir, startRecoverNode } from '../src/testing/recovery.js';
@@ -105,6 +112,61 @@ async function fill(node: StartedNode): Promise<{ ms: number; lastSeqno: number 
   return { ms: performance.now() - started, lastSeqno };
 }
 
+/**
+ * The cost per entry of what any replay of the ledger in `directory` does, on this thread: read
+ * and check the frames (in the node's batches), hash each into its Merkle leaf and append it to a
+ * tree, and decrypt private write sets of the entries' sizes (a sample, sealed beforehand under a
+ * key of the bench's own: the old service's secret is not the bench's to read).
+ */
+function measureFloor(directory: string) {
+  const disk = new FsDisk();
+  // Read-only: the files stay as the recover node will find them (its committed chunks are read).
+  const empty = mkdtempSync(join(tmpdir(), 'covenant-bench-floor-'));
+  const ledger = new Ledger({ disk, directory: empty, readOnlyDirectories: [directory] });
+  ledger.open();
+  const last = ledger.lastSeqno;
+  const sizes: number[] = [];
+  let readMs = 0;
+  let leafMs = 0;
+  let treeMs = 0;
+  const tree = new HistoryTree();
+  for (let seqno = 1; seqno <= last; ) {
+    let started = performance.now();
+    const batch = ledger.getDecodedEntries(seqno, Math.min(last, seqno + 4095), 8 * 1024 * 1024);
+    readMs += performance.now() - started;
+    started = performance.now();
+    const leaves = batch.map((entry) => entryLeaf(entry));
+    leafMs += performance.now() - started;
+    started = performance.now();
+    for (const leaf of leaves) tree.append(leaf);
+    treeMs += performance.now() - started;
+    for (const entry of batch) if (sizes.length < FLOOR_DECRYPT_SAMPLE && entry.privateBytes.byteLength > 0) sizes.push(entry.privateBytes.byteLength);
+    seqno += batch.length;
+  }
+  ledger.close();
+  disk.close();
+  rmSync(empty, { recursive: true, force: true });
+  // Sealed beforehand (not timed), opened as the node opens private write sets.
+  const encryptor = new LedgerEncryptor(new Uint8Array(32).fill(7));
+  const sealed = sizes.map((size, i) => encryptor.encryptPrivate(1, i + 1, new Uint8Array(size - 16).fill(0x61)));
+  const started = performance.now();
+  for (let i = 0; i < sealed.length; i++) encryptor.decryptPrivate(1, i + 1, sealed[i]!);
+  const decryptUs = ((performance.now() - started) * 1000) / Math.max(1, sealed.length);
+  const perEntry = (ms: number) => round((ms * 1000) / last, 2);
+  const total = perEntry(readMs) + perEntry(leafMs) + decryptUs;
+  return {
+    entries: last,
+    read_check_us: perEntry(readMs),
+    leaf_us: perEntry(leafMs),
+    tree_append_us: perEntry(treeMs),
+    decrypt_us: round(decryptUs, 2),
+    decrypt_sample: sealed.length,
+    read_leaf_decrypt_tx_per_s: Math.round(1e6 / total),
+  };
+}
+
+const FLOOR_DECRYPT_SAMPLE = 200_000;
+
 async function main(): Promise<void> {
   const oldDir = mkdtempSync(join(tmpdir(), 'covenant-bench-old-'));
   const { members, startPatch } = await prepareRecoveryMembers(oldDir, 2, 2);
@@ -132,6 +194,8 @@ async function main(): Promise<void> {
     };
     console.log(JSON.stringify(fillReport));
     await service.kill();
+    const floor = process.argv.includes('--floor') ? measureFloor(join(oldDir, 'ledger')) : undefined;
+    if (floor !== undefined) console.log(JSON.stringify({ bench: 'recovery floor', ...floor }));
 
     // The Recover node: its spawn is the start of every figure below (the copy of the ledger is not timed).
     let spawnedAtMs = 0;
@@ -197,6 +261,12 @@ async function main(): Promise<void> {
         `  private replay, ReadingPrivateLedger → PartOfNetwork: ${round(privateS)} s, ${report.private_replay_tx_per_s} tx/s (${verdict(report.private_replay_tx_per_s)} the target of ${TARGET_PER_S})`,
         `  spawn → service Open: ${round(openS)} s`,
         ...nodeLines.map((l) => `  node: ${l}`),
+        ...(floor === undefined
+          ? []
+          : [
+              `  floor, one thread, µs per entry: read and check ${floor.read_check_us}, Merkle leaf ${floor.leaf_us}, tree append ${floor.tree_append_us}, ` +
+                `AES-GCM decrypt ${floor.decrypt_us} (≈ ${floor.read_leaf_decrypt_tx_per_s} entries/s for the three on one core)`,
+            ]),
       ].join('\n'),
     );
   } finally {
