@@ -222,6 +222,7 @@ async function main(): Promise<void> {
     const output = node.output();
     // The entries replayed: the old ledger up to its last signature, as the node says it recovers it.
     const lastSignedSeqno = Number(/recovering the service from seqno (\d+)/.exec(output)?.[1] ?? NaN);
+    const reading = mustLog(output, /node state Initialized -> ReadingPublicLedger/);
     const publicDone = mustLog(output, /node state ReadingPublicLedger -> PartOfPublicNetwork/);
     const privateStart = mustLog(output, /node state PartOfPublicNetwork -> ReadingPrivateLedger/);
     const privateDone = mustLog(output, /node state ReadingPrivateLedger -> PartOfNetwork/);
@@ -242,6 +243,7 @@ async function main(): Promise<void> {
       ledger_mib: fillReport.ledger_mib,
       fill_s: fillReport.fill_s,
       fill_writes_per_s: fillReport.writes_per_s,
+      spawn_to_reading_s: round((reading.atMs - spawnedAtMs) / 1000),
       public_replay_s: round(publicS),
       public_replay_tx_per_s: Math.round(lastSignedSeqno / publicS),
       private_replay_s: round(privateS),
@@ -257,7 +259,8 @@ async function main(): Promise<void> {
       [
         `recovery of ${lastSignedSeqno} ledger entries (${transactions} private writes, ${fillReport.ledger_mib} MiB):`,
         `  fill: ${fillReport.fill_s} s (${fillReport.writes_per_s} committed writes/s)`,
-        `  public replay, spawn → PartOfPublicNetwork: ${round(publicS)} s, ${report.public_replay_tx_per_s} tx/s (${verdict(report.public_replay_tx_per_s)} the target of ${TARGET_PER_S})`,
+        `  public replay, spawn → PartOfPublicNetwork: ${round(publicS)} s, ${report.public_replay_tx_per_s} tx/s (${verdict(report.public_replay_tx_per_s)} the target of ${TARGET_PER_S}); ` +
+          `of which spawn → ReadingPublicLedger ${report.spawn_to_reading_s} s`,
         `  private replay, ReadingPrivateLedger → PartOfNetwork: ${round(privateS)} s, ${report.private_replay_tx_per_s} tx/s (${verdict(report.private_replay_tx_per_s)} the target of ${TARGET_PER_S})`,
         `  spawn → service Open: ${round(openS)} s`,
         ...nodeLines.map((l) => `  node: ${l}`),
