@@ -16,6 +16,8 @@ export interface LoadTarget {
 export interface LoadOptions {
   readonly connections: number;
   readonly durationMs: number;
+  /** Stop once this many requests were sent (and answered), even before durationMs. */
+  readonly maxRequests?: number;
   /** Builds the raw HTTP/1.1 request for request number i (must ask for keep-alive). */
   readonly request: (i: number) => Buffer;
   /** Called with each complete response (status and raw header block) and the time it was sent. */
@@ -55,6 +57,7 @@ export async function runLoad(target: LoadTarget, options: LoadOptions): Promise
   const latencies: number[] = [];
   const start = performance.now();
   const deadline = start + options.durationMs;
+  const maxRequests = options.maxRequests ?? Infinity;
 
   const worker = () =>
     new Promise<void>((resolve) => {
@@ -68,7 +71,7 @@ export async function runLoad(target: LoadTarget, options: LoadOptions): Promise
       let buffer: Buffer = Buffer.alloc(0);
       let sentAt = 0;
       const send = () => {
-        if (performance.now() >= deadline) {
+        if (performance.now() >= deadline || counter >= maxRequests) {
           socket.end();
           return;
         }

@@ -28,17 +28,23 @@
  * server replicating each batch over TLS to two floor backups (floor-backup.ts: check, decrypt,
  * apply, hash, append, acknowledge), with the time until a majority held every write.
  *
- *   npm run bench -- [--duration 8] [--rounds 3] [--connections 64] [--writes N] [--skip-network] [--pin]
+ *   npm run bench -- [--duration 8] [--rounds 3] [--connections 64] [--writes N] [--skip-network] [--pin] [--write-modes] [--recovery]
  *
  * It ends with one node under token-authenticated writes against certificate-authenticated ones
- * (bench/jwt-auth.ts), and, briefly, reads of a three-node network in the default mode against
- * linearizable ones (bench/linearizable-reads.ts).
+ * (bench/jwt-auth.ts), briefly, reads of a three-node network in the default mode against
+ * linearizable ones (bench/linearizable-reads.ts), and, when ab is installed, three nodes with
+ * ledger.durability Replicated against Synced and default writes against committed ones
+ * (x-covenant-consistency: committed), alternating A B B A (writeModes; only that with
+ * --write-modes).
  *
  * With --pin the ab measurements (bare server, floor and networks alike) run with their
  * processes placed on the two cores (placement.ts): a diagnostic reading of the same code without
  * the scheduler's placement of three nodes' threads on two cores.
  *
  * With --writes N it instead writes N 200-byte messages over 1,000 ids and reports the node's RSS.
+ *
+ * With --recovery it instead measures how fast a Recover node replays a ledger of N transactions
+ * (bench/recovery.ts; `npm run bench -- --recovery [--transactions 1000000]`).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -63,10 +69,12 @@ interface Args {
   skipNetwork: boolean;
   /** Place the processes of the ab measurements on the two cores (placement.ts). */
   pin: boolean;
+  /** Only the last segment: durability modes and committed writes (writeModes). */
+  writeModesOnly: boolean;
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { durationS: 8, rounds: 3, connections: 64, writes: 0, skipNetwork: false, pin: false };
+  const args: Args = { durationS: 8, rounds: 3, connections: 64, writes: 0, skipNetwork: false, pin: false, writeModesOnly: false };
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--skip-network') {
       args.skipNetwork = true;
@@ -74,6 +82,10 @@ function parseArgs(argv: string[]): Args {
     }
     if (argv[i] === '--pin') {
       args.pin = true;
+      continue;
+    }
+    if (argv[i] === '--write-modes') {
+      args.writeModesOnly = true;
       continue;
     }
     const value = Number(argv[i + 1]);
@@ -560,7 +572,15 @@ function summary(label: string, alternation: Alternation, rounds: number): strin
 }
 
 async function main(): Promise<void> {
+  if (process.argv.includes('--recovery')) {
+    await recoveryBench();
+    return;
+  }
   const args = parseArgs(process.argv.slice(2));
+  if (args.writeModesOnly) {
+    await writeModes(args);
+    return;
+  }
   if (args.writes > 0) {
     const node = await startNode({ configPatch: { logging: { level: 'fail' } } });
     try {
@@ -658,6 +678,83 @@ async function main(): Promise<void> {
   }
   await tokenAuthenticatedWrites(args);
   await linearizableReads(args);
+  await writeModes(args);
+}
+
+/** What bench/three-node-ab.ts prints for one run. */
+interface ThreeNodeRun {
+  readonly writes_per_s: number;
+  readonly cpu_us_per_write: number[];
+  readonly non2xx: number;
+}
+
+/** One run of bench/three-node-ab.ts (a three-node network of its own), its JSON line. */
+async function threeNodeAb(durationS: number, extra: readonly string[]): Promise<ThreeNodeRun> {
+  const script = fileURLToPath(new URL('./three-node-ab.js', import.meta.url));
+  const child = spawn(process.execPath, [script, '--duration', String(durationS), ...extra], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  const line = out.trim().split('\n').at(-1) ?? '';
+  if (code !== 0 || !line.startsWith('{')) throw new Error(`three-node-ab ${extra.join(' ')} exited with ${code}: ${out.trim().slice(-500)}`);
+  return JSON.parse(line) as ThreeNodeRun;
+}
+
+/**
+ * Three nodes under ab, briefly: ledger.durability Replicated against Synced (the default; target:
+ * Synced at 0.8x Replicated or more), then default writes against writes sent with
+ * `x-covenant-consistency: committed` (answered once committed), each pair alternating A B B A so
+ * that the machine's drift falls on both; a network of its own per run (bench/three-node-ab.ts).
+ * Skipped without ab.
+ */
+async function writeModes(args: Args): Promise<void> {
+  if (!abAvailable()) {
+    console.log('write modes: ab not found (Debian: apt-get install apache2-utils): skipped');
+    return;
+  }
+  const durationS = Math.min(args.durationS, 3);
+  const mean = (values: readonly number[]) => values.reduce((a, b) => a + b, 0) / values.length;
+  const alternate = async (label: string, a: [string, string[]], b: [string, string[]]) => {
+    console.log(`3 nodes, ${label}: ${a[0]} against ${b[0]}, A B B A, ${durationS} s each (ab, a network per run)`);
+    const runs: Record<string, number[]> = { [a[0]]: [], [b[0]]: [] };
+    for (const [name, extra] of [a, b, b, a]) {
+      const run = await threeNodeAb(durationS, extra);
+      runs[name]!.push(run.writes_per_s);
+      console.log(`  ${name}: ${run.writes_per_s} writes/s, CPU µs per write ${run.cpu_us_per_write.join(' + ')}${run.non2xx > 0 ? `, ${run.non2xx} non-2xx` : ''}`);
+    }
+    const ratio = mean(runs[b[0]]!) / mean(runs[a[0]]!);
+    console.log(`  ${b[0]} / ${a[0]}: ${round(ratio, 3)}x (means ${Math.round(mean(runs[b[0]]!))} and ${Math.round(mean(runs[a[0]]!))} writes/s)`);
+    return { runs, ratio };
+  };
+  const durability = await alternate('ledger.durability', ['Replicated', ['--durability', 'Replicated']], ['Synced', ['--durability', 'Synced']]);
+  const consistency = await alternate('write consistency', ['default', []], ['committed', ['--committed']]);
+  console.log(
+    JSON.stringify({
+      bench: 'write modes',
+      duration_s: durationS,
+      replicated_writes_per_s: durability.runs['Replicated'],
+      synced_writes_per_s: durability.runs['Synced'],
+      synced_vs_replicated: round(durability.ratio, 3),
+      default_writes_per_s: consistency.runs['default'],
+      committed_writes_per_s: consistency.runs['committed'],
+      committed_vs_default: round(consistency.ratio, 3),
+    }),
+  );
+  console.log(
+    `write modes: Synced ${round(durability.ratio, 3)}x Replicated (target 0.8x or more); ` +
+      `x-covenant-consistency: committed ${round(consistency.ratio, 3)}x default writes`,
+  );
+}
+
+/**
+ * `--recovery`: how fast a Recover node replays a ledger of N transactions (bench/recovery.ts,
+ * also `npm run bench:recovery`), instead of the write benches; the other arguments go to it.
+ */
+async function recoveryBench(): Promise<void> {
+  const script = fileURLToPath(new URL('./recovery.js', import.meta.url));
+  const child = spawn(process.execPath, [script, ...process.argv.slice(2).filter((a) => a !== '--recovery')], { stdio: 'inherit' });
+  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  if (code !== 0) throw new Error(`the recovery bench exited with ${code}`);
 }
 
 /**

@@ -18,6 +18,7 @@ import { fetchSnapshot } from '../platform/snapshot-fetch.js';
 import { workerEntrySealer } from '../platform/worker-sealer.js';
 import type { EntryLeafReader, EntrySealerFactory } from '../ledger/index.js';
 import { WorkerEntryLeafReader } from '../platform/worker-leaf-reader.js';
+import { WorkerEntryReplayer } from '../platform/worker-entry-replayer.js';
 import type { Logger } from '../base/log.js';
 import { CovenantNode, RejoinRequested, type NodeAddresses, type RpcInterfaceAddress } from '../node/node.js';
 import type { NodeInit } from '../node/api.js';
@@ -197,6 +198,8 @@ export async function runNodeCommand(configPath: string): Promise<void> {
     ...sealingOption(logger),
     ...maxEntryOption(),
     ...entryLeafReaderOption(),
+    // A recovery's private replay reads and decrypts the previous service's entries on worker threads.
+    entryReplayer: new WorkerEntryReplayer(),
     jwtKeyFetcher: keyFetcher,
     ...sealingRecoveryOptions(config, logger),
   });

@@ -82,7 +82,14 @@ export class RaftLog {
     this.lastEntryView = start.view;
     this.stableSeqno = start.seqno;
     this.handedOutSeqno = start.seqno;
-    for (let s = start.seqno + 1; s <= persistedLastSeqno; s++) {
+    if (persistedLastSeqno > start.seqno && storage.entriesBetween !== undefined) {
+      for (const entry of storage.entriesBetween(start.seqno + 1, persistedLastSeqno)) {
+        this.append(entry);
+        this.unstable.length = 0;
+      }
+    }
+    // What a stretch did not give, entry by entry.
+    for (let s = this.last + 1; s <= persistedLastSeqno; s++) {
       const entry = storage.entryAt(s);
       assert(entry !== undefined, () => `persisted entry ${s} is readable`);
       this.append(entry);

@@ -41,6 +41,12 @@ export interface Entry {
 /** Read-only access to what the node layer has persisted (entries handed over in Ready). */
 export interface EntryStorage {
   entryAt(seqno: Seqno): Entry | undefined;
+  /**
+   * Entries `from`..`to` in order, for a long stretch read at once (the persisted log at start);
+   * when absent, the log asks entryAt for each. Their `bytes` may be left empty: the log keeps
+   * none of them.
+   */
+  entriesBetween?(from: Seqno, to: Seqno): Iterable<Entry>;
 }
 
 /** Seeded randomness, injected: the core never uses ambient randomness. */

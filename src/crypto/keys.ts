@@ -126,6 +126,20 @@ export function verifyEcdsa(publicKey: KeyObject | string, data: Uint8Array, sig
   return nodeCrypto.verify(hash, data, { key, dsaEncoding: encoding }, signature);
 }
 
+/**
+ * verifyEcdsa on libuv's thread pool: a caller with many signatures to check (a recovery reading
+ * a ledger) goes on with its work while they are checked. Rejects only for an unusable key.
+ */
+export function verifyEcdsaAsync(publicKey: KeyObject | string, data: Uint8Array, signature: Uint8Array, encoding: SignatureEncoding = 'der'): Promise<boolean> {
+  try {
+    const key = asPublicKey(publicKey);
+    const hash = hashForCurve(ecCurveOf(key));
+    return new Promise((resolve, reject) => nodeCrypto.verify(hash, data, { key, dsaEncoding: encoding }, signature, (e, ok) => (e ? reject(e) : resolve(ok))));
+  } catch (e) {
+    return Promise.reject(e as Error);
+  }
+}
+
 /** RSA-OAEP with SHA-256 (for both the OAEP hash and MGF1), as used for recovery shares. */
 export function wrapRsaOaep(publicKey: KeyObject | string, plaintext: Uint8Array): Uint8Array {
   const out = nodeCrypto.publicEncrypt({ key: asPublicKey(publicKey), padding: nodeCrypto.constants.RSA_PKCS1_OAEP_PADDING, oaepHash: 'sha256' }, plaintext);

@@ -11,7 +11,7 @@
  */
 import { assert } from '../base/index.js';
 import type { Disk } from './disk.js';
-import { checkEntry, decodeEntry, ENTRY_HEADER_BYTES, peekFrameSizeBytes } from './entry.js';
+import { checkEntry, decodeEntry, ENTRY_HEADER_BYTES, peekFrameSizeBytes, type DecodedEntry } from './entry.js';
 import { asFileCorruption, LedgerError } from './errors.js';
 import { entryLeaf } from './sealing.js';
 
@@ -55,8 +55,19 @@ const LEAF_BYTES = 32;
  */
 export function leavesOfEntries(request: EntryLeavesRequest, read: ReadFileRange): Uint8Array {
   const { firstSeqno, lastSeqno } = request;
-  assert(Number.isSafeInteger(firstSeqno) && firstSeqno >= 1 && lastSeqno >= firstSeqno, () => `entries ${firstSeqno}..${lastSeqno}`);
   const leaves = new Uint8Array((lastSeqno - firstSeqno + 1) * LEAF_BYTES);
+  walkEntries(request, read, (entry) => leaves.set(entryLeaf(entry), (entry.seqno - firstSeqno) * LEAF_BYTES));
+  return leaves;
+}
+
+/**
+ * Reads the frames of the request's entries through `read`, checks each (crc, seqno in order)
+ * and hands it, decoded (views of the bytes read: copy what must outlive the call), to `visit`
+ * in seqno order. LedgerCorrupted names the file and offset of what is wrong.
+ */
+export function walkEntries(request: EntryLeavesRequest, read: ReadFileRange, visit: (entry: DecodedEntry) => void): void {
+  const { firstSeqno, lastSeqno } = request;
+  assert(Number.isSafeInteger(firstSeqno) && firstSeqno >= 1 && lastSeqno >= firstSeqno, () => `entries ${firstSeqno}..${lastSeqno}`);
   let next = firstSeqno;
   for (const span of request.spans) {
     if (next > lastSeqno) break;
@@ -81,6 +92,7 @@ export function leavesOfEntries(request: EntryLeavesRequest, read: ReadFileRange
     while (at < span.endBytes && next <= lastSeqno) {
       const head = bytesAt(at, Math.min(ENTRY_HEADER_BYTES, span.endBytes - at));
       let header;
+      let wanted: DecodedEntry | undefined;
       try {
         // The length field first, then the whole frame: checkEntry needs it all.
         const sizeBytes = peekFrameSizeBytes(head.bytes, head.offset);
@@ -94,20 +106,20 @@ export function leavesOfEntries(request: EntryLeavesRequest, read: ReadFileRange
               offsetBytes: at,
             });
           }
-          leaves.set(entryLeaf(entry), (next - firstSeqno) * LEAF_BYTES);
           next++;
+          wanted = entry;
         }
       } catch (e) {
         if (!(e instanceof LedgerError) || e.code === 'LedgerCorrupted') throw e;
         throw asFileCorruption(e, span.file, at);
       }
+      if (wanted !== undefined) visit(wanted);
       at += header.frameSizeBytes;
     }
   }
   if (next <= lastSeqno) {
     throw new LedgerError('LedgerEntryNotFound', `entries ${next}..${lastSeqno} are not in the ledger files read`, { seqno: next });
   }
-  return leaves;
 }
 
 /**

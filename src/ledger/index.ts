@@ -40,6 +40,7 @@ export {
   type EntrySpan,
   type ReadFileRange,
 } from './entry-leaves.js';
+export { replayedEntriesOf, type EntryReplayer, type EntryReplayRequest, type ReplayedEntries } from './entry-replay.js';
 export { readLedgerDirectories, type LedgerDirectoryEntry, type ReadLedgerDirectoriesOptions } from './read-directory.js';
 export {
   encodeSnapshotFile,

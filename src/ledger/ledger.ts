@@ -18,7 +18,7 @@ import { formatChunkName, type ChunkName } from './chunk-name.js';
 import { ChunkReader, entrySpanOf, type Chunk, type WriteChunk } from './chunk-reader.js';
 import type { EntryLeavesRequest, EntrySpan } from './entry-leaves.js';
 import type { Disk } from './disk.js';
-import { EntryFlags, hasFlag, peekFrameView } from './entry.js';
+import { EntryFlags, hasFlag, peekFrameView, type DecodedEntry } from './entry.js';
 import { LedgerError } from './errors.js';
 import { checkAppendBatch, checkPendingScan, listChunkFiles, tornTailOf } from './ledger-files.js';
 import {
@@ -367,9 +367,17 @@ export class Ledger {
    * stops before the frame that would exceed it (but always returns at least one frame).
    */
   getEntries(from: Seqno, to: Seqno, maxBytes = Number.POSITIVE_INFINITY): Uint8Array[] {
+    return this.getDecodedEntries(from, to, maxBytes).map((entry) => entry.frameBytes);
+  }
+
+  /**
+   * The entries `from`..`to` as getEntries reads them, decoded (views of the bytes read, no
+   * copies): for a caller that decodes every frame anyway (a recovery reading the ledger).
+   */
+  getDecodedEntries(from: Seqno, to: Seqno, maxBytes = Number.POSITIVE_INFINITY): DecodedEntry[] {
     this.#checkOpen();
     assert(from <= to, () => `empty range ${from}..${to}`);
-    const out: Uint8Array[] = [];
+    const out: DecodedEntry[] = [];
     let totalBytes = 0;
     let seqno = from;
     while (seqno <= to) {
@@ -389,7 +397,7 @@ export class Ledger {
       let offset = 0;
       for (let s = seqno; s < end; s++) {
         const entry = this.#reader.decodeAt(chunk, bytes, offset, start, s);
-        out.push(entry.frameBytes);
+        out.push(entry);
         offset += entry.frameSizeBytes;
       }
       if (end <= chunkTo) break;

@@ -8,7 +8,7 @@ import type { TxId } from '../base/ids.js';
 import type { Logger } from '../base/log.js';
 import type { NodeConfig } from '../config/index.js';
 import type { StoreView, Tx, WriteSet } from '../kv/index.js';
-import type { Disk, EntryLeafReader, EntrySealerFactory } from '../ledger/index.js';
+import type { Disk, EntryLeafReader, EntryReplayer, EntrySealerFactory } from '../ledger/index.js';
 import type { KeyPair } from '../crypto/index.js';
 import type { Receipt, SignatureReceipt } from '../merkle/index.js';
 import type { QuoteInfo } from '../attestation/virtual.js';
@@ -47,9 +47,17 @@ export interface NodeInit {
    * Re-reads the Merkle leaves of ledger entries for receipts of compacted transactions, off the
    * request thread (src/ledger/entry-leaves.ts). Default: on the calling thread through `disk`
    * (the simulator, tests); node processes pass a worker-thread reader
-   * (src/platform/worker-leaf-reader.ts). The node closes it when it stops.
+   * (src/platform/worker-leaf-reader.ts). The node closes it when it stops. A recovery reading
+   * the public ledger also hashes the entries' leaves on it (src/node/recovery/public-ledger.ts).
    */
   readonly entryLeafReader?: EntryLeafReader;
+  /**
+   * Reads and decrypts a previous service's entries off the request thread when a recovery
+   * replays its private domain (src/ledger/entry-replay.ts). Default: the recovery replays them
+   * on the calling thread (the simulator, tests); node processes pass worker threads
+   * (src/platform/worker-entry-replayer.ts). The node closes it when it stops.
+   */
+  readonly entryReplayer?: EntryReplayer;
   /**
    * Largest ledger entry (sealed frame) the node records; a larger transaction is refused (413
    * TransactionTooLarge). Default MAX_ENTRY_BYTES, what one node-to-node frame can carry; tests

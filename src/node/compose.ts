@@ -327,6 +327,7 @@ export class NodeComposition {
       yieldControl: () => new Promise((resolve) => init.clock.setTimer(0, resolve)),
       persistState: () => this.persistState(),
       transition: (trigger, allowed) => this.transition(trigger, allowed),
+      entryReplayer: init.entryReplayer,
     });
     const rekey = new Rekey({
       ...common,
@@ -411,6 +412,8 @@ export class NodeComposition {
         if (seqno < 1 || seqno > this.replica.ledger.lastSeqno) return undefined;
         return this.proposer.recent(seqno) ?? this.replica.entryFromLedger(seqno);
       },
+      // Only when consensus is created (the persisted log): nothing is proposed yet.
+      entriesBetween: (from: number, to: number): Iterable<Entry> => this.replica.entriesFromLedger(from, to),
     };
   }
 

@@ -48,6 +48,8 @@ export interface DriverHost {
   afterPump(): void;
   /** Storage of the consensus core: an entry this node holds (a recent proposal, or from the ledger). */
   entryAt(seqno: number): Entry | undefined;
+  /** Persisted entries from..to in order, read in batches (the log read at start); entryAt each when absent. */
+  entriesBetween?(from: number, to: number): Iterable<Entry>;
 }
 
 export interface DriverOptions {
@@ -80,7 +82,10 @@ export class ConsensusDriver {
     this.core = createRaft({
       selfId: options.selfId,
       random: options.random,
-      storage: { entryAt: (seqno) => this.host.entryAt(seqno) },
+      storage: {
+        entryAt: (seqno) => this.host.entryAt(seqno),
+        ...(this.host.entriesBetween ? { entriesBetween: (from: number, to: number) => this.host.entriesBetween!(from, to) } : {}),
+      },
       electionTimeoutTicks,
       heartbeatTicks,
       maxBatchEntries: appendBatchEntriesMax,

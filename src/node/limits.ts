@@ -123,7 +123,10 @@ export const commitWaitersMax = 10_000;
 /** How long such a write waits before it is answered 503 CommitWaitTimedOut (under the forwarding timeout, 10 s). */
 export const commitWaitTimeoutMs = 8_000;
 
-/** Entries, and bytes of frames, read from the ledger at once when a recovery reads it (between two yields to the event loop). */
+/**
+ * Entries, and bytes of frames, read from the ledger at once when a recovery reads it (between two
+ * yields to the event loop), and when consensus reads the persisted log as it is created.
+ */
 export const recoveryReadBatchEntriesMax = 4096;
 export const recoveryReadBatchBytesMax = 8 * 1024 * 1024;
 /** How often a long ledger read logs its progress. */

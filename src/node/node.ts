@@ -376,6 +376,7 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
     this.parts.filesCleanup.stop();
     this.parts.entryLeafReader.close();
     this.parts.recovery.close();
+    this.parts.init.entryReplayer?.close();
     this.parts.replica.close();
     this.parts.lifecycle.transition('stop', []);
   }

@@ -10,14 +10,15 @@ import { assert } from '../base/assert.js';
 import { toHex } from '../base/bytes.js';
 import type { Logger } from '../base/log.js';
 import type { Clock } from '../base/clock.js';
-import { loadPublicKey, publicKeyPem, verifyEcdsa } from '../crypto/index.js';
+import type { KeyObject } from 'node:crypto';
+import { loadPublicKey, verifyEcdsa, verifyEcdsaAsync } from '../crypto/index.js';
 import { HistoryTree } from '../merkle/index.js';
 import { AES_GCM_TAG_BYTES, Store, copyValue, decodeWriteSet } from '../kv/index.js';
-import { type DecodedEntry, type Disk, type EntryLeavesRequest, EntryFlags, Ledger, decodeEntry, entryLeaf, hasFlag, isLedgerError } from '../ledger/index.js';
+import { type DecodedEntry, type Disk, type EntryLeavesRequest, EntryFlags, Ledger, checkEntry, decodeEntry, entryLeaf, hasFlag, isLedgerError } from '../ledger/index.js';
 import type { Entry } from '../consensus/index.js';
 import { nodeError } from './errors.js';
 import type { LedgerSecrets } from './identity/ledger-secrets.js';
-import { replayUncommittedVersionsMax } from './limits.js';
+import { recoveryReadBatchBytesMax, recoveryReadBatchEntriesMax, replayUncommittedVersionsMax } from './limits.js';
 import { treeOfSnapshot, type StartupSnapshot } from './snapshots.js';
 import { configurationOf, signatureRecordOf } from './tables.js';
 
@@ -39,6 +40,60 @@ export interface ReplicaInit {
   readonly durability: 'Synced' | 'Replicated';
 }
 
+const NO_BYTES = new Uint8Array(0);
+
+/** A signature transaction's signature, to verify over the tree root it signs (signatureToVerify). */
+interface SignatureToVerify {
+  readonly key: KeyObject;
+  readonly root: Uint8Array;
+  readonly signature: Uint8Array;
+  /** The problem if it does not verify, and if it cannot be checked (before the reason). */
+  readonly failed: string;
+  readonly uncheckable: string;
+}
+
+/**
+ * What a recovery's read of the public ledger learnt of the entries it applied, so that consensus
+ * builds its log from it (Replica.entriesFromLedger) instead of reading and decoding every file
+ * again: the view of each entry (as runs: views never decrease along a ledger) and which entries
+ * are signatures. To the recovered service a previous service's entries are normal entries or
+ * signatures (its configurations are not this service's: see entryOfFrame).
+ */
+class RecoveredEntries {
+  /** viewRuns[2i] is the first seqno of a run of entries of view viewRuns[2i + 1]. */
+  private readonly viewRuns: number[] = [];
+  private readonly signatures = new Set<number>();
+  last: number;
+
+  constructor(readonly first: number) {
+    this.last = first - 1;
+  }
+
+  add(seqno: number, view: number, signature: boolean): void {
+    assert(seqno === this.last + 1, () => `recovered entry ${seqno} follows ${this.last}`);
+    if (this.viewRuns.length === 0 || this.viewRuns[this.viewRuns.length - 1] !== view) this.viewRuns.push(seqno, view);
+    if (signature) this.signatures.add(seqno);
+    this.last = seqno;
+  }
+
+  truncateAfter(seqno: number): void {
+    if (seqno >= this.last) return;
+    while (this.viewRuns.length > 0 && this.viewRuns[this.viewRuns.length - 2]! > seqno) this.viewRuns.length -= 2;
+    for (const s of this.signatures) if (s > seqno) this.signatures.delete(s);
+    this.last = Math.max(seqno, this.first - 1);
+  }
+
+  /** Entries from..to (within first..last), without their bytes: consensus keeps none of them. */
+  *entries(from: number, to: number): Generator<Entry> {
+    assert(from >= this.first && to <= this.last, () => `recovered entries ${from}..${to} within ${this.first}..${this.last}`);
+    let run = 0;
+    for (let seqno = from; seqno <= to; seqno++) {
+      while (run + 2 < this.viewRuns.length && this.viewRuns[run + 2]! <= seqno) run += 2;
+      yield { view: this.viewRuns[run + 1]!, seqno, kind: this.signatures.has(seqno) ? 'signature' : 'normal', bytes: NO_BYTES };
+    }
+  }
+}
+
 export class Replica {
   /** Replaced (once, before consensus starts) when the node starts from a snapshot: see watchStore. */
   store = new Store();
@@ -56,6 +111,8 @@ export class Replica {
   appliedInClear = 0;
   appliedDecrypted = 0;
   private observer: ReplicaObserver | undefined;
+  /** Recorded by applyRecoveredPublic, taken by the first entriesFromLedger (consensus creation). */
+  private recoveredEntries: RecoveredEntries | undefined;
   private readonly storeWatchers: ((store: Store) => void)[] = [];
 
   constructor(private readonly init: ReplicaInit) {}
@@ -189,6 +246,31 @@ export class Replica {
 
   /** Why the signature transaction at `seqno` does not sign this node's tree as it is now (undefined: it does). */
   signatureProblem(publicBytes: Uint8Array, seqno: number): string | undefined {
+    const check = this.signatureToVerify(publicBytes, seqno);
+    if (typeof check === 'string') return check;
+    try {
+      return verifyEcdsa(check.key, check.root, check.signature, 'der') ? undefined : check.failed;
+    } catch (e) {
+      return `${check.uncheckable}: ${(e as Error).message}`;
+    }
+  }
+
+  /**
+   * signatureProblem with the ECDSA verification on libuv's thread pool: the record is read and its
+   * root compared with the tree now (a string: the problem found), the signature checked meanwhile
+   * (the promise: its problem, or undefined when it verifies). A recovery reads on while it runs.
+   */
+  signatureProblemAsync(publicBytes: Uint8Array, seqno: number): string | Promise<string | undefined> {
+    const check = this.signatureToVerify(publicBytes, seqno);
+    if (typeof check === 'string') return check;
+    return verifyEcdsaAsync(check.key, check.root, check.signature, 'der').then(
+      (ok) => (ok ? undefined : check.failed),
+      (e: unknown) => `${check.uncheckable}: ${(e as Error).message}`,
+    );
+  }
+
+  /** The checks of signatureProblem short of the ECDSA verification: a problem already, or what to verify. */
+  private signatureToVerify(publicBytes: Uint8Array, seqno: number): string | SignatureToVerify {
     let record;
     try {
       record = signatureRecordOf({ publicBytes, seqno });
@@ -197,29 +279,27 @@ export class Replica {
     }
     const root = this.tree.root();
     if (record.root !== toHex(root)) return `signature at seqno ${seqno} signs root ${record.root}, but this node's tree root is ${toHex(root)}`;
+    const uncheckable = `signature at seqno ${seqno} by ${record.node} cannot be checked`;
+    let key: KeyObject;
     try {
-      const key = publicKeyPem(loadPublicKey(record.cert));
-      if (verifyEcdsa(key, root, Buffer.from(record.sig, 'base64'), 'der')) return undefined;
+      key = loadPublicKey(record.cert);
     } catch (e) {
-      return `signature at seqno ${seqno} by ${record.node} cannot be checked: ${(e as Error).message}`;
+      return `${uncheckable}: ${(e as Error).message}`;
     }
-    return `signature at seqno ${seqno} by ${record.node} does not verify`;
+    return { key, root, signature: Buffer.from(record.sig, 'base64'), failed: `signature at seqno ${seqno} by ${record.node} does not verify`, uncheckable };
   }
 
   /**
    * Recovery: applies the public domain of an entry of a previous service's ledger (read from this
-   * node's ledger files) to the store and the tree. A signature entry is checked first: the reason
-   * it does not verify is returned, and nothing is applied.
+   * node's ledger files) to the store and the tree, with its Merkle leaf when the caller has it
+   * already (computed off this thread). The caller checks a signature entry first
+   * (signatureProblemAsync) and moves lastSignedSeqno once it verifies.
    */
-  applyRecoveredPublic(decoded: DecodedEntry): string | undefined {
-    if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) {
-      const problem = this.signatureProblem(decoded.publicBytes, decoded.seqno);
-      if (problem !== undefined) return problem;
-    }
+  applyRecoveredPublic(decoded: DecodedEntry, leaf?: Uint8Array): void {
     this.store.applyWriteSet(decoded.seqno, decoded.publicBytes);
-    this.tree.append(entryLeaf(decoded));
-    if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) this.lastSignedSeqno = decoded.seqno;
-    return undefined;
+    this.tree.append(leaf ?? entryLeaf(decoded));
+    this.recoveredEntries ??= new RecoveredEntries(decoded.seqno);
+    this.recoveredEntries.add(decoded.seqno, decoded.view, hasFlag(decoded.flags, EntryFlags.SIGNATURE));
   }
 
   /**
@@ -234,6 +314,7 @@ export class Replica {
       this.tree.truncate(lastSignedSeqno);
     }
     if (this.ledger.lastSeqno > lastSignedSeqno) this.ledger.discardForRecovery(lastSignedSeqno);
+    this.recoveredEntries?.truncateAfter(lastSignedSeqno);
     this.store.compact(lastSignedSeqno);
     this.commitSeqno = lastSignedSeqno;
     this.lastSignedSeqno = lastSignedSeqno;
@@ -302,15 +383,39 @@ export class Replica {
   /** Rebuilds a consensus entry from the ledger (for append batches the core no longer holds). */
   entryFromLedger(seqno: number): Entry | undefined {
     if (seqno < 1 || seqno > this.ledger.lastSeqno) return undefined;
-    const bytes = this.ledger.getEntry(seqno);
-    const decoded = decodeEntry(bytes);
-    if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) return { view: decoded.view, seqno, kind: 'signature', bytes };
-    if (!hasFlag(decoded.flags, EntryFlags.RECONFIGURATION)) return { view: decoded.view, seqno, kind: 'normal', bytes };
+    return this.entryOfFrame(seqno, this.ledger.getEntry(seqno));
+  }
+
+  /**
+   * Entries `from`..`to` as entryFromLedger gives them, read in batches (one read per chunk and
+   * batch instead of one per entry): consensus reads the whole persisted log when it is created.
+   */
+  *entriesFromLedger(from: number, to: number): Generator<Entry> {
+    let seqno = from;
+    // The entries a recovery has just read are not read again (RecoveredEntries).
+    const recovered = this.recoveredEntries;
+    this.recoveredEntries = undefined;
+    if (recovered !== undefined && recovered.first === from && recovered.last >= from) {
+      const upTo = Math.min(to, recovered.last);
+      yield* recovered.entries(from, upTo);
+      seqno = upTo + 1;
+    }
+    while (seqno <= to) {
+      const frames = this.ledger.getEntries(seqno, Math.min(to, seqno + recoveryReadBatchEntriesMax - 1), recoveryReadBatchBytesMax);
+      for (const frame of frames) yield this.entryOfFrame(seqno++, frame);
+    }
+  }
+
+  /** The consensus entry of a frame the ledger read and checked (crc included). */
+  private entryOfFrame(seqno: number, bytes: Uint8Array): Entry {
+    const { view, flags } = checkEntry(bytes, 0, false);
+    if (hasFlag(flags, EntryFlags.SIGNATURE)) return { view, seqno, kind: 'signature', bytes };
+    if (!hasFlag(flags, EntryFlags.RECONFIGURATION)) return { view, seqno, kind: 'normal', bytes };
     // A previous service's configurations (before a recovery) are not this service's.
-    if (seqno < this.serviceStartSeqno) return { view: decoded.view, seqno, kind: 'normal', bytes };
-    const configuration = configurationOf(decodeWriteSet(decoded.publicBytes));
+    if (seqno < this.serviceStartSeqno) return { view, seqno, kind: 'normal', bytes };
+    const configuration = configurationOf(decodeWriteSet(decodeEntry(bytes).publicBytes));
     assert(configuration, `reconfiguration entry ${seqno} records its configuration`);
-    return { view: decoded.view, seqno, kind: 'reconfiguration', configuration, bytes };
+    return { view, seqno, kind: 'reconfiguration', configuration, bytes };
   }
 
   /** Makes what was written durable and closes the ledger (node stop). */

@@ -85,3 +85,22 @@ test('a million entries over a few views and committed signatures leave a few nu
   assert.equal(log.viewAt(250_000), 2);
   assert.equal(log.viewAt(1_000_000), 5);
 });
+
+test('a persisted log read in one stretch (entriesBetween) is the log read entry by entry, and a short stretch is completed entry by entry', () => {
+  const start = { seqno: 10, view: 2, viewHistory: [], configs: [{ seqno: 0, nodes: ['a'] }] };
+  const persisted: Entry[] = [];
+  for (let s = 11; s <= 500; s++) persisted.push({ view: 2 + Math.floor(s / 200), seqno: s, kind: s % 25 === 0 ? 'signature' : 'normal', bytes });
+  const entryAt = (s: number) => persisted[s - 11];
+  let stretches = 0;
+  const oneByOne = new RaftLog(start, { entryAt }, 500);
+  const inOneStretch = new RaftLog(start, { entryAt: () => assert.fail('read entry by entry'), entriesBetween: (from, to) => (stretches++, persisted.slice(from - 11, to - 10)) }, 500);
+  // A storage that gives fewer entries than asked: the rest comes from entryAt.
+  const completed = new RaftLog(start, { entryAt, entriesBetween: (from) => persisted.slice(from - 11, 300 - 10) }, 500);
+  assert.equal(stretches, 1);
+  for (const log of [inOneStretch, completed]) {
+    assert.equal(log.lastSeqno, oneByOne.lastSeqno);
+    assert.equal(log.lastView, oneByOne.lastView);
+    assert.deepEqual(log.viewHistory(), oneByOne.viewHistory());
+    assert.deepEqual([...log.signaturesDescending(0)], [...oneByOne.signaturesDescending(0)]);
+  }
+});

@@ -17,7 +17,7 @@ import { jsonCodec, type Tx } from '../../kv/index.js';
 import type { NodeAddresses } from '../api.js';
 import { nodeError } from '../errors.js';
 import { FLOW_TRIGGERS } from '../lifecycle.js';
-import { readPublicLedger, type PublicLedgerRead } from '../recovery/public-ledger.js';
+import { phaseSummary, readPublicLedger, type PublicLedgerRead } from '../recovery/public-ledger.js';
 import { SINGLETON_KEY, Tables, type NodeInfo, type SealedRecoveryKeyRecord, type ServiceInfo } from '../tables.js';
 import type { FlowContext } from './context.js';
 import { sealedRecoveryKeyOf } from './genesis.js';
@@ -34,6 +34,7 @@ export async function recoverFlow(ctx: FlowContext, addresses: NodeAddresses): P
   // Until the new service endorses it, operators poll GET /node/state with the node's
   // self-signed certificate as CA (spec endpoint rule 9): node_certificate_file holds that one.
   init.writeTextFile(config.node_certificate_file, identity.selfSignedCertificatePem);
+  const startedMs = init.clock.monotonicMs();
   ctx.transition('recover', FLOW_TRIGGERS.recover);
   replica.openLedger(undefined, { recovery: true });
   if (replica.ledger.lastSeqno === 0) {
@@ -42,7 +43,8 @@ export async function recoverFlow(ctx: FlowContext, addresses: NodeAddresses): P
   const previousFile = recover.previous_service_identity_file;
   const previousFromFile = previousFile === undefined ? undefined : readPreviousIdentity(ctx, previousFile);
   const from = startFromSnapshot(ctx, previousFromFile);
-  const read = await readPublicLedger({ replica, logger, clock: init.clock, yieldControl: () => ctx.sleep(0) }, from);
+  // The entries' Merkle leaves are hashed on the node's leaf reader thread when it has one.
+  const read = await readPublicLedger({ replica, logger, clock: init.clock, leafReader: init.entryLeafReader, yieldControl: () => ctx.sleep(0) }, from);
   if (ctx.stopped()) return;
   if (read.lastSignedSeqno === 0) throw nodeError('RecoveryLedgerUnsigned', 'the ledger holds no signature transaction: there is nothing to recover');
   replica.settleRecoveredPublic(read.lastSignedSeqno);
@@ -81,6 +83,7 @@ export async function recoverFlow(ctx: FlowContext, addresses: NodeAddresses): P
   ctx.pump();
   ctx.persistState();
   ctx.transition('public-ledger-restored', FLOW_TRIGGERS.recover);
+  logger.info(`public phase: ${phaseSummary(lastSeqno - from.seqno, init.clock.monotonicMs() - startedMs)}, from the start of the recovery to PartOfPublicNetwork`);
   ctx.startBackgroundWork();
   if (opening !== undefined) {
     openSealedRecovery(ctx, opening, { rpc_address: addresses.rpc[0]!.publishedAddress, service_certificate: service.certificatePem });

@@ -13,7 +13,7 @@
 import { errorMessage } from '../../base/errors.js';
 import type { Clock } from '../../base/clock.js';
 import type { Logger } from '../../base/log.js';
-import { decodeEntry, EntryFlags, hasFlag, type DecodedEntry } from '../../ledger/index.js';
+import { decodeEntry, EntryFlags, hasFlag, type DecodedEntry, type EntryLeafReader } from '../../ledger/index.js';
 import type { Replica } from '../replica.js';
 import { recoveryReadBatchBytesMax, recoveryReadBatchEntriesMax, recoveryProgressIntervalMs } from '../limits.js';
 
@@ -21,6 +21,11 @@ export interface LedgerReadHost {
   readonly replica: Replica;
   readonly logger: Logger;
   readonly clock: Clock;
+  /**
+   * Computes the entries' Merkle leaves off this thread while it reads (the node's worker reader);
+   * without it they are computed on this thread.
+   */
+  readonly leafReader?: EntryLeafReader | undefined;
   /** Lets the event loop run (other requests, timers) between batches. */
   yieldControl(): Promise<void>;
 }
@@ -40,6 +45,12 @@ export interface PublicLedgerRead {
   readonly entriesRead: number;
   readonly bytesRead: number;
   readonly stopped: ReadStop | undefined;
+}
+
+/** "N entries in S s, R entries/s": how a recovery's log sums up each of its phases. */
+export function phaseSummary(entries: number, ms: number): string {
+  const seconds = Math.max(1e-3, ms / 1000);
+  return `${entries} entries in ${seconds.toFixed(2)} s, ${Math.round(entries / seconds)} entries/s`;
 }
 
 /** Logs the progress of a long read every recoveryProgressIntervalMs. */
@@ -75,24 +86,34 @@ export class ReadProgress {
   }
 }
 
-/** Reads frames `from`..`to` in batches; a batch that cannot be read is read entry by entry to find the bad one. */
-export function* ledgerFrames(replica: Replica, from: number, to: number): Generator<{ seqno: number; frame?: Uint8Array; error?: string }[]> {
+/** One entry of a read: decoded (and checked, crc included), or why it cannot be read. */
+export interface ReadEntry {
+  readonly seqno: number;
+  readonly entry?: DecodedEntry;
+  readonly error?: string;
+}
+
+/**
+ * Reads entries `from`..`to` in batches, decoded once; a batch that cannot be read is read entry
+ * by entry to find the bad one, and reading stops after it.
+ */
+export function* ledgerEntries(replica: Replica, from: number, to: number): Generator<ReadEntry[]> {
   let seqno = from;
   while (seqno <= to) {
     const upTo = Math.min(to, seqno + recoveryReadBatchEntriesMax - 1);
-    let frames: Uint8Array[];
+    let entries: DecodedEntry[];
     try {
-      frames = replica.ledger.getEntries(seqno, upTo, recoveryReadBatchBytesMax);
+      entries = replica.ledger.getDecodedEntries(seqno, upTo, recoveryReadBatchBytesMax);
     } catch {
       try {
-        frames = [replica.ledger.getEntry(seqno)];
+        entries = [decodeEntry(replica.ledger.getEntry(seqno))];
       } catch (e) {
         yield [{ seqno, error: errorMessage(e) }];
         return;
       }
     }
-    yield frames.map((frame, i) => ({ seqno: seqno + i, frame }));
-    seqno += frames.length;
+    yield entries.map((entry, i) => ({ seqno: seqno + i, entry }));
+    seqno += entries.length;
   }
 }
 
@@ -106,44 +127,138 @@ export function locationOf(replica: Replica, seqno: number): string {
   }
 }
 
+/** A signature entry read and applied, whose ECDSA verification runs meanwhile. */
+interface PendingSignature {
+  readonly seqno: number;
+  readonly view: number;
+  /** Its problem, or undefined once it verifies. */
+  readonly verdict: Promise<string | undefined>;
+}
+
 export async function readPublicLedger(host: LedgerReadHost, from: { readonly seqno: number; readonly view: number }): Promise<PublicLedgerRead> {
   const fromSeqno = from.seqno;
   const { replica, logger } = host;
   const last = replica.ledger.lastSeqno;
   const progress = new ReadProgress('reading the public ledger', last, logger, host.clock);
   logger.info(`reading the public domain of the ledger: entries ${fromSeqno + 1}..${last}`);
+  const leaves = host.leafReader !== undefined && last > fromSeqno ? new LeafPrefetch(host.leafReader, replica, fromSeqno + 1, last) : undefined;
   let lastSignedSeqno = fromSeqno;
   let lastSignedView = from.view;
   let stopped: ReadStop | undefined;
-  outer: for (const batch of ledgerFrames(replica, fromSeqno + 1, last)) {
+  // Signatures are verified on the thread pool while the read goes on. The verdicts are taken in
+  // order, a batch later: each one that verifies is the last good signature so far (the store is
+  // compacted there); the first that does not stops the read at it, and what was applied after
+  // it is dropped with the rest of the unsigned tail (Replica.settleRecoveredPublic).
+  const pending: PendingSignature[] = [];
+  const settle = async (count: number): Promise<ReadStop | undefined> => {
+    for (const signature of pending.splice(0, count)) {
+      const problem = await signature.verdict;
+      if (problem !== undefined) {
+        pending.length = 0;
+        return { seqno: signature.seqno, where: locationOf(replica, signature.seqno), reason: problem };
+      }
+      lastSignedSeqno = signature.seqno;
+      lastSignedView = signature.view;
+      replica.lastSignedSeqno = signature.seqno;
+      replica.store.compact(signature.seqno);
+    }
+    return undefined;
+  };
+  outer: for (const batch of ledgerEntries(replica, fromSeqno + 1, last)) {
+    const earlier = pending.length;
+    const leafOf = leaves === undefined ? undefined : await leaves.leavesFor(batch[0]!.seqno, batch.at(-1)!.seqno);
     let bytes = 0;
     for (const item of batch) {
-      let decoded: DecodedEntry;
-      try {
-        if (item.error !== undefined) throw new Error(item.error);
-        decoded = decodeEntry(item.frame!);
-      } catch (e) {
-        stopped = { seqno: item.seqno, where: locationOf(replica, item.seqno), reason: `entry ${item.seqno} cannot be read: ${errorMessage(e)}` };
+      const decoded = item.entry;
+      if (decoded === undefined) {
+        stopped = { seqno: item.seqno, where: locationOf(replica, item.seqno), reason: `entry ${item.seqno} cannot be read: ${item.error}` };
         break outer;
       }
-      const problem = replica.applyRecoveredPublic(decoded);
-      if (problem !== undefined) {
-        stopped = { seqno: item.seqno, where: locationOf(replica, item.seqno), reason: problem };
-        break outer;
-      }
-      bytes += item.frame!.byteLength;
       if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) {
-        lastSignedSeqno = decoded.seqno;
-        lastSignedView = decoded.view;
-        replica.store.compact(decoded.seqno);
+        // Checked against the tree before the entry's own leaf joins it.
+        const verdict = replica.signatureProblemAsync(decoded.publicBytes, decoded.seqno);
+        if (typeof verdict === 'string') {
+          stopped = { seqno: item.seqno, where: locationOf(replica, item.seqno), reason: verdict };
+          break outer;
+        }
+        pending.push({ seqno: decoded.seqno, view: decoded.view, verdict });
       }
+      replica.applyRecoveredPublic(decoded, leafOf?.(decoded.seqno));
+      bytes += decoded.frameSizeBytes;
     }
     progress.add(batch.length, bytes, batch.at(-1)!.seqno);
+    const bad = await settle(earlier);
+    if (bad !== undefined) {
+      stopped = bad;
+      break;
+    }
     await host.yieldControl();
   }
+  // A signature still being verified precedes any later stop: the first that fails is where the read stopped.
+  const bad = await settle(pending.length);
+  if (bad !== undefined) stopped = bad;
   if (stopped !== undefined) {
     logger.fail(`reading the ledger stopped at ${stopped.where}: ${stopped.reason}; keeping entries up to the last good signature, seqno ${lastSignedSeqno}`);
   }
   logger.info(`public ledger read: ${progress.summary()}; last signed seqno ${lastSignedSeqno}`);
   return { lastSignedSeqno, lastSignedView, entriesRead: progress.entries, bytesRead: progress.bytes, stopped };
+}
+
+/** Leaves requested at once, and how many such ranges are requested ahead of the one being read. */
+const LEAF_RANGE_ENTRIES = recoveryReadBatchEntriesMax;
+const LEAF_RANGES_AHEAD = 2;
+
+/**
+ * The Merkle leaves of the entries being read, computed ahead on the node's entry leaf reader (a
+ * worker thread, which reads and hashes the entries from the files itself) while this thread
+ * applies the entries before them: ranges of LEAF_RANGE_ENTRIES seqnos from the first read, a few
+ * requested ahead. The leaves of a range the reader cannot give (an entry it cannot read) are
+ * computed on this thread, which then finds and reports the bad entry itself.
+ */
+class LeafPrefetch {
+  private readonly ranges = new Map<number, Promise<Uint8Array | undefined>>();
+  private requested = 0;
+
+  constructor(
+    private readonly reader: EntryLeafReader,
+    private readonly replica: Replica,
+    private readonly first: number,
+    private readonly last: number,
+  ) {}
+
+  /** The leaf of each entry of first..last (undefined: compute it here), once they are in. */
+  async leavesFor(first: number, last: number): Promise<(seqno: number) => Uint8Array | undefined> {
+    const from = this.rangeOf(first);
+    const to = this.rangeOf(last);
+    this.request(to + LEAF_RANGES_AHEAD);
+    const got = new Map<number, Uint8Array | undefined>();
+    for (let range = from; range <= to; range++) got.set(range, await this.ranges.get(range));
+    for (const range of this.ranges.keys()) if (range <= to) this.ranges.delete(range);
+    return (seqno) => {
+      const range = this.rangeOf(seqno);
+      const packed = got.get(range);
+      if (packed === undefined) return undefined;
+      const at = (seqno - this.first - range * LEAF_RANGE_ENTRIES) * 32;
+      return packed.subarray(at, at + 32);
+    };
+  }
+
+  private rangeOf(seqno: number): number {
+    return Math.floor((seqno - this.first) / LEAF_RANGE_ENTRIES);
+  }
+
+  private request(upTo: number): void {
+    for (; this.requested <= upTo; this.requested++) {
+      const first = this.first + this.requested * LEAF_RANGE_ENTRIES;
+      if (first > this.last) return;
+      const last = Math.min(this.last, first + LEAF_RANGE_ENTRIES - 1);
+      let leaves: Promise<Uint8Array | undefined>;
+      try {
+        leaves = this.reader.leavesOf(this.replica.ledger.locateEntries(first, last)).catch(() => undefined);
+      } catch {
+        leaves = Promise.resolve(undefined);
+      }
+      this.ranges.set(this.requested, leaves);
+    }
+  }
 }

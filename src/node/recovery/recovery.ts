@@ -25,8 +25,8 @@ import type { Clock } from '../../base/clock.js';
 import type { TxId } from '../../base/ids.js';
 import { errorMessage } from '../../base/errors.js';
 import type { Logger } from '../../base/log.js';
-import { jsonCodec, Store, type Tx } from '../../kv/index.js';
-import { decodeEntry } from '../../ledger/index.js';
+import { copyValue, jsonCodec, Store, type Tx } from '../../kv/index.js';
+import type { EntryLeavesRequest, EntryReplayer, ReplayedEntries } from '../../ledger/index.js';
 import {
   type ChainSecret,
   type RandomBytes,
@@ -44,11 +44,11 @@ import type { LedgerSecrets } from '../identity/ledger-secrets.js';
 import type { ServiceIdentity } from '../identity/service-identity.js';
 import type { Lifecycle, LifecycleTrigger } from '../lifecycle.js';
 import { FLOW_TRIGGERS } from '../lifecycle.js';
-import { replayUncommittedVersionsMax } from '../limits.js';
+import { recoveryReadBatchBytesMax, recoveryReadBatchEntriesMax } from '../limits.js';
 import type { Replica } from '../replica.js';
 import type { StartupSnapshot } from '../snapshots.js';
 import { SINGLETON_KEY, Tables, type OpenKindRecord, type RecoveredSecretsRecord, type RecoverySharesRecord, type ServiceInfo } from '../tables.js';
-import { ledgerFrames, ReadProgress } from './public-ledger.js';
+import { ledgerEntries, phaseSummary, ReadProgress } from './public-ledger.js';
 import type { DecisionDriver } from './decision-driver.js';
 
 const json = jsonCodec<any>();
@@ -76,6 +76,8 @@ export interface RecoveryHost {
   persistState(): void;
   /** Takes a lifecycle edge (and updates what the new state allows). */
   transition(trigger: LifecycleTrigger, allowed: readonly LifecycleTrigger[]): void;
+  /** Reads and decrypts the previous service's entries off this thread (NodeInit.entryReplayer); without it, on this thread. */
+  readonly entryReplayer?: EntryReplayer | undefined;
 }
 
 /** The answer to a submitted share. */
@@ -280,6 +282,7 @@ export class Recovery {
   private async readPrivateDomain(record: RecoveredSecretsRecord): Promise<void> {
     const { host } = this;
     host.transition('shares-reassembled', PRIVATE_PHASE_TRIGGERS);
+    const startedMs = host.clock.monotonicMs();
     const chain = this.chainOf(record);
     const firstHeld = host.secrets.linkFor(0).fromSeqno;
     host.secrets.installOlder(chain.filter((s) => s.fromSeqno < firstHeld));
@@ -287,7 +290,10 @@ export class Recovery {
     const privateStore = await this.replayPrivate(record.last_recovered_seqno);
     host.replica.store.adoptPrivateMaps(privateStore.current());
     host.transition('private-ledger-restored', PRIVATE_PHASE_TRIGGERS);
-    this.host.logger.info('the private domain of the previous service is restored');
+    const entries = record.last_recovered_seqno - (this.startupSnapshot?.seqno ?? 0);
+    this.host.logger.info(
+      `the private domain of the previous service is restored; private phase: ${phaseSummary(entries, host.clock.monotonicMs() - startedMs)}, from ReadingPrivateLedger to PartOfNetwork`,
+    );
     if (host.isPrimary()) host.defer(() => this.openIfReady());
   }
 
@@ -300,28 +306,80 @@ export class Recovery {
 
   /** The previous service's entries, public and private domains, into a store of their own. */
   private async replayPrivate(lastSeqno: number): Promise<Store> {
-    const { replica, logger, clock } = this.host;
+    const { logger, clock } = this.host;
     const snapshot = this.startupSnapshot;
     const from = snapshot !== undefined ? snapshot.seqno : 0;
-    const store = snapshot !== undefined ? Store.fromSnapshot(snapshot.parts.kv, this.host.secrets.sealFor(snapshot.seqno).encryptor) : new Store();
+    // Nothing reads this store's older versions: each batch is folded into its state at once and
+    // compacted, so that no write set outlives its batch (few survive a young collection).
+    const options = { checkpointInterval: recoveryReadBatchEntriesMax };
+    const store = snapshot !== undefined ? Store.fromSnapshot(snapshot.parts.kv, this.host.secrets.sealFor(snapshot.seqno).encryptor, options) : new Store(options);
     logger.info(`reading the private domain of the ledger: entries ${from + 1}..${lastSeqno}`);
     const progress = new ReadProgress('reading the private ledger', lastSeqno, logger, clock);
-    for (const batch of ledgerFrames(replica, from + 1, lastSeqno)) {
-      let bytes = 0;
-      for (const item of batch) {
-        if (item.error !== undefined) throw nodeError('LedgerEntryUnreadable', `entry ${item.seqno} cannot be read: ${item.error}`);
-        const decoded = decodeEntry(item.frame!);
-        store.applyWriteSet(decoded.seqno, decoded.publicBytes, replica.privatePlainOf(decoded));
-        bytes += item.frame!.byteLength;
-      }
-      if (store.version > store.committedVersion + replayUncommittedVersionsMax / 2) store.compact(store.version);
-      progress.add(batch.length, bytes, batch.at(-1)!.seqno);
-      await this.host.yieldControl();
-    }
+    const replayer = this.host.entryReplayer;
+    if (replayer === undefined || lastSeqno <= from) await this.replayHere(store, from + 1, lastSeqno, progress);
+    else await this.replayOnThreads(replayer, store, from + 1, lastSeqno, progress);
     assert(store.version === lastSeqno, `the private domain is read up to seqno ${lastSeqno} (read ${store.version})`);
     store.compact(store.version);
     logger.info(`private ledger read: ${progress.summary()}`);
     return store;
+  }
+
+  /** Entries first..last, read and decrypted on this thread, into `store`. */
+  private async replayHere(store: Store, first: number, last: number, progress: ReadProgress): Promise<void> {
+    const { replica } = this.host;
+    for (const batch of ledgerEntries(replica, first, last)) {
+      let bytes = 0;
+      for (const item of batch) {
+        const decoded = item.entry;
+        if (decoded === undefined) throw nodeError('LedgerEntryUnreadable', `entry ${item.seqno} cannot be read: ${item.error}`);
+        store.applyWriteSet(decoded.seqno, decoded.publicBytes, replica.privatePlainOf(decoded));
+        bytes += decoded.frameSizeBytes;
+      }
+      store.compact(store.version);
+      progress.add(batch.length, bytes, batch.at(-1)!.seqno);
+      await this.host.yieldControl();
+    }
+  }
+
+  /**
+   * The same, read and decrypted on the entry replayer's threads a few ranges ahead of the range
+   * this thread applies (decrypting is most of the work). A range they cannot replay is replayed
+   * here, which reports the entry that stops it as replayHere does.
+   */
+  private async replayOnThreads(replayer: EntryReplayer, store: Store, first: number, last: number, progress: ReadProgress): Promise<void> {
+    const { replica } = this.host;
+    const secrets = this.host.secrets.records().map((r) => ({ fromSeqno: r.from_seqno, secret: fromBase64(r.secret) }));
+    const inFlight: { first: number; last: number; replayed: Promise<ReplayedEntries | undefined> }[] = [];
+    let next = first;
+    const requestAhead = (): void => {
+      while (inFlight.length < REPLAY_RANGES_AHEAD && next <= last) {
+        const range = replayRange(replica, next, last);
+        next = range.last + 1;
+        const replayed = range.request === undefined ? Promise.resolve(undefined) : replayer.replayOf({ ...range.request, secrets }).catch(() => undefined);
+        inFlight.push({ first: range.first, last: range.last, replayed });
+      }
+    };
+    try {
+      requestAhead();
+      for (let range = inFlight.shift(); range !== undefined; range = inFlight.shift()) {
+        requestAhead();
+        const replayed = await range.replayed;
+        if (replayed === undefined) {
+          await this.replayHere(store, range.first, range.last, progress);
+          continue;
+        }
+        const { packed, bounds } = replayed;
+        for (let seqno = range.first, i = 0; seqno <= range.last; seqno++, i += 2) {
+          // The private values the store keeps are views of a copy of their own, not of the whole range.
+          store.applyWriteSet(seqno, packed.subarray(bounds[i]!, bounds[i + 1]!), copyValue(packed.subarray(bounds[i + 1]!, bounds[i + 2]!)));
+        }
+        store.compact(store.version);
+        progress.add(range.last - range.first + 1, replayed.frameBytes, range.last);
+        await this.host.yieldControl();
+      }
+    } finally {
+      replayer.release();
+    }
   }
 
   /** The primary opens the recovered service, once it has read its own private domain. */
@@ -347,6 +405,38 @@ export class Recovery {
       host.logger.fail(`opening the recovered service failed: ${errorMessage(e)}; it is retried when this node is primary again`);
     }
   }
+}
+
+/** Ranges the entry replayer's threads replay at once (in turn), ahead of the one applied. */
+const REPLAY_RANGES_AHEAD = 4;
+
+/**
+ * The next range of entries to replay from `first`: at most recoveryReadBatchEntriesMax entries
+ * whose frames take at most about recoveryReadBatchBytesMax, as finely as the ledger locates
+ * them without reading (request undefined: it cannot locate them, the range is replayed here).
+ */
+function replayRange(replica: Replica, first: number, last: number): { first: number; last: number; request: EntryLeavesRequest | undefined } {
+  let upTo = Math.min(last, first + recoveryReadBatchEntriesMax - 1);
+  let request: EntryLeavesRequest;
+  try {
+    request = replica.ledger.locateEntries(first, upTo);
+    while (upTo > first && spanBytes(request) > recoveryReadBatchBytesMax) {
+      const half = first + Math.floor((upTo - first) / 2);
+      const smaller = replica.ledger.locateEntries(first, half);
+      if (spanBytes(smaller) >= spanBytes(request)) break;
+      upTo = half;
+      request = smaller;
+    }
+  } catch {
+    return { first, last: upTo, request: undefined };
+  }
+  return { first, last: upTo, request };
+}
+
+function spanBytes(request: EntryLeavesRequest): number {
+  let bytes = 0;
+  for (const span of request.spans) bytes += span.endBytes - span.startBytes;
+  return bytes;
 }
 
 function clearMap(tx: Tx, name: string): void {
