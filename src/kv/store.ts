@@ -317,22 +317,21 @@ export class Store {
   }
 
   /**
-   * Recovery: installs the private maps of `source` (a store that replayed the private domain of
-   * the ledger) into the current state, which must hold no private maps yet. No version is
-   * consumed and retained older versions keep no private maps; open transactions conflict.
+   * Recovery: replaces the private maps of the committed state with those of `source`, a store that
+   * replayed both domains of every entry up to exactly this store's committed version (the previous
+   * service's and any the recovered service committed since), and rebuilds every version above it
+   * from its writes: they keep their private writes on top, and a rollback to any of them keeps the
+   * private maps. No version is consumed; open transactions conflict.
    */
-  adoptPrivateMaps(source: StoreView): void {
-    let state = this.#folded();
-    for (const name of state.keys()) assert(isPublicMapName(name), () => `adopting private maps over existing private map ${name}`);
-    const sourceState = source[VIEW_STATE];
-    for (const [name, map] of sourceState) if (!isPublicMapName(name)) state = state.set(name, map);
-    this.#current = state;
-    // Later versions are rebuilt from this state, never from an older one without the private maps.
-    if (this.#version === this.#committedVersion) this.#committed = state;
-    else {
-      if (this.#checkpoints.at(-1)?.version === this.#version) this.#checkpoints.pop();
-      this.#checkpoints.push({ version: this.#version, state });
-    }
+  installPrivateMaps(source: StoreView): void {
+    assert(source.version === this.#committedVersion, () => `private maps of version ${source.version} installed at committed version ${this.#committedVersion}`);
+    let committed = this.#committed;
+    for (const name of committed.keys()) if (!isPublicMapName(name)) committed = committed.delete(name);
+    for (const [name, map] of source[VIEW_STATE]) if (!isPublicMapName(name)) committed = committed.set(name, map);
+    this.#committed = committed;
+    this.#checkpoints.length = 0;
+    this.#current = foldFlats(committed, this.#log, this.#logStart, this.#logStart + (this.#version - this.#committedVersion));
+    this.#unfolded = 0;
     this.#generation++;
   }
 

@@ -254,44 +254,43 @@ test('a public-only replay leaves private maps out', () => {
   assert.deepEqual(replay.current().mapNames(), ['public:a']);
 });
 
-test('recovery adopts the private maps of a private replay without consuming a version', () => {
+test('recovery installs the private maps of a replay at the committed version, under the writes above it', () => {
+  // The primary's history: the previous service's entries (1-3), then the recovered service's own
+  // (4-6), among them a private write and a remove of a key the previous service wrote.
   const primary = new Store();
   const entries = [];
-  for (const [map, key] of [
-    ['public:nodes', 'n1'],
-    ['records', 'r1'],
-    ['records', 'r2'],
-  ]) {
+  for (const [map, key, value] of [
+    ['public:nodes', 'n1', 'a'],
+    ['records', 'r1', 'old'],
+    ['records', 'r2', 'old'],
+    ['records', 'r3', 'new'],
+    ['records', 'r1', null],
+    ['public:nodes', 'n2', 'b'],
+  ] as const) {
     const tx = primary.beginTx();
-    tx.map(map!, stringCodec).put(key!, `${map}/${key}`);
+    if (value === null) tx.map(map, stringCodec).remove(key);
+    else tx.map(map, stringCodec).put(key, value);
     const { version, writeSet } = tx.commit()!;
     entries.push({ version, ...encodeWriteSet(writeSet) });
   }
-  // Whole states every 2 versions: versions after the adoption must be rebuilt with the private maps.
-  const publicReplay = new Store({ checkpointInterval: 2 });
-  const privateReplay = new Store();
-  for (const { version, publicBytes, privateBytes } of entries) {
-    publicReplay.applyWriteSet(version, publicBytes);
-    privateReplay.applyWriteSet(version, new Uint8Array(0), privateBytes);
-  }
-  assert.deepEqual(publicReplay.current().mapNames(), ['public:nodes']);
-  const open = publicReplay.beginTx();
-  open.map('public:nodes', stringCodec).put('n2', 'x');
-  publicReplay.adoptPrivateMaps(privateReplay.current());
-  assert.equal(publicReplay.version, 3);
-  assert.deepEqual(dumpView(publicReplay.current()), dumpView(primary.current()));
+  // A recovering node: the previous service's entries in the public domain only, its own in both;
+  // 4 is committed, 5 and 6 not yet. Whole states every 2 versions: they must be rebuilt too.
+  const live = new Store({ checkpointInterval: 2 });
+  for (const { version, publicBytes, privateBytes } of entries) live.applyWriteSet(version, publicBytes, version > 3 ? privateBytes : undefined);
+  live.compact(4);
+  assert.equal(live.current().map('records', stringCodec).get('r2'), undefined);
+  // The replay of both domains up to the committed version.
+  const replay = new Store();
+  for (const { version, publicBytes, privateBytes } of entries.slice(0, 4)) replay.applyWriteSet(version, publicBytes, privateBytes);
+  const open = live.beginTx();
+  open.map('public:nodes', stringCodec).put('n3', 'x');
+  assert.throws(() => live.installPrivateMaps(primary.readAt(3)), InvariantError, 'only a replay at the committed version');
+  live.installPrivateMaps(replay.current());
+  assert.equal(live.version, 6);
+  assert.deepEqual(dumpView(live.current()), dumpView(primary.current()), 'the remove above the committed version still removes r1');
   assert.throws(() => open.commit(), { code: KvErrorCode.TransactionConflict });
-  // Adopting twice would overwrite private state: a programmer error.
-  assert.throws(() => publicReplay.adoptPrivateMaps(privateReplay.current()), InvariantError);
-  for (const key of ['n3', 'n4', 'n5']) {
-    const tx = publicReplay.beginTx();
-    tx.map('public:nodes', stringCodec).put(key, key);
-    tx.commit();
-  }
-  assert.deepEqual(publicReplay.readAt(4).mapNames(), ['public:nodes', 'records']);
-  assert.deepEqual(publicReplay.readAt(2).mapNames(), ['public:nodes'], 'versions before the adoption keep no private maps');
-  publicReplay.rollback(5);
-  publicReplay.compact(5);
-  assert.deepEqual(publicReplay.current().mapNames(), ['public:nodes', 'records']);
-  assert.equal(publicReplay.current().map('records', stringCodec).get('r2'), 'records/r2');
+  assert.deepEqual(dumpView(live.readAt(5)), dumpView(primary.readAt(5)));
+  live.rollback(4);
+  assert.deepEqual(dumpView(live.current()), dumpView(primary.readAt(4)), 'a rollback keeps the installed private maps');
+  assert.equal(live.current().map('records', stringCodec).get('r1'), 'old');
 });

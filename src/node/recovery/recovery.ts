@@ -12,8 +12,10 @@
  *   key every trusted node derives from the service key (Tables.recoveredLedgerSecrets).
  * - Private domain: every node that applies that record installs the previous secrets in front of
  *   its chain and reads the private domain of the previous service's entries from its own ledger
- *   (from its startup snapshot when it has one) into a side store, whose private maps the store
- *   then adopts: PartOfPublicNetwork → ReadingPrivateLedger → PartOfNetwork.
+ *   (from its startup snapshot when it has one) into a side store, which then replays what the
+ *   node committed meanwhile (a joiner of a service that already opened applies new private writes)
+ *   and hands its private maps to the store at the committed version, under any writes above it:
+ *   PartOfPublicNetwork → ReadingPrivateLedger → PartOfNetwork.
  * - Open: the primary, once it has read its private domain, opens the service (status Open,
  *   recovery_count + 1), records the previous service's latest secret under this service's first
  *   one (so the next recovery's chain reaches back through it) and drops the recovered chain's
@@ -48,7 +50,7 @@ import { recoveryReadBatchBytesMax, recoveryReadBatchEntriesMax } from '../limit
 import type { Replica } from '../replica.js';
 import type { StartupSnapshot } from '../snapshots.js';
 import { SINGLETON_KEY, Tables, type OpenKindRecord, type RecoveredSecretsRecord, type RecoverySharesRecord, type ServiceInfo } from '../tables.js';
-import { ledgerEntries, phaseSummary, ReadProgress } from './public-ledger.js';
+import { ledgerEntries, phaseSummary, ReadProgress, type ReadEntry } from './public-ledger.js';
 import type { DecisionDriver } from './decision-driver.js';
 
 const json = jsonCodec<any>();
@@ -288,7 +290,7 @@ export class Recovery {
     host.secrets.installOlder(chain.filter((s) => s.fromSeqno < firstHeld));
     host.persistState();
     const privateStore = await this.replayPrivate(record.last_recovered_seqno);
-    host.replica.store.adoptPrivateMaps(privateStore.current());
+    await this.catchUpAndInstall(privateStore);
     host.transition('private-ledger-restored', PRIVATE_PHASE_TRIGGERS);
     const entries = record.last_recovered_seqno - (this.startupSnapshot?.seqno ?? 0);
     this.host.logger.info(
@@ -324,21 +326,55 @@ export class Recovery {
     return store;
   }
 
+  /**
+   * The store applied entries of the recovered service while the previous service's were read
+   * (a joiner of a service that already opened applies its new private writes too): `replayed`
+   * replays them as well, up to the store's committed version (never rolled back), and the store
+   * then takes its private maps there, in the same turn, under the writes of any versions above.
+   */
+  private async catchUpAndInstall(replayed: Store): Promise<void> {
+    const { replica, logger, clock } = this.host;
+    const progress = new ReadProgress('catching up with the recovered service', Math.max(replayed.version, replica.store.committedVersion), logger, clock);
+    for (;;) {
+      const committed = replica.store.committedVersion;
+      if (committed < replayed.version) {
+        // The previous service's last entry is not yet committed here: wait for consensus.
+        await new Promise<void>((resolve) => clock.setTimer(CATCH_UP_WAIT_MS, resolve));
+        continue;
+      }
+      if (committed - replayed.version > recoveryReadBatchEntriesMax) {
+        await this.replayHere(replayed, replayed.version + 1, committed, progress);
+        continue;
+      }
+      // Few enough to replay in this turn: nothing commits or rolls back meanwhile.
+      for (const batch of ledgerEntries(replica, replayed.version + 1, committed)) this.applyBatch(replayed, batch);
+      replica.store.installPrivateMaps(replayed.current());
+      return;
+    }
+  }
+
   /** Entries first..last, read and decrypted on this thread, into `store`. */
   private async replayHere(store: Store, first: number, last: number, progress: ReadProgress): Promise<void> {
     const { replica } = this.host;
     for (const batch of ledgerEntries(replica, first, last)) {
-      let bytes = 0;
-      for (const item of batch) {
-        const decoded = item.entry;
-        if (decoded === undefined) throw nodeError('LedgerEntryUnreadable', `entry ${item.seqno} cannot be read: ${item.error}`);
-        store.applyWriteSet(decoded.seqno, decoded.publicBytes, replica.privatePlainOf(decoded));
-        bytes += decoded.frameSizeBytes;
-      }
-      store.compact(store.version);
+      const bytes = this.applyBatch(store, batch);
       progress.add(batch.length, bytes, batch.at(-1)!.seqno);
       await this.host.yieldControl();
     }
+  }
+
+  /** One batch of entries read from the ledger, applied to `store` in both domains; returns their frames' bytes. */
+  private applyBatch(store: Store, batch: readonly ReadEntry[]): number {
+    const { replica } = this.host;
+    let bytes = 0;
+    for (const item of batch) {
+      const decoded = item.entry;
+      if (decoded === undefined) throw nodeError('LedgerEntryUnreadable', `entry ${item.seqno} cannot be read: ${item.error}`);
+      store.applyWriteSet(decoded.seqno, decoded.publicBytes, replica.privatePlainOf(decoded));
+      bytes += decoded.frameSizeBytes;
+    }
+    store.compact(store.version);
+    return bytes;
   }
 
   /**
@@ -406,6 +442,9 @@ export class Recovery {
     }
   }
 }
+
+/** How long the private phase waits for the previous service's last entry to commit here. */
+const CATCH_UP_WAIT_MS = 50;
 
 /** Ranges the entry replayer's threads replay at once (in turn), ahead of the one applied. */
 const REPLAY_RANGES_AHEAD = 4;
