@@ -6,7 +6,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { CovenantError } from '../../src/base/errors.js';
 import { generateIdentity } from '../../src/crypto/index.js';
-import { GovTables, signGovRequest } from '../../src/gov/index.js';
+import { GovTables, loadJsEngine, signGovRequest } from '../../src/gov/index.js';
 import { Tables } from '../../src/node/tables.js';
 import { jsonCodec } from '../../src/kv/index.js';
 import { fixture, table, type Fixture } from './helpers.js';
@@ -209,7 +209,9 @@ describe('governance', () => {
       assert.match(after.failure!.reason, reason);
       assert.match(after.vote_failures![b.id]!.reason, reason);
       assert.equal(table(f, GovTables.snapshotRequests, '0'), undefined);
-      // A later proposal still works.
+      // A later proposal still works, once a worker that hit a limit is replaced (until then the
+      // engine answers SandboxUnavailable, 503: retry shortly).
+      await (await loadJsEngine()).ready();
       const id2 = f.propose(a, [{ name: 'trigger_snapshot' }]);
       f.vote(a, id2, true);
       assert.equal(f.vote(b, id2, true).state, 'Accepted');
