@@ -4,10 +4,8 @@
  * facts the start-up flows establish (genesis configuration, startup snapshot, addresses). The
  * facade the layers above use is src/node/node.ts; the module map is in docs/node.md.
  */
-import { isIP } from 'node:net';
 import { assert } from '../base/assert.js';
 import type { Logger } from '../base/log.js';
-import { parseHostPort } from '../config/index.js';
 import { type Tx } from '../kv/index.js';
 import { inlineEntryLeafReader, type EntryLeafReader } from '../ledger/index.js';
 import type { Entry, Raft, Ready } from '../consensus/index.js';
@@ -18,7 +16,7 @@ import { ConsensusDriver, type DriverHost } from './driver.js';
 import { FilesCleanup } from './cleanup.js';
 import type { FlowContext, RestoredConsensus } from './flows/context.js';
 import { LedgerSecrets, type LedgerSecretRecord } from './identity/ledger-secrets.js';
-import { NodeIdentity } from './identity/node-identity.js';
+import { NodeIdentity, subjectAltNamesOf } from './identity/node-identity.js';
 import { ServiceIdentity } from './identity/service-identity.js';
 import type { NetworkInfo } from './join.js';
 import { JoinRateLimiter } from './join/rate.js';
@@ -360,12 +358,9 @@ export class NodeComposition {
       store.onMapCommit(Tables.snapshotRequests, () => {
         if (this.isPrimary()) this.snapshots.request();
       });
-      // What recovery shares cover: the primary issues new ones when it changes.
-      for (const table of [Tables.membersEncryptionPublicKeys, Tables.serviceConfig, Tables.serviceInfo, Tables.recoverySharesRefresh]) {
-        store.onMapCommit(table, () => this.shareIssuer.trigger());
-      }
-      // What sealed shares cover: the trusted nodes' recovery keys (and the latest secret, above).
-      for (const table of [Tables.nodesInfo, Tables.sealedRecoveryKeys, Tables.serviceInfo]) store.onMapCommit(table, () => this.sealedShareIssuer.trigger());
+      // What recovery shares and sealed shares cover: the primary issues new ones when it changes.
+      this.shareIssuer.watch(store);
+      this.sealedShareIssuer.watch(store);
       this.recovery.watch(store);
       this.rekey.watch(store);
     });
@@ -593,16 +588,4 @@ export class NodeComposition {
       service_start_seqno: this.replica.serviceStartSeqno,
     };
   }
-
-}
-
-/** "iPAddress:" or "dNSName:" names for the hosts of "host:port" addresses (wildcard hosts name nothing; loopback when none is left). */
-export function subjectAltNamesOf(addresses: readonly string[]): string[] {
-  const names = new Set<string>();
-  for (const address of addresses) {
-    const parsed = parseHostPort(address);
-    if (typeof parsed === 'string' || parsed.host === '0.0.0.0' || parsed.host === '::') continue;
-    names.add(isIP(parsed.host) ? `iPAddress:${parsed.host}` : `dNSName:${parsed.host}`);
-  }
-  return names.size > 0 ? [...names] : ['iPAddress:127.0.0.1'];
 }

@@ -46,7 +46,7 @@ export type { BoundAddresses } from './persistence.js';
 export { NODE_STATE_FILE } from './persistence.js';
 export type { WriteOptions, WriteResult } from './write/transactions.js';
 export { FrameKind } from './peers.js';
-export { subjectAltNamesOf } from './compose.js';
+export { subjectAltNamesOf } from './identity/node-identity.js';
 export { RejoinRequested } from './flows/recover-sealing.js';
 
 const json = jsonCodec<any>();

@@ -3,6 +3,7 @@
  * self-signed certificate, the certificate the service endorsed, and its virtual quote (virtual
  * mode: a software stand-in with the shape and checks of a hardware quote, no security).
  */
+import { isIP } from 'node:net';
 import { assert } from '../../base/assert.js';
 import {
   createSelfSignedCertificate,
@@ -16,6 +17,7 @@ import {
   type KeyPair,
 } from '../../crypto/index.js';
 import { codeMeasurement, createVirtualQuote, defaultHostData, type QuoteInfo } from '../../attestation/virtual.js';
+import { parseHostPort } from '../../config/index.js';
 
 export class NodeIdentity {
   private keys: KeyPair | undefined;
@@ -81,4 +83,15 @@ export class NodeIdentity {
   sign(bytes: Uint8Array): Uint8Array {
     return signEcdsa(this.keyPair.privateKey, bytes, 'der');
   }
+}
+
+/** "iPAddress:" or "dNSName:" names for the hosts of "host:port" addresses (wildcard hosts name nothing; loopback when none is left). */
+export function subjectAltNamesOf(addresses: readonly string[]): string[] {
+  const names = new Set<string>();
+  for (const address of addresses) {
+    const parsed = parseHostPort(address);
+    if (typeof parsed === 'string' || parsed.host === '0.0.0.0' || parsed.host === '::') continue;
+    names.add(isIP(parsed.host) ? `iPAddress:${parsed.host}` : `dNSName:${parsed.host}`);
+  }
+  return names.size > 0 ? [...names] : ['iPAddress:127.0.0.1'];
 }

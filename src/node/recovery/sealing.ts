@@ -71,6 +71,8 @@ export interface SealedShareInputs extends IssueInputs {
 export function sealedShares(host: ShareIssuerHost): IssueKind<SealedShareInputs, SealedShares> {
   return {
     name: 'sealed shares',
+    // The trusted nodes' recovery keys (and the latest secret: a rekey triggers the issuer).
+    coveredTables: [Tables.nodesInfo, Tables.sealedRecoveryKeys, Tables.serviceInfo],
     inputsOf: (tx) => {
       const nodes = tx.map(Tables.nodesInfo, json);
       const recipients: SealedShareRecipient[] = [];

@@ -16,7 +16,7 @@ import { toHex, utf8 } from '../../base/bytes.js';
 import { errorMessage } from '../../base/errors.js';
 import type { Logger } from '../../base/log.js';
 import { sha256 } from '../../crypto/index.js';
-import { jsonCodec, type Tx } from '../../kv/index.js';
+import { jsonCodec, type Store, type Tx } from '../../kv/index.js';
 import { issueRecoveryShares, type RecoveryMember, type RandomBytes } from '../../recovery/index.js';
 import type { LedgerSecrets } from '../identity/ledger-secrets.js';
 import { SINGLETON_KEY, Tables, type RecoverySharesRecord, type ServiceInfo } from '../tables.js';
@@ -49,6 +49,8 @@ export interface IssueInputs {
 /** One kind of share an issuer keeps in step: member recovery shares, or sealed shares (sealing.ts). */
 export interface IssueKind<I extends IssueInputs, P> {
   readonly name: string;
+  /** The tables whose commits may change what an issue covers (a rekey triggers the issuer itself). */
+  readonly coveredTables: readonly string[];
   inputsOf(tx: Tx): I;
   /** Prepares an issue outside any transaction. */
   prepare(inputs: I): Promise<P>;
@@ -84,6 +86,11 @@ export class ShareIssuer<I extends IssueInputs = MemberShareInputs, P = unknown>
 
   stop(): void {
     this.running = false;
+  }
+
+  /** Triggers on every commit to a table the kind covers, on `store` (and any store that replaces it). */
+  watch(store: Store): void {
+    for (const table of this.kind.coveredTables) store.onMapCommit(table, () => this.trigger());
   }
 
   /** Something the shares cover may have changed: checks (and issues) soon. */
@@ -154,6 +161,7 @@ export interface MemberShareInputs extends IssueInputs {
 export function memberShares(host: ShareIssuerHost): IssueKind<MemberShareInputs, Awaited<ReturnType<typeof issueRecoveryShares>>> {
   return {
     name: 'recovery shares',
+    coveredTables: [Tables.membersEncryptionPublicKeys, Tables.serviceConfig, Tables.serviceInfo, Tables.recoverySharesRefresh],
     inputsOf: (tx) => {
       const members: RecoveryMember[] = [];
       tx.map(Tables.membersEncryptionPublicKeys, json).forEach((pem: string, id: string) => {
