@@ -290,7 +290,10 @@ export class Recovery {
     host.secrets.installOlder(chain.filter((s) => s.fromSeqno < firstHeld));
     host.persistState();
     const privateStore = await this.replayPrivate(record.last_recovered_seqno);
-    await this.catchUpAndInstall(privateStore);
+    if (!(await this.catchUpAndInstall(privateStore))) {
+      this.host.logger.info(`the private phase ends unfinished: the node is ${host.lifecycle.state}`);
+      return;
+    }
     host.transition('private-ledger-restored', PRIVATE_PHASE_TRIGGERS);
     const entries = record.last_recovered_seqno - (this.startupSnapshot?.seqno ?? 0);
     this.host.logger.info(
@@ -331,11 +334,13 @@ export class Recovery {
    * (a joiner of a service that already opened applies its new private writes too): `replayed`
    * replays them as well, up to the store's committed version (never rolled back), and the store
    * then takes its private maps there, in the same turn, under the writes of any versions above.
+   * False if the node left ReadingPrivateLedger meanwhile (it stopped).
    */
-  private async catchUpAndInstall(replayed: Store): Promise<void> {
+  private async catchUpAndInstall(replayed: Store): Promise<boolean> {
     const { replica, logger, clock } = this.host;
     const progress = new ReadProgress('catching up with the recovered service', Math.max(replayed.version, replica.store.committedVersion), logger, clock);
     for (;;) {
+      if (this.host.lifecycle.state !== 'ReadingPrivateLedger') return false;
       const committed = replica.store.committedVersion;
       if (committed < replayed.version) {
         // The previous service's last entry is not yet committed here: wait for consensus.
@@ -349,7 +354,7 @@ export class Recovery {
       // Few enough to replay in this turn: nothing commits or rolls back meanwhile.
       for (const batch of ledgerEntries(replica, replayed.version + 1, committed)) this.applyBatch(replayed, batch);
       replica.store.installPrivateMaps(replayed.current());
-      return;
+      return true;
     }
   }
 
