@@ -113,27 +113,47 @@ export async function ack(connection: MemberConnection): Promise<GovAnswer> {
 /**
  * Opens the service with one member: acknowledge (if not Active yet), propose
  * transition_service_to_open, vote for it. Resolves once the service reports Open.
+ *
+ * A proposal that fails only because member JavaScript ran out of its time budget (the node was
+ * too busy to run it in time: the default constitution's work is tiny) is proposed again, at most
+ * OPEN_ATTEMPTS_MAX times in all, each retry reported to `onRetry`; any other failure is thrown.
  */
-export async function openService(connection: MemberConnection): Promise<{ proposalId: string; transactionId: string | undefined }> {
+export async function openService(
+  connection: MemberConnection,
+  onRetry: (reason: string) => void = () => undefined,
+): Promise<{ proposalId: string; transactionId: string | undefined }> {
   const me = await govRequest(connection, 'GET', `/gov/members/${connection.memberId}`);
   if ((me.body as { status: string }).status !== 'Active') await ack(connection);
-  const proposal = await propose(connection, [{ name: 'transition_service_to_open', args: {} }]);
-  const proposalId = (proposal.body as { proposal_id: string }).proposal_id;
-  let state = (proposal.body as { state: string }).state;
-  let transactionId = proposal.transactionId;
-  if (state === 'Open') {
-    const ballot = await vote(connection, proposalId, ACCEPT_BALLOT);
-    state = (ballot.body as { state: string }).state;
-    transactionId = ballot.transactionId;
+  for (let attempt = 1; ; attempt++) {
+    const proposal = await propose(connection, [{ name: 'transition_service_to_open', args: {} }]);
+    const proposalId = (proposal.body as { proposal_id: string }).proposal_id;
+    let state = (proposal.body as { state: string }).state;
+    let transactionId = proposal.transactionId;
+    if (state === 'Open') {
+      const ballot = await vote(connection, proposalId, ACCEPT_BALLOT);
+      state = (ballot.body as { state: string }).state;
+      transactionId = ballot.transactionId;
+    }
+    if (state !== 'Accepted') {
+      const info = (await govRequest(connection, 'GET', `/gov/members/proposals/${proposalId}`)).body as { failure?: { reason: string } };
+      const reason = info.failure?.reason;
+      if (state === 'Failed' && reason !== undefined && TIMED_OUT.test(reason) && attempt < OPEN_ATTEMPTS_MAX) {
+        onRetry(`the proposal to open the service failed (${reason}); proposing again`);
+        continue;
+      }
+      throw new Error(`the proposal to open the service is ${state}${reason !== undefined ? `: ${reason}` : ''} (more members may need to vote)`);
+    }
+    const service = await govRequest(connection, 'GET', '/gov/service/info');
+    if ((service.body as { status: string }).status !== 'Open') throw new Error(`the service is ${(service.body as { status: string }).status} after the proposal was accepted`);
+    return { proposalId, transactionId };
   }
-  if (state !== 'Accepted') {
-    const info = (await govRequest(connection, 'GET', `/gov/members/proposals/${proposalId}`)).body as { failure?: { reason: string } };
-    throw new Error(`the proposal to open the service is ${state}${info.failure ? `: ${info.failure.reason}` : ''} (more members may need to vote)`);
-  }
-  const service = await govRequest(connection, 'GET', '/gov/service/info');
-  if ((service.body as { status: string }).status !== 'Open') throw new Error(`the service is ${(service.body as { status: string }).status} after the proposal was accepted`);
-  return { proposalId, transactionId };
 }
+
+/** How many proposals openService makes when member JavaScript runs out of time. */
+export const OPEN_ATTEMPTS_MAX = 3;
+
+/** A proposal's failure reason when member JavaScript ran out of its time budget (src/gov/governance.ts). */
+const TIMED_OUT = /^(resolve|apply|ballot of member [0-9a-f]+) failed: Timeout: /;
 
 // ------------------------------------------------------------------ command line
 
@@ -284,7 +304,7 @@ export function registerMemberCommands(program: Command): void {
     .description('acknowledge if needed, propose transition_service_to_open and vote for it')
     .action((opts: Flags) =>
       run('open-service', async () => {
-        const { proposalId } = await openService(resolveConnection(opts));
+        const { proposalId } = await openService(resolveConnection(opts), (note) => process.stderr.write(`${note}\n`));
         process.stdout.write(`service is Open (proposal ${proposalId})\n`);
       }),
     );

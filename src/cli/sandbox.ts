@@ -79,7 +79,7 @@ export async function runSandbox(options: SandboxOptions): Promise<void> {
       certificatePem: readFileSync(member.cert, 'utf8'),
       privateKeyPem: readFileSync(member.private_key, 'utf8'),
       memberId: member.id,
-    });
+    }, print);
   } catch (e) {
     nodes.stopAll();
     throw new Error(`the service could not be opened: ${errorMessage(e)}`);

@@ -207,7 +207,7 @@ export function memberConnectionOf(node: Pick<StartedNode, 'address' | 'serviceC
  * cannot roll it back afterwards.
  */
 export async function openTestService(node: StartedNode, timeoutMs = 30_000): Promise<void> {
-  const { transactionId } = await openService(memberConnectionOf(node));
+  const { transactionId } = await openService(memberConnectionOf(node), (note) => process.stderr.write(`${note}\n`));
   const opened = parseTxId(transactionId ?? '')?.seqno ?? 0;
   const deadline = Date.now() + timeoutMs;
   for (;;) {

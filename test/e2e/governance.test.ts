@@ -11,8 +11,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { generateIdentity, type Identity } from '../../src/crypto/index.js';
-import { signGovRequest, type GovMessageType } from '../../src/gov/index.js';
-import { CLI_ENTRY, removeDir, startNode, waitForExit, type StartedNode } from '../../src/testing/node-process.js';
+import { DEFAULT_CONSTITUTION, signGovRequest, type GovMessageType } from '../../src/gov/index.js';
+import { openService } from '../../src/cli/member.js';
+import { CLI_ENTRY, memberConnectionOf, removeDir, startNode, waitForExit, type StartedNode } from '../../src/testing/node-process.js';
 import { HttpsClient } from '../../src/platform/https-client.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -294,4 +295,32 @@ describe('covenant sandbox and covenant member', () => {
     assert.match(bad.stderr, /unknown action "no_such_action"/);
     void readdirSync;
   });
+});
+
+test('opening the service proposes again when member JavaScript ran out of time, and says so', async () => {
+  // A constitution whose resolve spins past the time budget until some proposal has Failed: the
+  // first proposal to open fails with Timeout, as it may on a node too busy to run it in time.
+  const spinning = DEFAULT_CONSTITUTION.replace('export function resolve(proposal, proposerId, votes) {', 'function defaultResolve(proposal, proposerId, votes) {') +
+    `
+export function resolve(proposal, proposerId, votes) {
+  const table = 'public:svc.gov.proposals_info';
+  if (!svc.kv.keys(table).some((id) => svc.kv.get(table, id).state === 'Failed')) for (;;) {}
+  return defaultResolve(proposal, proposerId, votes);
+}
+`;
+  const dir = mkdtempSync(join(tmpdir(), 'covenant-open-retry-'));
+  const file = join(dir, 'constitution.js');
+  writeFileSync(file, spinning);
+  const node = await startNode({ configPatch: { command: { start: { constitution_files: [file] } } }, open: false });
+  try {
+    const notes: string[] = [];
+    await openService(memberConnectionOf(node), (note) => notes.push(note));
+    assert.equal(notes.length, 1, notes.join('\n'));
+    assert.match(notes[0]!, /^the proposal to open the service failed \(resolve failed: Timeout: execution time limit exceeded .*\); proposing again$/);
+    assert.equal((await node.client.request('GET', '/node/network')).body.service_status, 'Open');
+  } finally {
+    await node.stop();
+    removeDir(node.dir);
+    removeDir(dir);
+  }
 });
