@@ -14,6 +14,7 @@
 import { performance } from 'node:perf_hooks';
 import { randomInt } from 'node:crypto';
 import { DECISION_KNOWN_BUGS, type DecisionBug } from '../../recovery/index.js';
+import { SimArgs } from './cli-args.js';
 import { DECISION_CHECKERS, type DecisionCheckerName } from './decision-checker.js';
 import {
   DECISION_FAULT_KINDS,
@@ -40,29 +41,11 @@ interface CliOptions {
   traceMessages: boolean;
 }
 
-const USAGE =
+const args = new SimArgs(
   `usage: sim:decision [--seed N] [--runs K] [--failover] [--locations 1..7|N] [--steps M] [--bug ${DECISION_KNOWN_BUGS.join('|')}]\n` +
   `                    [--disable ${DECISION_FAULT_KINDS.join(',')}] [--disable-checker ${DECISION_CHECKERS.join(',')}]\n` +
-  `                    [--partition 'a|b,c'] [--keep-going] [--trace] [--trace-messages]\n`;
-
-function usage(message: string): never {
-  process.stderr.write(`${message}\n${USAGE}`);
-  process.exit(2);
-}
-
-function parseInteger(text: string | undefined, name: string, min: number): number {
-  if (text === undefined || !/^\d+$/.test(text)) usage(`${name} needs a non-negative integer`);
-  const value = Number(text);
-  if (!Number.isSafeInteger(value) || value < min) usage(`${name} must be at least ${min}`);
-  return value;
-}
-
-function parseList<T extends string>(text: string | undefined, allowed: readonly T[], name: string): T[] {
-  const items = (text ?? '').split(',').filter(Boolean);
-  if (items.length === 0) usage(`${name} takes ${allowed.join(',')}`);
-  for (const item of items) if (!allowed.includes(item as T)) usage(`${name} takes ${allowed.join(',')}`);
-  return items as T[];
-}
+  `                    [--partition 'a|b,c'] [--keep-going] [--trace] [--trace-messages]\n`,
+);
 
 export function parseArguments(argv: readonly string[]): CliOptions {
   const options: CliOptions = {
@@ -85,40 +68,35 @@ export function parseArguments(argv: readonly string[]): CliOptions {
     const value = (): string | undefined => argv[++i];
     switch (arg) {
       case '--seed':
-        options.seed = parseInteger(value(), '--seed', 0);
+        options.seed = args.integer(value(), '--seed', 0);
         break;
       case '--runs':
-        options.runs = parseInteger(value(), '--runs', 1);
+        options.runs = args.integer(value(), '--runs', 1);
         break;
       case '--steps':
-        options.steps = parseInteger(value(), '--steps', 1);
+        options.steps = args.integer(value(), '--steps', 1);
         break;
       case '--failover':
         options.failover = true;
         break;
-      case '--locations': {
-        const match = /^(\d+)(?:\.\.(\d+))?$/.exec(value() ?? '');
-        if (!match) usage('--locations takes N or MIN..MAX');
-        options.locationsMin = Number(match[1]);
-        options.locationsMax = Number(match[2] ?? match[1]);
-        if (options.locationsMin < 1 || options.locationsMax > 7 || options.locationsMin > options.locationsMax) usage('--locations must lie within 1..7');
+      case '--locations':
+        ({ min: options.locationsMin, max: options.locationsMax } = args.range(value(), '--locations', 1, 7));
         break;
-      }
       case '--bug': {
         const name = value();
-        if (!DECISION_KNOWN_BUGS.includes(name as DecisionBug)) usage(`--bug is one of ${DECISION_KNOWN_BUGS.join(', ')}`);
+        if (!DECISION_KNOWN_BUGS.includes(name as DecisionBug)) args.usage(`--bug is one of ${DECISION_KNOWN_BUGS.join(', ')}`);
         options.bug = name as DecisionBug;
         break;
       }
       case '--disable':
-        for (const kind of parseList(value(), DECISION_FAULT_KINDS, '--disable')) options.disabled.add(kind);
+        for (const kind of args.list(value(), DECISION_FAULT_KINDS, '--disable')) options.disabled.add(kind);
         break;
       case '--disable-checker':
-        for (const name of parseList(value(), DECISION_CHECKERS, '--disable-checker')) options.disabledCheckers.add(name);
+        for (const name of args.list(value(), DECISION_CHECKERS, '--disable-checker')) options.disabledCheckers.add(name);
         break;
       case '--partition': {
         const text = value() ?? '';
-        if (!/^[a-g](,[a-g])*(\|[a-g](,[a-g])*)+$/.test(text)) usage("--partition takes groups of location names a..g, such as 'a|b,c'");
+        if (!/^[a-g](,[a-g])*(\|[a-g](,[a-g])*)+$/.test(text)) args.usage("--partition takes groups of location names a..g, such as 'a|b,c'");
         options.partition = text.split('|').map((group) => group.split(','));
         break;
       }
@@ -133,13 +111,13 @@ export function parseArguments(argv: readonly string[]): CliOptions {
         options.traceMessages = true;
         break;
       default:
-        usage(`unknown argument ${arg}`);
+        args.usage(`unknown argument ${arg}`);
     }
   }
   if (options.partition !== undefined) {
     // Every location the partition names must exist: the run has at least up to its last letter.
     const needed = Math.max(...options.partition.flat().map((name) => name.charCodeAt(0) - 'a'.charCodeAt(0) + 1));
-    if (options.locationsMax < needed) usage(`--partition names ${needed} locations, more than --locations allows`);
+    if (options.locationsMax < needed) args.usage(`--partition names ${needed} locations, more than --locations allows`);
     options.locationsMin = Math.max(options.locationsMin, needed);
   }
   return options;

@@ -10,6 +10,7 @@
 import { performance } from 'node:perf_hooks';
 import { randomInt } from 'node:crypto';
 import { KNOWN_BUGS, type KnownBug } from '../../consensus/index.js';
+import { SimArgs } from './cli-args.js';
 import { FAULT_KINDS, runSwarm, shrink, type FaultKind, type SwarmOptions, type SwarmResult } from './swarm.js';
 
 interface CliOptions {
@@ -26,20 +27,10 @@ interface CliOptions {
   traceMessages: boolean;
 }
 
-function usage(message: string): never {
-  process.stderr.write(
-    `${message}\nusage: sim [--seed N] [--runs K] [--nodes 3..7|N] [--steps M] [--bug ${KNOWN_BUGS.join('|')}]\n` +
-      `           [--disable ${FAULT_KINDS.join(',')}] [--keep-going] [--trace] [--trace-lines L] [--trace-messages]\n`,
-  );
-  process.exit(2);
-}
-
-function parseInteger(text: string | undefined, name: string, min: number): number {
-  if (text === undefined || !/^\d+$/.test(text)) usage(`${name} needs a non-negative integer`);
-  const value = Number(text);
-  if (!Number.isSafeInteger(value) || value < min) usage(`${name} must be at least ${min}`);
-  return value;
-}
+const args = new SimArgs(
+  `usage: sim [--seed N] [--runs K] [--nodes 3..7|N] [--steps M] [--bug ${KNOWN_BUGS.join('|')}]\n` +
+    `           [--disable ${FAULT_KINDS.join(',')}] [--keep-going] [--trace] [--trace-lines L] [--trace-messages]\n`,
+);
 
 export function parseArguments(argv: readonly string[]): CliOptions {
   const options: CliOptions = {
@@ -60,32 +51,26 @@ export function parseArguments(argv: readonly string[]): CliOptions {
     const value = (): string | undefined => argv[++i];
     switch (arg) {
       case '--seed':
-        options.seed = parseInteger(value(), '--seed', 0);
+        options.seed = args.integer(value(), '--seed', 0);
         break;
       case '--runs':
-        options.runs = parseInteger(value(), '--runs', 1);
+        options.runs = args.integer(value(), '--runs', 1);
         break;
       case '--steps':
-        options.steps = parseInteger(value(), '--steps', 1);
+        options.steps = args.integer(value(), '--steps', 1);
         break;
-      case '--nodes': {
-        const text = value() ?? '';
-        const match = /^(\d+)(?:\.\.(\d+))?$/.exec(text);
-        if (!match) usage('--nodes takes N or MIN..MAX');
-        options.nodesMin = Number(match[1]);
-        options.nodesMax = Number(match[2] ?? match[1]);
-        if (options.nodesMin < 1 || options.nodesMax > 7 || options.nodesMin > options.nodesMax) usage('--nodes must lie within 1..7');
+      case '--nodes':
+        ({ min: options.nodesMin, max: options.nodesMax } = args.range(value(), '--nodes', 1, 7));
         break;
-      }
       case '--bug': {
         const name = value();
-        if (!KNOWN_BUGS.includes(name as KnownBug)) usage(`--bug is one of ${KNOWN_BUGS.join(', ')}`);
+        if (!KNOWN_BUGS.includes(name as KnownBug)) args.usage(`--bug is one of ${KNOWN_BUGS.join(', ')}`);
         options.bug = name as KnownBug;
         break;
       }
       case '--disable':
         for (const kind of (value() ?? '').split(',').filter(Boolean)) {
-          if (!FAULT_KINDS.includes(kind as FaultKind)) usage(`--disable takes ${FAULT_KINDS.join(',')}`);
+          if (!FAULT_KINDS.includes(kind as FaultKind)) args.usage(`--disable takes ${FAULT_KINDS.join(',')}`);
           options.disabled.add(kind as FaultKind);
         }
         break;
@@ -96,13 +81,13 @@ export function parseArguments(argv: readonly string[]): CliOptions {
         options.trace = true;
         break;
       case '--trace-lines':
-        options.traceLines = parseInteger(value(), '--trace-lines', 0);
+        options.traceLines = args.integer(value(), '--trace-lines', 0);
         break;
       case '--trace-messages':
         options.traceMessages = true;
         break;
       default:
-        usage(`unknown argument ${arg}`);
+        args.usage(`unknown argument ${arg}`);
     }
   }
   return options;
