@@ -150,6 +150,33 @@ test('covenant sandbox refuses a bad --node-config before creating anything, and
 });
 
 /** Every node of an old sandbox dies at once (SIGKILL); the sandbox that started them ends too. */
+/** A folder for a sandbox recovery test, with a fast node configuration; cleanup() kills what the test started in it (sandboxes, node PIDs) and removes it. */
+function recoveryWorkspace(): { dir: string; fragment: string; oldDir: string; started: ReturnType<typeof spawn>[]; pids: number[]; cleanup(): void } {
+  const dir = mkdtempSync(join(tmpdir(), 'covenant-sandbox-'));
+  const fragment = join(dir, 'fragment.json');
+  writeFileSync(fragment, JSON.stringify({ ledger_signatures: { delay: '20ms' }, consensus: { election_timeout: '500ms', message_timeout: '50ms' } }));
+  const ws = {
+    dir,
+    fragment,
+    oldDir: join(dir, 'old'),
+    started: [] as ReturnType<typeof spawn>[],
+    pids: [] as number[],
+    cleanup(): void {
+      for (const child of ws.started) if (child.exitCode === null) child.kill('SIGKILL');
+      for (const pid of ws.pids) if (processAlive(pid)) process.kill(pid, 'SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  return ws;
+}
+
+/** Stops a recovered sandbox as its user would (SIGINT): it exits 0, and so do its nodes. */
+async function stopRecovered(sandbox: ReturnType<typeof spawn>, pids: readonly number[]): Promise<void> {
+  sandbox.kill('SIGINT');
+  assert.equal(await waitForExit(sandbox), 0);
+  for (const pid of pids) await until(`node ${pid} to stop`, async () => (processAlive(pid) ? undefined : true), 10_000);
+}
+
 async function disaster(pids: readonly number[], sandbox: ReturnType<typeof spawn>): Promise<void> {
   for (const pid of pids) process.kill(pid, 'SIGKILL');
   for (const pid of pids) await until(`node ${pid} to die`, async () => (processAlive(pid) ? undefined : true), 10_000);
@@ -184,17 +211,13 @@ async function runSandboxUntil(args: string[], file: string): Promise<{ child: R
 }
 
 test('covenant sandbox --recover-from recovers a killed sandbox from its ledgers, printing each step of the procedure', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'covenant-sandbox-'));
-  const fragment = join(dir, 'fragment.json');
-  writeFileSync(fragment, JSON.stringify({ ledger_signatures: { delay: '20ms' }, consensus: { election_timeout: '500ms', message_timeout: '50ms' } }));
-  const oldDir = join(dir, 'old');
-  const started = [] as ReturnType<typeof spawn>[];
-  let pids: number[] = [];
+  const ws = recoveryWorkspace();
+  const { dir, fragment, oldDir } = ws;
   try {
     const old = await runSandboxUntil(['--nodes', '2', '--dir', oldDir, '--node-config', fragment], join(oldDir, 'network.json'));
-    started.push(old.child);
+    ws.started.push(old.child);
     const network = JSON.parse(readFileSync(join(oldDir, 'network.json'), 'utf8')) as NetworkJson;
-    pids = network.nodes.map((n) => n.pid);
+    ws.pids = network.nodes.map((n) => n.pid);
     const user = { certificatePem: readFileSync(network.users[0]!.cert, 'utf8'), privateKeyPem: readFileSync(network.users[0]!.private_key, 'utf8') };
     const client = new HttpsClient(network.nodes[0]!.rpc_address, readFileSync(network.service_certificate, 'utf8'));
     try {
@@ -216,18 +239,18 @@ test('covenant sandbox --recover-from recovers a killed sandbox from its ledgers
       client.close();
     }
     // The disaster: every node dies at once; the sandbox that started them ends too.
-    await disaster(pids, old.child);
+    await disaster(ws.pids, old.child);
 
     // Without --dir, the recovered sandbox goes to <old>-recovered.
     const recoveredDir = `${oldDir}-recovered`;
     const recovered = await recoverSandbox(oldDir, recoveredDir, fragment);
-    started.push(recovered.child);
+    ws.started.push(recovered.child);
     const out = recovered.output();
     for (const step of [/Step 1: a Recover node on a copy of each of the 2 old ledgers/, /node 0: read the public ledger up to last_signed_seqno \d+/, /Step 2: keeping node \d/, /node 2 joined the recovering service/, /Step 3: members vote/, /member 0 voted accept: Accepted/, /Step 4: members submit their recovery shares/, /recovery_count 1/, /New service certificate: /]) {
       assert.match(out, step);
     }
     const after = JSON.parse(readFileSync(join(recoveredDir, 'network.json'), 'utf8')) as NetworkJson;
-    pids = after.nodes.map((n) => n.pid);
+    ws.pids = after.nodes.map((n) => n.pid);
     assert.equal(after.nodes.length, 2);
     const newCa = readFileSync(after.service_certificate, 'utf8');
     assert.notEqual(newCa, readFileSync(network.service_certificate, 'utf8'), 'the recovered service has a new identity');
@@ -245,29 +268,21 @@ test('covenant sandbox --recover-from recovers a killed sandbox from its ledgers
     } finally {
       for (const c of clients) c.close();
     }
-    recovered.child.kill('SIGINT');
-    assert.equal(await waitForExit(recovered.child), 0);
-    for (const pid of pids) await until(`node ${pid} to stop`, async () => (processAlive(pid) ? undefined : true), 10_000);
+    await stopRecovered(recovered.child, ws.pids);
   } finally {
-    for (const child of started) if (child.exitCode === null) child.kill('SIGKILL');
-    for (const pid of pids) if (processAlive(pid)) process.kill(pid, 'SIGKILL');
-    rmSync(dir, { recursive: true, force: true });
+    ws.cleanup();
   }
 });
 
 test('covenant sandbox --sealing, then --recover-from: the nodes recover the service by themselves, no member action', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'covenant-sandbox-'));
-  const fragment = join(dir, 'fragment.json');
-  writeFileSync(fragment, JSON.stringify({ ledger_signatures: { delay: '20ms' }, consensus: { election_timeout: '500ms', message_timeout: '50ms' } }));
-  const oldDir = join(dir, 'old');
-  const started = [] as ReturnType<typeof spawn>[];
-  let pids: number[] = [];
+  const ws = recoveryWorkspace();
+  const { fragment, oldDir } = ws;
   try {
     const old = await runSandboxUntil(['--nodes', '2', '--sealing', '--dir', oldDir, '--node-config', fragment], join(oldDir, 'network.json'));
-    started.push(old.child);
+    ws.started.push(old.child);
     assert.match(old.output(), /Sealing-based recovery: every node a location of the recovery decision protocol \(location0 127\.0\.0\.1:\d+, location1/);
     const network = JSON.parse(readFileSync(join(oldDir, 'network.json'), 'utf8')) as NetworkJson;
-    pids = network.nodes.map((n) => n.pid);
+    ws.pids = network.nodes.map((n) => n.pid);
     const user = { certificatePem: readFileSync(network.users[0]!.cert, 'utf8'), privateKeyPem: readFileSync(network.users[0]!.private_key, 'utf8') };
     const client = new HttpsClient(network.nodes[0]!.rpc_address, readFileSync(network.service_certificate, 'utf8'));
     try {
@@ -280,16 +295,16 @@ test('covenant sandbox --sealing, then --recover-from: the nodes recover the ser
     // Sealed shares cover both nodes before the disaster.
     const logOf = (i: number) => readFileSync(join(oldDir, `node${i}`, 'out.log'), 'utf8');
     await until('sealed shares for both nodes', async () => (/sealed shares issued to 2 node\(s\)/.test(logOf(0)) ? true : undefined), 30_000);
-    await disaster(pids, old.child);
+    await disaster(ws.pids, old.child);
 
     const recoveredDir = `${oldDir}-recovered`;
     const recovered = await recoverSandbox(oldDir, recoveredDir, fragment);
-    started.push(recovered.child);
+    ws.started.push(recovered.child);
     const out = recovered.output();
     for (const step of [/each on its old location and virtual CPU key/, /sealing: unsealed the recovery key/, /this location opens the service \(Election\)/, /opened the service: joining it/, /open_kind Election/]) assert.match(out, step);
     assert.doesNotMatch(out, /members vote|submit their recovery shares/, 'no member took part');
     const after = JSON.parse(readFileSync(join(recoveredDir, 'network.json'), 'utf8')) as NetworkJson;
-    pids = after.nodes.map((n) => n.pid);
+    ws.pids = after.nodes.map((n) => n.pid);
     assert.ok(after.nodes.some((n) => n.restart_command.endsWith('node.joined.json')), 'the rejoined node restarts with its joiner configuration');
     const ca = readFileSync(after.service_certificate, 'utf8');
     for (const node of after.nodes) {
@@ -300,12 +315,8 @@ test('covenant sandbox --sealing, then --recover-from: the nodes recover the ser
         c.close();
       }
     }
-    recovered.child.kill('SIGINT');
-    assert.equal(await waitForExit(recovered.child), 0);
-    for (const pid of pids) await until(`node ${pid} to stop`, async () => (processAlive(pid) ? undefined : true), 10_000);
+    await stopRecovered(recovered.child, ws.pids);
   } finally {
-    for (const child of started) if (child.exitCode === null) child.kill('SIGKILL');
-    for (const pid of pids) if (processAlive(pid)) process.kill(pid, 'SIGKILL');
-    rmSync(dir, { recursive: true, force: true });
+    ws.cleanup();
   }
 });
