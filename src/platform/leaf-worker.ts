@@ -4,9 +4,8 @@
  * answers with their Merkle leaves, or with the error that stopped it.
  */
 import { workerData, type MessagePort } from 'node:worker_threads';
-import { isCovenantError } from '../base/errors.js';
 import { leavesOfEntries, type EntryLeavesRequest } from '../ledger/index.js';
-import { FsDisk } from './fs-disk.js';
+import { runLedgerFileJob, type WorkerErrorAnswer } from './ledger-file-job.js';
 
 export interface LeafWorkerData {
   readonly port: MessagePort;
@@ -21,25 +20,13 @@ export interface LeafRequestMessage {
 
 export type LeafAnswerMessage =
   | { readonly id: number; readonly leaves: Uint8Array }
-  | { readonly id: number; readonly error: { readonly code: string; readonly message: string; readonly status: number } };
+  | { readonly id: number; readonly error: WorkerErrorAnswer };
 
 const { port, answerDelayMs } = workerData as LeafWorkerData;
 
 port.on('message', ({ id, request }: LeafRequestMessage) => {
-  // One descriptor per file for the request (the disk's read cache), closed after it: a chunk
-  // file may be renamed or replaced between requests, so nothing is kept across them.
-  const disk = new FsDisk();
-  let answer: LeafAnswerMessage;
-  try {
-    answer = { id, leaves: leavesOfEntries(request, (path, position, length) => disk.read(path, position, length)) };
-  } catch (e) {
-    const error = isCovenantError(e)
-      ? { code: e.code, message: e.message, status: e.status }
-      : { code: 'DiskIoFailed', message: `reading ledger entries ${request.firstSeqno}..${request.lastSeqno}: ${e instanceof Error ? e.message : String(e)}`, status: 500 };
-    answer = { id, error };
-  } finally {
-    disk.close();
-  }
+  const outcome = runLedgerFileJob(`reading ledger entries ${request.firstSeqno}..${request.lastSeqno}`, (read) => leavesOfEntries(request, read));
+  const answer: LeafAnswerMessage = 'value' in outcome ? { id, leaves: outcome.value } : { id, error: outcome.error };
   const send = () => port.postMessage(answer, 'leaves' in answer ? [answer.leaves.buffer as ArrayBuffer] : []);
   if (answerDelayMs > 0) setTimeout(send, answerDelayMs);
   else send();

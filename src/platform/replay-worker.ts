@@ -5,9 +5,8 @@
  * that stopped it.
  */
 import { workerData, type MessagePort } from 'node:worker_threads';
-import { isCovenantError } from '../base/errors.js';
 import { replayedEntriesOf, type EntryReplayRequest, type ReplayedEntries } from '../ledger/index.js';
-import { FsDisk } from './fs-disk.js';
+import { runLedgerFileJob, type WorkerErrorAnswer } from './ledger-file-job.js';
 
 export interface ReplayWorkerData {
   readonly port: MessagePort;
@@ -20,23 +19,12 @@ export interface ReplayRequestMessage {
 
 export type ReplayAnswerMessage =
   | { readonly id: number; readonly replayed: ReplayedEntries }
-  | { readonly id: number; readonly error: { readonly code: string; readonly message: string; readonly status: number } };
+  | { readonly id: number; readonly error: WorkerErrorAnswer };
 
 const { port } = workerData as ReplayWorkerData;
 
 port.on('message', ({ id, request }: ReplayRequestMessage) => {
-  // One descriptor per file for the request, closed after it: a chunk file may be renamed between requests.
-  const disk = new FsDisk();
-  let answer: ReplayAnswerMessage;
-  try {
-    answer = { id, replayed: replayedEntriesOf(request, (path, position, length) => disk.read(path, position, length)) };
-  } catch (e) {
-    const error = isCovenantError(e)
-      ? { code: e.code, message: e.message, status: e.status }
-      : { code: 'DiskIoFailed', message: `replaying ledger entries ${request.firstSeqno}..${request.lastSeqno}: ${e instanceof Error ? e.message : String(e)}`, status: 500 };
-    answer = { id, error };
-  } finally {
-    disk.close();
-  }
+  const outcome = runLedgerFileJob(`replaying ledger entries ${request.firstSeqno}..${request.lastSeqno}`, (read) => replayedEntriesOf(request, read));
+  const answer: ReplayAnswerMessage = 'value' in outcome ? { id, replayed: outcome.value } : { id, error: outcome.error };
   port.postMessage(answer, 'replayed' in answer ? [answer.replayed.packed.buffer as ArrayBuffer, answer.replayed.bounds.buffer as ArrayBuffer] : []);
 });

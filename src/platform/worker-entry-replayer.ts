@@ -9,6 +9,7 @@
 import { availableParallelism } from 'node:os';
 import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
 import { CovenantError } from '../base/errors.js';
+import { errorOfAnswer } from './ledger-file-job.js';
 import type { EntryReplayer, EntryReplayRequest, ReplayedEntries } from '../ledger/index.js';
 import type { ReplayAnswerMessage, ReplayRequestMessage, ReplayWorkerData } from './replay-worker.js';
 
@@ -77,7 +78,7 @@ export class WorkerEntryReplayer implements EntryReplayer {
     if (waiting === undefined) return;
     this.#waiting.delete(message.id);
     if ('replayed' in message) waiting.resolve(message.replayed);
-    else waiting.reject(new CovenantError(message.error.code, message.error.message, message.error.status));
+    else waiting.reject(errorOfAnswer(message.error));
   }
 
   /** A thread ended on its own: what was not answered fails, and the next request starts them all again. */

@@ -7,6 +7,7 @@
  */
 import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
 import { CovenantError } from '../base/errors.js';
+import { errorOfAnswer } from './ledger-file-job.js';
 import type { EntryLeafReader, EntryLeavesRequest } from '../ledger/index.js';
 import type { LeafAnswerMessage, LeafRequestMessage, LeafWorkerData } from './leaf-worker.js';
 
@@ -68,7 +69,7 @@ export class WorkerEntryLeafReader implements EntryLeafReader {
     if (waiting === undefined) return;
     this.#waiting.delete(message.id);
     if ('leaves' in message) waiting.resolve(message.leaves);
-    else waiting.reject(new CovenantError(message.error.code, message.error.message, message.error.status));
+    else waiting.reject(errorOfAnswer(message.error));
   }
 
   /** The worker ended: what it had not answered fails, and the next request starts a new one. */
