@@ -6,6 +6,7 @@ import { registerMemberCommands } from './member.js';
 import { runReceiptVerify } from './receipt-tools.js';
 import { runNodeCommand } from './node-command.js';
 import { runSandbox } from './sandbox.js';
+import { runSandboxAddNode } from './sandbox-add-node.js';
 import { runSandboxRecovery } from './sandbox-recover.js';
 import { registerStatementCommands } from './statement.js';
 import { COVENANT_VERSION } from './version.js';
@@ -27,7 +28,7 @@ program
     await runNodeCommand(opts.config);
   });
 
-program
+const sandbox = program
   .command('sandbox')
   .description('start a local network for trying Covenant; writes DIR/network.json when ready')
   .option('--nodes <count>', 'number of nodes', positiveInteger, 3)
@@ -36,9 +37,10 @@ program
   .option('--ready-timeout <seconds>', 'how long to wait for the service', positiveInteger, 60)
   .option('--recover-from <dir>', "recover an old sandbox's network from its ledgers (with member shares; by sealing when it was started with --sealing)")
   .option('--sealing', 'configure sealing-based recovery on every node (each a location of the recovery decision protocol)')
-  .action(async (opts: { nodes: number; dir: string; nodeConfig?: string; readyTimeout: number; recoverFrom?: string; sealing?: boolean }, command: Command) => {
+  .option('--force', 'wipe DIR if it already holds anything (its keys and ledgers are lost); refused without it')
+  .action(async (opts: { nodes: number; dir: string; nodeConfig?: string; readyTimeout: number; recoverFrom?: string; sealing?: boolean; force?: boolean }, command: Command) => {
     const print = (line: string) => process.stdout.write(line + '\n');
-    const common = { ...(opts.nodeConfig ? { nodeConfigFile: opts.nodeConfig } : {}), readyTimeoutSeconds: opts.readyTimeout, print };
+    const common = { ...(opts.nodeConfig ? { nodeConfigFile: opts.nodeConfig } : {}), readyTimeoutSeconds: opts.readyTimeout, force: opts.force === true, print };
     try {
       if (opts.recoverFrom !== undefined) {
         const dir = command.getOptionValueSource('dir') === 'default' ? `${opts.recoverFrom.replace(/\/+$/, '')}-recovered` : opts.dir;
@@ -49,6 +51,21 @@ program
       process.exit(0);
     } catch (e) {
       process.stderr.write(`covenant sandbox: ${errorMessage(e)}\n`);
+      process.exit(1);
+    }
+  });
+
+sandbox
+  .command('add-node')
+  .description('join one more node to a running sandbox (member 0 trusts it); records it in network.json')
+  .option('--network <file>', "the running sandbox's network.json", 'sandbox/network.json')
+  .option('--ready-timeout <seconds>', 'how long to wait for the node to join', positiveInteger, 60)
+  .action(async (opts: { network: string; readyTimeout: number }) => {
+    try {
+      await runSandboxAddNode({ network: opts.network, readyTimeoutSeconds: opts.readyTimeout, print: (line) => process.stdout.write(line + '\n') });
+      process.exit(0);
+    } catch (e) {
+      process.stderr.write(`covenant sandbox add-node: ${errorMessage(e)}\n`);
       process.exit(1);
     }
   });

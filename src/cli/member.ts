@@ -9,12 +9,18 @@ import { type Command, InvalidArgumentError } from 'commander';
 import { errorMessage } from '../base/errors.js';
 import { certificateId } from '../crypto/index.js';
 import { COSE_CONTENT_TYPE, signGovRequest, type GovMessageType } from '../gov/index.js';
-import { HttpsClient } from '../platform/https-client.js';
+import { HttpsClient, type HttpAnswer } from '../platform/https-client.js';
 import { decryptShare } from '../recovery/index.js';
 
 export interface MemberConnection {
   /** host:port of a node's RPC interface. */
   readonly address: string;
+  /**
+   * Other nodes' addresses, tried in order when `address` (and each one before) cannot be
+   * connected to at all: the request never reached that node, so sending it elsewhere cannot
+   * apply it twice.
+   */
+  readonly fallbackAddresses?: readonly string[];
   /** Service certificate: the only CA trusted for TLS. */
   readonly caPem: string;
   readonly certificatePem: string;
@@ -44,24 +50,75 @@ export class GovRequestFailed extends Error {
   }
 }
 
-/** One HTTPS request to a node; JSON answer. Non-2xx answers become GovRequestFailed. */
-export async function govRequest(connection: MemberConnection, method: string, path: string, body?: Uint8Array): Promise<GovAnswer> {
-  const client = new HttpsClient(connection.address, connection.caPem);
+/** Errors raised before a request reached a node (nothing was sent): another node may be tried. */
+const UNREACHABLE = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EADDRNOTAVAIL']);
+
+/** How many 307/308 redirects (to the primary) one governance request follows. */
+const REDIRECTS_MAX = 3;
+
+function isUnreachable(e: unknown): boolean {
+  return UNREACHABLE.has((e as { code?: string }).code ?? '');
+}
+
+/** The host:port of a redirect's Location (absolute https URL), or undefined when it names none. */
+function redirectTarget(location: unknown): { address: string; path: string } | undefined {
+  if (typeof location !== 'string') return undefined;
   try {
-    const answer = await client.request(method, path, {
-      ...(body !== undefined ? { rawBody: Buffer.from(body), headers: { 'content-type': COSE_CONTENT_TYPE } } : {}),
-      timeoutMs: REQUEST_TIMEOUT_MS,
-    });
-    const parsed = answer.body ?? (answer.text.length > 0 ? answer.text : undefined);
-    if (answer.status < 200 || answer.status >= 300) {
-      const error = (parsed as { error?: { code?: string; message?: string } } | undefined)?.error;
-      throw new GovRequestFailed(answer.status, error?.code ?? 'HttpError', error?.message ?? answer.text);
-    }
-    const txId = answer.headers['x-covenant-transaction-id'];
-    return { status: answer.status, transactionId: typeof txId === 'string' ? txId : undefined, body: parsed };
-  } finally {
-    client.close();
+    const url = new URL(location);
+    if (url.protocol !== 'https:' || url.port === '') return undefined;
+    return { address: `${url.hostname.includes(':') ? `[${url.hostname.replace(/^\[|\]$/g, '')}]` : url.hostname}:${url.port}`, path: `${url.pathname}${url.search}` };
+  } catch {
+    return undefined;
   }
+}
+
+/** One HTTPS request to one address; follows redirects to the primary. */
+async function requestAt(connection: MemberConnection, address: string, method: string, path: string, body?: Uint8Array): Promise<HttpAnswer> {
+  let target = { address, path };
+  for (let hop = 0; ; hop++) {
+    const client = new HttpsClient(target.address, connection.caPem);
+    let answer: HttpAnswer;
+    try {
+      answer = await client.request(method, target.path, {
+        ...(body !== undefined ? { rawBody: Buffer.from(body), headers: { 'content-type': COSE_CONTENT_TYPE } } : {}),
+        timeoutMs: REQUEST_TIMEOUT_MS,
+      });
+    } finally {
+      client.close();
+    }
+    const next = answer.status === 307 || answer.status === 308 ? redirectTarget(answer.headers.location) : undefined;
+    if (next === undefined) return answer;
+    if (hop >= REDIRECTS_MAX) throw new Error(`${method} ${path}: more than ${REDIRECTS_MAX} redirects (last to ${String(answer.headers.location)})`);
+    target = next;
+  }
+}
+
+/**
+ * One governance request: to the connection's node, else (when it cannot be reached at all) to
+ * each fallback in turn; redirects to the primary followed. JSON answer; non-2xx answers become
+ * GovRequestFailed.
+ */
+export async function govRequest(connection: MemberConnection, method: string, path: string, body?: Uint8Array): Promise<GovAnswer> {
+  const addresses = [connection.address, ...(connection.fallbackAddresses ?? []).filter((a) => a !== connection.address)];
+  const unreachable: string[] = [];
+  let answer: HttpAnswer | undefined;
+  for (const address of addresses) {
+    try {
+      answer = await requestAt(connection, address, method, path, body);
+      break;
+    } catch (e) {
+      if (!isUnreachable(e)) throw e;
+      unreachable.push(`${address} (${(e as { code?: string }).code})`);
+    }
+  }
+  if (answer === undefined) throw new Error(`no node answered: ${unreachable.join(', ')}`);
+  const parsed = answer.body ?? (answer.text.length > 0 ? answer.text : undefined);
+  if (answer.status < 200 || answer.status >= 300) {
+    const error = (parsed as { error?: { code?: string; message?: string } } | undefined)?.error;
+    throw new GovRequestFailed(answer.status, error?.code ?? 'HttpError', error?.message ?? answer.text);
+  }
+  const txId = answer.headers['x-covenant-transaction-id'];
+  return { status: answer.status, transactionId: typeof txId === 'string' ? txId : undefined, body: parsed };
 }
 
 /** Signs `payload` as a governance message of `type` and POSTs it. */
@@ -114,8 +171,9 @@ export async function ack(connection: MemberConnection): Promise<GovAnswer> {
  * Opens the service with one member: acknowledge (if not Active yet), propose
  * transition_service_to_open, vote for it. Resolves once the service reports Open.
  *
- * A proposal that fails only because member JavaScript ran out of its time budget (the node was
- * too busy to run it in time: the default constitution's work is tiny) is proposed again, at most
+ * A proposal that fails (or is refused by validate) only because member JavaScript ran out of its
+ * time budget (the node was too busy to run it in time: the default constitution's work is tiny)
+ * is proposed again, at most
  * OPEN_ATTEMPTS_MAX times in all, each retry reported to `onRetry`; any other failure is thrown.
  */
 export async function openService(
@@ -125,7 +183,17 @@ export async function openService(
   const me = await govRequest(connection, 'GET', `/gov/members/${connection.memberId}`);
   if ((me.body as { status: string }).status !== 'Active') await ack(connection);
   for (let attempt = 1; ; attempt++) {
-    const proposal = await propose(connection, [{ name: 'transition_service_to_open', args: {} }]);
+    let proposal: GovAnswer;
+    try {
+      proposal = await propose(connection, [{ name: 'transition_service_to_open', args: {} }]);
+    } catch (e) {
+      // The constitution's validate ran out of time: nothing was recorded, so proposing again is safe.
+      if (e instanceof GovRequestFailed && e.code === 'ProposalFailedToValidate' && VALIDATE_TIMED_OUT.test(e.message) && attempt < OPEN_ATTEMPTS_MAX) {
+        onRetry(`the proposal to open the service was refused (${e.message}); proposing again`);
+        continue;
+      }
+      throw e;
+    }
     const proposalId = (proposal.body as { proposal_id: string }).proposal_id;
     let state = (proposal.body as { state: string }).state;
     let transactionId = proposal.transactionId;
@@ -154,6 +222,8 @@ export const OPEN_ATTEMPTS_MAX = 3;
 
 /** A proposal's failure reason when member JavaScript ran out of its time budget (src/gov/governance.ts). */
 const TIMED_OUT = /^(resolve|apply|ballot of member [0-9a-f]+) failed: Timeout: /;
+/** The same in the constitution's validate, which refuses the proposal before it is recorded. */
+const VALIDATE_TIMED_OUT = /the constitution's validate failed: Timeout: /;
 
 // ------------------------------------------------------------------ command line
 
@@ -184,7 +254,9 @@ export function resolveConnection(flags: ConnectionFlags): MemberConnection {
   const certFile = flags.cert ?? member?.cert;
   const keyFile = flags.key ?? member?.private_key;
   const caFile = flags.ca ?? network?.service_certificate;
-  const address = flags.address ?? network?.nodes.find((n) => n.rpc_address)?.rpc_address;
+  // Every node of network.json, in its order: the first that can be reached takes the request.
+  const networkAddresses = (network?.nodes ?? []).map((n) => n.rpc_address).filter((a) => typeof a === 'string' && a !== '');
+  const address = flags.address ?? networkAddresses[0];
   const missing = [
     certFile === undefined ? '--cert' : undefined,
     keyFile === undefined ? '--key' : undefined,
@@ -193,7 +265,14 @@ export function resolveConnection(flags: ConnectionFlags): MemberConnection {
   ].filter((x) => x !== undefined);
   if (missing.length > 0) throw new Error(`give --network <network.json> or ${missing.join(', ')}`);
   const certificatePem = readFileSync(certFile!, 'utf8');
-  return { address: address!, caPem: readFileSync(caFile!, 'utf8'), certificatePem, privateKeyPem: readFileSync(keyFile!, 'utf8'), memberId: certificateId(certificatePem) };
+  return {
+    address: address!,
+    ...(flags.address === undefined && networkAddresses.length > 1 ? { fallbackAddresses: networkAddresses.slice(1) } : {}),
+    caPem: readFileSync(caFile!, 'utf8'),
+    certificatePem,
+    privateKeyPem: readFileSync(keyFile!, 'utf8'),
+    memberId: certificateId(certificatePem),
+  };
 }
 
 /** The member's encryption private key file named in network.json. */
@@ -213,7 +292,7 @@ function memberIndex(value: string): number {
 
 function withConnectionFlags(command: Command): Command {
   return command
-    .option('--network <file>', 'network.json written by `covenant sandbox`')
+    .option('--network <file>', 'network.json written by `covenant sandbox` (its nodes are tried in turn until one answers)')
     .option('--member <index>', 'which member of network.json signs', memberIndex, 0)
     .option('--cert <file>', "member's certificate (PEM)")
     .option('--key <file>', "member's private key (PEM)")
@@ -236,8 +315,18 @@ async function run(what: string, fn: () => Promise<GovAnswer | void>): Promise<v
   }
 }
 
-function readActions(opts: { actions?: string; action?: string; args?: string }): unknown[] {
-  if ((opts.actions === undefined) === (opts.action === undefined)) throw new Error('give either --actions <file> or --action <name> [--args <json>]');
+/** A JSON option's text: inline, or `@file` for the contents of a file. */
+function jsonOptionText(flag: string, value: string): string {
+  if (!value.startsWith('@')) return value;
+  try {
+    return readFileSync(value.slice(1), 'utf8');
+  } catch (e) {
+    throw new Error(`${flag} ${value}: cannot read ${value.slice(1)} (${errorMessage(e)})`);
+  }
+}
+
+function readActions(opts: { actions?: string; action?: string; args?: string; argsFile?: string }): unknown[] {
+  if ((opts.actions === undefined) === (opts.action === undefined)) throw new Error('give either --actions <file> or --action <name> [--args <json> | --args @file.json | --args-file <file>]');
   if (opts.actions !== undefined) {
     const parsed = JSON.parse(readFileSync(opts.actions, 'utf8')) as unknown;
     if (Array.isArray(parsed)) return parsed;
@@ -245,12 +334,14 @@ function readActions(opts: { actions?: string; action?: string; args?: string })
     if (!Array.isArray(actions)) throw new Error(`${opts.actions} must hold an array of actions or {"actions": [...]}`);
     return actions;
   }
+  if (opts.args !== undefined && opts.argsFile !== undefined) throw new Error('give --args or --args-file, not both');
+  const [flag, text] = opts.argsFile !== undefined ? ['--args-file', jsonOptionText('--args-file', `@${opts.argsFile}`)] : ['--args', opts.args === undefined ? undefined : jsonOptionText('--args', opts.args)];
   let args: unknown = {};
-  if (opts.args !== undefined) {
+  if (text !== undefined) {
     try {
-      args = JSON.parse(opts.args) as unknown;
+      args = JSON.parse(text) as unknown;
     } catch (e) {
-      throw new Error(`--args is not JSON: ${errorMessage(e)}`);
+      throw new Error(`${flag} is not JSON: ${errorMessage(e)}`);
     }
   }
   return [{ name: opts.action, args }];
@@ -271,8 +362,9 @@ export function registerMemberCommands(program: Command): void {
     .description('create a proposal')
     .option('--actions <file>', 'JSON file: [{"name", "args"}, ...] or {"actions": [...]}')
     .option('--action <name>', 'a single action')
-    .option('--args <json>', 'arguments of --action (JSON)')
-    .action((opts: Flags) => run('propose', () => propose(resolveConnection(opts), readActions(opts as { actions?: string; action?: string; args?: string }))));
+    .option('--args <json>', 'arguments of --action: JSON, or @file.json for a file holding it')
+    .option('--args-file <file>', 'arguments of --action, from a JSON file')
+    .action((opts: Flags) => run('propose', () => propose(resolveConnection(opts), readActions(opts as { actions?: string; action?: string; args?: string; argsFile?: string }))));
 
   withConnectionFlags(member.command('vote'))
     .description('submit a ballot on a proposal')

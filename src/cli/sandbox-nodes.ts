@@ -5,7 +5,7 @@
  * and `covenant sandbox --recover-from`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,6 +16,53 @@ import { HttpsClient } from '../platform/https-client.js';
 import { writeFileAtomic } from './node-command.js';
 
 const CLI_ENTRY = fileURLToPath(new URL('./main.js', import.meta.url));
+
+/** A word for a POSIX shell: single-quoted unless it is plainly safe. */
+export function shellWord(word: string): string {
+  return /^[A-Za-z0-9_./:=@%+-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`;
+}
+
+/**
+ * The command line that runs the node of `configPath` again: absolute paths of this Node.js and of
+ * the CLI entry point, so that it works from any folder (npx resolves `covenant` from the current
+ * folder only, and may fetch an unrelated package of that name elsewhere).
+ */
+export function nodeRestartCommand(configPath: string): string {
+  return [process.execPath, CLI_ENTRY, 'node', '--config', configPath].map(shellWord).join(' ');
+}
+
+/** The command line of process `pid`, if it runs (Linux /proc). */
+export function processCommandLine(pid: number): string | undefined {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Makes `dir` ready for a new sandbox. A folder that already holds anything is refused unless
+ * `force` (which wipes it: keys and ledgers are lost); a folder whose network.json names a node
+ * that still runs is refused even then.
+ */
+export function prepareSandboxDir(dir: string, force: boolean): void {
+  if (!existsSync(dir)) return;
+  const entries = readdirSync(dir);
+  if (entries.length === 0) return;
+  const networkFile = join(dir, 'network.json');
+  if (existsSync(networkFile)) {
+    let running: NetworkNode | undefined;
+    try {
+      const network = JSON.parse(readFileSync(networkFile, 'utf8')) as NetworkJson;
+      running = network.nodes.find((n) => processCommandLine(n.pid)?.includes(n.config));
+    } catch {
+      running = undefined; // an unreadable network.json names no running node
+    }
+    if (running !== undefined) throw new Error(`${dir} is a sandbox whose node (pid ${running.pid}) still runs: stop it first (Ctrl-C in its sandbox, or kill its sandbox's pid)`);
+  }
+  if (!force) throw new Error(`${dir} already exists and is not empty (${entries.slice(0, 3).join(', ')}${entries.length > 3 ? ', ...' : ''}): its keys and ledgers would be lost; choose another --dir, or give --force to wipe it`);
+  rmSync(dir, { recursive: true, force: true });
+}
 
 /** One node of network.json. */
 export interface NetworkNode {
@@ -31,6 +78,8 @@ export interface NetworkNode {
 
 export interface NetworkJson {
   service_certificate: string;
+  /** The pid of the `covenant sandbox` process that runs the network: SIGINT or SIGTERM to it stops every node. */
+  sandbox_pid?: number;
   /** restart_command runs the node again after a stop or a crash: it resumes from its own ledger and state. */
   nodes: NetworkNode[];
   members: { id: string; cert: string; private_key: string; encryption_private_key: string }[];
@@ -48,7 +97,7 @@ export async function writeIdentity(dir: string, name: string): Promise<Identity
   const cert = join(dir, `${name}_cert.pem`);
   const key = join(dir, `${name}_privk.pem`);
   writeFileAtomic(cert, identity.certificatePem);
-  writeFileAtomic(key, identity.privateKeyPem);
+  writeFileAtomic(key, identity.privateKeyPem, 0o600);
   return { id: identity.id, cert, private_key: key };
 }
 
@@ -121,6 +170,9 @@ export function sealingConfigOf(locations: readonly SealingLocation[], i: number
   return { location: locations[i], virtual_cpu_key_file: cpuKeyFile, recovery_decision_protocol: { expected_locations: locations, failover_timeout: failoverTimeout } };
 }
 
+/** The signals that stop a sandbox and every node it runs. */
+const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** What GET /node/state answered, as far as the sandbox reads it. */
@@ -145,7 +197,16 @@ export class SandboxNodes {
     this.readyTimeoutMs = readyTimeoutSeconds * 1000;
     this.deadlineMs = Date.now() + this.readyTimeoutMs;
     process.on('exit', () => this.stopAll());
+    // Until the network is ready (foreground takes over), a signal stops the nodes started so far:
+    // Node's default action would end this process without its 'exit' handlers, leaving them running.
+    for (const signal of STOP_SIGNALS) process.once(signal, this.stopEarly);
   }
+
+  private readonly stopEarly = (signal: NodeJS.Signals): void => {
+    this.print(`${signal}: stopping the nodes started so far`);
+    this.stopAll();
+    process.exit(1);
+  };
 
   nodeDir(i: number): string {
     return join(this.dir, `node${i}`);
@@ -192,7 +253,7 @@ export class SandboxNodes {
       ledger_dir: join(nodeDir, 'ledger'),
       snapshots_dir: join(nodeDir, 'snapshots'),
       config: configPath,
-      restart_command: `npx covenant node --config ${configPath}`,
+      restart_command: nodeRestartCommand(configPath),
     };
     this.entries[i] = entry;
     return entry;
@@ -251,22 +312,40 @@ export class SandboxNodes {
     for (const child of this.children) if (child !== undefined && this.running(child)) child.kill('SIGTERM');
   }
 
-  /** Stays in the foreground until SIGINT or SIGTERM, then stops every node and waits for them. */
-  async foreground(): Promise<void> {
+  /**
+   * Stays in the foreground until SIGINT or SIGTERM, then stops every node and waits for them:
+   * its own children, and the nodes `covenant sandbox add-node` recorded in `networkFile` since.
+   */
+  async foreground(networkFile?: string): Promise<void> {
     const children = this.children.filter((c) => c !== undefined);
+    for (const signal of STOP_SIGNALS) process.removeListener(signal, this.stopEarly);
     await new Promise<void>((resolvePromise) => {
       const stop = (signal: string) => {
-        this.print(`\n${signal}: stopping ${children.length} node(s)`);
+        const added = networkFile === undefined ? [] : this.addedNodes(networkFile);
+        this.print(`\n${signal}: stopping ${children.length + added.length} node(s)`);
         this.stopAll();
+        for (const node of added) process.kill(node.pid, 'SIGTERM');
         resolvePromise();
       };
-      process.once('SIGINT', () => stop('SIGINT'));
-      process.once('SIGTERM', () => stop('SIGTERM'));
+      for (const signal of STOP_SIGNALS) process.once(signal, () => stop(signal));
       for (const [i, child] of this.children.entries()) {
         child?.once('exit', (code, signal) => this.print(`node ${i} exited (${signal ?? code})`));
       }
     });
     await Promise.all(children.map((c) => (this.running(c) ? new Promise((r) => c.once('exit', r)) : Promise.resolve())));
+  }
+
+  /** Nodes of network.json that this process did not start and that still run as themselves. */
+  private addedNodes(networkFile: string): NetworkNode[] {
+    let network: NetworkJson;
+    try {
+      network = JSON.parse(readFileSync(networkFile, 'utf8')) as NetworkJson;
+    } catch (e) {
+      this.print(`cannot read ${networkFile} for nodes added later: ${errorMessage(e)}`);
+      return [];
+    }
+    const own = new Set(this.children.map((c) => c?.pid));
+    return network.nodes.filter((n) => !own.has(n.pid) && processCommandLine(n.pid)?.includes(n.config));
   }
 
   // A node that ended by a signal (killed by an operator) has no exit code, only its signal.

@@ -20,7 +20,7 @@ import { certificateId } from '../crypto/index.js';
 import { ACCEPT_BALLOT, propose, submitRecoveryShare, vote, type GovAnswer, type MemberConnection } from './member.js';
 import { writeFileAtomic } from './node-command.js';
 import { printReady } from './sandbox.js';
-import { getJson, readConfigFragment, SandboxNodes, sleep, type NetworkJson, type NetworkNode } from './sandbox-nodes.js';
+import { getJson, nodeRestartCommand, prepareSandboxDir, processCommandLine, readConfigFragment, SandboxNodes, sleep, type NetworkJson, type NetworkNode } from './sandbox-nodes.js';
 
 export interface SandboxRecoveryOptions {
   /** The old sandbox's folder (its network.json names the ledgers, members and users). */
@@ -28,6 +28,8 @@ export interface SandboxRecoveryOptions {
   readonly dir: string;
   readonly nodeConfigFile?: string;
   readonly readyTimeoutSeconds: number;
+  /** Wipe `dir` if it already holds anything (refused otherwise). */
+  readonly force?: boolean;
   readonly print: (line: string) => void;
 }
 
@@ -37,21 +39,12 @@ function readOldNetwork(from: string): NetworkJson {
   if (!existsSync(file)) throw new Error(`--recover-from ${from}: no network.json there (the folder of a sandbox that reached ready)`);
   const network = JSON.parse(readFileSync(file, 'utf8')) as NetworkJson;
   for (const node of network.nodes) {
-    if (processOf(node.pid)?.includes(node.config)) {
+    if (processCommandLine(node.pid)?.includes(node.config)) {
       throw new Error(`--recover-from ${from}: node ${node.node_id.slice(0, 12)}… (pid ${node.pid}) still runs; disaster recovery is for a network whose nodes are gone: stop it first`);
     }
   }
   if (!network.members.some((m) => m.encryption_private_key)) throw new Error(`--recover-from ${from}: network.json names no member encryption key, so no recovery share can be decrypted`);
   return network;
-}
-
-/** The command line of process `pid`, if it runs (Linux /proc). */
-function processOf(pid: number): string | undefined {
-  try {
-    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
-  } catch {
-    return undefined;
-  }
 }
 
 /** Copies the old members' and users' files into `common`, keeping their names. */
@@ -79,7 +72,7 @@ export async function runSandboxRecovery(options: SandboxRecoveryOptions): Promi
   const fragment = options.nodeConfigFile ? readConfigFragment(options.nodeConfigFile) : {};
   const old = readOldNetwork(from);
   const { print } = options;
-  if (existsSync(join(dir, 'network.json'))) rmSync(join(dir, 'network.json'));
+  prepareSandboxDir(dir, options.force === true);
   const common = join(dir, 'common');
   mkdirSync(common, { recursive: true });
   const identities = copyIdentities(old, common);
@@ -98,7 +91,7 @@ export async function runSandboxRecovery(options: SandboxRecoveryOptions): Promi
   for (const i of old.nodes.keys()) {
     try {
       const state = await nodes.waitState(i, ['PartOfPublicNetwork'], join(nodes.nodeDir(i), 'service_cert.pem'));
-      print(`  node ${i}: read the public ledger up to last_signed_seqno ${state.last_signed_seqno}`);
+      print(`  node ${i}: read the old public ledger; its last_signed_seqno is now ${state.last_signed_seqno} (the old ledger's last signature, then the recovery's own first transactions)`);
       read.push({ index: i, lastSignedSeqno: state.last_signed_seqno ?? 0 });
     } catch (e) {
       print(`  node ${i}: did not recover (${errorMessage(e).split('\n')[0]})`);
@@ -133,10 +126,10 @@ export async function runSandboxRecovery(options: SandboxRecoveryOptions): Promi
   const service = (await getJson(primary.rpc_address, '/node/network', caPem)).body as { service_status: string; recovery_count: number };
   print(`The service is ${service.service_status} again (recovery_count ${service.recovery_count}); every node read its private ledger`);
   print(`New service certificate: ${serviceCert} (distribute it to users: the service identity changed)`);
-  const network: NetworkJson = { service_certificate: serviceCert, nodes: [kept.index, ...joiners].map((i) => nodes.entries[i]!), ...identities };
+  const network: NetworkJson = { service_certificate: serviceCert, sandbox_pid: process.pid, nodes: [kept.index, ...joiners].map((i) => nodes.entries[i]!), ...identities };
   writeFileAtomic(join(dir, 'network.json'), JSON.stringify(network, null, 2) + '\n');
   printReady(network, join(dir, 'network.json'), print);
-  await nodes.foreground();
+  await nodes.foreground(join(dir, 'network.json'));
 }
 
 /** Member 0 proposes; members vote in order until the proposal is accepted. */
@@ -246,7 +239,7 @@ async function recoverBySealing(run: SealedRecoveryRun): Promise<void> {
       entry.node_certificate = join(nodeDir, 'joined', 'node_cert.pem');
       entry.ledger_dir = join(nodeDir, 'joined', 'ledger');
       entry.snapshots_dir = join(nodeDir, 'joined', 'snapshots');
-      entry.restart_command = `npx covenant node --config ${entry.config}`;
+      entry.restart_command = nodeRestartCommand(entry.config);
     }
     await nodes.waitState(i, ['PartOfNetwork'], serviceCert);
   }
@@ -255,8 +248,8 @@ async function recoverBySealing(run: SealedRecoveryRun): Promise<void> {
   print(`The service is ${service.service_status} again (recovery_count ${service.recovery_count}, open_kind ${service.recovery_decision?.open_kind}); every node read its private ledger`);
   print(`New service certificate: ${serviceCert} (distribute it to users: the service identity changed)`);
   const order = [opener, ...roles.keys()].filter((i, k, all) => all.indexOf(i) === k);
-  const network: NetworkJson = { service_certificate: serviceCert, nodes: order.map((i) => nodes.entries[i]!), ...run.identities };
+  const network: NetworkJson = { service_certificate: serviceCert, sandbox_pid: process.pid, nodes: order.map((i) => nodes.entries[i]!), ...run.identities };
   writeFileAtomic(join(run.dir, 'network.json'), JSON.stringify(network, null, 2) + '\n');
   printReady(network, join(run.dir, 'network.json'), print);
-  await nodes.foreground();
+  await nodes.foreground(join(run.dir, 'network.json'));
 }

@@ -5,13 +5,13 @@
  * nodes on SIGINT/SIGTERM. With --recover-from, recovers an old sandbox's network from its
  * ledgers instead (sandbox-recover.ts).
  */
-import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { errorMessage } from '../base/errors.js';
 import { generateRsaKeyPair } from '../crypto/index.js';
 import { openService } from './member.js';
 import { writeFileAtomic } from './node-command.js';
-import { readConfigFragment, SandboxNodes, sealingConfigOf, sealingLocations, writeIdentity, type NetworkJson } from './sandbox-nodes.js';
+import { prepareSandboxDir, readConfigFragment, SandboxNodes, sealingConfigOf, sealingLocations, writeIdentity, type NetworkJson } from './sandbox-nodes.js';
 
 export type { NetworkJson } from './sandbox-nodes.js';
 export { getJson } from './sandbox-nodes.js';
@@ -24,6 +24,8 @@ export interface SandboxOptions {
   readonly readyTimeoutSeconds: number;
   /** Configure sealing-based recovery on every node (each a location of the decision protocol). */
   readonly sealing?: boolean;
+  /** Wipe `dir` if it already holds anything (refused otherwise). */
+  readonly force?: boolean;
   readonly print: (line: string) => void;
 }
 
@@ -31,7 +33,7 @@ export async function runSandbox(options: SandboxOptions): Promise<void> {
   const dir = resolve(options.dir);
   // Read before anything is created: a bad fragment would otherwise surface as a node's exit.
   const fragment = options.nodeConfigFile ? readConfigFragment(options.nodeConfigFile) : {};
-  if (existsSync(join(dir, 'network.json'))) rmSync(join(dir, 'network.json'));
+  prepareSandboxDir(dir, options.force === true);
   const common = join(dir, 'common');
   mkdirSync(common, { recursive: true });
   const { print } = options;
@@ -42,7 +44,7 @@ export async function runSandbox(options: SandboxOptions): Promise<void> {
   const memberEncPub = join(common, 'member0_enc_pubk.pem');
   const memberEncPriv = join(common, 'member0_enc_privk.pem');
   writeFileAtomic(memberEncPub, rsa.publicKeyPem);
-  writeFileAtomic(memberEncPriv, rsa.privateKeyPem);
+  writeFileAtomic(memberEncPriv, rsa.privateKeyPem, 0o600);
   const user = await writeIdentity(common, 'user0');
   const serviceCert = join(common, 'service_cert.pem');
 
@@ -87,13 +89,14 @@ export async function runSandbox(options: SandboxOptions): Promise<void> {
 
   const network: NetworkJson = {
     service_certificate: serviceCert,
+    sandbox_pid: process.pid,
     nodes: nodes.entries,
     members: [{ id: member.id, cert: member.cert, private_key: member.private_key, encryption_private_key: memberEncPriv }],
     users: [{ id: user.id, cert: user.cert, private_key: user.private_key }],
   };
   writeFileAtomic(join(dir, 'network.json'), JSON.stringify(network, null, 2) + '\n');
   printReady(network, join(dir, 'network.json'), print);
-  await nodes.foreground();
+  await nodes.foreground(join(dir, 'network.json'));
 }
 
 /** The sandbox's ready message: the network, and ready-to-paste commands. */
@@ -114,5 +117,6 @@ export function printReady(network: NetworkJson, networkFile: string, print: (li
   );
   print(`  curl --cacert ${serviceCert} --cert ${user.cert} --key ${user.private_key} 'https://${first.rpc_address}/app/log/private?id=1'`);
   print('');
-  print('Press Ctrl-C to stop the network.');
+  print(`Add a node: covenant sandbox add-node --network ${networkFile}`);
+  print(`Press Ctrl-C (or kill -INT ${process.pid}, this sandbox's pid, recorded in network.json) to stop every node.`);
 }

@@ -5,14 +5,32 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { HttpsClient } from '../../src/platform/https-client.js';
-import { CLI_ENTRY, spawnNode, waitForExit } from '../../src/testing/node-process.js';
+import { CLI_ENTRY, waitForExit } from '../../src/testing/node-process.js';
 import { until } from '../../src/testing/network.js';
-import type { NetworkJson } from '../../src/cli/sandbox.js';
+import { getJson, type NetworkJson } from '../../src/cli/sandbox.js';
+
+/** A command line run by a shell in `cwd` (exec: the pid is the command's). */
+function spawnShell(commandLine: string, cwd: string): { process: ChildProcess; output: () => string } {
+  const child = spawn('/bin/sh', ['-c', `exec ${commandLine}`], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
+  return { process: child, output: () => output };
+}
+
+/** Runs the covenant CLI to its end in `cwd`. */
+async function runCli(args: string[], cwd: string): Promise<{ code: number | null; output: string }> {
+  const child = spawn(process.execPath, [CLI_ENTRY, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
+  return { code: await waitForExit(child), output };
+}
 
 function processAlive(pid: number): boolean {
   try {
@@ -47,12 +65,17 @@ test('covenant sandbox starts an open two-node network, describes it, and stops 
       for (const path of [node.node_certificate, node.config]) assert.ok(existsSync(path), path);
       // The fragment was deep-merged into every node's configuration.
       assert.equal(JSON.parse(readFileSync(node.config, 'utf8')).ledger_signatures.delay, '20ms');
-      assert.equal(node.restart_command, `npx covenant node --config ${node.config}`);
+      // Absolute paths of node and of the CLI entry point: it works from any folder.
+      assert.equal(node.restart_command, `${process.execPath} ${CLI_ENTRY} node --config ${node.config}`);
     }
+    assert.ok(network.sandbox_pid === child.pid, 'network.json records the sandbox process');
     assert.equal(network.members.length, 1);
     assert.equal(network.users.length, 1);
     for (const path of [network.members[0]!.cert, network.members[0]!.private_key, network.members[0]!.encryption_private_key, network.users[0]!.private_key]) {
       assert.ok(existsSync(path), path);
+    }
+    for (const key of [network.members[0]!.private_key, network.members[0]!.encryption_private_key, network.users[0]!.private_key]) {
+      assert.equal(statSync(key).mode & 0o777, 0o600, `${key} is readable by its owner only`);
     }
     // network.json is written just before the instructions are printed.
     await until('the printed instructions', async () => (output.includes('Press Ctrl-C') ? true : undefined), 10_000);
@@ -80,8 +103,8 @@ test('covenant sandbox starts an open two-node network, describes it, and stops 
     const second = network.nodes[1]!;
     process.kill(second.pid, 'SIGKILL');
     await until('node 1 to die', async () => (processAlive(second.pid) ? undefined : true), 10_000);
-    // restart_command is `npx covenant node --config <config>` (checked above): run just that.
-    const restarted = spawnNode(second.config, join(second.config, '..'));
+    // restart_command, run by a shell in another folder, exactly as network.json writes it.
+    const restarted = spawnShell(second.restart_command, tmpdir());
     second.pid = restarted.process.pid!;
     const address = await until(
       'the restarted node',
@@ -105,12 +128,50 @@ test('covenant sandbox starts an open two-node network, describes it, and stops 
     const exitCode = await waitForExit(restarted.process);
     assert.equal(exitCode, 0, restarted.output());
 
+    // A node added to the running sandbox is trusted, recorded in network.json, and stopped with it.
+    const add = await runCli(['sandbox', 'add-node', '--network', networkFile], tmpdir());
+    assert.equal(add.code, 0, add.output);
+    const grown = JSON.parse(readFileSync(networkFile, 'utf8')) as NetworkJson;
+    assert.equal(grown.nodes.length, 3);
+    const added = grown.nodes[2]!;
+    assert.ok(processAlive(added.pid));
+    assert.equal(((await getJson(added.rpc_address, '/node/state', ca)).body as { state: string }).state, 'PartOfNetwork');
+
+    // The member CLI tries the nodes of network.json in turn: node 0 gone, it still answers.
+    const first = network.nodes[0]!;
+    process.kill(first.pid, 'SIGKILL');
+    await until('node 0 to die', async () => (processAlive(first.pid) ? undefined : true), 10_000);
+    const show = await runCli(['member', 'show', 'service', '--network', networkFile], tmpdir());
+    assert.equal(show.code, 0, show.output);
+    assert.equal(JSON.parse(show.output).status, 'Open');
+    // --args @file.json and --args-file: a PEM needs no hand-escaping.
+    const argsFile = join(dir, 'args.json');
+    writeFileSync(argsFile, JSON.stringify({ cert: readFileSync(network.users[0]!.cert, 'utf8') }));
+    for (const argsFlags of [['--args', `@${argsFile}`], ['--args-file', argsFile]]) {
+      const proposed = await runCli(['member', 'propose', '--network', networkFile, '--action', 'set_user', ...argsFlags], tmpdir());
+      assert.equal(proposed.code, 0, proposed.output);
+      assert.match(JSON.parse(proposed.output).proposal_id, /^[0-9a-f]{64}$/);
+    }
+    const unreadable = await runCli(['member', 'propose', '--network', networkFile, '--action', 'set_user', '--args', `@${join(dir, 'missing.json')}`], tmpdir());
+    assert.equal(unreadable.code, 1);
+    assert.match(unreadable.output, /--args @.*missing\.json: cannot read/);
+
+    // Running the sandbox again on its folder is refused: nothing is wiped.
+    const again = await runCli(['sandbox', '--nodes', '1', '--dir', join(dir, 'sb')], tmpdir());
+    assert.equal(again.code, 1);
+    assert.match(again.output, /still runs|already exists/);
+    assert.ok(existsSync(network.members[0]!.private_key));
+
     child.kill('SIGINT');
     assert.equal(await waitForExit(child), 0);
-    for (const node of network.nodes) await until(`node ${node.pid} to stop`, async () => (processAlive(node.pid) ? undefined : true), 10_000);
+    for (const node of [...network.nodes, added]) await until(`node ${node.pid} to stop`, async () => (processAlive(node.pid) ? undefined : true), 10_000);
   } finally {
+    if (child.exitCode === null) child.kill('SIGINT');
+    await Promise.race([waitForExit(child), new Promise((r) => setTimeout(r, 15_000))]);
     if (child.exitCode === null) child.kill('SIGKILL');
-    for (const node of network?.nodes ?? []) if (processAlive(node.pid)) process.kill(node.pid, 'SIGKILL');
+    const networkFile = join(dir, 'sb', 'network.json');
+    const recorded = existsSync(networkFile) ? (JSON.parse(readFileSync(networkFile, 'utf8')) as NetworkJson).nodes : [];
+    for (const node of [...(network?.nodes ?? []), ...recorded]) if (processAlive(node.pid)) process.kill(node.pid, 'SIGKILL');
     rmSync(dir, { recursive: true, force: true });
   }
 });
@@ -151,7 +212,7 @@ test('covenant sandbox refuses a bad --node-config before creating anything, and
 
 /** Every node of an old sandbox dies at once (SIGKILL); the sandbox that started them ends too. */
 /** A folder for a sandbox recovery test, with a fast node configuration; cleanup() kills what the test started in it (sandboxes, node PIDs) and removes it. */
-function recoveryWorkspace(): { dir: string; fragment: string; oldDir: string; started: ReturnType<typeof spawn>[]; pids: number[]; cleanup(): void } {
+function recoveryWorkspace(): { dir: string; fragment: string; oldDir: string; started: ReturnType<typeof spawn>[]; pids: number[]; cleanup(): Promise<void> } {
   const dir = mkdtempSync(join(tmpdir(), 'covenant-sandbox-'));
   const fragment = join(dir, 'fragment.json');
   writeFileSync(fragment, JSON.stringify({ ledger_signatures: { delay: '20ms' }, consensus: { election_timeout: '500ms', message_timeout: '50ms' } }));
@@ -161,7 +222,10 @@ function recoveryWorkspace(): { dir: string; fragment: string; oldDir: string; s
     oldDir: join(dir, 'old'),
     started: [] as ReturnType<typeof spawn>[],
     pids: [] as number[],
-    cleanup(): void {
+    async cleanup(): Promise<void> {
+      // SIGINT first: a sandbox stops the nodes it started (even before it is ready); SIGKILL would leave them running.
+      for (const child of ws.started) if (child.exitCode === null) child.kill('SIGINT');
+      await Promise.all(ws.started.map((child) => Promise.race([waitForExit(child), new Promise((r) => setTimeout(r, 15_000))])));
       for (const child of ws.started) if (child.exitCode === null) child.kill('SIGKILL');
       for (const pid of ws.pids) if (processAlive(pid)) process.kill(pid, 'SIGKILL');
       rmSync(dir, { recursive: true, force: true });
@@ -203,8 +267,11 @@ async function runSandboxUntil(args: string[], file: string): Promise<{ child: R
   await until(file, async () => {
     if (child.exitCode !== null) throw new Error(`the sandbox exited with ${child.exitCode}:\n${output}`);
     return existsSync(file) ? true : undefined;
-  }, 120_000, 100).catch((e: unknown) => {
-    child.kill('SIGKILL');
+  }, 120_000, 100).catch(async (e: unknown) => {
+    // SIGINT: the sandbox stops the nodes it started so far.
+    child.kill('SIGINT');
+    await Promise.race([waitForExit(child), new Promise((r) => setTimeout(r, 15_000))]);
+    if (child.exitCode === null) child.kill('SIGKILL');
     throw new Error(`${String(e)}; the sandbox printed:\n${output}`);
   });
   return { child, output: () => output };
@@ -246,7 +313,7 @@ test('covenant sandbox --recover-from recovers a killed sandbox from its ledgers
     const recovered = await recoverSandbox(oldDir, recoveredDir, fragment);
     ws.started.push(recovered.child);
     const out = recovered.output();
-    for (const step of [/Step 1: a Recover node on a copy of each of the 2 old ledgers/, /node 0: read the public ledger up to last_signed_seqno \d+/, /Step 2: keeping node \d/, /node 2 joined the recovering service/, /Step 3: members vote/, /member 0 voted accept: Accepted/, /Step 4: members submit their recovery shares/, /recovery_count 1/, /New service certificate: /]) {
+    for (const step of [/Step 1: a Recover node on a copy of each of the 2 old ledgers/, /node 0: read the old public ledger; its last_signed_seqno is now \d+/, /Step 2: keeping node \d/, /node 2 joined the recovering service/, /Step 3: members vote/, /member 0 voted accept: Accepted/, /Step 4: members submit their recovery shares/, /recovery_count 1/, /New service certificate: /]) {
       assert.match(out, step);
     }
     const after = JSON.parse(readFileSync(join(recoveredDir, 'network.json'), 'utf8')) as NetworkJson;
@@ -270,7 +337,7 @@ test('covenant sandbox --recover-from recovers a killed sandbox from its ledgers
     }
     await stopRecovered(recovered.child, ws.pids);
   } finally {
-    ws.cleanup();
+    await ws.cleanup();
   }
 });
 
@@ -317,6 +384,6 @@ test('covenant sandbox --sealing, then --recover-from: the nodes recover the ser
     }
     await stopRecovered(recovered.child, ws.pids);
   } finally {
-    ws.cleanup();
+    await ws.cleanup();
   }
 });
