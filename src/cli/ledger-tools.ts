@@ -75,7 +75,7 @@ export function runLedgerVerify(args: LedgerVerifyArgs, output: Output): number 
     const p = report.problem;
     output.err(`FAILED (${p.code}): ${p.message}`);
     if (p.file !== undefined) output.err(`  file: ${p.file}${p.offsetBytes !== undefined ? `, offset ${p.offsetBytes}` : ''}${p.seqno !== undefined ? `, seqno ${p.seqno}` : ''}`);
-    output.err(`verified before the problem: ${report.entries} entries (${range}), ${report.signatures} signatures; ${speed}`);
+    output.err(report.entries === 0 ? `nothing was verified before the problem; ${speed}` : `verified before the problem: ${report.entries} entries (${range}), ${report.signatures} signatures; ${speed}`);
     return 1;
   }
   if (report.entries === 0) {

@@ -156,7 +156,11 @@ export function downloadRoutes(deps: DownloadDeps): Route[] {
         }
         return (
           redirectTo(ctx.interfaceName, '/node/ledger_chunk', `?since=${since}`) ??
-          notFound('LedgerChunkNotFound', `no committed ledger chunk holds seqno ${since}`)
+          notFound(
+            'LedgerChunkNotFound',
+            `no committed ledger chunk holds seqno ${since} yet: the chunk that holds it is still open (a chunk is served once it is ` +
+              'complete and committed: at ledger.chunk_size, or after a trigger_ledger_chunk proposal), or the ledger does not reach it',
+          )
         );
       },
     },

@@ -8,7 +8,7 @@
  * pass through Retired). New ledger files carry `.recovery` until the service opens. It is then
  * primary of a view at least two above the last old one, so no transaction id of the new service
  * is one of the old service's. Edges: recover, public-ledger-restored. The private domain is read
- * once members have submitted their recovery shares (src/node/recovery/private-recovery.ts).
+ * once members have submitted their recovery shares (src/node/recovery/recovery.ts).
  */
 import { assert } from '../../base/assert.js';
 import { errorMessage } from '../../base/errors.js';
