@@ -26,6 +26,7 @@ import { DecisionTransport } from '../platform/decision-transport.js';
 import { loadOrCreateVirtualCpuKey } from '../platform/virtual-cpu-key.js';
 import { MAX_ENTRY_BYTES, type NodeChannels } from '../node/channels.js';
 import { listenPreferring, NodeServer } from '../http/service.js';
+import { NodeMetrics } from '../http/prometheus.js';
 import { loggingAppRoutes } from '../apps/logging.js';
 import { CaPinnedJsonFetcher } from '../platform/key-fetcher.js';
 import { COVENANT_VERSION } from './version.js';
@@ -178,7 +179,9 @@ export async function runNodeCommand(configPath: string): Promise<void> {
   }
   const logger = createLogger({ format: config.logging.format, level: config.logging.level });
 
-  const disk = new FsDisk();
+  // One registry per node process: the ledger files report their appends and syncs to it.
+  const metrics = new NodeMetrics();
+  const disk = new FsDisk({ timings: metrics });
   // The node core and its RPC frontends are the trusted part (CCF's enclave side): their lines carry
   // e_ts. The command itself, the node-to-node transport and the files are the host side.
   const trusted = logger.child({}, { enclave: true });
@@ -266,6 +269,7 @@ export async function runNodeCommand(configPath: string): Promise<void> {
       logger: trusted,
       appRoutes: loggingAppRoutes,
       tls: { keyPem: node.nodePrivateKeyPem, certificatePem: node.selfSignedCertificatePem },
+      metrics,
     });
     const preferPorts = new Map<string, number>();
     for (const [name, iface] of Object.entries(config.rpc_interfaces)) {

@@ -52,6 +52,8 @@ export interface RpcInterfaceOptions extends SessionLimits {
   readonly authenticator: Authenticator;
   readonly logger: Logger;
   readonly forwarder?: RequestForwarder;
+  /** Called once each answer is handed to the socket: route template ('unmatched' if none), method, status, seconds since the request was read. */
+  readonly onRequestDone?: (interfaceName: string, route: string, method: string, status: number, seconds: number) => void;
 }
 
 const ANONYMOUS: Caller = { kind: 'anonymous' };
@@ -142,6 +144,12 @@ export class RpcInterface {
    * Every failure, thrown or rejected, ends in fail().
    */
   private handle(req: IncomingMessage, res: ServerResponse): void {
+    let routePath = 'unmatched';
+    const observe = this.options.onRequestDone;
+    if (observe !== undefined) {
+      const startedMs = performance.now();
+      res.once('finish', () => observe(this.options.name, routePath, req.method ?? '', res.statusCode, (performance.now() - startedMs) / 1000));
+    }
     if (!this.sessions.requestArrived(req.socket)) {
       const max = this.options.maxOpenSessions;
       this.fail(res, new CovenantError('SessionCapExhausted', `this interface serves at most ${max} client sessions at once: retry shortly`, 503), undefined);
@@ -150,6 +158,7 @@ export class RpcInterface {
     let request: RoutedRequest;
     try {
       request = this.route(req, res);
+      routePath = request.route.path;
     } catch (e) {
       this.fail(res, toCovenantError(e), e);
       return;

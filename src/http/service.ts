@@ -16,6 +16,8 @@ import { downloadDepsOf, downloadRoutes } from './frontends/downloads.js';
 import { openApiDocument } from './openapi.js';
 import { json, type OperatorFeature, type Route } from './route.js';
 import { Router } from './router.js';
+import { PROMETHEUS_CONTENT_TYPE, wantsPrometheusText, type NodeMetrics } from './prometheus.js';
+import type { SessionMetrics } from './sessions.js';
 import { RpcInterface, type TlsIdentity } from './server.js';
 import { PrimaryForwarder } from './forwarding.js';
 
@@ -25,6 +27,8 @@ export interface NodeServerOptions {
   readonly logger: Logger;
   readonly appRoutes: (node: NodeTransactions) => Route[];
   readonly tls: TlsIdentity;
+  /** Prometheus metrics (GET /node/metrics asked for text); without it, the JSON figures only. */
+  readonly metrics?: NodeMetrics;
 }
 
 export class NodeServer {
@@ -32,8 +36,18 @@ export class NodeServer {
   private readonly router: Router;
   private readonly forwarder: PrimaryForwarder;
 
+  private tls: TlsIdentity;
+
   constructor(private readonly options: NodeServerOptions) {
     const { node } = options;
+    this.tls = options.tls;
+    options.metrics?.attach({
+      node,
+      sessions: () => this.sessionReport(),
+      ledgerDirectory: options.config.ledger.directory,
+      snapshotsDirectory: options.config.snapshots.directory,
+      nodeCertificatePem: () => this.tls.certificatePem,
+    });
     let routes: Route[] = [];
     const openApi = () => openApiDocument(routes, { title: 'Covenant node API', version: node.versionReport().version });
     routes = [
@@ -51,9 +65,16 @@ export class NodeServer {
       {
         method: 'GET',
         path: '/node/metrics',
-        summary: 'Client sessions of each RPC interface of this node: open, peak, caps, dropped and timed out',
-        responses: { 200: 'Session counts by interface name' },
-        handler: () => json(200, { sessions: Object.fromEntries(this.interfaces.map((i) => [i.name, i.sessionMetrics()])) }),
+        summary:
+          "This node's metrics: in the Prometheus text format when Accept asks for text/plain or application/openmetrics-text (docs/operations.md), else the client sessions of each RPC interface as JSON",
+        responses: { 200: 'Prometheus text, or session counts by interface name (JSON)' },
+        handler: async (ctx) => {
+          const metrics = options.metrics;
+          if (metrics !== undefined && wantsPrometheusText(ctx.headers.accept)) {
+            return { status: 200, headers: { 'content-type': PROMETHEUS_CONTENT_TYPE }, body: await metrics.text(), bodyKind: 'text' };
+          }
+          return json(200, { sessions: this.sessionReport() });
+        },
       },
     ];
     this.router = new Router(routes);
@@ -78,6 +99,7 @@ export class NodeServer {
           authenticator,
           forwarder: this.forwarder,
           logger: options.logger.child({ interface: name }),
+          ...(options.metrics !== undefined ? { onRequestDone: options.metrics.requestDone.bind(options.metrics) } : {}),
         }),
       );
     }
@@ -101,7 +123,12 @@ export class NodeServer {
   }
 
   setTlsIdentity(tls: TlsIdentity): void {
+    this.tls = tls;
     for (const iface of this.interfaces) iface.setTlsIdentity(tls);
+  }
+
+  private sessionReport(): Record<string, SessionMetrics> {
+    return Object.fromEntries(this.interfaces.map((i) => [i.name, i.sessionMetrics()]));
   }
 
   /**

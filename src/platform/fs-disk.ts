@@ -24,16 +24,24 @@ function io<T>(operation: string, target: string, run: () => T): T {
   }
 }
 
+/** What the files report as they are written (metrics: src/http/prometheus.ts). */
+export interface DiskTimings {
+  append(seconds: number, bytes: number): void;
+  sync(seconds: number): void;
+}
+
 class FsFile implements DiskFile {
   readonly #fd: number;
   readonly #path: string;
+  readonly #timings: DiskTimings | undefined;
   #sizeBytes: number;
   #closed = false;
 
-  constructor(fd: number, filePath: string, sizeBytes: number) {
+  constructor(fd: number, filePath: string, sizeBytes: number, timings: DiskTimings | undefined) {
     this.#fd = fd;
     this.#path = filePath;
     this.#sizeBytes = sizeBytes;
+    this.#timings = timings;
   }
 
   sizeBytes(): number {
@@ -42,6 +50,8 @@ class FsFile implements DiskFile {
 
   append(parts: readonly Uint8Array[]): void {
     this.#checkOpen();
+    const startedMs = this.#timings === undefined ? 0 : performance.now();
+    const before = this.#sizeBytes;
     io('append', this.#path, () => {
       for (let i = 0; i < parts.length; i += IOV_MAX) {
         const group = parts.slice(i, i + IOV_MAX);
@@ -64,11 +74,14 @@ class FsFile implements DiskFile {
         this.#sizeBytes += wanted;
       }
     });
+    this.#timings?.append((performance.now() - startedMs) / 1000, this.#sizeBytes - before);
   }
 
   sync(): void {
     this.#checkOpen();
+    const startedMs = this.#timings === undefined ? 0 : performance.now();
     io('sync', this.#path, () => fs.fdatasyncSync(this.#fd));
+    this.#timings?.sync((performance.now() - startedMs) / 1000);
   }
 
   close(): void {
@@ -86,6 +99,13 @@ class FsFile implements DiskFile {
 const READ_DESCRIPTORS_MAX = 16;
 
 export class FsDisk implements Disk {
+  readonly #timings: DiskTimings | undefined;
+
+  /** `timings`: told of every append and sync of a file this disk opens for writing. */
+  constructor(options: { timings?: DiskTimings } = {}) {
+    this.#timings = options.timings;
+  }
+
   /** path → read-only descriptor, least recently used first. Dropped on rename and remove. */
   readonly #readDescriptors = new Map<string, number>();
 
@@ -166,14 +186,14 @@ export class FsDisk implements Disk {
 
   createFile(target: string): DiskFile {
     const fd = io('create', target, () => fs.openSync(target, 'wx'));
-    return new FsFile(fd, target, 0);
+    return new FsFile(fd, target, 0, this.#timings);
   }
 
   openForAppend(target: string): DiskFile {
     return io('open', target, () => {
       // 'r+' rather than 'a': positioned writes at the tracked end keep the offsets we index exact.
       const fd = fs.openSync(target, 'r+');
-      return new FsFile(fd, target, fs.fstatSync(fd).size);
+      return new FsFile(fd, target, fs.fstatSync(fd).size, this.#timings);
     });
   }
 

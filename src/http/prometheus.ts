@@ -1,0 +1,230 @@
+/**
+ * The node's metrics in the Prometheus text exposition format (`GET /node/metrics` with Accept
+ * `text/plain` or `application/openmetrics-text`), with prom-client. Names follow etcd's style,
+ * units last; docs/operations.md lists each with its meaning.
+ *
+ * Two kinds: what the node's hot paths observe as it happens (request latency per route and
+ * status, ledger appends and syncs) is recorded in histograms at the cost of a label lookup; every
+ * other figure (consensus, service, governance, files, certificates, token refresh) is read from
+ * the node when scraped, so it costs nothing between scrapes.
+ */
+import { X509Certificate } from 'node:crypto';
+import { readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { jsonCodec } from '../kv/index.js';
+import type { NodeOperatorQueries } from '../node/api.js';
+import { GovTables, PROPOSAL_STATES } from '../gov/index.js';
+import type { SessionMetrics } from './sessions.js';
+
+/** The content type of the text exposition format (Prometheus asks for it, OpenMetrics or not). */
+export const PROMETHEUS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
+
+/** Whether an Accept header asks for the text format rather than JSON. */
+export function wantsPrometheusText(accept: string | undefined): boolean {
+  return accept !== undefined && /(^|[\s,])(text\/plain|application\/openmetrics-text)/.test(accept);
+}
+
+/** What the scrape reads from the node, besides its operator queries. */
+export interface MetricsSources {
+  readonly node: NodeOperatorQueries;
+  readonly sessions: () => Record<string, SessionMetrics>;
+  readonly ledgerDirectory: string;
+  readonly snapshotsDirectory: string;
+  /** The node's current TLS certificate (service-endorsed once joined). */
+  readonly nodeCertificatePem: () => string;
+}
+
+const LATENCY_BUCKETS_SECONDS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+const DISK_BUCKETS_SECONDS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
+const anyJson = jsonCodec<any>();
+
+/** A committed snapshot's name: snapshot_<seqno>_<evidence seqno>.committed. */
+const COMMITTED_SNAPSHOT = /^snapshot_(\d+)_(\d+)\.committed$/;
+/** A ledger chunk file: ledger_<first>[-<last>][.committed][.recovery]. */
+const LEDGER_CHUNK = /^ledger_\d+/;
+
+/** The registry of one node process; also the ledger files' DiskTimings (src/platform/fs-disk.ts). */
+export class NodeMetrics {
+  readonly registry = new Registry();
+  private readonly requestSeconds: Histogram<'interface' | 'route' | 'method' | 'status'>;
+  /** Children of requestSeconds by their labels joined: a request costs a string and a Map lookup. */
+  private readonly requestChildren = new Map<string, { observe(value: number): void }>();
+  private readonly appendSeconds: Histogram;
+  private readonly appendedBytes: Counter;
+  private readonly syncSeconds: Histogram;
+  private sources: MetricsSources | undefined;
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry });
+    const registers = [this.registry];
+    this.requestSeconds = new Histogram({
+      name: 'covenant_http_request_duration_seconds',
+      help: 'Time from a request read to its answer handed to the socket, by interface, route template, method and status (its _count counts requests)',
+      labelNames: ['interface', 'route', 'method', 'status'],
+      buckets: LATENCY_BUCKETS_SECONDS,
+      registers,
+    });
+    this.appendSeconds = new Histogram({ name: 'covenant_ledger_append_duration_seconds', help: 'Duration of one write of ledger entries to a chunk file', buckets: DISK_BUCKETS_SECONDS, registers });
+    this.appendedBytes = new Counter({ name: 'covenant_ledger_appended_bytes_total', help: 'Bytes appended to ledger files', registers });
+    this.syncSeconds = new Histogram({ name: 'covenant_ledger_fsync_duration_seconds', help: 'Duration of one fdatasync of a ledger file (durability point)', buckets: DISK_BUCKETS_SECONDS, registers });
+    this.defineScraped();
+  }
+
+  /** The node and its files, once they exist (before, the scraped figures are absent). */
+  attach(sources: MetricsSources): void {
+    this.sources = sources;
+  }
+
+  requestDone(interfaceName: string, route: string, method: string, status: number, seconds: number): void {
+    const key = `${interfaceName} ${method} ${status} ${route}`;
+    let child = this.requestChildren.get(key);
+    if (child === undefined) {
+      child = this.requestSeconds.labels(interfaceName, route, method, String(status));
+      this.requestChildren.set(key, child);
+    }
+    child.observe(seconds);
+  }
+
+  append(seconds: number, bytes: number): void {
+    this.appendSeconds.observe(seconds);
+    this.appendedBytes.inc(bytes);
+  }
+
+  sync(seconds: number): void {
+    this.syncSeconds.observe(seconds);
+  }
+
+  text(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  /** Gauges whose value is read from the node at scrape time. */
+  private defineScraped(): void {
+    const registers = [this.registry];
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- prom-client calls collect with the gauge as `this`
+    const self = this;
+    const gauge = <L extends string>(name: string, help: string, labelNames: readonly L[], collect: (g: Gauge<L>, s: MetricsSources) => void) =>
+      new Gauge<L>({
+        name,
+        help,
+        labelNames,
+        registers,
+        collect: function (this: Gauge<L>) {
+          this.reset();
+          if (self.sources !== undefined) collect(this, self.sources);
+        },
+      });
+    gauge('covenant_node_is_primary', 'Whether this node is the primary (1) or not (0)', [], (g, s) => g.set(s.node.isPrimary() ? 1 : 0));
+    gauge('covenant_node_state', "This node's lifecycle state: 1 for the current one", ['state'], (g, s) => g.labels(s.node.state).set(1));
+    gauge('covenant_service_is_open', 'Whether the service is Open (1) or not (0)', [], (g, s) => g.set(s.node.networkReport().service_status === 'Open' ? 1 : 0));
+    gauge('covenant_service_status', "The service's status as this node knows it: 1 for the current one", ['status'], (g, s) => g.labels(s.node.networkReport().service_status).set(1));
+    gauge('covenant_service_recovery_count', 'Disaster recoveries the service went through', [], (g, s) => g.set(s.node.networkReport().recovery_count));
+    gauge('covenant_consensus_view', 'The current view (Raft term); it rises with every election', [], (g, s) => g.set(s.node.consensusReport().current_view));
+    gauge('covenant_consensus_primary_changes', 'Views that have entries in the ledger, less one: changes of primary over the service\'s life', [], (g, s) =>
+      g.set(Math.max(0, s.node.viewHistory().length - 1)),
+    );
+    gauge('covenant_consensus_commit_seqno', 'The highest committed seqno this node knows', [], (g, s) => g.set(s.node.consensusReport().commit_seqno));
+    gauge('covenant_consensus_last_seqno', 'The last seqno in this node\'s ledger', [], (g, s) => g.set(s.node.consensusReport().last_seqno));
+    gauge('covenant_ledger_last_signed_seqno', 'The seqno of the last signature transaction', [], (g, s) => g.set(s.node.stateReport().last_signed_seqno));
+    gauge('covenant_ledger_unsigned_entries', 'Entries after the last signature (the signature interval in entries, as it stands)', [], (g, s) =>
+      g.set(Math.max(0, s.node.consensusReport().last_seqno - s.node.stateReport().last_signed_seqno)),
+    );
+    gauge('covenant_governance_proposals', 'Governance proposals by state', ['state'], (g, s) => {
+      const counts = new Map<string, number>(PROPOSAL_STATES.map((state) => [state, 0]));
+      s.node.executeRead((tx) => tx.map(GovTables.proposalsInfo, anyJson).forEach((info: { state?: string }) => {
+        const state = String(info?.state ?? 'Unknown');
+        counts.set(state, (counts.get(state) ?? 0) + 1);
+      }));
+      for (const [state, count] of counts) g.labels(state).set(count);
+    });
+    gauge('covenant_nodes', 'Nodes of the service by status (Pending nodes await members\' trust)', ['status'], (g, s) => {
+      const counts = new Map<string, number>();
+      for (const n of s.node.listNodes()) counts.set(n.status, (counts.get(n.status) ?? 0) + 1);
+      for (const [status, count] of counts) g.labels(status).set(count);
+    });
+    for (const [field, help] of [
+      ['active', 'Client sessions open'],
+      ['peak', 'The most client sessions open at once since start'],
+      ['dropped', 'Connections closed at accept (cap or address share exhausted) since start'],
+      ['timed_out', 'Connections closed for want of a TLS handshake or a first request in time, since start'],
+    ] as const) {
+      gauge(`covenant_http_sessions_${field}`, help, ['interface'], (g, s) => {
+        for (const [name, metrics] of Object.entries(s.sessions())) g.labels(name).set(metrics[field]);
+      });
+    }
+    gauge('covenant_ledger_chunks', 'Ledger chunk files in ledger.directory', [], (g, s) => g.set(listFiles(s.ledgerDirectory).filter((f) => LEDGER_CHUNK.test(f)).length));
+    gauge('covenant_ledger_size_bytes', 'Bytes of the ledger chunk files in ledger.directory', [], (g, s) =>
+      g.set(listFiles(s.ledgerDirectory).filter((f) => LEDGER_CHUNK.test(f)).reduce((sum, f) => sum + fileSize(join(s.ledgerDirectory, f)), 0)),
+    );
+    gauge('covenant_snapshot_last_seqno', 'The seqno of the newest committed snapshot (0: none)', [], (g, s) => g.set(newestSnapshot(s.snapshotsDirectory)?.seqno ?? 0));
+    gauge('covenant_snapshot_size_bytes', 'The size of the newest committed snapshot', [], (g, s) => {
+      const newest = newestSnapshot(s.snapshotsDirectory);
+      if (newest !== undefined) g.set(newest.sizeBytes);
+    });
+    gauge('covenant_snapshot_age_seconds', 'Seconds since the newest committed snapshot was written', [], (g, s) => {
+      const newest = newestSnapshot(s.snapshotsDirectory);
+      if (newest !== undefined) g.set(Math.max(0, (s.node.clock.nowMs() - newest.mtimeMs) / 1000));
+    });
+    gauge('covenant_certificate_expiry_timestamp_seconds', 'When a certificate this node serves stops being valid (Unix seconds)', ['certificate'], (g, s) => {
+      const service = expiryOf(s.node.networkReport().service_certificate);
+      if (service !== undefined) g.labels('service').set(service);
+      const own = expiryOf(s.nodeCertificatePem());
+      if (own !== undefined) g.labels('node').set(own);
+    });
+    for (const [field, help] of [
+      ['attempts', 'Token signing-key refreshes attempted'],
+      ['successes', 'Token signing-key refreshes that succeeded'],
+      ['failures', 'Token signing-key refreshes that failed'],
+      ['consecutive_failures', 'Token signing-key refreshes that failed since the last success'],
+    ] as const) {
+      gauge(`covenant_jwt_key_refresh_${field}`, `${help}, by issuer (this node refreshes while primary)`, ['issuer'], (g, s) => {
+        for (const [issuer, report] of Object.entries(s.node.jwtRefreshMetrics().issuers)) g.labels(issuer).set(report[field]);
+      });
+    }
+    gauge('covenant_jwt_key_refresh_last_success_timestamp_seconds', 'When an issuer\'s keys were last refreshed (Unix seconds)', ['issuer'], (g, s) => {
+      for (const [issuer, report] of Object.entries(s.node.jwtRefreshMetrics().issuers)) {
+        if (report.last_success_at !== undefined) g.labels(issuer).set(Date.parse(report.last_success_at) / 1000);
+      }
+    });
+  }
+}
+
+function listFiles(directory: string): string[] {
+  try {
+    return readdirSync(directory);
+  } catch {
+    return []; // not created yet
+  }
+}
+
+function fileSize(file: string): number {
+  try {
+    return statSync(file).size;
+  } catch {
+    return 0; // renamed or removed since it was listed
+  }
+}
+
+function newestSnapshot(directory: string): { seqno: number; sizeBytes: number; mtimeMs: number } | undefined {
+  let newest: { seqno: number; name: string } | undefined;
+  for (const name of listFiles(directory)) {
+    const m = COMMITTED_SNAPSHOT.exec(name);
+    if (m !== null && (newest === undefined || Number(m[1]) > newest.seqno)) newest = { seqno: Number(m[1]), name };
+  }
+  if (newest === undefined) return undefined;
+  try {
+    const stat = statSync(join(directory, newest.name));
+    return { seqno: newest.seqno, sizeBytes: stat.size, mtimeMs: stat.mtimeMs };
+  } catch {
+    return undefined; // removed since it was listed
+  }
+}
+
+function expiryOf(pem: string): number | undefined {
+  try {
+    return Math.floor(Date.parse(new X509Certificate(pem).validTo) / 1000);
+  } catch {
+    return undefined; // not a certificate (yet)
+  }
+}
