@@ -64,7 +64,7 @@ ledger
   .command('verify')
   .description('check every entry frame, chunk boundary, Merkle root and signature of a ledger')
   .argument('<directories...>', 'ledger directories (the main one and read-only ones)')
-  .option('--service-cert <file>', 'service certificate that must endorse every signing node')
+  .option('--service-cert <file>', 'the newest service certificate: it must endorse every signing node, directly or through the recoveries the ledger records')
   .option('--snapshot <file>', 'committed snapshot the ledger starts after')
   .action((directories: string[], opts: { serviceCert?: string; snapshot?: string }) => {
     try {
