@@ -171,7 +171,10 @@ export function verifyLedger(disk: Disk, directories: readonly string[], options
     if (current === undefined) return;
     const name = current.file.slice(current.file.lastIndexOf('/') + 1);
     const parsed = parseChunkName(name);
-    if (parsed.last !== undefined && !hasFlag(current.lastFlags, EntryFlags.CHUNK_END)) unended = { file: current.file, last: current.last, inNextView: false };
+    if (parsed.last !== undefined && !hasFlag(current.lastFlags, EntryFlags.CHUNK_END)) {
+      if (unended !== undefined) throw notEnded(unended, `and the service that began at seqno ${unended.last + 1} records no recovery before it ends too`);
+      unended = { file: current.file, last: current.last, inNextView: false };
+    }
     const sizeBytes = disk.sizeBytes(current.file);
     bytes += sizeBytes;
     files.push({ file: current.file, first: current.first, last: current.last, sizeBytes });

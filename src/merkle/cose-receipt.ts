@@ -18,7 +18,7 @@
  * serves every transaction under it (the node signs once per root and caches it).
  */
 import type { KeyObject } from 'node:crypto';
-import { assert, bytesEqual, fromHex, toHex, utf8 } from '../base/index.js';
+import { assert, fromHex, toHex, utf8 } from '../base/index.js';
 import {
   CoseHeader,
   type CoseHeaderMap,
