@@ -103,9 +103,10 @@ export class ServiceIdentities {
   /**
    * A recovery read from the ledger in an entry of the view that began at `viewStartSeqno`: the
    * recovered service began with that view, so its key must be that seqno, after every earlier one.
+   * (Undefined when the view began before a snapshot the ledger starts after: not checked.)
    */
-  addRecovery(recovery: RecordedRecovery, viewStartSeqno: Seqno): void {
-    if (recovery.seqno !== viewStartSeqno) {
+  addRecovery(recovery: RecordedRecovery, viewStartSeqno: Seqno | undefined): void {
+    if (viewStartSeqno !== undefined && recovery.seqno !== viewStartSeqno) {
       throw new RecordError(`the service endorsement keyed ${recovery.seqno} is recorded in the view that began at seqno ${viewStartSeqno}, not by a service that began there`);
     }
     const last = this.recoveries.at(-1);

@@ -166,7 +166,8 @@ export function verifyLedger(disk: Disk, directories: readonly string[], options
   const notEnded = (chunk: { file: string; last: Seqno }, why: string): Problem =>
     new Problem({ code: 'ChunkNotEnded', message: `${chunk.file}: completed chunk's last entry ${chunk.last} does not carry CHUNK_END, ${why}`, file: chunk.file, seqno: chunk.last });
   let previousView: number | undefined;
-  let viewStartSeqno: Seqno = 0;
+  /** Undefined while in the view of a snapshot the ledger starts after: where it began is not here. */
+  let viewStartSeqno: Seqno | undefined;
   const finishFile = () => {
     if (current === undefined) return;
     const name = current.file.slice(current.file.lastIndexOf('/') + 1);
@@ -202,8 +203,8 @@ export function verifyLedger(disk: Disk, directories: readonly string[], options
       if (entry.view !== previousView) {
         if (unended?.inNextView === true) throw notEnded(unended, `and the view that began at seqno ${unended.last + 1} records no recovery that began there`);
         if (unended !== undefined) unended.inNextView = true;
+        viewStartSeqno = previousView === undefined && startAfter > 0 ? undefined : entry.seqno;
         previousView = entry.view;
-        viewStartSeqno = entry.seqno;
       } else if (unended !== undefined && !unended.inNextView) {
         throw notEnded(unended, `and the next entry (seqno ${entry.seqno}) does not begin a new view, as a recovered service does`);
       }
@@ -288,7 +289,7 @@ function readRecoveries(entry: DecodedEntry, at: At): RecordedRecovery[] {
   }
 }
 
-function addRecovery(identities: ServiceIdentities, recovery: RecordedRecovery, viewStartSeqno: Seqno, at: At): void {
+function addRecovery(identities: ServiceIdentities, recovery: RecordedRecovery, viewStartSeqno: Seqno | undefined, at: At): void {
   try {
     identities.addRecovery(recovery, viewStartSeqno);
   } catch (e) {
