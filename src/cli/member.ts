@@ -130,8 +130,8 @@ export async function openService(
  * One member proposes `actions` and votes for them; resolves once the proposal is Accepted.
  *
  * A proposal that fails only because member JavaScript ran out of its time budget (the node was
- * too busy to run it in time: the default constitution's work is tiny), when it is validated or
- * resolved, is proposed again, at most OPEN_ATTEMPTS_MAX times in all, each retry reported to
+ * too busy to run it in time: the default constitution's work is tiny), when the constitution is
+ * loaded, validates it or resolves it, is proposed again, at most OPEN_ATTEMPTS_MAX times in all, each retry reported to
  * `onRetry`; any other failure is thrown.
  */
 export async function passProposal(
@@ -145,8 +145,8 @@ export async function passProposal(
     try {
       proposal = await propose(connection, actions);
     } catch (e) {
-      if (e instanceof GovRequestFailed && e.code === 'ProposalFailedToValidate' && VALIDATE_TIMED_OUT.test(e.message) && attempt < OPEN_ATTEMPTS_MAX) {
-        onRetry(`${what} failed to validate (${e.message}); proposing again`);
+      if (e instanceof GovRequestFailed && CREATION_TIMED_OUT.test(e.message) && attempt < OPEN_ATTEMPTS_MAX) {
+        onRetry(`${what} could not be created (${e.message}); proposing again`);
         continue;
       }
       throw e;
@@ -176,8 +176,11 @@ export const OPEN_ATTEMPTS_MAX = 3;
 /** A proposal's failure reason when member JavaScript ran out of its time budget (src/gov/governance.ts). */
 const TIMED_OUT = /^(resolve|apply|ballot of member [0-9a-f]+) failed: Timeout: /;
 
-/** A proposal refused at creation because the constitution's validate ran out of its time budget. */
-const VALIDATE_TIMED_OUT = /the constitution's validate failed: Timeout: /;
+/**
+ * A proposal refused at creation because member JavaScript ran out of its time budget: the
+ * constitution's module loading (ConstitutionFailure) or its validate (ProposalFailedToValidate).
+ */
+const CREATION_TIMED_OUT = /^(ConstitutionFailure \(500\): the constitution could not be loaded|ProposalFailedToValidate \(400\): the constitution's validate failed): Timeout: /;
 
 // ------------------------------------------------------------------ command line
 

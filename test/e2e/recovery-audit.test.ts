@@ -127,6 +127,8 @@ describe('auditing a ledger and receipts across two recoveries', () => {
     members = prepared.members;
     old = await startNode({ dir: oldDir, configPatch: { ...FAST, command: { start: prepared.startPatch } } });
     members[0]!.identity = old.member;
+    const never = await old.client.request('GET', '/node/service/endorsements');
+    assert.deepEqual(never.body, { service_certificate: old.serviceCertificatePem, endorsements: [] }, 'a service never recovered');
     const oldTx = await writeRecords(old, 0, 12);
     kept.json = file('old_receipt.json', await receiptOf(old, '/node/receipt', oldTx));
     kept.cose = file('old_receipt.cose', await receiptOf(old, '/node/receipt/cose', oldTx));
