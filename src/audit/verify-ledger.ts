@@ -1,19 +1,23 @@
 /**
  * Offline verification of a ledger (what `covenant ledger verify` runs): every frame of every
  * chunk in seqno order (crc, seqno continuity, chunk names against contents, completed chunks
- * ending on a CHUNK_END signature), the Merkle tree rebuilt from the entries, every signature
- * record's root against the tree before it, every signature against the certificate in the
- * record, and that certificate against the service certificate when one is given.
+ * ending on a CHUNK_END signature, or where the next entry records a recovery), the Merkle tree
+ * rebuilt from the entries, every signature record's root against the tree before it, every
+ * signature against the certificate in the record, and that certificate against the service
+ * certificate when one is given: issued by it directly, or by an earlier service identity that
+ * the recoveries recorded after the signature endorse, link by link, up to it
+ * (service-identities.ts).
  *
  * Verification stops at the first problem, reported with the file, the byte offset of the frame
  * and what is wrong: after one bad entry every later root differs, so more reports add nothing.
  */
 import { assert, bytesEqual, errorMessage, isCovenantError, type Seqno } from '../base/index.js';
-import { loadPublicKey, nodeIdFromPublicKey, parseCertificate, verifyCertificateSignedBy, verifyEcdsa } from '../crypto/index.js';
+import { loadPublicKey, nodeIdFromPublicKey, parseCertificate, verifyEcdsa } from '../crypto/index.js';
 import { decodeWriteSet, readSnapshotHeader, Store } from '../kv/index.js';
 import { EntryFlags, hasFlag, isChunkFileName, LedgerError, parseChunkName, parseSnapshotFile, readLedgerDirectories, writeSetDigest, type DecodedEntry, type Disk } from '../ledger/index.js';
 import { HistoryTree, leafDigest } from '../merkle/index.js';
 import type { KeyObject } from 'node:crypto';
+import { RecordError, recoveriesRecordedBy, ServiceIdentities, type RecordedRecovery } from './service-identities.js';
 
 /**
  * Table names as the node writes them (src/node/tables.ts; the audit layer may not import the
@@ -42,6 +46,7 @@ export type VerifyProblemCode =
   | 'MissingEntries'
   | 'ChunkNotEnded'
   | 'MalformedSignatureRecord'
+  | 'MalformedServiceEndorsement'
   | 'MerkleRootMismatch'
   | 'InvalidSignature'
   | 'UntrustedNodeCertificate'
@@ -82,11 +87,16 @@ export interface VerifyReport {
   readonly lastSignedSeqno: Seqno | undefined;
   /** Whether roots were checked (not when the ledger starts after a snapshot: the tree before it is unknown). */
   readonly rootsChecked: boolean;
+  /** First seqnos of the recovered services the ledger records, in order (one per recovery). */
+  readonly recoveries: readonly Seqno[];
   readonly problem: VerifyProblem | undefined;
 }
 
 export interface VerifyLedgerOptions {
-  /** PEM of the service certificate that must have endorsed every signing node's certificate. */
+  /**
+   * PEM of the newest service certificate: every signing node's certificate must be issued by it,
+   * or by a service identity that the recoveries recorded after the signature endorse up to it.
+   */
   readonly serviceCertificatePem?: string;
   /** A committed snapshot the ledger starts after (a node that joined or recovered from it). */
   readonly snapshot?: { readonly name: string; readonly bytes: Uint8Array };
@@ -126,6 +136,7 @@ export function verifyLedger(disk: Disk, directories: readonly string[], options
   const files: VerifiedFile[] = [];
   const tree = new HistoryTree();
   const certificates = new Map<string, KeyObject>();
+  const identities = new ServiceIdentities(options.serviceCertificatePem);
   let entries = 0;
   let signatures = 0;
   let bytes = 0;
@@ -146,12 +157,24 @@ export function verifyLedger(disk: Disk, directories: readonly string[], options
   const bytesTotal = chunkFilesSizeBytes(disk, directories);
 
   let current: { file: string; first: Seqno; last: Seqno; lastFlags: number } | undefined;
+  /**
+   * A completed chunk whose last entry does not carry CHUNK_END: legitimate only as the end of a
+   * service that was recovered, that is when the next entry begins a view in which the ledger
+   * records a recovery that began there. `inNextView` once that entry is read.
+   */
+  let unended: { file: string; last: Seqno; inNextView: boolean } | undefined;
+  const notEnded = (chunk: { file: string; last: Seqno }, why: string): Problem =>
+    new Problem({ code: 'ChunkNotEnded', message: `${chunk.file}: completed chunk's last entry ${chunk.last} does not carry CHUNK_END, ${why}`, file: chunk.file, seqno: chunk.last });
+  let previousView: number | undefined;
+  /** Undefined while in the view of a snapshot the ledger starts after: where it began is not here. */
+  let viewStartSeqno: Seqno | undefined;
   const finishFile = () => {
     if (current === undefined) return;
     const name = current.file.slice(current.file.lastIndexOf('/') + 1);
     const parsed = parseChunkName(name);
     if (parsed.last !== undefined && !hasFlag(current.lastFlags, EntryFlags.CHUNK_END)) {
-      throw new Problem({ code: 'ChunkNotEnded', message: `${current.file}: completed chunk's last entry ${current.last} does not carry CHUNK_END`, file: current.file, seqno: current.last });
+      if (unended !== undefined) throw notEnded(unended, `and the service that began at seqno ${unended.last + 1} records no recovery before it ends too`);
+      unended = { file: current.file, last: current.last, inNextView: false };
     }
     const sizeBytes = disk.sizeBytes(current.file);
     bytes += sizeBytes;
@@ -177,9 +200,22 @@ export function verifyLedger(disk: Disk, directories: readonly string[], options
       }
       lastSeqno = entry.seqno;
 
+      if (entry.view !== previousView) {
+        if (unended?.inNextView === true) throw notEnded(unended, `and the view that began at seqno ${unended.last + 1} records no recovery that began there`);
+        if (unended !== undefined) unended.inNextView = true;
+        viewStartSeqno = previousView === undefined && startAfter > 0 ? undefined : entry.seqno;
+        previousView = entry.view;
+      } else if (unended !== undefined && !unended.inNextView) {
+        throw notEnded(unended, `and the next entry (seqno ${entry.seqno}) does not begin a new view, as a recovered service does`);
+      }
+      for (const recovery of readRecoveries(entry, at)) {
+        addRecovery(identities, recovery, viewStartSeqno, at);
+        if (recovery.seqno === (unended?.last ?? -1) + 1) unended = undefined;
+      }
+
       if (hasFlag(entry.flags, EntryFlags.SIGNATURE)) {
         const root = rootsChecked ? tree.root() : undefined;
-        checkSignature(entry, root, at, certificates, options.serviceCertificatePem);
+        checkSignature(entry, root, at, certificates, identities);
         signatures++;
         lastSignedSeqno = entry.seqno;
         // Leaves before a checked root are never needed again: keep memory flat on long ledgers.
@@ -190,6 +226,7 @@ export function verifyLedger(disk: Disk, directories: readonly string[], options
       entries++;
     }
     finishFile();
+    if (unended !== undefined) throw notEnded(unended, 'and the ledger records no recovery that began after it');
   } catch (e) {
     if (e instanceof Problem) problem = e.problem;
     else if (e instanceof LedgerError) problem = afterLastFile(e);
@@ -199,6 +236,7 @@ export function verifyLedger(disk: Disk, directories: readonly string[], options
   if (problem === undefined && evidence !== undefined && (lastSeqno === undefined || lastSeqno < evidence.seqno)) {
     problem = { code: 'SnapshotMismatch', message: `the ledger ends before seqno ${evidence.seqno}, where the evidence of ${evidence.name} is recorded` };
   }
+  if (problem === undefined) problem = untrustedProblem(identities);
   return report(problem);
 
   /** The reader moves to the next file only after yielding every entry of the current one. */
@@ -215,7 +253,8 @@ export function verifyLedger(disk: Disk, directories: readonly string[], options
   }
 
   function report(found: VerifyProblem | undefined): VerifyReport {
-    return { files, entries, signatures, bytes, firstSeqno, lastSeqno, lastSignedSeqno, rootsChecked: options.snapshot === undefined, problem: found };
+    const recoveries = identities.recorded.map((r) => r.seqno);
+    return { files, entries, signatures, bytes, firstSeqno, lastSeqno, lastSignedSeqno, rootsChecked: options.snapshot === undefined, recoveries, problem: found };
   }
 }
 
@@ -239,6 +278,36 @@ interface At {
 
 function fail(code: VerifyProblemCode, at: At, what: string): never {
   throw new Problem({ code, message: `${at.file} at offset ${at.offsetBytes}: seqno ${at.seqno}: ${what}`, ...at });
+}
+
+function readRecoveries(entry: DecodedEntry, at: At): RecordedRecovery[] {
+  try {
+    return recoveriesRecordedBy(entry);
+  } catch (e) {
+    if (e instanceof RecordError) fail('MalformedServiceEndorsement', at, e.message);
+    throw e;
+  }
+}
+
+function addRecovery(identities: ServiceIdentities, recovery: RecordedRecovery, viewStartSeqno: Seqno | undefined, at: At): void {
+  try {
+    identities.addRecovery(recovery, viewStartSeqno);
+  } catch (e) {
+    if (e instanceof RecordError) fail('MalformedServiceEndorsement', at, e.message);
+    throw e;
+  }
+}
+
+/** Once the ledger is read: a signing certificate that does not chain to the service certificate. */
+function untrustedProblem(identities: ServiceIdentities): VerifyProblem | undefined {
+  const untrusted = identities.untrusted();
+  if (untrusted === undefined) return undefined;
+  const at = untrusted.at;
+  return {
+    code: 'UntrustedNodeCertificate',
+    message: `${at.file} at offset ${at.offsetBytes}: seqno ${at.seqno}: certificate of node ${untrusted.node} is not endorsed by the service certificate: ${untrusted.why}`,
+    ...at,
+  };
 }
 
 function readSignatureRecord(entry: DecodedEntry, at: At): SignatureRecordFields {
@@ -273,7 +342,7 @@ function checkSignature(
   treeRoot: Uint8Array | undefined,
   at: At,
   certificates: Map<string, KeyObject>,
-  serviceCertificatePem: string | undefined,
+  identities: ServiceIdentities,
 ): void {
   const record = readSignatureRecord(entry, at);
   if (record.seqno !== entry.seqno || record.view !== entry.view) {
@@ -292,11 +361,9 @@ function checkSignature(
       fail('MalformedSignatureRecord', at, `node certificate does not parse: ${errorMessage(e)}`);
     }
     if (nodeIdFromPublicKey(key) !== record.node) fail('MalformedSignatureRecord', at, `certificate is not node ${record.node}'s`);
-    if (serviceCertificatePem !== undefined && !verifyCertificateSignedBy(record.cert, serviceCertificatePem)) {
-      fail('UntrustedNodeCertificate', at, `certificate of node ${record.node} is not endorsed by the service certificate`);
-    }
     certificates.set(record.cert, key);
   }
+  identities.signedBy(record.cert, record.node, entry.view, at);
   if (!verifyEcdsa(key, root, Buffer.from(record.sig, 'base64'), 'der')) {
     fail('InvalidSignature', at, `signature of node ${record.node} over root ${record.root} does not verify`);
   }

@@ -87,6 +87,12 @@ export function runLedgerVerify(args: LedgerVerifyArgs, output: Output): number 
     `verified ${report.entries} entries (${range}) in ${report.files.length} files, ${report.signatures} signatures, last signed seqno ${report.lastSignedSeqno ?? 'none'}` +
       (unsigned > 0 ? ` (${unsigned} later entries are not covered by a signature yet)` : ''),
   );
+  if (report.recoveries.length > 0) {
+    output.out(
+      `the ledger spans ${report.recoveries.length + 1} service identities: recovered services began at seqnos ${report.recoveries.join(', ')}` +
+        (args.serviceCertificateFile !== undefined ? '; earlier identities are trusted through the endorsements recorded there' : ''),
+    );
+  }
   output.out(speed);
   return 0;
 }

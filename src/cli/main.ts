@@ -1,9 +1,10 @@
 /** The `covenant` command. */
 import { Command, InvalidArgumentError } from 'commander';
 import { errorMessage } from '../base/errors.js';
+import { readFileSync } from 'node:fs';
 import { consoleOutput, runLedgerDownload, runLedgerVerify, runSnapshotInspect } from './ledger-tools.js';
 import { registerMemberCommands } from './member.js';
-import { runReceiptVerify } from './receipt-tools.js';
+import { fetchServiceEndorsements, runReceiptVerify } from './receipt-tools.js';
 import { runNodeCommand } from './node-command.js';
 import { runSandbox } from './sandbox.js';
 import { runSandboxAddNode } from './sandbox-add-node.js';
@@ -81,7 +82,7 @@ ledger
   .command('verify')
   .description('check every entry frame, chunk boundary, Merkle root and signature of a ledger')
   .argument('<directories...>', 'ledger directories (the main one and read-only ones)')
-  .option('--service-cert <file>', 'service certificate that must endorse every signing node')
+  .option('--service-cert <file>', 'the newest service certificate: it must endorse every signing node, directly or through the recoveries the ledger records')
   .option('--snapshot <file>', 'committed snapshot the ledger starts after')
   .action((directories: string[], opts: { serviceCert?: string; snapshot?: string }) => {
     try {
@@ -126,9 +127,29 @@ program
   .command('verify')
   .description('check a receipt (JSON from /node/receipt or COSE from /node/receipt/cose) against the service certificate')
   .argument('<file>', 'receipt file')
-  .requiredOption('--service-cert <file>', 'service certificate')
-  .action((file: string, opts: { serviceCert: string }) => {
-    process.exitCode = runReceiptVerify({ receiptFile: file, serviceCertificateFile: opts.serviceCert }, consoleOutput());
+  .requiredOption('--service-cert <file>', 'service certificate (the newest one)')
+  .option('--endorsements <file>', 'the service\'s chain of endorsements (GET /node/service/endorsements), for a receipt kept from before a recovery')
+  .option('--endorsements-from <host:port>', 'fetch that chain from a node, whose TLS certificate the service certificate must have issued')
+  .action(async (file: string, opts: { serviceCert: string; endorsements?: string; endorsementsFrom?: string }) => {
+    let endorsements: unknown;
+    if (opts.endorsementsFrom !== undefined) {
+      try {
+        endorsements = await fetchServiceEndorsements(opts.endorsementsFrom, readFileSync(opts.serviceCert, 'utf8'));
+      } catch (e) {
+        process.stderr.write(`covenant receipt verify: ${errorMessage(e)}\n`);
+        process.exitCode = 2;
+        return;
+      }
+    }
+    process.exitCode = runReceiptVerify(
+      {
+        receiptFile: file,
+        serviceCertificateFile: opts.serviceCert,
+        ...(opts.endorsements !== undefined ? { endorsementsFile: opts.endorsements } : {}),
+        ...(endorsements !== undefined ? { endorsements } : {}),
+      },
+      consoleOutput(),
+    );
   });
 
 registerMemberCommands(program);

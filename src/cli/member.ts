@@ -169,12 +169,7 @@ export async function ack(connection: MemberConnection): Promise<GovAnswer> {
 
 /**
  * Opens the service with one member: acknowledge (if not Active yet), propose
- * transition_service_to_open, vote for it. Resolves once the service reports Open.
- *
- * A proposal that fails (or is refused by validate) only because member JavaScript ran out of its
- * time budget (the node was too busy to run it in time: the default constitution's work is tiny)
- * is proposed again, at most
- * OPEN_ATTEMPTS_MAX times in all, each retry reported to `onRetry`; any other failure is thrown.
+ * transition_service_to_open, vote for it (passProposal). Resolves once the service reports Open.
  */
 export async function openService(
   connection: MemberConnection,
@@ -182,14 +177,33 @@ export async function openService(
 ): Promise<{ proposalId: string; transactionId: string | undefined }> {
   const me = await govRequest(connection, 'GET', `/gov/members/${connection.memberId}`);
   if ((me.body as { status: string }).status !== 'Active') await ack(connection);
+  const passed = await passProposal(connection, [{ name: 'transition_service_to_open', args: {} }], 'the proposal to open the service', onRetry);
+  const service = await govRequest(connection, 'GET', '/gov/service/info');
+  if ((service.body as { status: string }).status !== 'Open') throw new Error(`the service is ${(service.body as { status: string }).status} after the proposal was accepted`);
+  return passed;
+}
+
+/**
+ * One member proposes `actions` and votes for them; resolves once the proposal is Accepted.
+ *
+ * A proposal that fails only because member JavaScript ran out of its time budget (the node was
+ * too busy to run it in time: the default constitution's work is tiny), when the constitution is
+ * loaded, validates it or resolves it, is proposed again, at most OPEN_ATTEMPTS_MAX times in all, each retry reported to
+ * `onRetry`; any other failure is thrown.
+ */
+export async function passProposal(
+  connection: MemberConnection,
+  actions: unknown[],
+  what: string,
+  onRetry: (reason: string) => void = () => undefined,
+): Promise<{ proposalId: string; transactionId: string | undefined }> {
   for (let attempt = 1; ; attempt++) {
     let proposal: GovAnswer;
     try {
-      proposal = await propose(connection, [{ name: 'transition_service_to_open', args: {} }]);
+      proposal = await propose(connection, actions);
     } catch (e) {
-      // The constitution's validate ran out of time: nothing was recorded, so proposing again is safe.
-      if (e instanceof GovRequestFailed && e.code === 'ProposalFailedToValidate' && VALIDATE_TIMED_OUT.test(e.message) && attempt < OPEN_ATTEMPTS_MAX) {
-        onRetry(`the proposal to open the service was refused (${e.message}); proposing again`);
+      if (e instanceof GovRequestFailed && CREATION_TIMED_OUT.test(e.message) && attempt < OPEN_ATTEMPTS_MAX) {
+        onRetry(`${what} could not be created (${e.message}); proposing again`);
         continue;
       }
       throw e;
@@ -202,28 +216,28 @@ export async function openService(
       state = (ballot.body as { state: string }).state;
       transactionId = ballot.transactionId;
     }
-    if (state !== 'Accepted') {
-      const info = (await govRequest(connection, 'GET', `/gov/members/proposals/${proposalId}`)).body as { failure?: { reason: string } };
-      const reason = info.failure?.reason;
-      if (state === 'Failed' && reason !== undefined && TIMED_OUT.test(reason) && attempt < OPEN_ATTEMPTS_MAX) {
-        onRetry(`the proposal to open the service failed (${reason}); proposing again`);
-        continue;
-      }
-      throw new Error(`the proposal to open the service is ${state}${reason !== undefined ? `: ${reason}` : ''} (more members may need to vote)`);
+    if (state === 'Accepted') return { proposalId, transactionId };
+    const info = (await govRequest(connection, 'GET', `/gov/members/proposals/${proposalId}`)).body as { failure?: { reason: string } };
+    const reason = info.failure?.reason;
+    if (state === 'Failed' && reason !== undefined && TIMED_OUT.test(reason) && attempt < OPEN_ATTEMPTS_MAX) {
+      onRetry(`${what} failed (${reason}); proposing again`);
+      continue;
     }
-    const service = await govRequest(connection, 'GET', '/gov/service/info');
-    if ((service.body as { status: string }).status !== 'Open') throw new Error(`the service is ${(service.body as { status: string }).status} after the proposal was accepted`);
-    return { proposalId, transactionId };
+    throw new Error(`${what} is ${state}${reason !== undefined ? `: ${reason}` : ''} (more members may need to vote)`);
   }
 }
 
-/** How many proposals openService makes when member JavaScript runs out of time. */
+/** How many proposals openService and passProposal make when member JavaScript runs out of time. */
 export const OPEN_ATTEMPTS_MAX = 3;
 
 /** A proposal's failure reason when member JavaScript ran out of its time budget (src/gov/governance.ts). */
 const TIMED_OUT = /^(resolve|apply|ballot of member [0-9a-f]+) failed: Timeout: /;
-/** The same in the constitution's validate, which refuses the proposal before it is recorded. */
-const VALIDATE_TIMED_OUT = /the constitution's validate failed: Timeout: /;
+
+/**
+ * A proposal refused at creation because member JavaScript ran out of its time budget: the
+ * constitution's module loading (ConstitutionFailure) or its validate (ProposalFailedToValidate).
+ */
+const CREATION_TIMED_OUT = /^(ConstitutionFailure \(500\): the constitution could not be loaded|ProposalFailedToValidate \(400\): the constitution's validate failed): Timeout: /;
 
 // ------------------------------------------------------------------ command line
 

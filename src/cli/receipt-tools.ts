@@ -4,20 +4,27 @@
  * the COSE_Sign1 bytes of
  * GET /node/receipt/cose. Exit code 0 when it verifies, 1 when it does not, 2 for unusable input.
  * A JSON receipt signed before a recovery carries service_endorsements, which the verification
- * follows from the node certificate to the one service certificate given.
+ * follows from the node certificate to the one service certificate given. A receipt kept from
+ * before a recovery carries none (or, COSE, is signed by an earlier service key): it verifies
+ * with the chain the service publishes (GET /node/service/endorsements), given as a file
+ * (`--endorsements`) or fetched from a node (`--endorsements-from`, over TLS checked against the
+ * service certificate given).
  */
 import { readFileSync } from 'node:fs';
 import { errorMessage } from '../base/errors.js';
 import { toHex } from '../base/bytes.js';
 import {
   isSignatureReceipt,
+  serviceEndorsementsChainOf,
   serviceEndorsementsOf,
   verifyCoseReceipt,
   verifyReceipt,
   verifySignatureReceipt,
   type Receipt,
+  type ReceiptVerifyOptions,
   type SignatureReceipt,
 } from '../merkle/index.js';
+import { HttpsClient } from '../platform/https-client.js';
 import type { Output } from './ledger-tools.js';
 
 type AnyReceipt = Receipt | SignatureReceipt;
@@ -25,24 +32,52 @@ type AnyReceipt = Receipt | SignatureReceipt;
 export interface ReceiptVerifyArgs {
   readonly receiptFile: string;
   readonly serviceCertificateFile: string;
+  /** A file holding the service's chain of endorsements (the answer of GET /node/service/endorsements). */
+  readonly endorsementsFile?: string;
+  /** The same chain, already fetched (fetchServiceEndorsements). */
+  readonly endorsements?: unknown;
 }
 
+const identities = (count: number) => `${count} earlier service identit${count === 1 ? 'y' : 'ies'}`;
+
 /** How the node certificate chains to the service certificate, for the verdict line. */
-function throughEndorsements(receipt: AnyReceipt): string {
-  const count = serviceEndorsementsOf(receipt)?.length ?? 0;
-  return count === 0 ? '' : ` (endorsed through ${count} earlier service identit${count === 1 ? 'y' : 'ies'})`;
+function throughEndorsements(receipt: AnyReceipt, verified: { endorsements: number }): string {
+  if (verified.endorsements === 0) return '';
+  const given = serviceEndorsementsOf(receipt) === undefined ? ' of the chain given' : '';
+  return ` (endorsed through ${identities(verified.endorsements)}${given})`;
+}
+
+/** GET /node/service/endorsements from `address`, whose TLS certificate the service certificate must have issued. */
+export async function fetchServiceEndorsements(address: string, serviceCertificatePem: string): Promise<unknown> {
+  const client = new HttpsClient(address, serviceCertificatePem);
+  try {
+    const answer = await client.request('GET', '/node/service/endorsements', { timeoutMs: 30_000 });
+    if (answer.status !== 200) throw new Error(`GET /node/service/endorsements from ${address} answered ${answer.status}: ${answer.text.slice(0, 300)}`);
+    return answer.body;
+  } finally {
+    client.close();
+  }
+}
+
+function chainOf(args: ReceiptVerifyArgs): readonly string[] | undefined {
+  if (args.endorsements !== undefined) return serviceEndorsementsChainOf(args.endorsements);
+  if (args.endorsementsFile === undefined) return undefined;
+  return serviceEndorsementsChainOf(JSON.parse(readFileSync(args.endorsementsFile, 'utf8')));
 }
 
 export function runReceiptVerify(args: ReceiptVerifyArgs, output: Output): number {
   let bytes: Buffer;
   let serviceCertificatePem: string;
+  let chain: readonly string[] | undefined;
   try {
     bytes = readFileSync(args.receiptFile);
     serviceCertificatePem = readFileSync(args.serviceCertificateFile, 'utf8');
+    chain = chainOf(args);
   } catch (e) {
     output.err(`covenant receipt verify: ${errorMessage(e)}`);
     return 2;
   }
+  const options: ReceiptVerifyOptions = chain === undefined ? {} : { serviceEndorsementsChain: chain };
   const text = bytes.toString('utf8').trimStart();
   try {
     if (text.startsWith('{')) {
@@ -56,20 +91,21 @@ export function runReceiptVerify(args: ReceiptVerifyArgs, output: Output): numbe
       const receipt = parsed.receipt ?? parsed;
       if (isSignatureReceipt(receipt)) {
         // The receipt itself names no transaction: the answer around it does.
-        const verified = verifySignatureReceipt(receipt, serviceCertificatePem);
+        const verified = verifySignatureReceipt(receipt, serviceCertificatePem, options);
         const txId = typeof parsed.transaction_id === 'string' ? `signature transaction ${parsed.transaction_id}, ` : 'a signature transaction, ';
-        output.out(`signature receipt verifies: ${txId}root ${toHex(verified.root)} signed by node ${verified.nodeId}${throughEndorsements(receipt)}`);
+        output.out(`signature receipt verifies: ${txId}root ${toHex(verified.root)} signed by node ${verified.nodeId}${throughEndorsements(receipt, verified)}`);
         return 0;
       }
-      const verified = verifyReceipt(receipt, serviceCertificatePem);
+      const verified = verifyReceipt(receipt, serviceCertificatePem, options);
       output.out(
-        `receipt verifies: transaction ${verified.view}.${verified.seqno}, root ${toHex(verified.root)} signed by node ${verified.nodeId}${throughEndorsements(receipt)}`,
+        `receipt verifies: transaction ${verified.view}.${verified.seqno}, root ${toHex(verified.root)} signed by node ${verified.nodeId}${throughEndorsements(receipt, verified)}`,
       );
     } else {
-      const verified = verifyCoseReceipt(bytes, serviceCertificatePem);
+      const verified = verifyCoseReceipt(bytes, serviceCertificatePem, options);
       output.out(
         `COSE receipt verifies: transaction ${verified.view}.${verified.seqno}, root ${toHex(verified.root)} signed by the service` +
-          (verified.signatureTxId ? ` (signature transaction ${verified.signatureTxId})` : ''),
+          (verified.signatureTxId ? ` (signature transaction ${verified.signatureTxId})` : '') +
+          (verified.endorsements > 0 ? ` under an earlier identity, endorsed through ${identities(verified.endorsements)} of the chain given` : ''),
       );
     }
     return 0;

@@ -18,7 +18,7 @@
  * serves every transaction under it (the node signs once per root and caches it).
  */
 import type { KeyObject } from 'node:crypto';
-import { assert, bytesEqual, fromHex, toHex, utf8 } from '../base/index.js';
+import { assert, fromHex, toHex, utf8 } from '../base/index.js';
 import {
   CoseHeader,
   type CoseHeaderMap,
@@ -36,7 +36,8 @@ import { parseCommitEvidence } from './commit-evidence.js';
 import { merkleError, MerkleErrorCode } from './errors.js';
 import { HASH_LENGTH_BYTES, leafFromComponents } from './hash.js';
 import { PROOF_PATH_LENGTH_MAX, rootFromProof, type InclusionProof, type ProofStep } from './proof.js';
-import type { LeafComponents } from './receipt.js';
+import type { LeafComponents, ReceiptVerifyOptions } from './receipt.js';
+import { endorsementsFromChain, verifyEndorsedServiceKey } from './service-endorsements.js';
 
 export const COSE_RECEIPT_HEADER = { cwtClaims: 15, vds: 395, vdp: 396, ccf: 'ccf' } as const;
 /** Verifiable data structure: this ledger's SHA-256 Merkle tree (docs/merkle.md). */
@@ -107,6 +108,8 @@ export interface VerifiedCoseReceipt {
   readonly writeSetDigest: Uint8Array;
   readonly commitEvidence: string;
   readonly claimsDigest: Uint8Array;
+  /** How many endorsements of the chain given led from the key that signed it to the service certificate (0: that key's own). */
+  readonly endorsements: number;
 }
 
 function invalid(reason: string): Error {
@@ -123,9 +126,12 @@ function bytesOf(value: unknown, what: string, length?: number): Uint8Array {
 /**
  * Verifies a COSE receipt against the service certificate: the structure, the leaf (recomputed
  * from its components), the proof (folded to a root) and the service's signature over that root.
- * Throws InvalidReceipt naming the first failed check.
+ * A receipt signed by an earlier service key (kept from before a recovery) verifies when
+ * `options.serviceEndorsementsChain` holds the endorsement of that key and those after it, up to
+ * the service certificate. Throws InvalidReceipt naming the first failed check
+ * (InvalidServiceEndorsements for a broken chain).
  */
-export function verifyCoseReceipt(bytes: Uint8Array, serviceCertificatePem: string): VerifiedCoseReceipt {
+export function verifyCoseReceipt(bytes: Uint8Array, serviceCertificatePem: string, options: ReceiptVerifyOptions = {}): VerifiedCoseReceipt {
   let decoded;
   try {
     decoded = decodeCoseSign1(bytes);
@@ -176,16 +182,33 @@ export function verifyCoseReceipt(bytes: Uint8Array, serviceCertificatePem: stri
   const root = rootFromProof(leaf, { path: steps });
   if (root === undefined) throw invalid('the proof does not fold to a root');
 
+  const kid = decoded.protectedHeader.get(CoseHeader.kid);
+  if (!(kid instanceof Uint8Array)) throw invalid('kid (4) must be a byte string');
+  const signer = signingServiceKey(utf8.decode(bytesOf(kid, 'kid')), serviceCertificatePem, options.serviceEndorsementsChain);
+  if (!verifyCoseSign1(decoded, signer.publicKey, root)) throw invalid('the service signature does not verify over the root the proof leads to');
+  return { view: txId.view, seqno: txId.seqno, leaf, root, signatureTxId, issuer, alg: decoded.alg, writeSetDigest, commitEvidence, claimsDigest, endorsements: signer.endorsements };
+}
+
+/**
+ * The service key that `kid` names: the service certificate's, or an earlier one that the chain
+ * endorses up to it (the chain's endorsements from the one certifying that key are checked).
+ */
+function signingServiceKey(kid: string, serviceCertificatePem: string, chain: readonly string[] | undefined): { publicKey: KeyObject; endorsements: number } {
   let servicePublicKey: KeyObject;
   try {
     servicePublicKey = parseCertificate(serviceCertificatePem).publicKey;
   } catch {
     throw invalid('the service certificate cannot be read');
   }
-  const kid = decoded.protectedHeader.get(CoseHeader.kid);
-  if (!(kid instanceof Uint8Array) || !bytesEqual(bytesOf(kid, 'kid'), utf8.encode(serviceKeyId(servicePublicKey)))) {
-    throw invalid('kid (4) does not name the key of the service certificate');
+  if (kid === serviceKeyId(servicePublicKey)) return { publicKey: servicePublicKey, endorsements: 0 };
+  const fromChain = chain === undefined ? undefined : endorsementsFromChain(chain, (pem) => serviceKeyId(parseCertificate(pem).publicKey) === kid);
+  if (fromChain === undefined) {
+    throw invalid(
+      chain === undefined
+        ? 'kid (4) does not name the key of the service certificate (a receipt signed before a recovery is verified with the chain of GET /node/service/endorsements)'
+        : `kid (4) names neither the key of the service certificate nor one that any of the ${chain.length} endorsements of the chain given certifies`,
+    );
   }
-  if (!verifyCoseSign1(decoded, servicePublicKey, root)) throw invalid('the service signature does not verify over the root the proof leads to');
-  return { view: txId.view, seqno: txId.seqno, leaf, root, signatureTxId, issuer, alg: decoded.alg, writeSetDigest, commitEvidence, claimsDigest };
+  verifyEndorsedServiceKey(fromChain, serviceCertificatePem);
+  return { publicKey: parseCertificate(fromChain[0]!).publicKey, endorsements: fromChain.length };
 }

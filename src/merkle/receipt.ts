@@ -17,7 +17,7 @@ import { parseCommitEvidence } from './commit-evidence.js';
 import { merkleError, MerkleErrorCode } from './errors.js';
 import { HASH_LENGTH_BYTES, leafFromComponents } from './hash.js';
 import { rootFromProof, type InclusionProof, type ProofStep } from './proof.js';
-import { serviceEndorsementsOf, verifyServiceEndorsements } from './service-endorsements.js';
+import { endorsementsFromChain, serviceEndorsementsOf, verifyServiceEndorsements } from './service-endorsements.js';
 
 export interface LeafComponentsJson {
   /** Lower-case hex SHA-256 of the serialised write set. */
@@ -123,6 +123,8 @@ export interface VerifiedReceipt {
   readonly leaf: Uint8Array;
   readonly root: Uint8Array;
   readonly nodeId: string;
+  /** How many endorsements led from the node certificate's issuer to the service certificate (0: it issued it). */
+  readonly endorsements: number;
 }
 
 const HEX_DIGEST = /^[0-9a-f]{64}$/;
@@ -138,7 +140,16 @@ function invalid(reason: string): Error {
  * service certificate, directly or through the receipt's service_endorsements. Throws
  * InvalidReceipt naming the first failed check (InvalidServiceEndorsements for the endorsements).
  */
-export function verifyReceipt(receipt: Receipt, serviceCertificatePem: string): VerifiedReceipt {
+/** How receipts kept from before a recovery are verified (docs/merkle.md "Receipts kept from before a recovery"). */
+export interface ReceiptVerifyOptions {
+  /**
+   * The chain of endorsements the service publishes (GET /node/service/endorsements), oldest
+   * first: used when the receipt carries none and the service certificate did not issue its node's.
+   */
+  readonly serviceEndorsementsChain?: readonly string[];
+}
+
+export function verifyReceipt(receipt: Receipt, serviceCertificatePem: string, options: ReceiptVerifyOptions = {}): VerifiedReceipt {
   if (typeof receipt !== 'object' || receipt === null) throw invalid('not an object');
   if (isSignatureReceipt(receipt)) throw invalid('this is the receipt of a signature transaction (signed_root, no proof): see verifySignatureReceipt');
   const { cert, node_id: nodeId, signature, proof, leaf_components: components } = receipt;
@@ -161,11 +172,11 @@ export function verifyReceipt(receipt: Receipt, serviceCertificatePem: string): 
   const root = rootFromProof(leaf, { path: proof });
   if (root === undefined) throw invalid('proof is malformed (each step is {"left": hex} or {"right": hex})');
 
-  const nodePublicKey = endorsedNodeKey(receipt, serviceCertificatePem);
+  const { nodePublicKey, endorsements } = endorsedNodeKey(receipt, serviceCertificatePem, options);
   if (!verifyMerkleRootSignature(nodePublicKey, root, fromBase64(signature))) {
     throw invalid('signature does not verify over the root the proof leads to');
   }
-  return { view: txId.view, seqno: txId.seqno, leaf, root, nodeId };
+  return { view: txId.view, seqno: txId.seqno, leaf, root, nodeId, endorsements };
 }
 
 export interface BuildSignatureReceiptOptions {
@@ -192,6 +203,8 @@ export function buildSignatureReceipt(options: BuildSignatureReceiptOptions): Si
 export interface VerifiedSignatureReceipt {
   readonly root: Uint8Array;
   readonly nodeId: string;
+  /** As VerifiedReceipt.endorsements. */
+  readonly endorsements: number;
 }
 
 /**
@@ -200,7 +213,7 @@ export interface VerifiedSignatureReceipt {
  * node, and its key signed `signed_root`. Throws InvalidReceipt naming the first failed check
  * (InvalidServiceEndorsements for the endorsements).
  */
-export function verifySignatureReceipt(receipt: SignatureReceipt, serviceCertificatePem: string): VerifiedSignatureReceipt {
+export function verifySignatureReceipt(receipt: SignatureReceipt, serviceCertificatePem: string, options: ReceiptVerifyOptions = {}): VerifiedSignatureReceipt {
   if (typeof receipt !== 'object' || receipt === null) throw invalid('not an object');
   const { cert, node_id: nodeId, signature, signed_root: signedRoot } = receipt;
   if (typeof cert !== 'string' || typeof nodeId !== 'string' || typeof signature !== 'string' || typeof signedRoot !== 'string') {
@@ -209,16 +222,17 @@ export function verifySignatureReceipt(receipt: SignatureReceipt, serviceCertifi
   if (!HEX_DIGEST.test(signedRoot)) throw invalid('signed_root must be 64 lower-case hex digits');
   if (!BASE64.test(signature)) throw invalid('signature is not base64');
   const root = fromHex(signedRoot);
-  const nodePublicKey = endorsedNodeKey(receipt, serviceCertificatePem);
+  const { nodePublicKey, endorsements } = endorsedNodeKey(receipt, serviceCertificatePem, options);
   if (!verifyMerkleRootSignature(nodePublicKey, root, fromBase64(signature))) throw invalid('signature does not verify over signed_root');
-  return { root, nodeId };
+  return { root, nodeId, endorsements };
 }
 
 /**
  * The public key of `cert`, once it is known to be node `node_id`'s and endorsed by the service:
- * directly, or through the receipt's endorsements when it carries any.
+ * directly, or through the receipt's endorsements when it carries any, or else through the part of
+ * the service's published chain that starts with the endorsement of the key that issued `cert`.
  */
-function endorsedNodeKey(receipt: Receipt | SignatureReceipt, serviceCertificatePem: string): KeyObject {
+function endorsedNodeKey(receipt: Receipt | SignatureReceipt, serviceCertificatePem: string, options: ReceiptVerifyOptions): { nodePublicKey: KeyObject; endorsements: number } {
   const { cert, node_id: nodeId } = receipt;
   let nodePublicKey: KeyObject;
   try {
@@ -229,9 +243,22 @@ function endorsedNodeKey(receipt: Receipt | SignatureReceipt, serviceCertificate
   }
   if (nodeIdFromPublicKey(nodePublicKey) !== nodeId) throw invalid('node_id does not match the key of cert');
   const endorsements = serviceEndorsementsOf(receipt);
-  if (endorsements !== undefined) verifyServiceEndorsements(cert, endorsements, serviceCertificatePem);
-  else if (!verifyCertificateSignedBy(cert, serviceCertificatePem)) {
-    throw invalid('cert is not endorsed by the service certificate (a receipt signed before a recovery carries service_endorsements)');
+  if (endorsements !== undefined) {
+    verifyServiceEndorsements(cert, endorsements, serviceCertificatePem);
+    return { nodePublicKey, endorsements: endorsements.length };
   }
-  return nodePublicKey;
+  if (!verifyCertificateSignedBy(cert, serviceCertificatePem)) {
+    const chain = options.serviceEndorsementsChain;
+    const fromChain = chain === undefined ? undefined : endorsementsFromChain(chain, (pem) => verifyCertificateSignedBy(cert, pem));
+    if (fromChain === undefined) {
+      throw invalid(
+        chain === undefined
+          ? 'cert is not endorsed by the service certificate (a receipt signed before a recovery carries service_endorsements, or is verified with the chain of GET /node/service/endorsements)'
+          : `cert is not endorsed by the service certificate, nor by a service key that any of the ${chain.length} endorsements of the chain given certifies`,
+      );
+    }
+    verifyServiceEndorsements(cert, fromChain, serviceCertificatePem);
+    return { nodePublicKey, endorsements: fromChain.length };
+  }
+  return { nodePublicKey, endorsements: 0 };
 }

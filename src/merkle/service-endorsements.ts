@@ -34,6 +34,19 @@ export function serviceEndorsementsOf(receipt: { readonly service_endorsements?:
  * its signature. Throws InvalidServiceEndorsements naming the first link that fails.
  */
 export function verifyServiceEndorsements(nodeCertificatePem: string, endorsements: readonly string[], serviceCertificatePem: string): void {
+  verifyLinks({ name: 'cert (the node certificate)', pem: nodeCertificatePem }, endorsements, serviceCertificatePem);
+}
+
+/**
+ * Checks that `endorsements` (at least one) chain the key that `endorsements[0]` certifies to the
+ * service certificate: the key that signed a COSE receipt before a recovery.
+ */
+export function verifyEndorsedServiceKey(endorsements: readonly string[], serviceCertificatePem: string): void {
+  if (endorsements.length === 0) throw broken('no endorsement certifies the key');
+  verifyLinks(undefined, endorsements, serviceCertificatePem);
+}
+
+function verifyLinks(leaf: { name: string; pem: string } | undefined, endorsements: readonly string[], serviceCertificatePem: string): void {
   endorsements.forEach((pem, i) => {
     let isCa: boolean;
     try {
@@ -44,7 +57,7 @@ export function verifyServiceEndorsements(nodeCertificatePem: string, endorsemen
     if (!isCa) throw broken(`service_endorsements[${i}] is not a CA certificate: it cannot endorse a service key`);
   });
   const links = [
-    { name: 'cert (the node certificate)', pem: nodeCertificatePem },
+    ...(leaf !== undefined ? [leaf] : []),
     ...endorsements.map((pem, i) => ({ name: `service_endorsements[${i}]`, pem })),
     { name: 'the service certificate', pem: serviceCertificatePem },
   ];
@@ -57,4 +70,40 @@ export function verifyServiceEndorsements(nodeCertificatePem: string, endorsemen
       );
     }
   }
+}
+
+/**
+ * The chain of endorsements a service publishes (GET /node/service/endorsements, docs/merkle.md
+ * "Receipts kept from before a recovery"): its answer as is, `{"endorsements": [{"endorsement":
+ * <PEM>, ...}, ...]}`, or a plain array of PEM endorsements; either oldest first. Throws
+ * InvalidServiceEndorsements when it is neither.
+ */
+export function serviceEndorsementsChainOf(value: unknown): string[] {
+  const list = Array.isArray(value) ? value : typeof value === 'object' && value !== null ? (value as { endorsements?: unknown }).endorsements : undefined;
+  if (!Array.isArray(list)) throw broken('the chain must be the answer of GET /node/service/endorsements or an array of PEM endorsements');
+  if (list.length > SERVICE_ENDORSEMENTS_MAX) throw broken(`at most ${SERVICE_ENDORSEMENTS_MAX} endorsements, got ${list.length}`);
+  return list.map((item: unknown, i) => {
+    const pem = typeof item === 'string' ? item : typeof item === 'object' && item !== null ? (item as { endorsement?: unknown }).endorsement : undefined;
+    if (typeof pem !== 'string') throw broken(`the chain's endorsement ${i} is not a PEM certificate`);
+    return pem;
+  });
+}
+
+/**
+ * The endorsements of a service's whole chain (oldest first) that a receipt kept from before a
+ * recovery needs: from the first one that certifies the key that signed it, `certifiesSigner`, to
+ * the newest. Undefined when none does (the receipt is then checked against the service
+ * certificate alone).
+ */
+export function endorsementsFromChain(chain: readonly string[], certifiesSigner: (endorsementPem: string) => boolean): string[] | undefined {
+  const from = chain.findIndex((pem) => {
+    try {
+      return certifiesSigner(pem);
+    } catch (e) {
+      // A chain's malformed certificate certifies nothing; verifyServiceEndorsements names it if used.
+      if (e instanceof Error) return false;
+      throw e;
+    }
+  });
+  return from < 0 ? undefined : chain.slice(from);
 }

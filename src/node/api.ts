@@ -15,7 +15,7 @@ import type { QuoteInfo } from '../attestation/virtual.js';
 import type { KeyFetcher, KeyRefreshMetrics } from '../jwt/index.js';
 import type { JoinRequest, JoinResponse } from './join.js';
 import type { NodeLifecycleState } from './lifecycle.js';
-import type { ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, VersionReport } from './reports.js';
+import type { ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, ServiceEndorsementsReport, VersionReport } from './reports.js';
 import type { TxStatus } from './tx-status.js';
 import type { SnapshotRequestOutcome } from './snapshots.js';
 import type { WriteOptions, WriteResult } from './write/transactions.js';
@@ -164,6 +164,8 @@ export interface NodeOperatorQueries extends NodeTransactions {
   listNodes(): NodeSummary[];
   serviceConfiguration(): unknown;
   previousServiceIdentity(): string | undefined;
+  /** Every recovery's endorsement of the service identity before it, oldest first (GET /node/service/endorsements). */
+  serviceEndorsements(): ServiceEndorsementsReport;
   versionReport(): VersionReport;
   viewHistory(since?: number): string[];
   /** Asynchronous: a receipt may wait for a Merkle block re-read from the ledger files (docs/merkle.md). */

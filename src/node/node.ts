@@ -34,7 +34,7 @@ import { pendingNodesMax } from './limits.js';
 import type { JoinClient, JoinRequest, JoinResponse } from './join.js';
 import type { NodeLifecycleState } from './lifecycle.js';
 import type { BoundAddresses } from './persistence.js';
-import type { ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, VersionReport } from './reports.js';
+import type { ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, ServiceEndorsementsReport, VersionReport } from './reports.js';
 import { SINGLETON_KEY, Tables, type ServiceInfo } from './tables.js';
 import { jsonCodec } from '../kv/index.js';
 import type { TxStatus } from './tx-status.js';
@@ -350,6 +350,9 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
   }
   previousServiceIdentity(): string | undefined {
     return this.parts.queries.previousServiceIdentity();
+  }
+  serviceEndorsements(): ServiceEndorsementsReport {
+    return this.parts.queries.serviceEndorsements();
   }
   versionReport(): VersionReport {
     return this.parts.queries.versionReport();

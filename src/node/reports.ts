@@ -1,6 +1,6 @@
 /** Shapes of the operator reports served under /node (the node computes them; src/http serves them). */
 import type { NodeLifecycleState } from './lifecycle.js';
-import type { NodeStatus, ServiceStatus } from './tables.js';
+import type { NodeStatus, ServiceEndorsementRecord, ServiceStatus } from './tables.js';
 
 export interface NodeStateReport {
   node_id: string;
@@ -58,4 +58,12 @@ export interface VersionReport {
   unsafe: boolean;
   quote_format: string;
   runtime: string;
+}
+
+/** GET /node/service/endorsements (docs/merkle.md "Receipts kept from before a recovery"). */
+export interface ServiceEndorsementsReport {
+  /** The current service certificate, which the newest endorsement chains to. */
+  service_certificate: string;
+  /** One record per recovery, oldest first: the recovered service's endorsement of the identity before it. */
+  endorsements: ServiceEndorsementRecord[];
 }

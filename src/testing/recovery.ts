@@ -8,7 +8,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, write
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { certificateId, generateIdentity } from '../crypto/index.js';
-import { ACCEPT_BALLOT, propose, submitRecoveryShare, vote, type MemberConnection } from '../cli/member.js';
+import { passProposal, submitRecoveryShare, type MemberConnection } from '../cli/member.js';
 import { HttpsClient, type ClientIdentity } from '../platform/https-client.js';
 import { spawnNode, startedNode, type StartedNode } from './node-process.js';
 
@@ -142,8 +142,8 @@ export function removeRecoverDir(node: StartedNode): void {
  */
 export async function openRecoveredService(node: StartedNode, previousServiceCertificatePem: string, sharers: readonly RecoveryMember[]): Promise<void> {
   const m0: MemberConnection = { address: node.address, caPem: node.serviceCertificatePem, certificatePem: node.member.certificatePem, privateKeyPem: node.member.privateKeyPem, memberId: node.member.id };
-  const proposal = await propose(m0, [{ name: 'transition_service_to_open', args: { previous_service_identity: previousServiceCertificatePem, next_service_identity: node.serviceCertificatePem } }]);
-  if ((proposal.body as { state: string }).state === 'Open') await vote(m0, (proposal.body as { proposal_id: string }).proposal_id, ACCEPT_BALLOT);
+  const action = { name: 'transition_service_to_open', args: { previous_service_identity: previousServiceCertificatePem, next_service_identity: node.serviceCertificatePem } };
+  await passProposal(m0, [action], 'the proposal to open the recovered service', (note) => process.stderr.write(`${note}\n`));
   for (const member of sharers) await submitRecoveryShare(recoveryMemberConnection(node, member), member.encryptionPrivateKeyPem);
   const deadline = Date.now() + 60_000;
   for (;;) {

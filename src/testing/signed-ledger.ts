@@ -123,3 +123,93 @@ export function writeSignedLedger(options: SignedLedgerOptions): SignedLedgerSum
   ledger.close();
   return { entries: options.entries, signatures, bytes };
 }
+
+/** The service endorsements table as the node names it (src/node/tables.ts). */
+export const SERVICE_ENDORSEMENTS_TABLE = 'public:svc.internal.previous_service_identity_endorsements';
+
+/** One service of a ledger that spans recoveries. */
+export interface LedgerEpoch {
+  readonly identities: SigningIdentities;
+  /** Entries this service writes, its first signature and its recovery record included. */
+  readonly entries: number;
+  /**
+   * From the second service on: its endorsement of the previous service's key, recorded as a
+   * recovery records it, or undefined to leave the recovery unrecorded (a forged ledger).
+   */
+  readonly endorsement?: string;
+  /** The record's key, when not the seqno where the service began (a forged record). */
+  readonly endorsementKey?: number;
+}
+
+export interface RecoveredLedgerOptions {
+  readonly disk: Disk;
+  readonly directory: string;
+  readonly epochs: readonly LedgerEpoch[];
+  readonly signatureEveryEntries: number;
+  readonly chunkSizeBytes: number;
+}
+
+/**
+ * Writes a ledger as a service recovered `epochs.length - 1` times leaves it: each service but the
+ * last ends on a signature without CHUNK_END (its nodes were lost), and the next one, a recover
+ * node, completes that chunk, begins two views above with a signature, records its endorsement
+ * of the previous service's key under the seqno where it began, and goes on in `.recovery` files
+ * that it renames once done. Every service's nodes sign the one Merkle tree of the whole ledger.
+ * Returns the seqnos where the recovered services began.
+ */
+export function writeRecoveredLedger(options: RecoveredLedgerOptions): number[] {
+  const tree = new HistoryTree();
+  const began: number[] = [];
+  let seqno = 0;
+  let view = VIEW;
+  let chunkBytes = 0;
+  const frame = (writes: WriteSet, kind: { signature: boolean; lastOfEpoch: boolean; lastOfLedger: boolean }): Uint8Array => {
+    const { publicBytes } = encodeWriteSet(writes);
+    const evidence = new Uint8Array(32).fill(seqno & 0xff);
+    let flags = kind.signature ? EntryFlags.SIGNATURE : 0;
+    // A service that is lost never ends its chunk; the last one ends the ledger's.
+    const ends = shouldEndChunk({ chunkBytesSoFar: chunkBytes, chunkSizeBytes: options.chunkSizeBytes, isSignature: kind.signature, forced: kind.lastOfLedger });
+    if (ends && !(kind.lastOfEpoch && !kind.lastOfLedger)) flags |= EntryFlags.CHUNK_END;
+    const fields = { view, seqno, flags, claimsDigest: NO_CLAIMS_DIGEST, commitEvidenceDigest: evidence, publicBytes, privateBytes: new Uint8Array(0) };
+    const bytes = encodeEntry(fields);
+    tree.append(leafDigest(writeSetDigest(fields), evidence, NO_CLAIMS_DIGEST));
+    chunkBytes = (flags & EntryFlags.CHUNK_END) !== 0 ? 0 : chunkBytes + bytes.byteLength;
+    return bytes;
+  };
+  options.epochs.forEach((epoch, e) => {
+    const node = epoch.identities.node;
+    const frames: Uint8Array[] = [];
+    const first = seqno + 1;
+    if (e > 0) {
+      view += 2;
+      began.push(first);
+    }
+    for (let i = 0; i < epoch.entries; i++) {
+      seqno++;
+      const lastOfEpoch = i === epoch.entries - 1;
+      const lastOfLedger = lastOfEpoch && e === options.epochs.length - 1;
+      const recordsRecovery = e > 0 && i === 1 && epoch.endorsement !== undefined;
+      const signature = !recordsRecovery && (lastOfEpoch || (e > 0 && i === 0) || seqno % options.signatureEveryEntries === 0);
+      let writes: WriteSet;
+      if (signature) {
+        const root = tree.root();
+        const record = { view, seqno, root: Buffer.from(root).toString('hex'), sig: Buffer.from(signEcdsa(node.keyPair.privateKey, root, 'der')).toString('base64'), node: node.id, commit_seqno: seqno - 1, commit_view: view, cert: node.certificatePem };
+        writes = new Map([[SIGNATURES_TABLE, new Map([['0', Buffer.from(JSON.stringify(record))]])]]);
+      } else if (recordsRecovery) {
+        const key = epoch.endorsementKey ?? first;
+        const record = { endorsing_service_created_seqno: key, previous_service_certificate: options.epochs[e - 1]!.identities.service.certificatePem, endorsement: epoch.endorsement };
+        writes = new Map([[SERVICE_ENDORSEMENTS_TABLE, new Map([[String(key), Buffer.from(JSON.stringify(record))]])]]);
+      } else {
+        writes = new Map([['public:records', new Map([[String(seqno), Buffer.from(`epoch ${e} entry ${i}`)]])]]);
+      }
+      frames.push(frame(writes, { signature, lastOfEpoch, lastOfLedger }));
+    }
+    const ledger = new Ledger({ disk: options.disk, directory: options.directory, recoverySuffix: e > 0 });
+    ledger.open();
+    ledger.append(frames);
+    ledger.commit(seqno);
+    if (e > 0) ledger.completeRecovery();
+    ledger.close();
+  });
+  return began;
+}

@@ -16,7 +16,7 @@ import { isCovenantError } from '../../src/base/index.js';
 import { runReceiptVerify } from '../../src/cli/receipt-tools.js';
 import { generateEcKeyPair, nodeIdFromPublicKey, parseCertificate } from '../../src/crypto/index.js';
 import {
-  buildReceipt, buildSignatureReceipt, coseReceiptWithProof, signMerkleRoot, verifyCoseReceipt, verifyReceipt, verifySignatureReceipt,
+  buildReceipt, buildSignatureReceipt, coseReceiptWithProof, serviceEndorsementsChainOf, signMerkleRoot, verifyCoseReceipt, verifyReceipt, verifySignatureReceipt,
   SERVICE_ENDORSEMENTS_MAX, type Receipt, type SignatureReceipt,
 } from '../../src/merkle/index.js';
 import { ServiceIdentity } from '../../src/node/identity/service-identity.js';
@@ -171,6 +171,86 @@ test('covenant receipt verify follows the endorsements to the one service certif
     const reversed = run(era0.receipt(3, [e12, e01]), gen2.certificatePem);
     assert.equal(reversed.code, 1);
     assert.match(reversed.text, /invalid service_endorsements/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a receipt kept from before a recovery (no endorsements in it) verifies with the published chain, from the link that certifies its signer', () => {
+  const chain = serviceEndorsementsChainOf({ service_certificate: gen2.certificatePem, endorsements: [{ endorsement: e01 }, { endorsement: e12 }] });
+  assert.deepEqual(chain, [e01, e12]);
+  const options = { serviceEndorsementsChain: chain };
+  const fromFirst = verifyReceipt(era0.receipt(5), gen2.certificatePem, options);
+  assert.equal(fromFirst.endorsements, 2);
+  assert.equal(verifySignatureReceipt(era0.signatureReceipt(), gen2.certificatePem, options).endorsements, 2);
+  // Signed under the second identity: only the newest endorsement applies.
+  assert.equal(verifyReceipt(era1.receipt(7), gen2.certificatePem, options).endorsements, 1);
+  // The current identity's receipts need none, chain or not.
+  assert.equal(verifyReceipt(era0.receipt(5), gen0.certificatePem, options).endorsements, 0);
+  // A receipt's own endorsements take precedence over the chain given.
+  assert.equal(verifyReceipt(era0.receipt(5, [e01, e12]), gen2.certificatePem, { serviceEndorsementsChain: [e12] }).endorsements, 2);
+
+  const refused: [string, readonly string[], string, (e: unknown) => boolean][] = [
+    ['no link certifies the signer', [e12], gen2.certificatePem, (e) => isCovenantError(e) && e.code === 'InvalidReceipt' && /nor by a service key/.test(e.message)],
+    ['missing the newest link', [e01], gen2.certificatePem, isBrokenChain],
+    ['reversed', [e12, e01], gen2.certificatePem, isBrokenChain],
+    ['another trust anchor', [e01, e12], gen1.certificatePem, isBrokenChain],
+    ['tampered', [tamper(e01, (der) => der.length - 1), e12], gen2.certificatePem, isBrokenChain],
+  ];
+  for (const [what, given, anchor, expected] of refused) {
+    assert.throws(() => verifyReceipt(era0.receipt(5), anchor, { serviceEndorsementsChain: given }), expected, what);
+  }
+  for (const malformed of [{}, 'x', [1], { endorsements: [{ cert: 'x' }] }, Array.from({ length: SERVICE_ENDORSEMENTS_MAX + 1 }, () => e01)]) {
+    assert.throws(() => serviceEndorsementsChainOf(malformed), isBrokenChain);
+  }
+});
+
+test('a COSE receipt signed by an earlier service key verifies with the chain that endorses that key up to the newest certificate', () => {
+  const { tree, components } = treeOfTransactions(12);
+  const cose = coseReceiptWithProof(gen0.signedRoot(13, tree.root(), '2.13'), components[4]!, tree.inclusionProof(4));
+  assert.throws(() => verifyCoseReceipt(cose, gen2.certificatePem), (e) => isCovenantError(e) && /GET \/node\/service\/endorsements/.test(e.message));
+  const verified = verifyCoseReceipt(cose, gen2.certificatePem, { serviceEndorsementsChain: [e01, e12] });
+  assert.equal(verified.seqno, 5);
+  assert.equal(verified.endorsements, 2);
+  const fromSecond = coseReceiptWithProof(gen1.signedRoot(13, tree.root(), '4.13'), components[4]!, tree.inclusionProof(4));
+  assert.equal(verifyCoseReceipt(fromSecond, gen2.certificatePem, { serviceEndorsementsChain: [e01, e12] }).endorsements, 1);
+  assert.throws(() => verifyCoseReceipt(cose, gen2.certificatePem, { serviceEndorsementsChain: [e12] }), /names neither the key of the service certificate/);
+  assert.throws(() => verifyCoseReceipt(cose, gen2.certificatePem, { serviceEndorsementsChain: [e01] }), isBrokenChain);
+  assert.throws(() => verifyCoseReceipt(cose, gen1.certificatePem, { serviceEndorsementsChain: [e01, e12] }), isBrokenChain);
+  assert.throws(() => verifyCoseReceipt(cose, gen2.certificatePem, { serviceEndorsementsChain: [tamper(e01, (der) => der.length - 1), e12] }), isBrokenChain);
+  // The chain certifies the key: a receipt whose signature is not that key's still fails.
+  const forged = coseReceiptWithProof(unrelated.signedRoot(13, tree.root(), '2.13'), components[4]!, tree.inclusionProof(4));
+  assert.throws(() => verifyCoseReceipt(forged, gen2.certificatePem, { serviceEndorsementsChain: [e01, e12] }), /names neither/);
+});
+
+test('covenant receipt verify takes the chain as a file: the answer of GET /node/service/endorsements', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'covenant-chain-'));
+  try {
+    const file = (name: string, text: string | Uint8Array) => {
+      writeFileSync(join(dir, name), text);
+      return join(dir, name);
+    };
+    const chainFile = file('endorsements.json', JSON.stringify({ service_certificate: gen2.certificatePem, endorsements: [{ endorsement: e01 }, { endorsement: e12 }] }));
+    const run = (receiptFile: string, endorsementsFile?: string) => {
+      const lines: string[] = [];
+      const code = runReceiptVerify(
+        { receiptFile, serviceCertificateFile: file('service.pem', gen2.certificatePem), ...(endorsementsFile !== undefined ? { endorsementsFile } : {}) },
+        { out: (l) => lines.push(l), err: (l) => lines.push(l) },
+      );
+      return { code, text: lines.join('\n') };
+    };
+    const json = file('receipt.json', JSON.stringify({ receipt: era0.receipt(3) }));
+    assert.equal(run(json).code, 1);
+    const good = run(json, chainFile);
+    assert.equal(good.code, 0, good.text);
+    assert.match(good.text, /endorsed through 2 earlier service identities of the chain given/);
+    const { tree, components } = treeOfTransactions(12);
+    const cose = file('receipt.cose', coseReceiptWithProof(gen0.signedRoot(13, tree.root(), '2.13'), components[2]!, tree.inclusionProof(2)));
+    assert.equal(run(cose).code, 1);
+    const coseGood = run(cose, chainFile);
+    assert.equal(coseGood.code, 0, coseGood.text);
+    assert.match(coseGood.text, /under an earlier identity, endorsed through 2 earlier service identities/);
+    assert.equal(run(json, file('bad.json', '{"endorsements": 3}')).code, 2, 'an unusable chain file');
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

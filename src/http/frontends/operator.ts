@@ -259,6 +259,13 @@ export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFronte
     },
     {
       method: 'GET',
+      path: '/node/service/endorsements',
+      summary:
+        'The chain of endorsements of the previous service identities (one per recovery, oldest first): with it and the current service certificate, a receipt kept from before a recovery verifies',
+      handler: () => json(200, node.serviceEndorsements()),
+    },
+    {
+      method: 'GET',
       path: '/node/quotes/self',
       summary: "This node's attestation quote (virtual mode)",
       handler: () => json(200, quoteBody(node)),

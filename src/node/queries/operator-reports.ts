@@ -8,8 +8,8 @@ import { jsonCodec, type Tx } from '../../kv/index.js';
 import type { Raft } from '../../consensus/index.js';
 import type { NodeLifecycleState } from '../lifecycle.js';
 import type { Replica } from '../replica.js';
-import type { ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, VersionReport } from '../reports.js';
-import { SINGLETON_KEY, Tables, type NodeInfo, type OpenKindRecord, type ServiceInfo, type ServiceStatus } from '../tables.js';
+import type { ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, ServiceEndorsementsReport, VersionReport } from '../reports.js';
+import { SINGLETON_KEY, Tables, type NodeInfo, type OpenKindRecord, type ServiceEndorsementRecord, type ServiceInfo, type ServiceStatus } from '../tables.js';
 import { txStatus, viewOfSeqno, type TxStatus } from '../tx-status.js';
 
 const json = jsonCodec<any>();
@@ -165,6 +165,17 @@ export class OperatorQueries {
 
   previousServiceIdentity(): string | undefined {
     return this.read((tx) => tx.map(Tables.previousServiceIdentity, json).get(SINGLETON_KEY) as string | undefined);
+  }
+
+  /** GET /node/service/endorsements: every recovery's endorsement of the identity before it, oldest first. */
+  serviceEndorsements(): ServiceEndorsementsReport {
+    const endorsements = this.read((tx) => {
+      const out: ServiceEndorsementRecord[] = [];
+      tx.map(Tables.serviceEndorsements, json).forEach((record) => void out.push(record as ServiceEndorsementRecord));
+      return out;
+    });
+    endorsements.sort((a, b) => a.endorsing_service_created_seqno - b.endorsing_service_created_seqno);
+    return { service_certificate: this.host.serviceCertificatePem(), endorsements };
   }
 
   versionReport(): VersionReport {
