@@ -51,9 +51,10 @@ export class NodeServer {
       {
         method: 'GET',
         path: '/node/metrics',
-        summary: 'Client sessions of each RPC interface of this node: open, peak, caps, dropped and timed out',
-        responses: { 200: 'Session counts by interface name' },
-        handler: () => json(200, { sessions: Object.fromEntries(this.interfaces.map((i) => [i.name, i.sessionMetrics()])) }),
+        summary: 'Client sessions of each RPC interface of this node (open, peak, caps, dropped and timed out), and the expiry of the certificates it serves',
+        responses: { 200: 'Session counts by interface name; certificates.node and certificates.service: valid_from, valid_to, seconds_until_expiry' },
+        handler: () =>
+          json(200, { sessions: Object.fromEntries(this.interfaces.map((i) => [i.name, i.sessionMetrics()])), certificates: node.certificateMetrics() }),
       },
     ];
     this.router = new Router(routes);

@@ -34,7 +34,8 @@ import { pendingNodesMax } from './limits.js';
 import type { JoinClient, JoinRequest, JoinResponse } from './join.js';
 import type { NodeLifecycleState } from './lifecycle.js';
 import type { BoundAddresses } from './persistence.js';
-import type { ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, VersionReport } from './reports.js';
+import type { CertificateMetrics, ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, VersionReport } from './reports.js';
+import type { CertificateRenewer } from '../gov/index.js';
 import { SINGLETON_KEY, Tables, type ServiceInfo } from './tables.js';
 import { jsonCodec } from '../kv/index.js';
 import type { TxStatus } from './tx-status.js';
@@ -147,6 +148,8 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
   async start(addresses: NodeAddresses, client: JoinClient | undefined, onEndorsed: () => void): Promise<void> {
     const flow = flowFor(this.init.config, this.hasPersistedState());
     const ctx = this.parts.flowContext();
+    // The certificates members renew later are presented the same way, once committed.
+    this.parts.certificates.onInstall(onEndorsed);
     switch (flow) {
       case 'start':
         await startFlow(ctx, addresses);
@@ -298,6 +301,15 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
     return this.parts.jwtKeyRefresh.metrics();
   }
 
+  certificateMetrics(): CertificateMetrics {
+    return this.parts.certificates.metrics();
+  }
+
+  /** Renewals by the service key, for governance (the primary applies proposals; it holds the key). */
+  get certificateRenewer(): CertificateRenewer {
+    return this.parts.service;
+  }
+
   /** The signing-key metadata of a token kid as stored (raw JSON bytes; the same object until it is written again). */
   jwtSigningKeyRaw(kid: string): Uint8Array | undefined {
     return this.parts.replica.store.currentRaw(Tables.jwtPublicSigningKeys, kid);
@@ -374,6 +386,7 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
     this.parts.proposer.close();
     this.parts.snapshots.stop();
     this.parts.filesCleanup.stop();
+    this.parts.certificates.stop();
     this.parts.entryLeafReader.close();
     this.parts.recovery.close();
     this.parts.init.entryReplayer?.close();

@@ -29,7 +29,8 @@ const anyJson = jsonCodec<any>();
 export function governanceRoutes(node: NodeGovernanceHost, options: GovernanceFrontendOptions): Route[] {
   // Start loading at once so that the first governance request does not wait for it.
   const governance: Promise<Governance> = loadJsEngine().then(
-    (engine) => new Governance({ engine, nowMs: options.nowMs, ...(options.sandboxLimits ? { sandboxLimits: options.sandboxLimits } : {}) }),
+    (engine) =>
+      new Governance({ engine, nowMs: options.nowMs, certificates: node.certificateRenewer, ...(options.sandboxLimits ? { sandboxLimits: options.sandboxLimits } : {}) }),
   );
   governance.catch((e: unknown) => node.logger.fail('governance sandbox could not be loaded', { reason: (e as Error).message }));
 
