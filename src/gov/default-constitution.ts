@@ -299,7 +299,7 @@ const actions = new Map([
     },
   }],
   ['transition_node_to_trusted', {
-    validate: (a) => checkArgs(a, { node_id: is.id }, { valid_from: is.date, validity_period_days: is.integerIn(1, 36500) }),
+    validate: (a) => checkArgs(a, { node_id: is.id }, { valid_from: is.validFrom, validity_period_days: is.integerIn(1, 36500) }),
     apply: (a) => {
       const node = requireNode(a.node_id);
       const max = serviceConfig().maximum_node_certificate_validity_days;

@@ -14,7 +14,7 @@ import tls from 'node:tls';
 import { certificateValidity } from '../../src/crypto/index.js';
 import { HttpsClient } from '../../src/platform/https-client.js';
 import { startNetwork, until, waitCommitted } from '../../src/testing/network.js';
-import { restartNode, type StartedNode } from '../../src/testing/node-process.js';
+import { joinOptionsOf, restartNode, startJoiningNode, type StartedNode } from '../../src/testing/node-process.js';
 import { applyActions } from '../../src/testing/jwt.js';
 
 const FAST = { ledger_signatures: { delay: '20ms' }, consensus: { election_timeout: '500ms', message_timeout: '50ms' } };
@@ -127,6 +127,24 @@ describe('certificate renewal by governance', () => {
       assert.equal(read.body.msg, 'message 200');
       const restartedNetwork = (await restarted.client.request('GET', '/node/network')).body;
       assert.equal(Date.parse(restartedNetwork.service_certificate_valid_to), validTo);
+
+      // A node joining the open service with the original copy of the service certificate, trusted
+      // by members for a period of their choosing, gets its certificate for that period and the
+      // renewed service certificate.
+      const joinFrom = seconds(Date.now() - HOUR_MS);
+      const joined = await startJoiningNode({
+        ...joinOptionsOf(primary),
+        configPatch: FAST,
+        trustArgs: { valid_from: new Date(joinFrom).toISOString(), validity_period_days: 10 },
+      });
+      nodes.push(joined);
+      assert.equal(await presentedValidTo(joined.address, renewedService), joinFrom + 10 * DAY_MS);
+      assert.equal(Date.parse((await joined.client.request('GET', '/node/network')).body.service_certificate_valid_to), validTo);
+      await until('the joined node to serve the renewed service certificate', async () => {
+        const metrics = (await joined.client.request('GET', '/node/metrics')).body.certificates;
+        return Date.parse(metrics.service.valid_to) === validTo ? true : undefined;
+      });
+      await writeAndCommit(primary, nodes, 300);
     } finally {
       await network.stopAll();
     }

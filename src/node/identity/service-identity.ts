@@ -51,8 +51,8 @@ export class ServiceIdentity {
     return this.privateKeyPem;
   }
 
-  /** A node certificate endorsed by the service key. */
-  endorse(publicKeyPem: string, subjectAltNames: string[], validityDays: number): Promise<string> {
+  /** A node certificate endorsed by the service key, valid from `notBefore` (default: now). */
+  endorse(publicKeyPem: string, subjectAltNames: string[], validityDays: number, notBefore?: Date): Promise<string> {
     return createEndorsedCertificate({
       subjectPublicKey: loadPublicKey(publicKeyPem),
       subjectCommonName: 'Covenant Node',
@@ -60,6 +60,7 @@ export class ServiceIdentity {
       issuerCertificatePem: this.certificatePem,
       issuerPrivateKey: loadPrivateKey(this.keyPem),
       validityDays,
+      ...(notBefore !== undefined ? { notBefore } : {}),
     });
   }
 
