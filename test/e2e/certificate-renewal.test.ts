@@ -94,6 +94,10 @@ describe('certificate renewal by governance', () => {
       assert.notEqual(renewedService, original);
       const listed = (await primary.client.request('GET', '/node/network/nodes')).body.nodes as { node_id: string; certificate_valid_to: string }[];
       for (const n of listed) assert.equal(Date.parse(n.certificate_valid_to), validTo, n.node_id);
+      // The governance views of the same records, as members see them.
+      assert.equal(Date.parse((await primary.client.request('GET', '/gov/service/info')).body.certificate_valid_to), validTo);
+      const govNodes = (await primary.client.request('GET', '/gov/service/nodes')).body.nodes as { certificate_valid_to: string }[];
+      assert.deepEqual(govNodes.map((n) => Date.parse(n.certificate_valid_to)), [validTo, validTo, validTo]);
       for (const node of nodes) {
         await until(`${node.address} to report the renewed certificates`, async () => {
           const metrics = (await node.client.request('GET', '/node/metrics')).body.certificates;
