@@ -13,7 +13,7 @@
  */
 import type { Clock, TimerHandle } from '../base/clock.js';
 import type { Logger } from '../base/log.js';
-import { certificateValidity } from '../crypto/index.js';
+import { certificateValidity, parseCertificate, verifyCertificateSignedBy } from '../crypto/index.js';
 import { jsonCodec, type Store, type StoreView } from '../kv/index.js';
 import type { NodeInit } from './api.js';
 import { isoSeconds, type CertificateExpiry, type CertificateMetrics } from './reports.js';
@@ -81,10 +81,11 @@ export class NodeCertificates {
     const nodeCert = view.map(Tables.nodesEndorsedCertificates, json).get(identity.nodeId) as string | undefined;
     const first = !this.observed;
     this.observed = true;
-    const serviceChanged = this.differs(serviceCert, service.certificatePem, first);
-    const nodeChanged = this.differs(nodeCert, identity.nodeCertificatePem, first);
-    if (!serviceChanged && !nodeChanged) return;
+    const serviceChanged = this.differs(serviceCert, service.certificatePem, first) && isRenewalOf(serviceCert!, service.certificatePem);
     if (serviceChanged) service.adopt(serviceCert!);
+    const nodeChanged =
+      this.differs(nodeCert, identity.nodeCertificatePem, first) && isRenewalOf(nodeCert!, identity.nodeCertificatePem) && verifyCertificateSignedBy(nodeCert!, service.certificatePem);
+    if (!serviceChanged && !nodeChanged) return;
     if (nodeChanged) identity.nodeCertificatePem = nodeCert!;
     this.host.persistState();
     this.host.writeCertificateFiles();
@@ -169,6 +170,15 @@ export function nodeCertificates(parts: {
       if (command.type !== 'Join') init.writeTextFile(command.service_certificate_file, service.certificatePem);
     },
   });
+}
+
+/**
+ * Whether `candidate` renews `held`: the same key (a renewal never changes it). The store a
+ * recovering node replays holds the previous service's certificates, under other keys, until the
+ * recovery records the new ones: those are never adopted.
+ */
+function isRenewalOf(candidate: string, held: string): boolean {
+  return held === '' || parseCertificate(candidate).publicKeyPem === parseCertificate(held).publicKeyPem;
 }
 
 function expiryOf(pem: string, nowMs: number): CertificateExpiry {

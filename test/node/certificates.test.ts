@@ -122,6 +122,25 @@ test('a node restarted with an older certificate than the committed one adopts t
   assert.equal(p.counts.installs, 1);
 });
 
+test('certificates under other keys (a previous service\'s, which a recovering node replays) are never adopted', async () => {
+  const p = await parts();
+  const other = await parts();
+  const from = new Date(p.clock.nowMs());
+  const held = { service: p.service.certificatePem, node: p.identity.nodeCertificatePem };
+  // Another service's certificate, and this node's key endorsed by that other service: both outlive what is held.
+  const otherService = other.service.renewServiceCertificate(other.service.certificatePem, from, 365);
+  const foreignEndorsement = await other.service.endorse(p.identity.publicKeyPem, ['iPAddress:127.0.0.1'], 365, from);
+  p.write(otherService, foreignEndorsement);
+  p.certificates.onCommit();
+  assert.equal(p.service.certificatePem, held.service);
+  assert.equal(p.identity.nodeCertificatePem, held.node);
+  // Another node's certificate under this node's id is not this node's either.
+  p.write(held.service, other.identity.nodeCertificatePem);
+  p.certificates.onCommit();
+  assert.equal(p.identity.nodeCertificatePem, held.node);
+  assert.deepEqual(p.counts, { persisted: 0, files: 0, installs: 0 });
+});
+
 test('the node warns ahead of expiry on its own clock, reports the time left, and says so once expired', async () => {
   const p = await parts();
   p.certificates.start();
