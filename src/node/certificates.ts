@@ -40,6 +40,7 @@ export interface NodeCertificatesHost {
 
 export class NodeCertificates {
   private observed = false;
+  private lastSeen: { service: string | undefined; node: string | undefined } = { service: undefined, node: undefined };
   private installed: (() => void) | undefined;
   private timer: TimerHandle | undefined;
   private stopped = false;
@@ -79,6 +80,9 @@ export class NodeCertificates {
     const view = this.host.committedView();
     const serviceCert = (view.map(Tables.serviceInfo, json).get(SINGLETON_KEY) as ServiceInfo | undefined)?.cert;
     const nodeCert = view.map(Tables.nodesEndorsedCertificates, json).get(identity.nodeId) as string | undefined;
+    // Most commits change neither: what was judged at the previous commit is not judged again.
+    if (this.observed && serviceCert === this.lastSeen.service && nodeCert === this.lastSeen.node) return;
+    this.lastSeen = { service: serviceCert, node: nodeCert };
     const first = !this.observed;
     this.observed = true;
     const serviceChanged = this.differs(serviceCert, service.certificatePem, first) && isRenewalOf(serviceCert!, service.certificatePem);
