@@ -48,7 +48,7 @@ const layering = folders.map((folder) => {
  * the facade; the driver sees only its DriverHost; the leaves (errors, limits, lifecycle,
  * identity, persistence) import no part. The layers above import only the node's public face.
  */
-const NODE_PARTS = 'driver|replica|peers|write/|join/|tasks/|queries/|snapshots|cleanup';
+const NODE_PARTS = 'driver|replica|peers|write/|join/|tasks/|queries/|snapshots|cleanup|certificates';
 const nodeLayering = [
   {
     name: 'node-facade-is-top',

@@ -182,6 +182,14 @@ export interface NodeStateReport {
   last_signed_seqno?: number;
 }
 
+/**
+ * Validity of a sandbox's certificates (service and nodes), where a service's default is one day:
+ * a sandbox is left running over nights and weekends, and renewing by itself would have its one
+ * member sign proposals in the background and rewrite the certificate file curl trusts. Members
+ * renew them by proposal as on any service (docs/certificates.md), within the default maximum.
+ */
+export const SANDBOX_CERTIFICATE_VALIDITY_DAYS = 365;
+
 export class SandboxNodes {
   readonly entries: NetworkNode[] = [];
   private readonly children: ChildProcess[] = [];
@@ -222,7 +230,7 @@ export class SandboxNodes {
     mkdirSync(nodeDir, { recursive: true });
     const base = {
       command,
-      node_certificate: { subject_alt_names: ['iPAddress:127.0.0.1', 'dNSName:localhost'] },
+      node_certificate: { subject_alt_names: ['iPAddress:127.0.0.1', 'dNSName:localhost'], initial_validity_days: SANDBOX_CERTIFICATE_VALIDITY_DAYS },
       node_certificate_file: join(nodeDir, 'node_cert.pem'),
       rpc_interfaces: {
         primary_rpc_interface: {

@@ -20,7 +20,7 @@ import { certificateId } from '../crypto/index.js';
 import { ACCEPT_BALLOT, propose, submitRecoveryShare, vote, type GovAnswer, type MemberConnection } from './member.js';
 import { writeFileAtomic } from './node-command.js';
 import { printReady } from './sandbox.js';
-import { getJson, nodeRestartCommand, prepareSandboxDir, processCommandLine, readConfigFragment, SandboxNodes, sleep, type NetworkJson, type NetworkNode } from './sandbox-nodes.js';
+import { getJson, nodeRestartCommand, prepareSandboxDir, processCommandLine, readConfigFragment, SANDBOX_CERTIFICATE_VALIDITY_DAYS, SandboxNodes, sleep, type NetworkJson, type NetworkNode } from './sandbox-nodes.js';
 
 export interface SandboxRecoveryOptions {
   /** The old sandbox's folder (its network.json names the ledgers, members and users). */
@@ -169,7 +169,7 @@ function spawnRecoverNode(nodes: SandboxNodes, i: number, oldNode: NetworkNode, 
   const command = {
     type: 'Recover',
     service_certificate_file: join(nodeDir, 'service_cert.pem'),
-    recover: { initial_service_certificate_validity_days: 365, previous_service_identity_file: previousCert },
+    recover: { initial_service_certificate_validity_days: SANDBOX_CERTIFICATE_VALIDITY_DAYS, previous_service_identity_file: previousCert },
   };
   nodes.spawn(i, command, extra, true);
 }

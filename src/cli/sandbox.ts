@@ -11,7 +11,7 @@ import { errorMessage } from '../base/errors.js';
 import { generateRsaKeyPair } from '../crypto/index.js';
 import { openService } from './member.js';
 import { writeFileAtomic } from './node-command.js';
-import { prepareSandboxDir, readConfigFragment, SandboxNodes, sealingConfigOf, sealingLocations, writeIdentity, type NetworkJson } from './sandbox-nodes.js';
+import { prepareSandboxDir, readConfigFragment, SANDBOX_CERTIFICATE_VALIDITY_DAYS, SandboxNodes, sealingConfigOf, sealingLocations, writeIdentity, type NetworkJson } from './sandbox-nodes.js';
 
 export type { NetworkJson } from './sandbox-nodes.js';
 export { getJson } from './sandbox-nodes.js';
@@ -60,6 +60,7 @@ export async function runSandbox(options: SandboxOptions): Promise<void> {
     start: {
       members: [{ certificate_file: member.cert, encryption_public_key_file: memberEncPub }],
       users: [{ certificate_file: user.cert }],
+      initial_service_certificate_validity_days: SANDBOX_CERTIFICATE_VALIDITY_DAYS,
     },
   }, sealingOf(0));
   await nodes.waitState(0, ['PartOfNetwork'], serviceCert);
@@ -117,6 +118,7 @@ export function printReady(network: NetworkJson, networkFile: string, print: (li
   );
   print(`  curl --cacert ${serviceCert} --cert ${user.cert} --key ${user.private_key} 'https://${first.rpc_address}/app/log/private?id=1'`);
   print('');
+  print(`Certificates are valid for ${SANDBOX_CERTIFICATE_VALIDITY_DAYS} days; members renew them by proposal (set_service_certificate_validity, set_all_nodes_certificate_validity).`);
   print(`Add a node: covenant sandbox add-node --network ${networkFile}`);
   print(`Press Ctrl-C (or kill -INT ${process.pid}, this sandbox's pid, recorded in network.json) to stop every node.`);
 }

@@ -7,6 +7,10 @@
  * `apply` succeeded, so a proposal whose apply throws half-way leaves nothing behind but its own
  * Failed record (docs/architecture.md, decision 11: nothing half-written). Effects outside the store (a ledger
  * chunk request) are likewise collected and run by the caller after the transaction commits.
+ *
+ * `svc.network` renews certificates with the service key of the node that applies the proposal
+ * (the primary), in apply only: the renewed certificate is a value the constitution then writes,
+ * so a proposal that fails leaves no certificate behind either.
  */
 import { CovenantError } from '../base/errors.js';
 import { certificateId, jwkPublicKey, loadPublicKey, parseCertificate, splitPemCertificates, type JwkPublicKey } from '../crypto/index.js';
@@ -76,6 +80,24 @@ export class StagedKv {
   }
 }
 
+/**
+ * Renews certificates with the service key (the node that applies proposals holds it). Both keep
+ * the certificate's key, subject and names: only the validity period (and serial number) change.
+ */
+export interface CertificateRenewer {
+  /** The service certificate `currentPem`, self-signed again for the period. */
+  renewServiceCertificate(currentPem: string, validFrom: Date, validityDays: number): string;
+  /** A node certificate the service endorsed, endorsed again by the service key for the period. */
+  renewNodeCertificate(currentPem: string, validFrom: Date, validityDays: number): string;
+}
+
+export interface ConstitutionHostOptions {
+  /** Without one, svc.network's renewals throw (governance that runs without a service key). */
+  readonly certificates?: CertificateRenewer;
+  /** The applying node's clock (ms since the Unix epoch): a renewal must be valid now. */
+  readonly nowMs?: () => number;
+}
+
 export interface ConstitutionHost {
   readonly prelude: string;
   readonly functions: HostFunctions;
@@ -97,6 +119,8 @@ const HOST_NAMES = [
   '__svc_crypto_certificate_from_base64_der',
   '__svc_crypto_jwk_public_key',
   '__svc_node_trigger_ledger_chunk',
+  '__svc_network_renew_service_certificate',
+  '__svc_network_renew_node_certificate',
 ] as const;
 
 // Runs before the constitution: takes the raw host functions off the global object and exposes a
@@ -134,6 +158,10 @@ const PRELUDE = `(() => {
     node: Object.freeze({
       triggerLedgerChunk: () => { call('__svc_node_trigger_ledger_chunk'); },
     }),
+    network: Object.freeze({
+      renewServiceCertificate: (pem, validFrom, days) => call('__svc_network_renew_service_certificate', pem, validFrom, days),
+      renewNodeCertificate: (pem, validFrom, days) => call('__svc_network_renew_node_certificate', pem, validFrom, days),
+    }),
   });
 })();`;
 
@@ -147,7 +175,7 @@ function checkTable(table: string): void {
   if (!table.startsWith(GOV_TABLE_PREFIX)) throw new Error(`table "${table}" is not a governance table (${GOV_TABLE_PREFIX}*)`);
 }
 
-export function createConstitutionHost(tx: Tx): ConstitutionHost {
+export function createConstitutionHost(tx: Tx, options: ConstitutionHostOptions = {}): ConstitutionHost {
   const kv = new StagedKv(tx);
   const effects: GovEffect[] = [];
   let writable = false;
@@ -234,6 +262,16 @@ export function createConstitutionHost(tx: Tx): ConstitutionHost {
       if (!effects.includes('trigger_ledger_chunk')) effects.push('trigger_ledger_chunk');
       return undefined;
     },
+    __svc_network_renew_service_certificate: (p, f, d) => {
+      if (!writable) throw new Error('renewServiceCertificate is available only in apply');
+      const renewal = renewalOf(p, f, d, options);
+      return JSON.stringify(renewal.renewer.renewServiceCertificate(renewal.pem, renewal.validFrom, renewal.days));
+    },
+    __svc_network_renew_node_certificate: (p, f, d) => {
+      if (!writable) throw new Error('renewNodeCertificate is available only in apply');
+      const renewal = renewalOf(p, f, d, options);
+      return JSON.stringify(renewal.renewer.renewNodeCertificate(renewal.pem, renewal.validFrom, renewal.days));
+    },
   };
   return {
     prelude: PRELUDE,
@@ -244,6 +282,47 @@ export function createConstitutionHost(tx: Tx): ConstitutionHost {
       writable = value;
     },
   };
+}
+
+/**
+ * The arguments of a renewal, checked: the new period must hold the applying node's present time
+ * (a certificate not yet valid, or already expired, would cut the service off its clients).
+ */
+function renewalOf(p: string | undefined, f: string | undefined, d: string | undefined, options: ConstitutionHostOptions) {
+  const pem = text(p, 'certificate');
+  const validFrom = parseValidFrom(text(f, 'valid_from'));
+  const days = d === undefined ? undefined : (JSON.parse(d) as unknown);
+  if (typeof days !== 'number' || !Number.isInteger(days) || days < 1) throw new TypeError('the validity period is a whole number of days');
+  const renewer = options.certificates;
+  if (renewer === undefined) throw new Error('certificates cannot be renewed here: this node holds no service key');
+  const nowMs = options.nowMs?.();
+  if (nowMs !== undefined) {
+    const notAfterMs = validFrom.getTime() + days * 86_400_000;
+    if (validFrom.getTime() > nowMs) throw new Error(`valid_from ${validFrom.toISOString()} is in the future: the renewed certificate would not be valid yet`);
+    if (notAfterMs <= nowMs) throw new Error(`the renewed certificate would have expired already (valid to ${new Date(notAfterMs).toISOString()})`);
+  }
+  return { pem, validFrom, days, renewer };
+}
+
+/**
+ * A `valid_from` argument: an ISO 8601 date and time ("2026-01-01T00:00:00Z"), or the ASN.1 form
+ * CCF's tools write ("20260101000000Z", GeneralizedTime; "260101000000Z", UTCTime).
+ */
+export function parseValidFrom(value: string): Date {
+  const asn1 = /^(\d{2}|\d{4})(\d{2})(\d{2})(\d{2})(\d{2})(\d{2})Z$/.exec(value);
+  let date = new Date(Number.NaN);
+  if (asn1) {
+    const [y, mo, da, h, mi, se] = asn1.slice(1).map(Number) as [number, number, number, number, number, number];
+    // UTCTime's two-digit years: 50-99 are 19xx, 00-49 are 20xx (RFC 5280, 4.1.2.5.1).
+    const year = asn1[1]!.length === 4 ? y : y >= 50 ? 1900 + y : 2000 + y;
+    date = new Date(Date.UTC(year, mo - 1, da, h, mi, se));
+    // Date.UTC carries 13 months or 61 seconds over: such a time is refused, not moved.
+    if (date.getUTCMonth() !== mo - 1 || date.getUTCDate() !== da || date.getUTCHours() !== h || date.getUTCMinutes() !== mi) date = new Date(Number.NaN);
+  } else if (/^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2}))?$/.test(value)) {
+    date = new Date(Date.parse(value));
+  }
+  if (Number.isNaN(date.getTime())) throw new Error(`valid_from "${value}" is not a date (e.g. 2026-01-01T00:00:00Z or 20260101000000Z)`);
+  return date;
 }
 
 /** Parses exactly one PEM certificate: its id and the type of its key. */

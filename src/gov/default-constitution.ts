@@ -8,7 +8,8 @@
  *
  * and keeps its action table private. `svc` (see constitution-host.ts) is its only bridge to the
  * service: svc.kv.* reads (and, in apply, writes) public:svc.gov.* tables of the transaction;
- * svc.crypto.* parses certificates and keys; svc.node.triggerLedgerChunk() asks for a chunk end.
+ * svc.crypto.* parses certificates and keys; svc.node.triggerLedgerChunk() asks for a chunk end;
+ * svc.network.renew*Certificate(pem, valid_from, days) re-issue certificates with the service key.
  *
  * Rules: a strict majority of Active members accepts; a proposal is Rejected once a majority can no
  * longer be reached; every action's arguments are checked by name and type (unknown fields are
@@ -71,6 +72,12 @@ const is = {
   rsaPublicKey: (v, n) => { is.nonEmptyString(v, n); svc.crypto.rsaPublicKey(v); },
   certBundle: (v, n) => { is.nonEmptyString(v, n); svc.crypto.certificateBundle(v); },
   date: (v, n) => { if (typeof v !== 'string' || Number.isNaN(Date.parse(v))) fail('"' + n + '" must be a date string (e.g. 2025-01-01T00:00:00Z)'); },
+  // ISO 8601 (2026-01-01T00:00:00Z) or the ASN.1 time CCF's tools write (20260101000000Z).
+  validFrom: (v, n) => {
+    if (typeof v !== 'string' || !(/^(\\d{12}|\\d{14})Z$/.test(v) || /^\\d{4}-\\d{2}-\\d{2}(T\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,3})?)?(Z|[+-]\\d{2}:\\d{2}))?$/.test(v))) {
+      fail('"' + n + '" must be a date and time: 2026-01-01T00:00:00Z, or 20260101000000Z');
+    }
+  },
   httpsUrl: (v, n) => { if (typeof v !== 'string' || !/^https:\\/\\/[^\\s/]+/.test(v)) fail('"' + n + '" must be an https:// URL'); },
   jwks: (v, n) => {
     is.object(v, n);
@@ -115,6 +122,32 @@ function recoveryMemberCount() {
 function serviceConfig() {
   return get(T.serviceConfig, SINGLETON) || {};
 }
+
+// ------------------------------------------------------------------ certificates
+
+// The longest validity members may give a certificate, and the one a renewal without
+// validity_period_days gets (CCF's default maximum, when the service configuration has none).
+const DEFAULT_MAXIMUM_VALIDITY_DAYS = 365;
+
+function renewalDays(a, maximumKey) {
+  const max = serviceConfig()[maximumKey] ?? DEFAULT_MAXIMUM_VALIDITY_DAYS;
+  if (a.validity_period_days === undefined) return max;
+  if (a.validity_period_days > max) {
+    throw new Error('validity_period_days ' + a.validity_period_days + ' is above ' + maximumKey + ' (' + max + ') of the service configuration');
+  }
+  return a.validity_period_days;
+}
+
+function renewNodeCertificate(nodeId, a) {
+  const node = requireNode(nodeId);
+  if (node.status !== 'Trusted') throw new Error('node ' + nodeId + ' is ' + node.status + ', not Trusted: only trusted nodes hold an endorsed certificate');
+  const current = get(T.nodesEndorsedCertificates, nodeId);
+  if (current === undefined) throw new Error('node ' + nodeId + ' has no endorsed certificate yet');
+  const days = renewalDays(a, 'maximum_node_certificate_validity_days');
+  put(T.nodesEndorsedCertificates, nodeId, svc.network.renewNodeCertificate(current, a.valid_from, days));
+}
+
+const CERTIFICATE_VALIDITY_ARGS = { validity_period_days: is.integerIn(1, 36500) };
 
 function invalidateOtherOpenProposals(proposalId) {
   for (const id of keys(T.proposalsInfo)) {
@@ -266,7 +299,7 @@ const actions = new Map([
     },
   }],
   ['transition_node_to_trusted', {
-    validate: (a) => checkArgs(a, { node_id: is.id }, { valid_from: is.date, validity_period_days: is.integerIn(1, 36500) }),
+    validate: (a) => checkArgs(a, { node_id: is.id }, { valid_from: is.validFrom, validity_period_days: is.integerIn(1, 36500) }),
     apply: (a) => {
       const node = requireNode(a.node_id);
       const max = serviceConfig().maximum_node_certificate_validity_days;
@@ -279,6 +312,29 @@ const actions = new Map([
       if (a.valid_from !== undefined) node.certificate_valid_from = a.valid_from;
       if (a.validity_period_days !== undefined) node.certificate_validity_period_days = a.validity_period_days;
       put(T.nodesInfo, a.node_id, node);
+    },
+  }],
+  ['set_node_certificate_validity', {
+    validate: (a) => checkArgs(a, { node_id: is.id, valid_from: is.validFrom }, CERTIFICATE_VALIDITY_ARGS),
+    apply: (a) => renewNodeCertificate(a.node_id, a),
+  }],
+  ['set_all_nodes_certificate_validity', {
+    validate: (a) => checkArgs(a, { valid_from: is.validFrom }, CERTIFICATE_VALIDITY_ARGS),
+    apply: (a) => {
+      // A node trusted by a proposal is endorsed when it next asks to join: it has nothing to renew yet.
+      for (const id of keys(T.nodesInfo)) {
+        if (get(T.nodesInfo, id).status === 'Trusted' && svc.kv.has(T.nodesEndorsedCertificates, id)) renewNodeCertificate(id, a);
+      }
+    },
+  }],
+  ['set_service_certificate_validity', {
+    validate: (a) => checkArgs(a, { valid_from: is.validFrom }, CERTIFICATE_VALIDITY_ARGS),
+    apply: (a) => {
+      const info = get(T.serviceInfo, SINGLETON);
+      if (info === undefined) throw new Error('the service record is missing');
+      const days = renewalDays(a, 'maximum_service_certificate_validity_days');
+      info.cert = svc.network.renewServiceCertificate(info.cert, a.valid_from, days);
+      put(T.serviceInfo, SINGLETON, info);
     },
   }],
   ['remove_node', {

@@ -20,7 +20,7 @@ import { toHex, utf8 } from '../base/bytes.js';
 import { parseExternalJson } from '../base/json.js';
 import { sha256 } from '../crypto/index.js';
 import { jsonCodec, type Tx } from '../kv/index.js';
-import { createConstitutionHost, type GovEffect } from './constitution-host.js';
+import { createConstitutionHost, type CertificateRenewer, type GovEffect } from './constitution-host.js';
 import { verifyGovRequest, type GovMessageType, type VerifiedGovRequest } from './cose-request.js';
 import { DEFAULT_CONSTITUTION } from './default-constitution.js';
 import { DEFAULT_SANDBOX_LIMITS, type JsEngine, type LoadedModule, SandboxBudget, SandboxError, type SandboxLimits } from './sandbox.js';
@@ -45,6 +45,8 @@ export interface GovernanceInit {
   readonly recentProposalsMax?: number;
   /** How many recent other signed requests are remembered to refuse replays (RECENT_REQUESTS_MAX). */
   readonly recentRequestsMax?: number;
+  /** The service key's renewals of certificates (svc.network), for the *_certificate_validity actions. */
+  readonly certificates?: CertificateRenewer;
 }
 
 /** A governance write as it arrives: the raw body and its content type. */
@@ -503,7 +505,7 @@ export class Governance {
     budget: SandboxBudget,
     body: (module: LoadedModule, host: ReturnType<typeof createConstitutionHost>) => void,
   ): GovEffect[] {
-    const host = createConstitutionHost(tx);
+    const host = createConstitutionHost(tx, { nowMs: this.init.nowMs, ...(this.init.certificates ? { certificates: this.init.certificates } : {}) });
     try {
       this.engine.run(
         { source: constitution, filename: 'constitution', prelude: host.prelude, host: host.functions, budget, ...(this.init.sandboxLimits ? { limits: this.init.sandboxLimits } : {}) },

@@ -66,14 +66,14 @@ export class NodeServer {
         method: 'GET',
         path: '/node/metrics',
         summary:
-          "This node's metrics: in the Prometheus text format when Accept asks for text/plain or application/openmetrics-text (docs/operations.md), else the client sessions of each RPC interface as JSON",
-        responses: { 200: 'Prometheus text, or session counts by interface name (JSON)' },
+          "This node's metrics: in the Prometheus text format when Accept asks for text/plain or application/openmetrics-text (docs/operations.md), else as JSON: the client sessions of each RPC interface (open, peak, caps, dropped and timed out) and the expiry of the certificates it serves",
+        responses: { 200: 'Prometheus text; or JSON: session counts by interface name, certificates.node and certificates.service (valid_from, valid_to, seconds_until_expiry)' },
         handler: async (ctx) => {
           const metrics = options.metrics;
           if (metrics !== undefined && wantsPrometheusText(ctx.headers.accept)) {
             return { status: 200, headers: { 'content-type': PROMETHEUS_CONTENT_TYPE }, body: await metrics.text(), bodyKind: 'text' };
           }
-          return json(200, { sessions: this.sessionReport() });
+          return json(200, { sessions: this.sessionReport(), certificates: node.certificateMetrics() });
         },
       },
     ];

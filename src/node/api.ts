@@ -13,9 +13,10 @@ import type { KeyPair } from '../crypto/index.js';
 import type { Receipt, SignatureReceipt } from '../merkle/index.js';
 import type { QuoteInfo } from '../attestation/virtual.js';
 import type { KeyFetcher, KeyRefreshMetrics } from '../jwt/index.js';
+import type { CertificateRenewer } from '../gov/index.js';
 import type { JoinRequest, JoinResponse } from './join.js';
 import type { NodeLifecycleState } from './lifecycle.js';
-import type { ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, ServiceEndorsementsReport, VersionReport } from './reports.js';
+import type { CertificateMetrics, ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, ServiceEndorsementsReport, VersionReport } from './reports.js';
 import type { TxStatus } from './tx-status.js';
 import type { SnapshotRequestOutcome } from './snapshots.js';
 import type { WriteOptions, WriteResult } from './write/transactions.js';
@@ -177,6 +178,8 @@ export interface NodeOperatorQueries extends NodeTransactions {
   appFrontendClosedReason(): string;
   /** GET /node/jwt_keys/refresh/metrics: this node's refresh rounds (it refreshes while primary). */
   jwtRefreshMetrics(): KeyRefreshMetrics;
+  /** GET /node/metrics: the validity of the certificates this node serves, and the time left. */
+  certificateMetrics(): CertificateMetrics;
 }
 
 /** What the governance frontend (/gov) asks of the node. */
@@ -184,6 +187,8 @@ export interface NodeGovernanceHost extends NodeTransactions {
   /** The Merkle root over every entry so far (members acknowledge a state digest). */
   treeRootHex(): string;
   forceLedgerChunk(): void;
+  /** The service key's certificate renewals the constitution's *_certificate_validity actions use. */
+  readonly certificateRenewer: CertificateRenewer;
   /** A member's encrypted recovery share of the last issue (404 RecoveryShareNotFound when it holds none). */
   recoveryEncryptedShare(memberId: string): { encrypted_share: string };
   /** A member's decrypted recovery share; `record` runs in the transaction that keeps what it led to. */

@@ -12,6 +12,7 @@ import type { Entry, Raft, Ready } from '../consensus/index.js';
 import { BytesRandom } from '../base/random.js';
 import type { NodeAddresses, NodeInit } from './api.js';
 import { MAX_ENTRY_BYTES } from './channels.js';
+import { nodeCertificates, type NodeCertificates } from './certificates.js';
 import { ConsensusDriver, type DriverHost } from './driver.js';
 import { FilesCleanup } from './cleanup.js';
 import type { FlowContext, RestoredConsensus } from './flows/context.js';
@@ -83,6 +84,8 @@ export class NodeComposition {
   readonly shareIssuer: ShareIssuer;
   readonly sealedShareIssuer: SealedShareIssuer;
   readonly linearizableReads: LinearizableReads;
+  /** The certificates the node serves: committed renewals adopted, expiry watched. */
+  readonly certificates: NodeCertificates;
   private addresses: NodeAddresses | undefined;
   private genesisConfiguration: { seqno: number; nodes: string[] } | undefined;
   /** The snapshot this node starts from (joining), until consensus is created from it. */
@@ -147,6 +150,8 @@ export class NodeComposition {
     ({ recovery: this.recovery, rekey: this.rekey, shareIssuer: this.shareIssuer, sealedShareIssuer: this.sealedShareIssuer } = this.buildRecovery());
     this.primaryTasks.register(this.shareIssuer);
     this.primaryTasks.register(this.sealedShareIssuer);
+    const { identity, service, replica } = this;
+    this.certificates = nodeCertificates({ init, identity, service, replica, persistState: () => this.persistState() });
     this.watchStores();
   }
 
@@ -387,6 +392,7 @@ export class NodeComposition {
       send: (to, message) => void this.peers.send(to, FrameKind.Consensus, message),
       advanceCommit: (seqno) => {
         if (!this.replica.advanceCommit(seqno)) return;
+        this.certificates.onCommit();
         this.commitWaiters.onCommit(seqno);
         this.linearizableReads.onCommit(seqno);
         // Only a primary keeps proposals; a backup need not build the consensus status at each commit.
@@ -496,6 +502,7 @@ export class NodeComposition {
       startBackgroundWork: () => {
         this.snapshots.start();
         this.filesCleanup.start();
+        this.certificates.start();
         this.driver.startTicking();
       },
       pump: () => this.driver.pump(),

@@ -140,3 +140,17 @@ export const linearizableReadsMax = 10_000;
  * forwarding timeout, 10 s, so that a forwarded read gets this answer rather than a timeout).
  */
 export const linearizableReadTimeoutMs = 5_000;
+
+/**
+ * How often a node looks at the expiry of the certificates it serves (its own and the service's),
+ * besides when a renewal is installed: certificates live for days, an hour is early enough.
+ */
+export const certificateExpiryCheckIntervalMs = 60 * 60 * 1000;
+/**
+ * A node warns in its log when a certificate it serves has less than this share of its validity
+ * period left, or less than certificateExpiryWarningMsMax (a year-long certificate warns a week
+ * ahead, a day-long one eight hours ahead): members need that long to agree on a renewal.
+ */
+export const certificateExpiryWarningFraction = 1 / 3;
+export const certificateExpiryWarningMsMax = 7 * 24 * 60 * 60 * 1000;
+assert(certificateExpiryCheckIntervalMs < certificateExpiryWarningFraction * 24 * 60 * 60 * 1000, 'a one-day certificate is checked at least once inside its warning window');

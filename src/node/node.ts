@@ -34,8 +34,9 @@ import { pendingNodesMax } from './limits.js';
 import type { JoinClient, JoinRequest, JoinResponse } from './join.js';
 import type { NodeLifecycleState } from './lifecycle.js';
 import type { BoundAddresses } from './persistence.js';
-import type { ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, ServiceEndorsementsReport, VersionReport } from './reports.js';
-import { SINGLETON_KEY, Tables, type ServiceInfo } from './tables.js';
+import type { CertificateMetrics, ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, ServiceEndorsementsReport, VersionReport } from './reports.js';
+import { parseValidFrom, type CertificateRenewer } from '../gov/index.js';
+import { SINGLETON_KEY, Tables, type NodeInfo, type ServiceInfo } from './tables.js';
 import { jsonCodec } from '../kv/index.js';
 import type { TxStatus } from './tx-status.js';
 import type { SnapshotRequestOutcome } from './snapshots.js';
@@ -147,6 +148,8 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
   async start(addresses: NodeAddresses, client: JoinClient | undefined, onEndorsed: () => void): Promise<void> {
     const flow = flowFor(this.init.config, this.hasPersistedState());
     const ctx = this.parts.flowContext();
+    // The certificates members renew later are presented the same way, once committed.
+    this.parts.certificates.onInstall(onEndorsed);
     switch (flow) {
       case 'start':
         await startFlow(ctx, addresses);
@@ -200,7 +203,7 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
         executeRead: (fn) => this.executeRead(fn),
         executeWrite: (fn) => this.executeWrite(fn),
         serviceStatus: () => this.serviceInfo()?.status,
-        endorse: (publicKeyPem, sans) => this.parts.service.endorse(publicKeyPem, sans, this.init.config.node_certificate.initial_validity_days),
+        endorse: (publicKeyPem, sans, trusted) => this.endorseJoiner(publicKeyPem, sans, trusted),
         networkInfoFor: (endorsed) => this.parts.networkInfoFor(endorsed),
         seen: (nodeId) => this.parts.pendingCleanup.seen(nodeId),
         serviceIdentities: () => [this.parts.service.certificatePem, this.previousServiceIdentity()].filter((pem): pem is string => !!pem),
@@ -210,6 +213,29 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
       clientPublicKeyDer,
       clientAddress,
     );
+  }
+
+  /**
+   * A joiner's certificate: for the period members gave it in transition_node_to_trusted, else
+   * from now for node_certificate.initial_validity_days. A period that does not hold the present
+   * time would give the node a certificate its clients refuse: the default is used instead.
+   */
+  private endorseJoiner(publicKeyPem: string, sans: string[], trusted: Pick<NodeInfo, 'certificate_valid_from' | 'certificate_validity_period_days'> | undefined): Promise<string> {
+    const initialDays = this.init.config.node_certificate.initial_validity_days;
+    if (trusted?.certificate_valid_from === undefined) return this.parts.service.endorse(publicKeyPem, sans, trusted?.certificate_validity_period_days ?? initialDays);
+    const days = trusted.certificate_validity_period_days ?? initialDays;
+    let from: Date | undefined;
+    try {
+      from = parseValidFrom(trusted.certificate_valid_from);
+    } catch (e) {
+      this.logger.fail(`the node's certificate_valid_from cannot be used (${(e as Error).message}): its certificate is valid from now`);
+    }
+    const nowMs = this.clock.nowMs();
+    if (from !== undefined && (from.getTime() > nowMs || from.getTime() + days * 86_400_000 <= nowMs)) {
+      this.logger.fail(`the period members gave the node (from ${trusted.certificate_valid_from}, ${days} days) does not hold the present time: its certificate is valid from now`);
+      from = undefined;
+    }
+    return this.parts.service.endorse(publicKeyPem, sans, days, from);
   }
 
   // ---------------------------------------------------------------- transactions
@@ -298,6 +324,15 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
     return this.parts.jwtKeyRefresh.metrics();
   }
 
+  certificateMetrics(): CertificateMetrics {
+    return this.parts.certificates.metrics();
+  }
+
+  /** Renewals by the service key, for governance (the primary applies proposals; it holds the key). */
+  get certificateRenewer(): CertificateRenewer {
+    return this.parts.service;
+  }
+
   /** The signing-key metadata of a token kid as stored (raw JSON bytes; the same object until it is written again). */
   jwtSigningKeyRaw(kid: string): Uint8Array | undefined {
     return this.parts.replica.store.currentRaw(Tables.jwtPublicSigningKeys, kid);
@@ -377,6 +412,7 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
     this.parts.proposer.close();
     this.parts.snapshots.stop();
     this.parts.filesCleanup.stop();
+    this.parts.certificates.stop();
     this.parts.entryLeafReader.close();
     this.parts.recovery.close();
     this.parts.init.entryReplayer?.close();

@@ -34,6 +34,9 @@ export interface ConsensusReport {
 export interface NetworkReport {
   service_status: ServiceStatus;
   service_certificate: string;
+  /** The service certificate's validity period (ISO 8601, UTC): members renew it before valid_to. */
+  service_certificate_valid_from: string;
+  service_certificate_valid_to: string;
   recovery_count: number;
   /** Set when sealing-based recovery's decision protocol opened this service: how, and by which location. */
   recovery_decision?: { open_kind: 'Election' | 'Failover'; location: string };
@@ -51,6 +54,28 @@ export interface NodeSummary {
   node_data: unknown;
   last_written: number;
   retired_committed?: boolean;
+  /** The validity period of the node's certificate endorsed by the service (absent before it is endorsed). */
+  certificate_valid_from?: string;
+  certificate_valid_to?: string;
+}
+
+/** The validity of one certificate a node serves, as GET /node/metrics shows it. */
+export interface CertificateExpiry {
+  valid_from: string;
+  valid_to: string;
+  /** Seconds from the node's clock to valid_to (negative once expired). */
+  seconds_until_expiry: number;
+}
+
+export interface CertificateMetrics {
+  /** The certificate the node's interfaces present: the endorsed one, or the self-signed one before it joins. */
+  node?: CertificateExpiry;
+  service?: CertificateExpiry;
+}
+
+/** ISO 8601 to the second (X.509 times have no fractions), as reports show validity dates. */
+export function isoSeconds(date: Date): string {
+  return date.toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
 
 export interface VersionReport {

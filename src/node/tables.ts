@@ -127,6 +127,9 @@ export interface NodeInfo {
   quote_info: { format: string; quote: string; endorsements: string };
   retired_committed?: boolean;
   ledger_secret_seqno?: number;
+  /** transition_node_to_trusted's valid_from and validity_period_days: the period of the certificate the service endorses for it. */
+  certificate_valid_from?: string;
+  certificate_validity_period_days?: number;
 }
 
 export interface MemberInfo {

@@ -274,6 +274,8 @@ export interface JoinNodeOptions {
    * and votes transition_node_to_trusted for it through the target. Default: waitUntilJoined.
    */
   readonly trust?: boolean;
+  /** More arguments of that transition_node_to_trusted (valid_from, validity_period_days). */
+  readonly trustArgs?: Record<string, unknown>;
 }
 
 /** What a joiner needs to join the network of `node`: its address, the service certificate and the test identities. */
@@ -352,7 +354,7 @@ async function trustIfPending(dir: string, options: JoinNodeOptions): Promise<bo
   } finally {
     target.close();
   }
-  const proposal = await propose(connection, [{ name: 'transition_node_to_trusted', args: { node_id: nodeId } }]);
+  const proposal = await propose(connection, [{ name: 'transition_node_to_trusted', args: { node_id: nodeId, ...options.trustArgs } }]);
   const id = (proposal.body as { proposal_id: string }).proposal_id;
   if ((proposal.body as { state: string }).state === 'Open') await vote(connection, id, ACCEPT_BALLOT);
   return true;

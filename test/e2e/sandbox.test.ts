@@ -87,6 +87,13 @@ test('covenant sandbox starts an open two-node network, describes it, and stops 
     try {
       const service = await clients[1]!.request('GET', '/node/network');
       assert.equal(service.body.service_status, 'Open', 'the sandbox opened the service');
+      // A sandbox's certificates outlive any working week (a service's default is one day).
+      const yearMs = 365 * 86_400_000;
+      assert.equal(Date.parse(service.body.service_certificate_valid_to) - Date.parse(service.body.service_certificate_valid_from), yearMs);
+      const listed = (await clients[1]!.request('GET', '/node/network/nodes')).body.nodes as { certificate_valid_from: string; certificate_valid_to: string }[];
+      assert.equal(listed.length, 2);
+      for (const n of listed) assert.equal(Date.parse(n.certificate_valid_to) - Date.parse(n.certificate_valid_from), yearMs, JSON.stringify(n));
+      assert.match(output, /Certificates are valid for 365 days; members renew them by proposal/);
       const write = await clients[1]!.request('POST', '/app/log/private', { body: { id: 5, msg: 'from the sandbox user' }, identity: user });
       assert.equal(write.status, 200);
       const txId = write.headers['x-covenant-transaction-id'];

@@ -14,6 +14,8 @@ import { Governance, type GovOutcome, type GovRequest, loadJsEngine, type Sandbo
 import { jsonCodec, type Tx } from '../../kv/index.js';
 import type { NodeGovernanceHost } from '../../node/api.js';
 import { SINGLETON_KEY, Tables, type NodeInfo, type ServiceInfo } from '../../node/tables.js';
+import { isoSeconds } from '../../node/reports.js';
+import { certificateValidity } from '../../crypto/index.js';
 import { json, type RequestContext, type Route } from '../route.js';
 
 export const TRANSACTION_ID_HEADER = 'x-covenant-transaction-id';
@@ -29,7 +31,8 @@ const anyJson = jsonCodec<any>();
 export function governanceRoutes(node: NodeGovernanceHost, options: GovernanceFrontendOptions): Route[] {
   // Start loading at once so that the first governance request does not wait for it.
   const governance: Promise<Governance> = loadJsEngine().then(
-    (engine) => new Governance({ engine, nowMs: options.nowMs, ...(options.sandboxLimits ? { sandboxLimits: options.sandboxLimits } : {}) }),
+    (engine) =>
+      new Governance({ engine, nowMs: options.nowMs, certificates: node.certificateRenewer, ...(options.sandboxLimits ? { sandboxLimits: options.sandboxLimits } : {}) }),
   );
   governance.catch((e: unknown) => node.logger.fail('governance sandbox could not be loaded', { reason: (e as Error).message }));
 
@@ -250,11 +253,17 @@ function serviceInfoBody(tx: Tx): Record<string, unknown> {
   return {
     status: info.status,
     certificate: info.cert,
+    certificate_valid_to: validToOf(info.cert),
     recovery_count: info.recovery_count,
     service_data: info.service_data ?? null,
     current_service_create_txid: info.current_service_create_txid ?? null,
     configuration: tx.map(Tables.serviceConfig, anyJson).get(SINGLETON_KEY) ?? {},
   };
+}
+
+/** When a certificate expires (ISO 8601, UTC), as members see it before they renew it. */
+function validToOf(pem: string | undefined): string | null {
+  return pem ? isoSeconds(certificateValidity(pem).notAfter) : null;
 }
 
 function nodeRecords(tx: Tx): Record<string, unknown>[] & { node_id: string }[] {
@@ -268,6 +277,7 @@ function nodeRecords(tx: Tx): Record<string, unknown>[] & { node_id: string }[] 
       node_data: info.node_data ?? null,
       rpc_interfaces: info.rpc_interfaces,
       certificate: (certs.get(id) as string | undefined) ?? null,
+      certificate_valid_to: validToOf(certs.get(id) as string | undefined),
     });
   });
   return out;

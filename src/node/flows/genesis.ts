@@ -98,6 +98,7 @@ export function writeGenesis(tx: Tx, inputs: GenesisInputs, node: GenesisNode): 
   tx.map(Tables.serviceConfig, json).put(SINGLETON_KEY, {
     recovery_threshold: start.service_configuration?.recovery_threshold ?? 1,
     maximum_node_certificate_validity_days: start.service_configuration?.maximum_node_certificate_validity_days ?? 365,
+    maximum_service_certificate_validity_days: start.service_configuration?.maximum_service_certificate_validity_days ?? 365,
   });
   const { identity } = node;
   const nodeInfo: NodeInfo = {

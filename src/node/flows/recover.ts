@@ -12,7 +12,7 @@
  */
 import { assert } from '../../base/assert.js';
 import { errorMessage } from '../../base/errors.js';
-import { certificateId } from '../../crypto/index.js';
+import { certificateId, parseCertificate } from '../../crypto/index.js';
 import { jsonCodec, type Tx } from '../../kv/index.js';
 import type { NodeAddresses } from '../api.js';
 import { nodeError } from '../errors.js';
@@ -138,10 +138,11 @@ interface PreviousIdentity {
 function previousIdentityOf(ctx: FlowContext, fromFile: string | undefined): PreviousIdentity {
   const info = ctx.transactions.executeRead((tx) => tx.map(Tables.serviceInfo, json).get(SINGLETON_KEY) as ServiceInfo | undefined);
   if (info === undefined) throw nodeError('RecoveryLedgerUnsigned', 'the recovered ledger holds no service record');
-  if (fromFile !== undefined && fromFile.trim() !== info.cert.trim()) {
+  // The same key, not the same bytes: members may have renewed the certificate since the operator's copy was taken.
+  if (fromFile !== undefined && parseCertificate(fromFile).publicKeyPem !== parseCertificate(info.cert).publicKeyPem) {
     throw nodeError(
       'InvalidConfiguration',
-      '"command.recover.previous_service_identity_file" is not the certificate of the service this ledger records (its service record names another)',
+      '"command.recover.previous_service_identity_file" is not the certificate of the service this ledger records (its service record names another key)',
     );
   }
   return { certificate: info.cert, service: info };

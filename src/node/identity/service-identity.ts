@@ -16,7 +16,9 @@ import {
   loadPrivateKey,
   loadPublicKey,
   parseCertificate,
+  renewCertificate,
 } from '../../crypto/index.js';
+import { notPrimary } from '../errors.js';
 import { signRootCose } from '../../merkle/index.js';
 import { signedRootCacheEntriesMax } from '../limits.js';
 
@@ -49,8 +51,8 @@ export class ServiceIdentity {
     return this.privateKeyPem;
   }
 
-  /** A node certificate endorsed by the service key. */
-  endorse(publicKeyPem: string, subjectAltNames: string[], validityDays: number): Promise<string> {
+  /** A node certificate endorsed by the service key, valid from `notBefore` (default: now). */
+  endorse(publicKeyPem: string, subjectAltNames: string[], validityDays: number, notBefore?: Date): Promise<string> {
     return createEndorsedCertificate({
       subjectPublicKey: loadPublicKey(publicKeyPem),
       subjectCommonName: 'Covenant Node',
@@ -58,6 +60,7 @@ export class ServiceIdentity {
       issuerCertificatePem: this.certificatePem,
       issuerPrivateKey: loadPrivateKey(this.keyPem),
       validityDays,
+      ...(notBefore !== undefined ? { notBefore } : {}),
     });
   }
 
@@ -73,6 +76,25 @@ export class ServiceIdentity {
       issuerPrivateKey: loadPrivateKey(this.keyPem),
       validityDays,
     });
+  }
+
+  /**
+   * The service certificate `currentPem` (this service's, maybe renewed before) self-signed again
+   * by the service key for [validFrom, validFrom + validityDays]: set_service_certificate_validity.
+   */
+  renewServiceCertificate(currentPem: string, validFrom: Date, validityDays: number): string {
+    return renewCertificate({ certificatePem: currentPem, issuerCertificatePem: currentPem, issuerPrivateKey: this.renewalKey(), notBefore: validFrom, validityDays });
+  }
+
+  /** A node certificate this service endorsed, endorsed again for the period: set_node_certificate_validity. */
+  renewNodeCertificate(currentPem: string, validFrom: Date, validityDays: number): string {
+    return renewCertificate({ certificatePem: currentPem, issuerCertificatePem: this.certificatePem, issuerPrivateKey: this.renewalKey(), notBefore: validFrom, validityDays });
+  }
+
+  private renewalKey() {
+    // A backup applies no proposal; a node still joining holds no key: an operating error, not a broken invariant.
+    if (!this.holdsKey) throw notPrimary('this node does not hold the service key: certificates are renewed by the primary');
+    return loadPrivateKey(this.keyPem);
   }
 
   /** The service's COSE signature over the root signed at `signatureSeqno` (made once per root and certificate). */

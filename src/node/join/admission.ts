@@ -179,7 +179,8 @@ export interface AdmissionHost extends AdmissionContext {
   executeWrite(fn: (tx: Tx) => void): unknown;
   /** The rate of join requests per client address (before any other work). */
   readonly joinRate: JoinRateLimiter;
-  endorse(publicKeyPem: string, subjectAltNames: string[]): Promise<string>;
+  /** `trusted`: the period members gave the node when they trusted it (transition_node_to_trusted), if any. */
+  endorse(publicKeyPem: string, subjectAltNames: string[], trusted?: Pick<NodeInfo, 'certificate_valid_from' | 'certificate_validity_period_days'>): Promise<string>;
   /** What a trusted joiner is given (service identity, secrets, genesis configuration, peers). */
   networkInfoFor(endorsedCertificatePem: string): NetworkInfo;
   /** A join request from `nodeId` was seen (pending-node cleanup). */
@@ -214,7 +215,7 @@ export async function admit(
   const opening = host.serviceStatus() !== 'Open';
   const willBeTrusted = existing?.status === 'Trusted' || (existing === undefined && (opening || host.executeRead((tx) => rejoiningLocation(tx, request))));
   let endorsed = host.executeRead((tx) => tx.map(Tables.nodesEndorsedCertificates, json).get(nodeId) as string | undefined);
-  if (willBeTrusted && !endorsed) endorsed = await host.endorse(request.public_key, request.subject_alt_names);
+  if (willBeTrusted && !endorsed) endorsed = await host.endorse(request.public_key, request.subject_alt_names, existing);
   if (!host.isPrimary()) throw notPrimary('this node stopped being primary while handling the join');
   host.executeWrite((tx) => record(tx, candidate, willBeTrusted, endorsed, host.logger));
   const serviceStatus = host.serviceStatus();

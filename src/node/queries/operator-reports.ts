@@ -8,7 +8,8 @@ import { jsonCodec, type Tx } from '../../kv/index.js';
 import type { Raft } from '../../consensus/index.js';
 import type { NodeLifecycleState } from '../lifecycle.js';
 import type { Replica } from '../replica.js';
-import type { ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, ServiceEndorsementsReport, VersionReport } from '../reports.js';
+import { certificateValidity } from '../../crypto/index.js';
+import { isoSeconds, type ConsensusReport, type NetworkReport, type NodeStateReport, type NodeSummary, type ServiceEndorsementsReport, type VersionReport } from '../reports.js';
 import { SINGLETON_KEY, Tables, type NodeInfo, type OpenKindRecord, type ServiceEndorsementRecord, type ServiceInfo, type ServiceStatus } from '../tables.js';
 import { txStatus, viewOfSeqno, type TxStatus } from '../tx-status.js';
 
@@ -128,9 +129,13 @@ export class OperatorQueries {
 
   networkReport(): NetworkReport {
     const info = this.serviceInfo();
+    const certificate = info?.cert ?? this.host.serviceCertificatePem();
+    const validity = validityOf(certificate);
     return {
       service_status: info?.status ?? this.host.joinReportedServiceStatus() ?? 'Opening',
-      service_certificate: info?.cert ?? this.host.serviceCertificatePem(),
+      service_certificate: certificate,
+      service_certificate_valid_from: validity?.valid_from ?? '',
+      service_certificate_valid_to: validity?.valid_to ?? '',
       recovery_count: info?.recovery_count ?? 0,
       service_data: info?.service_data ?? null,
       current_view: this.host.raft()?.status().view ?? 0,
@@ -144,7 +149,9 @@ export class OperatorQueries {
     const primary = this.host.raft()?.summary().primaryId;
     return this.read((tx) => {
       const out: NodeSummary[] = [];
+      const endorsed = tx.map(Tables.nodesEndorsedCertificates, json);
       tx.map(Tables.nodesInfo, json).forEach((info: NodeInfo, id: string) => {
+        const validity = validityOf(endorsed.get(id) as string | undefined);
         out.push({
           node_id: id,
           status: info.status,
@@ -153,6 +160,7 @@ export class OperatorQueries {
           node_data: info.node_data,
           last_written: 0,
           ...(info.retired_committed !== undefined ? { retired_committed: info.retired_committed } : {}),
+          ...(validity ? { certificate_valid_from: validity.valid_from, certificate_valid_to: validity.valid_to } : {}),
         });
       });
       return out;
@@ -181,6 +189,24 @@ export class OperatorQueries {
   versionReport(): VersionReport {
     return { version: this.host.version, unsafe: true, quote_format: 'Insecure_Virtual', runtime: `node ${process.versions.node}` };
   }
+}
+
+/**
+ * The validity period of a certificate (ISO 8601 to the second), parsed once per certificate: the
+ * reports are asked often, the certificates change only when members renew them.
+ */
+const validityCache = new Map<string, { valid_from: string; valid_to: string }>();
+const VALIDITY_CACHE_ENTRIES_MAX = 256;
+function validityOf(pem: string | undefined): { valid_from: string; valid_to: string } | undefined {
+  if (pem === undefined || pem === '') return undefined;
+  let found = validityCache.get(pem);
+  if (found === undefined) {
+    const { notBefore, notAfter } = certificateValidity(pem);
+    found = { valid_from: isoSeconds(notBefore), valid_to: isoSeconds(notAfter) };
+    if (validityCache.size >= VALIDITY_CACHE_ENTRIES_MAX) validityCache.delete(validityCache.keys().next().value!);
+    validityCache.set(pem, found);
+  }
+  return found;
 }
 
 /** How the recovery decision protocol opened this service, when it did (GET /node/network). */
