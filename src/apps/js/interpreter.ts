@@ -67,6 +67,7 @@ export class Interpreter {
     host: HostFunctions,
   ) {
     this.runtime = quickjs.newRuntime();
+    let context: QuickJSContext | undefined;
     try {
       this.runtime.setMemoryLimit(options.heapBytesMax);
       this.runtime.setMaxStackSize(options.stackBytesMax);
@@ -84,18 +85,21 @@ export class Interpreter {
           }
         },
       );
-      this.context = this.runtime.newContext();
+      context = this.context = this.runtime.newContext();
       for (const name of HOST_FUNCTION_NAMES) {
         const fn = host[name];
         const handle = this.context.newFunction(name, (...args) => fn(this.context, args));
         this.context.setProp(this.context.global, name, handle);
         handle.dispose();
       }
-      this.deadlineMs = performance.now() + options.executionTimeMsMax;
+      // The prelude is the service's own code: it runs without the application's deadline (a cold
+      // engine can take longer than a short max_execution_time_ms to compile it).
       this.unwrap(this.context.evalCode(PRELUDE, 'prelude.js', { type: 'global', strict: true })).dispose();
       this.dispatch = this.context.getProp(this.context.global, '__covenant_dispatch');
       this.unwrap(this.context.evalCode('delete globalThis.__covenant_dispatch', 'prelude.js', { type: 'global' })).dispose();
     } catch (e) {
+      // A runtime is freed only after its contexts (QuickJS asserts that no object is left).
+      context?.dispose();
       this.runtime.dispose();
       throw e;
     }
