@@ -113,7 +113,9 @@ export class Interpreter {
         if (result.error) {
           const failure = this.describe(result.error);
           result.error.dispose();
-          throw new ScriptFailure(failure.kind === 'Exception' ? 'Syntax' : failure.kind, `module "${name}": ${failure.message}`);
+          // Compiling a module compiles what it imports: a syntax error names the file it is in.
+          const where = failure.location ?? name;
+          throw new ScriptFailure(failure.kind === 'Exception' ? 'Syntax' : failure.kind, `module "${where}": ${failure.message}`);
         }
         result.value.dispose();
       }
@@ -275,14 +277,14 @@ export class Interpreter {
   }
 
   /** Classifies a thrown VM value: the interpreter reports its limits as InternalError messages. */
-  private describe(error: QuickJSHandle): { kind: ScriptFailureKind; name: string; message: string } {
+  private describe(error: QuickJSHandle): { kind: ScriptFailureKind; name: string; message: string; location?: string } {
     let dumped: unknown;
     try {
       dumped = this.context.dump(error);
     } catch {
       dumped = undefined;
     }
-    const record = typeof dumped === 'object' && dumped !== null ? (dumped as { name?: unknown; message?: unknown }) : undefined;
+    const record = typeof dumped === 'object' && dumped !== null ? (dumped as { name?: unknown; message?: unknown; stack?: unknown }) : undefined;
     const name = typeof record?.name === 'string' ? record.name : 'Error';
     const raw = typeof record?.message === 'string' ? record.message : `a non-Error value was thrown: ${String(JSON.stringify(dumped) ?? dumped)}`;
     const message = raw.length > EXCEPTION_MESSAGE_CHARS_MAX ? `${raw.slice(0, EXCEPTION_MESSAGE_CHARS_MAX)}…` : raw;
@@ -294,6 +296,11 @@ export class Interpreter {
       return { kind: 'OutOfMemory', name, message: `memory limit exceeded (max_heap_bytes ${this.options.heapBytesMax}): ${message}` };
     }
     if (name === 'CovenantResponseError') return { kind: 'InvalidResponse', name, message };
+    if (name === 'SyntaxError' && typeof record?.stack === 'string') {
+      // QuickJS puts the file and line of a syntax error in the first frame of its stack.
+      const frame = /at ([^\s:()]+):(\d+)/.exec(record.stack);
+      if (frame !== null && this.bundle.modules.has(frame[1]!)) return { kind: 'Exception', name, message: `${name}: ${message} (line ${frame[2]})`, location: frame[1]! };
+    }
     return { kind: 'Exception', name, message: `${name}: ${message}` };
   }
 }
