@@ -55,15 +55,24 @@ class DropWrites extends Error {
   }
 }
 
-const FAILURE_CODES: Record<ScriptFailure['kind'], string> = {
-  Exception: 'JsException',
-  Timeout: 'JsTimeout',
-  OutOfMemory: 'JsOutOfMemory',
-  StackOverflow: 'JsStackOverflow',
-  InvalidResponse: 'JsInvalidResponse',
-  Syntax: 'JsAppInvalid',
-  MissingExport: 'JsAppInvalid',
-};
+/** The answer to a handler that failed: 500 naming the cause (its writes are dropped with its transaction). */
+function scriptError(kind: ScriptFailure['kind'], message: string): CovenantError {
+  switch (kind) {
+    case 'Exception':
+      return new CovenantError('JsException', message, 500);
+    case 'Timeout':
+      return new CovenantError('JsTimeout', message, 500);
+    case 'OutOfMemory':
+      return new CovenantError('JsOutOfMemory', message, 500);
+    case 'StackOverflow':
+      return new CovenantError('JsStackOverflow', message, 500);
+    case 'InvalidResponse':
+      return new CovenantError('JsInvalidResponse', message, 500);
+    case 'Syntax':
+    case 'MissingExport':
+      return new CovenantError('JsAppInvalid', message, 500);
+  }
+}
 
 export class JsAppFrontend implements ApplicationFrontend {
   private installedApp: InstalledApp | undefined;
@@ -247,7 +256,7 @@ export class JsAppFrontend implements ApplicationFrontend {
       this.failures++;
       if (e instanceof ScriptFailure) {
         this.logger.info('application handler failed', { endpoint: `${endpoint.method} ${endpoint.path}`, kind: e.kind, reason: e.message });
-        throw new CovenantError(FAILURE_CODES[e.kind], `${endpoint.properties.js_module} ${endpoint.properties.js_function}: ${e.message}`, 500);
+        throw scriptError(e.kind, `${endpoint.properties.js_module} ${endpoint.properties.js_function}: ${e.message}`);
       }
       if (e instanceof EngineUnavailable) throw unavailable();
       throw e;
