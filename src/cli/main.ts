@@ -8,6 +8,7 @@ import { runNodeCommand } from './node-command.js';
 import { runSandbox } from './sandbox.js';
 import { runSandboxRecovery } from './sandbox-recover.js';
 import { registerStatementCommands } from './statement.js';
+import { registerAppCommands } from './app.js';
 import { COVENANT_VERSION } from './version.js';
 
 function positiveInteger(value: string): number {
@@ -36,7 +37,8 @@ program
   .option('--ready-timeout <seconds>', 'how long to wait for the service', positiveInteger, 60)
   .option('--recover-from <dir>', "recover an old sandbox's network from its ledgers (with member shares; by sealing when it was started with --sealing)")
   .option('--sealing', 'configure sealing-based recovery on every node (each a location of the recovery decision protocol)')
-  .action(async (opts: { nodes: number; dir: string; nodeConfig?: string; readyTimeout: number; recoverFrom?: string; sealing?: boolean }, command: Command) => {
+  .option('--app <dir>', 'deploy the application bundle in this folder (app.json and its modules) once the service is open')
+  .action(async (opts: { nodes: number; dir: string; nodeConfig?: string; readyTimeout: number; recoverFrom?: string; sealing?: boolean; app?: string }, command: Command) => {
     const print = (line: string) => process.stdout.write(line + '\n');
     const common = { ...(opts.nodeConfig ? { nodeConfigFile: opts.nodeConfig } : {}), readyTimeoutSeconds: opts.readyTimeout, print };
     try {
@@ -44,7 +46,7 @@ program
         const dir = command.getOptionValueSource('dir') === 'default' ? `${opts.recoverFrom.replace(/\/+$/, '')}-recovered` : opts.dir;
         await runSandboxRecovery({ from: opts.recoverFrom, dir, ...common });
       } else {
-        await runSandbox({ nodes: opts.nodes, dir: opts.dir, sealing: opts.sealing === true, ...common });
+        await runSandbox({ nodes: opts.nodes, dir: opts.dir, sealing: opts.sealing === true, ...(opts.app !== undefined ? { appDir: opts.app } : {}), ...common });
       }
       process.exit(0);
     } catch (e) {
@@ -116,5 +118,6 @@ program
 
 registerMemberCommands(program);
 registerStatementCommands(program);
+registerAppCommands(program);
 
 await program.parseAsync(process.argv);
