@@ -126,6 +126,23 @@ function checkPath(path: string): void {
   if (BUILT_IN_APP_PATHS.has(path)) throw new BundleError(`${where}: /app${path} is built into the service and cannot be replaced`);
 }
 
+/** Static `import ... from "x"`, `export ... from "x"`, `import "x"` and `import("x")` specifiers of a module. */
+const IMPORT_SPECIFIER = /(?:\bimport\s*(?:[\w*${}\s,]+\s*from\s*)?|\bexport\s*[\w*{}\s,]*\s*from\s*|\bimport\s*\(\s*)(['"])([^'"]+)\1/g;
+
+/** Every module a module imports must be in the bundle. */
+function checkImports(name: string, source: string, modules: ReadonlyMap<string, string>): void {
+  for (const m of source.matchAll(IMPORT_SPECIFIER)) {
+    const requested = m[2]!;
+    let resolved: string;
+    try {
+      resolved = resolveImport(name, requested);
+    } catch (e) {
+      throw new BundleError(`module "${name}" imports "${requested}": ${(e as Error).message}`);
+    }
+    if (!modules.has(resolved)) throw new BundleError(`module "${name}" imports "${requested}", and module "${resolved}" is not in the bundle`);
+  }
+}
+
 /**
  * Checks the shape of a bundle and that every endpoint names a module of the bundle; returns it
  * in the form the engine uses. Does not compile anything (see AppEngine.checkBundle).
@@ -139,6 +156,7 @@ export function parseBundle(value: unknown): AppBundle {
     if (modules.has(name)) throw new BundleError(`modules[${i}]: module "${m.name}" appears twice`);
     modules.set(name, m.module);
   }
+  for (const [name, source] of modules) checkImports(name, source, modules);
   const endpoints: AppEndpoint[] = [];
   for (const [path, methods] of Object.entries(parsed.data.metadata.endpoints)) {
     checkPath(path);

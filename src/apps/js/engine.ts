@@ -89,19 +89,25 @@ interface CachedInterpreter {
 
 export class AppEngine {
   private quickjs: QuickJSWASMModule | undefined;
+  /** A second instance, loaded ahead, that takes over at once when the current one is dropped. */
+  private spare: QuickJSWASMModule | undefined;
   private reloading: Promise<void> | undefined;
   private cached: CachedInterpreter | undefined;
   private scope: RequestScope | undefined;
   private readonly host = createHostFunctions(() => this.scope);
   /** Interpreters built so far (a rebuild after a limit counts). */
   interpretersBuilt = 0;
+  /** WebAssembly instances dropped after a script hit a limit or the engine failed. */
+  instancesReplaced = 0;
 
-  private constructor(quickjs: QuickJSWASMModule) {
+  private constructor(quickjs: QuickJSWASMModule, spare: QuickJSWASMModule) {
     this.quickjs = quickjs;
+    this.spare = spare;
   }
 
   static async load(): Promise<AppEngine> {
-    const engine = new AppEngine(await loadQuickJs());
+    const [quickjs, spare] = await Promise.all([loadQuickJs(), loadQuickJs()]);
+    const engine = new AppEngine(quickjs, spare);
     // The first interpreter of an instance compiles much of the engine's own code: pay for it now,
     // not in the first request's time budget.
     engine.checkBundle(WARM_UP_BUNDLE);
@@ -120,24 +126,35 @@ export class AppEngine {
    */
   checkBundle(value: unknown): AppBundle {
     const bundle = parseBundle(value);
-    const interpreter = new Interpreter(this.instance(), bundle, CHECK_RUNTIME_OPTIONS, this.host);
-    try {
-      interpreter.compileAll();
+    // Compiling and evaluating happen in two interpreters: QuickJS cannot free a runtime in which a
+    // module was compiled on its own and then evaluated again.
+    this.checkIn(bundle, (interpreter) => interpreter.compileAll());
+    this.checkIn(bundle, (interpreter) => {
       for (const endpoint of bundle.endpoints) {
         try {
           interpreter.checkFunction(endpoint.properties.js_module, endpoint.properties.js_function);
         } catch (e) {
+          if (!(e instanceof ScriptFailure)) throw e;
           const where = `metadata.endpoints."${endpoint.path}".${endpoint.method.toLowerCase()}`;
-          throw new BundleError(`${where}: ${(e as Error).message}`);
+          throw new ScriptFailure(e.kind, `${where}: ${e.message}`);
         }
       }
+    });
+    return bundle;
+  }
+
+  private checkIn(bundle: AppBundle, body: (interpreter: Interpreter) => void): void {
+    const interpreter = new Interpreter(this.instance(), bundle, CHECK_RUNTIME_OPTIONS, this.host);
+    try {
+      body(interpreter);
     } catch (e) {
+      // A script stopped at a limit can leave objects QuickJS cannot free: drop the whole instance.
+      if (!(e instanceof ScriptFailure) || e.hitLimit) this.replaceInstance();
+      else this.dispose(interpreter);
       if (e instanceof ScriptFailure) throw new BundleError(e.message);
       throw e;
-    } finally {
-      interpreter.dispose();
     }
-    return bundle;
+    this.dispose(interpreter);
   }
 
   /**
@@ -152,11 +169,13 @@ export class AppEngine {
       return body(interpreter);
     } catch (e) {
       if (e instanceof ScriptFailure) {
-        if (e.hitLimit) this.discardInterpreter();
+        // A script stopped at a limit can leave objects QuickJS cannot free (disposing its runtime
+        // would abort the instance): the interpreter goes with its whole instance.
+        if (e.hitLimit) this.replaceInstance();
         throw e;
       }
       // Not the script's failure: the WebAssembly instance may be broken (a trap).
-      this.discardInstance();
+      this.replaceInstance();
       throw e;
     } finally {
       this.scope = undefined;
@@ -177,7 +196,10 @@ export class AppEngine {
   }
 
   private instance(): QuickJSWASMModule {
-    if (this.quickjs === undefined) throw new EngineUnavailable();
+    if (this.quickjs === undefined) {
+      if (this.reloading === undefined) this.replaceInstance();
+      throw new EngineUnavailable();
+    }
     return this.quickjs;
   }
 
@@ -194,22 +216,33 @@ export class AppEngine {
   private discardInterpreter(): void {
     const cached = this.cached;
     this.cached = undefined;
-    if (cached === undefined) return;
+    if (cached !== undefined) this.dispose(cached.interpreter);
+  }
+
+  private dispose(interpreter: Interpreter): void {
     try {
-      cached.interpreter.dispose();
+      interpreter.dispose();
     } catch {
-      // Disposing after a trap can fail too: the instance is replaced then.
-      this.discardInstance();
+      // QuickJS aborts when a runtime still holds objects: the instance is unusable, replace it.
+      this.replaceInstance();
     }
   }
 
-  private discardInstance(): void {
+  /**
+   * Drops the current WebAssembly instance (and every interpreter in it; its memory goes with it)
+   * for the spare, and loads the next spare. Without a spare ready, requests wait for the load
+   * (answered 503 if it fails).
+   */
+  private replaceInstance(): void {
     this.cached = undefined;
-    if (this.quickjs === undefined) return;
-    this.quickjs = undefined;
+    this.instancesReplaced++;
+    this.quickjs = this.spare;
+    this.spare = undefined;
+    if (this.reloading !== undefined) return;
     this.reloading = loadQuickJs().then(
       (quickjs) => {
-        this.quickjs = quickjs;
+        if (this.quickjs === undefined) this.quickjs = quickjs;
+        else this.spare = quickjs;
         this.reloading = undefined;
       },
       () => {

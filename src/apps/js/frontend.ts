@@ -118,6 +118,7 @@ export class JsAppFrontend implements ApplicationFrontend {
       endpoints: app?.bundle?.endpoints.length ?? 0,
       heap_used_bytes: cached?.usedBytes ?? 0,
       interpreters_built: this.engine.interpretersBuilt,
+      engine_instances_replaced: this.engine.instancesReplaced,
       executions: this.executions,
       execution_failures: this.failures,
       execution_time_ms_total: Math.round(this.executionTimeMsTotal * 1000) / 1000,

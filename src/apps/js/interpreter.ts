@@ -9,7 +9,7 @@
  * left its module state half-changed.
  */
 import type { QuickJSContext, QuickJSHandle, QuickJSRuntime, QuickJSWASMModule } from 'quickjs-emscripten-core';
-import { BundleError, resolveImport, type AppBundle } from './bundle.js';
+import { resolveImport, type AppBundle } from './bundle.js';
 import { EXCEPTION_MESSAGE_CHARS_MAX } from './limits.js';
 import { HOST_FUNCTION_NAMES, PRELUDE } from './prelude.js';
 
@@ -72,16 +72,16 @@ export class Interpreter {
       this.runtime.setMemoryLimit(options.heapBytesMax);
       this.runtime.setMaxStackSize(options.stackBytesMax);
       this.runtime.setInterruptHandler(() => performance.now() > this.deadlineMs);
+      // A failure handed back to the engine's loader corrupts its memory (seen with this build): a
+      // module that is not in the bundle loads as one that throws (bundles are checked for their
+      // imports before they are installed, see parseBundle).
       this.runtime.setModuleLoader(
-        (name) => {
-          const source = bundle.modules.get(name);
-          return source === undefined ? { error: new Error(`module "${name}" is not in the bundle`) } : source;
-        },
+        (name) => bundle.modules.get(name) ?? `throw new Error(${JSON.stringify(`module "${name}" is not in the bundle`)});`,
         (base, requested) => {
           try {
             return resolveImport(base, requested);
-          } catch (e) {
-            return { error: new Error(`${base}: ${(e as BundleError).message}`) };
+          } catch {
+            return requested;
           }
         },
       );
@@ -136,13 +136,16 @@ export class Interpreter {
       const fn = this.functionHandle(moduleName, functionName);
       const meta = this.context.newString(requestJson);
       const bodyHandle = this.context.newArrayBuffer(toArrayBuffer(body));
+      const text = utf8Text(body);
+      const textHandle = text === undefined ? this.context.undefined : this.context.newString(text);
       const seedHandle = this.context.newNumber(seed);
       let result: QuickJSHandle;
       try {
-        result = this.unwrap(this.context.callFunction(this.dispatch, this.context.undefined, fn, meta, bodyHandle, seedHandle), `${moduleName}.${functionName}`);
+        result = this.unwrap(this.context.callFunction(this.dispatch, this.context.undefined, fn, meta, bodyHandle, textHandle, seedHandle), `${moduleName}.${functionName}`);
       } finally {
         meta.dispose();
         bodyHandle.dispose();
+        textHandle.dispose();
         seedHandle.dispose();
       }
       result = this.settle(result, `${moduleName}.${functionName}`);
@@ -240,33 +243,27 @@ export class Interpreter {
     throw new ScriptFailure('InvalidResponse', `${where} returned a promise that did not settle (only synchronous work is possible in a transaction)`);
   }
 
+  /** The prelude's encoding of the answer: its JSON text, or {m: that text, b: the body's bytes}. */
   private readResponse(result: QuickJSHandle): ScriptResponse {
     const c = this.context;
-    const field = (name: string) => c.getProp(result, name);
-    const take = <T>(name: string, read: (h: QuickJSHandle) => T): T => {
-      const h = field(name);
-      try {
-        return read(h);
-      } finally {
-        h.dispose();
-      }
-    };
-    const status = take('s', (h) => c.getNumber(h));
-    const headers = JSON.parse(take('h', (h) => c.getString(h))) as Record<string, string>;
-    const kind = take('k', (h) => c.getString(h)) as ScriptResponse['kind'];
-    if (kind === 'bytes') {
-      const bytes = take('b', (h) => {
-        const view = c.getArrayBuffer(h);
-        try {
-          return new Uint8Array(view.value);
-        } finally {
-          view.dispose();
-        }
-      });
-      return { status, headers, kind, bytes };
+    if (c.typeof(result) === 'string') {
+      const { s, h, k, t } = JSON.parse(c.getString(result)) as { s: number; h: Record<string, string>; k: ScriptResponse['kind']; t?: string };
+      return t === undefined ? { status: s, headers: h, kind: k } : { status: s, headers: h, kind: k, text: t };
     }
-    if (kind === 'text' || kind === 'json') return { status, headers, kind, text: take('t', (h) => c.getString(h)) };
-    return { status, headers, kind: 'none' };
+    const m = c.getProp(result, 'm');
+    const b = c.getProp(result, 'b');
+    try {
+      const { s, h } = JSON.parse(c.getString(m)) as { s: number; h: Record<string, string> };
+      const view = c.getArrayBuffer(b);
+      try {
+        return { status: s, headers: h, kind: 'bytes', bytes: new Uint8Array(view.value) };
+      } finally {
+        view.dispose();
+      }
+    } finally {
+      m.dispose();
+      b.dispose();
+    }
   }
 
   private unwrap(result: ReturnType<QuickJSContext['evalCode']>, where?: string): QuickJSHandle {
@@ -302,6 +299,18 @@ export class Interpreter {
       if (frame !== null && this.bundle.modules.has(frame[1]!)) return { kind: 'Exception', name, message: `${name}: ${message} (line ${frame[2]})`, location: frame[1]! };
     }
     return { kind: 'Exception', name, message: `${name}: ${message}` };
+  }
+}
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** The body as text when it is valid UTF-8 (most are JSON), so that the handler reads it without a call back. */
+function utf8Text(body: Uint8Array): string | undefined {
+  if (body.byteLength === 0) return '';
+  try {
+    return strictUtf8.decode(body);
+  } catch {
+    return undefined;
   }
 }
 

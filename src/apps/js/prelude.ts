@@ -63,11 +63,32 @@ export const PRELUDE = `(() => {
     defineProperty: () => false,
   });
 
+  // UTF-8 in the sandbox for short strings (a call to the host costs more than encoding them here).
+  const SHORT = 24;
   const strToBuf = (s) => {
     if (typeof s !== 'string') throw new TypeError('strToBuf takes a string');
-    return h.__utf8_encode(s);
+    if (s.length > SHORT) return h.__utf8_encode(s);
+    const out = new Uint8Array(s.length * 3);
+    let n = 0;
+    for (let i = 0; i < s.length; i++) {
+      let c = s.charCodeAt(i);
+      if (c < 0x80) { out[n++] = c; continue; }
+      if (c >= 0xd800 && c <= 0xdfff) return h.__utf8_encode(s);
+      if (c < 0x800) { out[n++] = 0xc0 | (c >> 6); out[n++] = 0x80 | (c & 63); continue; }
+      out[n++] = 0xe0 | (c >> 12); out[n++] = 0x80 | ((c >> 6) & 63); out[n++] = 0x80 | (c & 63);
+    }
+    return out.buffer.slice(0, n);
   };
-  const bufToStr = (b) => h.__utf8_decode(buf(b, 'bufToStr\\'s argument'));
+  const bufToStr = (b) => {
+    const bytes = new Uint8Array(buf(b, 'bufToStr\\'s argument'));
+    if (bytes.length > SHORT) return h.__utf8_decode(bytes.buffer);
+    let s = '';
+    for (let i = 0; i < bytes.length; i++) {
+      if (bytes[i] >= 0x80) return h.__utf8_decode(bytes.buffer);
+      s += String.fromCharCode(bytes[i]);
+    }
+    return s;
+  };
   const jsonCompatibleToBuf = (v) => {
     const text = stringify(v);
     if (text === undefined) throw new TypeError('jsonCompatibleToBuf: the value has no JSON form');
@@ -128,7 +149,7 @@ export const PRELUDE = `(() => {
 
   // The handler's answer in a form the host reads field by field.
   const encode = (res) => {
-    if (res === undefined || res === null) return { s: 200, h: '{}', k: 'none' };
+    if (res === undefined || res === null) return '{"s":200,"h":{},"k":"none"}';
     if (typeof res !== 'object' || Array.isArray(res)) bad('a handler returns an object {statusCode?, headers?, body?}, not ' + (Array.isArray(res) ? 'an array' : typeof res));
     const status = res.statusCode === undefined ? 200 : res.statusCode;
     if (!Number.isInteger(status) || status < 100 || status > 599) bad('statusCode must be an integer in [100, 599], not ' + String(status));
@@ -143,10 +164,11 @@ export const PRELUDE = `(() => {
         headers[name.toLowerCase()] = text;
       }
     }
+    // One string for the host to read (bytes beside it): each value read across costs a call.
     const body = res.body;
-    const out = { s: status, h: stringify(headers) };
+    const out = { s: status, h: headers };
     if (body === undefined || body === null) out.k = 'none';
-    else if (body instanceof ArrayBuffer || isView(body)) { out.k = 'bytes'; out.b = buf(body, 'body'); }
+    else if (body instanceof ArrayBuffer || isView(body)) { out.k = 'bytes'; return { m: stringify(out), b: buf(body, 'body') }; }
     else if (typeof body === 'string') { out.k = 'text'; out.t = body; }
     else {
       const text = stringify(body);
@@ -154,24 +176,26 @@ export const PRELUDE = `(() => {
       out.k = 'json';
       out.t = text;
     }
-    return out;
+    return stringify(out);
   };
 
-  const makeRequest = (meta, body) => {
+  // The host gives the body as bytes, and as text when it is valid UTF-8.
+  const makeRequest = (meta, body, text) => {
     const request = parse(meta);
+    const asText = () => (typeof text === 'string' ? text : h.__utf8_decode(body));
     request.body = Object.freeze({
-      text: () => h.__utf8_decode(body),
-      json: () => parse(h.__utf8_decode(body)),
+      text: asText,
+      json: () => parse(asText()),
       arrayBuffer: () => body.slice(0),
     });
     return request;
   };
 
   // Called by the host for each request: fresh seed, no untrusted time, then the handler.
-  g.__covenant_dispatch = (handler, meta, body, requestSeed) => {
+  g.__covenant_dispatch = (handler, meta, body, text, requestSeed) => {
     seed = requestSeed | 0;
     untrustedTime = false;
-    const res = handler(makeRequest(meta, body));
+    const res = handler(makeRequest(meta, body, text));
     if (res !== null && typeof res === 'object' && typeof res.then === 'function') return res.then(encode);
     return encode(res);
   };
