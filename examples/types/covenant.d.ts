@@ -58,7 +58,7 @@ interface Covenant {
 }
 
 type CovenantCaller =
-  | { policy: 'user_cert' | 'member_cert'; id: string }
+  | { policy: 'user_cert' | 'member_cert'; id: string; /** The registered certificate (PEM). */ cert: string }
   | { policy: 'any_cert'; id: string; cert: string }
   | { policy: 'jwt'; jwt: { issuer: string; subject: string | null; claims: Record<string, unknown> } }
   | { policy: 'no_auth' };

@@ -7,14 +7,16 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ACCEPT_BALLOT, propose, vote } from '../../src/cli/member.js';
 import { readBundleDirectory } from '../../src/apps/js/bundle-files.js';
-import { memberConnectionOf, removeDir, restartNode, startNode, type StartedNode } from '../../src/testing/node-process.js';
+import { joinOptionsOf, memberConnectionOf, removeDir, restartNode, startJoiningNode, startNode, type StartedNode } from '../../src/testing/node-process.js';
+import { parseSnapshotFileName } from '../../src/ledger/index.js';
 import { startNetwork, until, waitCommitted, type TestNetwork } from '../../src/testing/network.js';
 
+const FAST = { ledger_signatures: { tx_count: 10, delay: '20ms' } };
 const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
 const FIXTURE = join(ROOT, 'test', 'e2e', 'fixtures', 'js-app');
 
@@ -98,9 +100,9 @@ describe('a JavaScript application on one node', () => {
     assert.equal((await call('PUT', '/app/records/9', { ...as('none'), body: { msg: 'x' } })).status, 401);
     const member = await call('GET', '/app/whoami', as('member'));
     assert.equal(member.status, 200, member.text);
-    assert.deepEqual(member.body, { policy: 'member_cert', id: node.member.id });
+    assert.deepEqual(member.body, { policy: 'member_cert', id: node.member.id, cert: node.member.certificatePem });
     const user = await call('GET', '/app/whoami', as('user'));
-    assert.deepEqual(user.body, { policy: 'user_cert', id: node.user.id });
+    assert.deepEqual(user.body, { policy: 'user_cert', id: node.user.id, cert: node.user.certificatePem });
     const open = await call('GET', '/app/open', as('none'));
     assert.equal(open.status, 200);
     assert.equal(open.text, 'open to no_auth');
@@ -201,7 +203,7 @@ describe('a JavaScript application on three nodes', () => {
   let network: TestNetwork;
 
   before(async () => {
-    network = await startNetwork(3, { ledger_signatures: { tx_count: 10, delay: '20ms' } });
+    network = await startNetwork(3, FAST);
   });
 
   after(async () => {
@@ -224,5 +226,26 @@ describe('a JavaScript application on three nodes', () => {
     assert.equal(read.body.msg, 'via a backup');
     const backupMetrics = await backup.client.request('GET', '/node/js_metrics');
     assert.ok(backupMetrics.body.executions >= 1, 'the backup executed the read itself');
+  });
+
+  test('a node that joins from a snapshot serves the bundle the snapshot holds', async () => {
+    const primary = await network.primary();
+    const snapshots = (node: StartedNode) =>
+      existsSync(join(node.dir, 'snapshots')) ? readdirSync(join(node.dir, 'snapshots')).filter((f) => parseSnapshotFileName(f)?.committed === true) : [];
+    const before = new Set(snapshots(primary));
+    const create = await primary.client.request('POST', '/node/snapshot:create');
+    assert.equal(create.status, 204, create.text);
+    const snapshot = await until('a committed snapshot', async () => snapshots(primary).find((f) => !before.has(f)), 30_000);
+    const joinerDir = `${primary.dir}-snapshot-joiner`;
+    mkdirSync(join(joinerDir, 'snapshots'), { recursive: true });
+    copyFileSync(join(primary.dir, 'snapshots', snapshot), join(joinerDir, 'snapshots', snapshot));
+    const joiner = await startJoiningNode({ ...joinOptionsOf(network.nodes[0]!), dir: joinerDir, configPatch: FAST });
+    network.nodes.push(joiner);
+    assert.equal((await joiner.client.request('GET', '/node/state')).body.startup_seqno, parseSnapshotFileName(snapshot)!.seqno);
+    const read = await until('the joiner to serve the application', async () => {
+      const answer = await joiner.client.request('GET', '/app/records/1', { identity: joiner.user });
+      return answer.status === 200 ? answer : undefined;
+    });
+    assert.equal(read.body.msg, 'via a backup');
   });
 });

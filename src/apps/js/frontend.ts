@@ -13,7 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { CovenantError } from '../../base/errors.js';
 import { formatTxId, type TxId } from '../../base/ids.js';
 import type { Logger } from '../../base/log.js';
-import { stringKeyCodec, type Codec, type StoreView, type Tx } from '../../kv/index.js';
+import { jsonCodec, stringKeyCodec, type Codec, type StoreView, type Tx } from '../../kv/index.js';
 import { CONSISTENCY_HEADER } from '../../http/forwarding.js';
 import type { Caller, HttpMethod, RequestContext, Route, RouteResponse } from '../../http/route.js';
 import { Router, type MatchResult } from '../../http/router.js';
@@ -180,7 +180,7 @@ export class JsAppFrontend implements ApplicationFrontend {
         return this.execute(raw, endpoint, ctx);
       });
     }
-    const requestJson = requestJsonOf(endpoint, ctx);
+    const requestJson = requestJsonOf(endpoint, ctx, (table, id) => this.node.executeRead((tx) => tx.map(table, certificateCodec).get(id) as string | undefined));
     const consistency = ctx.headers[CONSISTENCY_HEADER];
     if (endpoint.properties.mode === 'readwrite') return this.write(raw, endpoint, ctx, requestJson, consistency);
     if (consistency !== undefined && consistency !== 'linearizable') {
@@ -287,7 +287,11 @@ function unavailable(): CovenantError {
 }
 
 /** The request as the handler sees it (its body goes separately, as bytes). */
-function requestJsonOf(endpoint: AppEndpoint, ctx: RequestContext): string {
+/** The registered certificate (PEM) of a user or member id, from the state the request runs on. */
+type CertificateOf = (table: string, id: string) => string | undefined;
+const certificateCodec = jsonCodec<string>();
+
+function requestJsonOf(endpoint: AppEndpoint, ctx: RequestContext, certificateOf: CertificateOf): string {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(ctx.headers)) {
     if (value === undefined) continue;
@@ -300,17 +304,17 @@ function requestJsonOf(endpoint: AppEndpoint, ctx: RequestContext): string {
     params: ctx.params,
     query: new URLSearchParams(ctx.query as Record<string, string>).toString(),
     headers,
-    caller: callerOf(ctx.caller),
+    caller: callerOf(ctx.caller, certificateOf),
   });
 }
 
-function callerOf(caller: Caller): Record<string, unknown> {
+function callerOf(caller: Caller, certificateOf: CertificateOf): Record<string, unknown> {
   const policy = caller.policy ?? 'no_auth';
   switch (caller.kind) {
     case 'user':
-      return { policy, id: caller.id };
+      return { policy, id: caller.id, cert: certificateOf(Tables.usersCerts, caller.id!) ?? null };
     case 'member':
-      return { policy, id: caller.id };
+      return { policy, id: caller.id, cert: certificateOf(Tables.membersCerts, caller.id!) ?? null };
     case 'jwt': {
       const claims = caller.claims ?? {};
       return { policy: 'jwt', jwt: { issuer: claims.iss, subject: caller.id ?? null, claims } };
