@@ -2,8 +2,9 @@
  * End to end: a JavaScript application deployed by governance (set_js_app) on real node processes.
  * Refused bundles, every mode and authentication policy, the ledger's two domains, error answers
  * and setApplyWrites, hostile handlers bounded with the node staying primary, redeploy, removal
- * (back to the built-in message log), a restart, and on three nodes a backup that serves readonly
- * endpoints itself and forwards readwrite ones.
+ * (back to the built-in message log), a restart; on three nodes a backup that serves readonly
+ * endpoints itself and forwards readwrite ones, and a node joining from a snapshot; and the
+ * bundle with its private records through a disaster recovery.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -14,6 +15,9 @@ import { ACCEPT_BALLOT, propose, vote } from '../../src/cli/member.js';
 import { readBundleDirectory } from '../../src/apps/js/bundle-files.js';
 import { joinOptionsOf, memberConnectionOf, removeDir, restartNode, startJoiningNode, startNode, type StartedNode } from '../../src/testing/node-process.js';
 import { parseSnapshotFileName } from '../../src/ledger/index.js';
+import { openRecoveredService, prepareRecoveryMembers, removeRecoverDir, startRecoverNode } from '../../src/testing/recovery.js';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { startNetwork, until, waitCommitted, type TestNetwork } from '../../src/testing/network.js';
 
 const FAST = { ledger_signatures: { tx_count: 10, delay: '20ms' } };
@@ -247,5 +251,42 @@ describe('a JavaScript application on three nodes', () => {
       return answer.status === 200 ? answer : undefined;
     });
     assert.equal(read.body.msg, 'via a backup');
+  });
+});
+
+describe('a JavaScript application through a disaster recovery', () => {
+  test('the recovered service serves the bundle, with its private records', async () => {
+    const oldDir = mkdtempSync(join(tmpdir(), 'covenant-js-recovery-'));
+    const { members, startPatch } = await prepareRecoveryMembers(oldDir, 1, 1);
+    const old = await startNode({ dir: oldDir, configPatch: { ...FAST, command: { start: startPatch } } });
+    members[0]!.identity = old.member;
+    let recovered: StartedNode | undefined;
+    try {
+      await until('recovery shares issued', async () => ((await old.client.request('GET', `/gov/recovery/encrypted-shares/${old.member.id}`)).status === 200 ? true : undefined));
+      assert.equal((await govern(old, [{ name: 'set_js_app', args: { bundle: readBundleDirectory(FIXTURE) } }])).state, 'Accepted');
+      const put = await old.client.request('PUT', '/app/records/3', {
+        identity: old.user,
+        headers: { 'x-covenant-consistency': 'committed' },
+        body: { msg: 'kept through the disaster' },
+      });
+      assert.equal(put.status, 201, put.text);
+      await old.kill();
+
+      recovered = await startRecoverNode({ from: old.dir, previousServiceCertificatePem: old.serviceCertificatePem, user: old.user, member: old.member, configPatch: FAST });
+      await openRecoveredService(recovered, old.serviceCertificatePem, members);
+      const node = recovered;
+      const read = await until('the recovered application', async () => {
+        const answer = await node.client.request('GET', '/app/records/3', { identity: node.user });
+        return answer.status === 200 ? answer : undefined;
+      }, 60_000);
+      assert.equal(read.body.msg, 'kept through the disaster');
+    } finally {
+      await old.stop();
+      if (recovered) {
+        await recovered.stop();
+        removeRecoverDir(recovered);
+      }
+      removeDir(oldDir);
+    }
   });
 });
