@@ -11,6 +11,8 @@ import assert from 'node:assert/strict';
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { generateKeyPairSync } from 'node:crypto';
+import { SignJWT } from 'jose';
 import { ACCEPT_BALLOT, propose, vote } from '../../src/cli/member.js';
 import { readBundleDirectory } from '../../src/apps/js/bundle-files.js';
 import { joinOptionsOf, memberConnectionOf, removeDir, restartNode, startJoiningNode, startNode, type StartedNode } from '../../src/testing/node-process.js';
@@ -120,6 +122,19 @@ describe('a JavaScript application on one node', () => {
     // A private value is never in clear in the ledger; a public one is.
     await until('the record in the ledger files', async () => (ledgerBytes(node).includes('PUBLIC-MARKER-0815') ? true : undefined));
     assert.ok(!ledgerBytes(node).includes('PRIVATE-MARKER-4711'), 'the private record is encrypted in the ledger');
+  });
+
+  test('the jwt policy accepts a token from a registered issuer and refuses a bad one', async () => {
+    const key = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
+    const issuer = 'https://issuer.example';
+    const jwk = { ...key.publicKey.export({ format: 'jwk' }), kid: 'app-key' };
+    assert.equal((await govern(node, [{ name: 'set_jwt_issuer', args: { issuer, jwks: { keys: [jwk] } } }])).state, 'Accepted');
+    const token = await new SignJWT({ iss: issuer, sub: 'alice', exp: Math.floor(Date.now() / 1000) + 300 }).setProtectedHeader({ alg: 'ES256', kid: 'app-key' }).sign(key.privateKey);
+    const read = await call('GET', '/app/records/7', { headers: { authorization: `Bearer ${token}` } });
+    assert.equal(read.status, 200, read.text);
+    assert.equal(read.body.caller, 'jwt');
+    const forged = await call('GET', '/app/records/7', { headers: { authorization: `Bearer ${token.slice(0, -4)}AAAA` } });
+    assert.equal(forged.status, 401, forged.text);
   });
 
   test('an error answer applies its writes only after setApplyWrites(true)', async () => {
