@@ -72,10 +72,19 @@ const WARM_UP_BUNDLE = {
   modules: [{ name: 'app.js', module: 'export function get() { return { body: covenant.bufToStr(covenant.strToBuf("ok")) } }' }],
 };
 
+let compiled: Promise<unknown> | undefined;
+
+/** The engine's WebAssembly code, compiled once per process and instantiated for each instance. */
+function compiledWasm(): Promise<unknown> {
+  compiled ??= (async () => {
+    const require = createRequire(import.meta.url);
+    return wasm.compile(await readFile(require.resolve('@jitl/quickjs-wasmfile-release-sync/wasm')));
+  })();
+  return compiled;
+}
+
 async function loadQuickJs(): Promise<QuickJSWASMModule> {
-  const require = createRequire(import.meta.url);
-  const wasmPath = require.resolve('@jitl/quickjs-wasmfile-release-sync/wasm');
-  const wasmModule = await wasm.compile(await readFile(wasmPath));
+  const wasmModule = await compiledWasm();
   const memory = new wasm.Memory({ initial: WASM_INITIAL_BYTES / WASM_PAGE_BYTES, maximum: ENGINE_MEMORY_BYTES_MAX / WASM_PAGE_BYTES });
   return newQuickJSWASMModuleFromVariant(newVariant(wasmVariant, { wasmModule: wasmModule as never, wasmMemory: memory as never }));
 }
