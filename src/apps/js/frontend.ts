@@ -165,8 +165,9 @@ export class JsAppFrontend implements ApplicationFrontend {
       path: `/app${endpoint.path}`,
       summary: typeof properties.openapi?.summary === 'string' ? properties.openapi.summary : `${properties.js_module} ${properties.js_function} (${properties.mode})`,
       authenticate: (request) => authenticate(policies, request, this.authn),
-      // A write goes to the primary; a read is served here unless it asks to be linearizable.
-      ...(properties.mode === 'readwrite' ? { forward: true } : {}),
+      // A write goes to the primary. A readonly GET is served here unless it asks to be
+      // linearizable (the forwarder's own rule); a readonly POST, PUT or DELETE is served here.
+      ...(properties.mode === 'readwrite' ? { forward: true } : endpoint.method === 'GET' ? {} : { forward: false }),
       openapi: { ...(properties.openapi ?? {}), 'x-covenant-authn-policies': policies, 'x-covenant-mode': properties.mode },
       handler: (ctx) => this.execute(raw, endpoint, ctx),
     };
