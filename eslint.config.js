@@ -9,6 +9,11 @@ export default tseslint.config(
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
+    // Application bundles (docs/apps.md): ES modules run by the service's engine, with its global `covenant`.
+    files: ['examples/**/*.js', 'test/e2e/fixtures/**/*.js'],
+    languageOptions: { sourceType: 'module', globals: { covenant: 'readonly' } },
+  },
+  {
     files: ['**/*.ts'],
     rules: {
       'no-empty': ['error', { allowEmptyCatch: false }],

@@ -10,6 +10,7 @@ import { runSandbox } from './sandbox.js';
 import { runSandboxAddNode } from './sandbox-add-node.js';
 import { runSandboxRecovery } from './sandbox-recover.js';
 import { registerStatementCommands } from './statement.js';
+import { registerAppCommands } from './app.js';
 import { COVENANT_VERSION } from './version.js';
 
 function positiveInteger(value: string): number {
@@ -39,7 +40,8 @@ const sandbox = program
   .option('--recover-from <dir>', "recover an old sandbox's network from its ledgers (with member shares; by sealing when it was started with --sealing)")
   .option('--sealing', 'configure sealing-based recovery on every node (each a location of the recovery decision protocol)')
   .option('--force', 'wipe DIR if it already holds anything (its keys and ledgers are lost); refused without it')
-  .action(async (opts: { nodes: number; dir: string; nodeConfig?: string; readyTimeout: number; recoverFrom?: string; sealing?: boolean; force?: boolean }, command: Command) => {
+  .option('--app <dir>', 'deploy the application bundle in this folder (app.json and its modules) once the service is open')
+  .action(async (opts: { nodes: number; dir: string; nodeConfig?: string; readyTimeout: number; recoverFrom?: string; sealing?: boolean; force?: boolean; app?: string }, command: Command) => {
     const print = (line: string) => process.stdout.write(line + '\n');
     const common = { ...(opts.nodeConfig ? { nodeConfigFile: opts.nodeConfig } : {}), readyTimeoutSeconds: opts.readyTimeout, force: opts.force === true, print };
     try {
@@ -47,7 +49,7 @@ const sandbox = program
         const dir = command.getOptionValueSource('dir') === 'default' ? `${opts.recoverFrom.replace(/\/+$/, '')}-recovered` : opts.dir;
         await runSandboxRecovery({ from: opts.recoverFrom, dir, ...common });
       } else {
-        await runSandbox({ nodes: opts.nodes, dir: opts.dir, sealing: opts.sealing === true, ...common });
+        await runSandbox({ nodes: opts.nodes, dir: opts.dir, sealing: opts.sealing === true, ...(opts.app !== undefined ? { appDir: opts.app } : {}), ...common });
       }
       process.exit(0);
     } catch (e) {
@@ -154,5 +156,6 @@ program
 
 registerMemberCommands(program);
 registerStatementCommands(program);
+registerAppCommands(program);
 
 await program.parseAsync(process.argv);

@@ -28,6 +28,9 @@ import { MAX_ENTRY_BYTES, type NodeChannels } from '../node/channels.js';
 import { listenPreferring, NodeServer } from '../http/service.js';
 import { NodeMetrics } from '../http/prometheus.js';
 import { loggingAppRoutes } from '../apps/logging.js';
+import { createJsApplication } from '../apps/js/index.js';
+import { StoreAuthenticator } from '../http/auth.js';
+import { TokenValidator } from '../jwt/index.js';
 import { CaPinnedJsonFetcher } from '../platform/key-fetcher.js';
 import { COVENANT_VERSION } from './version.js';
 
@@ -263,11 +266,19 @@ export async function runNodeCommand(configPath: string): Promise<void> {
     );
     channels = created.channels;
     node.attachChannels(channels);
+    const appTokens = new TokenValidator({ lookup: (kid) => node.jwtSigningKeyRaw(kid), nowMs: () => node.clock.nowMs() });
+    const appAuthenticator = new StoreAuthenticator({ isUser: (id) => node.isUser(id) }, appTokens);
+    const application = await createJsApplication({
+      node,
+      logger: trusted.child({ component: 'app' }),
+      bearer: (request) => appAuthenticator.authenticate('user_cert_or_jwt', { headers: request.headers, clientCertificateDer: undefined }),
+    });
     server = new NodeServer({
       node,
       config,
       logger: trusted,
       appRoutes: loggingAppRoutes,
+      application,
       tls: { keyPem: node.nodePrivateKeyPem, certificatePem: node.selfSignedCertificatePem },
       metrics,
     });

@@ -10,6 +10,7 @@ import { join, resolve } from 'node:path';
 import { errorMessage } from '../base/errors.js';
 import { generateRsaKeyPair } from '../crypto/index.js';
 import { openService } from './member.js';
+import { bundleOf, deployApp } from './app.js';
 import { writeFileAtomic } from './node-command.js';
 import { prepareSandboxDir, readConfigFragment, SANDBOX_CERTIFICATE_VALIDITY_DAYS, SandboxNodes, sealingConfigOf, sealingLocations, writeIdentity, type NetworkJson } from './sandbox-nodes.js';
 
@@ -26,6 +27,8 @@ export interface SandboxOptions {
   readonly sealing?: boolean;
   /** Wipe `dir` if it already holds anything (refused otherwise). */
   readonly force?: boolean;
+  /** A folder with an application bundle (app.json and its modules), deployed once the service is open. */
+  readonly appDir?: string;
   readonly print: (line: string) => void;
 }
 
@@ -33,6 +36,7 @@ export async function runSandbox(options: SandboxOptions): Promise<void> {
   const dir = resolve(options.dir);
   // Read before anything is created: a bad fragment would otherwise surface as a node's exit.
   const fragment = options.nodeConfigFile ? readConfigFragment(options.nodeConfigFile) : {};
+  const app = options.appDir !== undefined ? bundleOf(options.appDir) : undefined;
   prepareSandboxDir(dir, options.force === true);
   const common = join(dir, 'common');
   mkdirSync(common, { recursive: true });
@@ -75,17 +79,27 @@ export async function runSandbox(options: SandboxOptions): Promise<void> {
 
   // The sandbox is for trying the service as a user: its member acknowledges and opens it.
   print('Opening the service: member0 acknowledges the state digest and votes transition_service_to_open');
+  const memberConnection = {
+    address: nodes.entries[0]!.rpc_address,
+    caPem: readFileSync(serviceCert, 'utf8'),
+    certificatePem: readFileSync(member.cert, 'utf8'),
+    privateKeyPem: readFileSync(member.private_key, 'utf8'),
+    memberId: member.id,
+  };
   try {
-    await openService({
-      address: nodes.entries[0]!.rpc_address,
-      caPem: readFileSync(serviceCert, 'utf8'),
-      certificatePem: readFileSync(member.cert, 'utf8'),
-      privateKeyPem: readFileSync(member.private_key, 'utf8'),
-      memberId: member.id,
-    }, print);
+    await openService(memberConnection, print);
   } catch (e) {
     nodes.stopAll();
     throw new Error(`the service could not be opened: ${errorMessage(e)}`);
+  }
+  if (app !== undefined) {
+    print(`Deploying the application in ${options.appDir}`);
+    try {
+      await deployApp(app, [memberConnection], print);
+    } catch (e) {
+      nodes.stopAll();
+      throw new Error(`the application could not be deployed: ${errorMessage(e)}`);
+    }
   }
 
   const network: NetworkJson = {

@@ -495,6 +495,36 @@ const actions = new Map([
       invalidateOtherOpenProposals(proposalId);
     },
   }],
+  ['set_js_app', {
+    // The service checks the bundle itself (app.json, every module compiles, every endpoint's
+    // module and function exist) before this runs; here only its outline.
+    validate: (a) => {
+      checkArgs(a, { bundle: is.object }, {});
+      checkArgs(a.bundle, { metadata: is.object, modules: is.any }, {});
+      if (!Array.isArray(a.bundle.modules) || a.bundle.modules.length === 0) fail('"bundle.modules" must be a non-empty array of {name, module}');
+    },
+    apply: (a) => put(T.jsApp, SINGLETON, a.bundle),
+  }],
+  ['remove_js_app', {
+    validate: (a) => checkArgs(a, {}, {}),
+    apply: () => {
+      if (!svc.kv.has(T.jsApp, SINGLETON)) throw new Error('no application bundle is installed');
+      remove(T.jsApp, SINGLETON);
+    },
+  }],
+  ['set_js_runtime_options', {
+    validate: (a) => {
+      checkArgs(a, {}, {
+        max_heap_bytes: is.integerIn(1048576, 268435456),
+        max_stack_bytes: is.integerIn(65536, 1048576),
+        max_execution_time_ms: is.integerIn(1, 1000),
+        return_exception_details: is.boolean,
+        log_exception_details: is.boolean,
+      });
+      if (Object.keys(a).length === 0) fail('give at least one runtime option');
+    },
+    apply: (a) => put(T.jsRuntimeOptions, SINGLETON, { ...(get(T.jsRuntimeOptions, SINGLETON) || {}), ...a }),
+  }],
   ['remove_node_join_policy', {
     validate: (a) => checkArgs(a, {}, {}),
     apply: (a, proposalId) => {

@@ -47,6 +47,12 @@ export interface GovernanceInit {
   readonly recentRequestsMax?: number;
   /** The service key's renewals of certificates (svc.network), for the *_certificate_validity actions. */
   readonly certificates?: CertificateRenewer;
+  /**
+   * Checks the bundle of a set_js_app action (its app.json, that every module compiles, that every
+   * endpoint names a module and function that exist); throws an Error whose message says what is
+   * wrong. The application engine lives above governance, so the node's composition passes it in.
+   */
+  readonly checkAppBundle?: (bundle: unknown) => void;
 }
 
 /** A governance write as it arrives: the raw body and its content type. */
@@ -496,7 +502,19 @@ export class Governance {
       };
       if (a?.name === 'set_constitution') check(a.args?.constitution, 'constitution', CONSTITUTION_EXPORTS);
       if (a?.name === 'set_node_join_policy') check(a.args?.policy, 'join_policy', JOIN_POLICY_EXPORTS);
+      if (a?.name === 'set_js_app' && typeof a.args === 'object' && a.args !== null && a.args.bundle !== undefined) this.checkBundle(a.args.bundle, i);
     });
+  }
+
+  private checkBundle(bundle: unknown, index: number): void {
+    const check = this.init.checkAppBundle;
+    if (check === undefined) throw badRequest('ProposalFailedToValidate', `actions[${index}] (set_js_app): this node has no application engine to check the bundle with`);
+    try {
+      check(bundle);
+    } catch (e) {
+      if (e instanceof CovenantError && e.status >= 500) throw e;
+      throw badRequest('ProposalFailedToValidate', boundedReason(`actions[${index}] (set_js_app): ${(e as Error).message}`));
+    }
   }
 
   private withConstitution(

@@ -36,6 +36,10 @@ export const GovTables = {
   recoverySharesRefresh: 'public:svc.gov.recovery.shares_refresh_requests',
   /** trigger_ledger_rekey: the primary starts a new ledger secret once it is written. */
   ledgerRekeyRequests: 'public:svc.gov.ledger_rekey_requests',
+  /** set_js_app: the application bundle {metadata: <app.json>, modules: [{name, module}]} (one record, replaced whole). */
+  jsApp: 'public:svc.gov.js_app',
+  /** set_js_runtime_options: the limits of application JavaScript. */
+  jsRuntimeOptions: 'public:svc.gov.js_runtime_options',
 } as const;
 
 export const GOV_SINGLETON_KEY = '0';

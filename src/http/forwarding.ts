@@ -32,6 +32,8 @@ const forwardedRequestSchema = z.object({
     kind: z.enum(['anonymous', 'user', 'member', 'jwt']),
     id: z.string().optional(),
     claims: z.record(z.string(), z.unknown()).optional(),
+    policy: z.string().optional(),
+    cert: z.string().optional(),
   }),
   interface: z.string(),
 });

@@ -60,6 +60,7 @@ export function openApiDocument(routes: readonly Route[], info: { title: string;
       if (route.body) {
         operation.requestBody = { required: true, content: { 'application/json': { schema: jsonSchemaOf(route.body) } } };
       }
+      if (route.openapi) Object.assign(operation, route.openapi);
       item[method.toLowerCase()] = operation;
     }
   }

@@ -18,6 +18,10 @@ export interface Caller {
   readonly kind: 'anonymous' | 'user' | 'member' | 'jwt';
   readonly id?: string;
   readonly claims?: Record<string, unknown>;
+  /** The application endpoint policy that accepted the caller (user_cert, jwt, ...), for application handlers. */
+  readonly policy?: string;
+  /** PEM of a client certificate no user or member registered (application policy any_cert). */
+  readonly cert?: string;
 }
 
 export interface RequestContext<Q = Record<string, string>, B = unknown> {
@@ -63,6 +67,13 @@ export interface Route<Q = any, B = any> {
   readonly forward?: boolean;
   /** Response statuses documented in OpenAPI. */
   readonly responses?: Readonly<Record<number, string>>;
+  /**
+   * Authenticates the caller instead of `auth` (an application endpoint's list of policies): the
+   * server calls it before the body is read, and a backup before it forwards.
+   */
+  readonly authenticate?: (request: { headers: IncomingHttpHeaders; clientCertificateDer: Buffer | undefined }) => Caller | Promise<Caller>;
+  /** An OpenAPI operation fragment merged into the route's operation in /node/api (an application endpoint's `openapi`). */
+  readonly openapi?: Readonly<Record<string, unknown>>;
   readonly handler: RouteHandler<Q, B>;
 }
 

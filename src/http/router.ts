@@ -42,12 +42,21 @@ function compileTemplate(route: Route): CompiledTemplate {
   return { route, regex: new RegExp(`^${pattern}$`), paramNames };
 }
 
+/**
+ * Routes that change while the node runs (an application bundle installed by governance): asked
+ * before the fixed table; undefined leaves the path to the fixed table.
+ */
+export type RouteOverlay = (method: HttpMethod, path: string) => MatchResult | undefined;
+
 export class Router {
   private readonly staticRoutes = new Map<string, Map<HttpMethod, Route>>();
   private readonly templates: CompiledTemplate[] = [];
   readonly routes: readonly Route[];
 
-  constructor(routes: readonly Route[]) {
+  constructor(
+    routes: readonly Route[],
+    private readonly overlay?: RouteOverlay,
+  ) {
     this.routes = routes;
     for (const route of routes) {
       if (route.path.includes('{')) {
@@ -68,6 +77,8 @@ export class Router {
    * method HEAD, and the server sends its headers without the body.
    */
   match(method: HttpMethod, path: string): MatchResult {
+    const overlaid = this.overlay?.(method, path);
+    if (overlaid !== undefined) return overlaid;
     const allowed = new Set<HttpMethod>();
     const byMethod = this.staticRoutes.get(path);
     if (byMethod) {

@@ -207,7 +207,11 @@ export class RpcInterface {
 
     const clientCertificateDer = peerCertificateDer(req.socket as TLSSocket);
     const policy = route.auth ?? 'none';
-    const caller = policy === 'none' ? ANONYMOUS : this.options.authenticator.authenticate(policy, { headers: req.headers, clientCertificateDer });
+    const caller = route.authenticate
+      ? route.authenticate({ headers: req.headers, clientCertificateDer })
+      : policy === 'none'
+        ? ANONYMOUS
+        : this.options.authenticator.authenticate(policy, { headers: req.headers, clientCertificateDer });
     const remoteAddress = req.socket.remoteAddress;
     return { route, params, method, path, rawQuery: q === -1 ? '' : rawUrl.slice(q + 1), caller, clientCertificateDer, remoteAddress };
   }

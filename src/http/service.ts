@@ -14,8 +14,8 @@ import { governanceRoutes } from './frontends/governance.js';
 import { statementRoutes } from './frontends/statements.js';
 import { downloadDepsOf, downloadRoutes } from './frontends/downloads.js';
 import { openApiDocument } from './openapi.js';
-import { json, type OperatorFeature, type Route } from './route.js';
-import { Router } from './router.js';
+import { json, type HttpMethod, type OperatorFeature, type Route } from './route.js';
+import { Router, type MatchResult } from './router.js';
 import { PROMETHEUS_CONTENT_TYPE, wantsPrometheusText, type NodeMetrics } from './prometheus.js';
 import type { SessionMetrics } from './sessions.js';
 import { RpcInterface, type TlsIdentity } from './server.js';
@@ -25,10 +25,29 @@ export interface NodeServerOptions {
   readonly node: NodeServices;
   readonly config: NodeConfig;
   readonly logger: Logger;
+  /** The built-in application's routes (served while no application bundle is installed). */
   readonly appRoutes: (node: NodeTransactions) => Route[];
+  /** The hosted JavaScript application (src/apps/js), when the node hosts one. */
+  readonly application?: ApplicationFrontend;
   readonly tls: TlsIdentity;
   /** Prometheus metrics (GET /node/metrics asked for text); without it, the JSON figures only. */
   readonly metrics?: NodeMetrics;
+}
+
+/**
+ * An application deployed by governance, served beside the fixed route table: its routes change
+ * when members install another bundle. Kept a separate frontend so that the request pipeline can
+ * take it in whole.
+ */
+export interface ApplicationFrontend {
+  /** The installed bundle's route for a request under /app; undefined when no bundle answers for the path. */
+  match(method: HttpMethod, path: string): MatchResult | undefined;
+  /** The installed bundle's routes (for GET /node/api). */
+  routes(): readonly Route[];
+  /** GET /node/js_metrics. */
+  metrics(): unknown;
+  /** Checks a set_js_app bundle; throws an Error naming what is wrong. */
+  checkBundle(bundle: unknown): void;
 }
 
 export class NodeServer {
@@ -49,9 +68,15 @@ export class NodeServer {
       nodeCertificatePem: () => this.tls.certificatePem,
     });
     let routes: Route[] = [];
-    const openApi = () => openApiDocument(routes, { title: 'Covenant node API', version: node.versionReport().version });
+    const application = options.application;
+    const openApi = () => openApiDocument([...routes, ...(application?.routes() ?? [])], { title: 'Covenant node API', version: node.versionReport().version });
     routes = [
-      ...operatorRoutes({ node, openApi, primaryAddress: (interfaceName) => this.primaryAddress(interfaceName) }),
+      ...operatorRoutes({
+        node,
+        openApi,
+        primaryAddress: (interfaceName) => this.primaryAddress(interfaceName),
+        ...(application ? { jsMetrics: () => application.metrics() } : {}),
+      }),
       ...downloadRoutes(
         downloadDepsOf(options.config, {
           isPrimary: () => node.isPrimary(),
@@ -59,7 +84,7 @@ export class NodeServer {
           requestSnapshot: () => node.requestSnapshot(),
         }),
       ),
-      ...governanceRoutes(node, { nowMs: () => node.clock.nowMs() }),
+      ...governanceRoutes(node, { nowMs: () => node.clock.nowMs(), ...(application ? { checkAppBundle: (bundle: unknown) => application.checkBundle(bundle) } : {}) }),
       ...statementRoutes({ node, primaryAddress: (interfaceName) => this.primaryAddress(interfaceName) }),
       ...options.appRoutes(node).map((route) => whileAppOpen(route, node)),
       {
@@ -77,7 +102,7 @@ export class NodeServer {
         },
       },
     ];
-    this.router = new Router(routes);
+    this.router = new Router(routes, application ? (method, path) => application.match(method, path) : undefined);
     this.forwarder = new PrimaryForwarder(node, () => this.router, options.logger.child({ component: 'forwarding' }), node.clock);
     const tokens = new TokenValidator({ lookup: (kid) => node.jwtSigningKeyRaw(kid), nowMs: () => node.clock.nowMs() });
     const authenticator = new StoreAuthenticator({ isUser: (id) => node.isUser(id) }, tokens);

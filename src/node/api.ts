@@ -140,7 +140,7 @@ export interface NodeTransactions {
    * `fn` as executeWrite does, then waits until the transaction is Committed, and refuses with a
    * retryable error if it was rolled back or did not commit in time.
    */
-  executeWriteCommitted<T>(fn: (tx: Tx) => T): Promise<WriteResult<T>>;
+  executeWriteCommitted<T>(fn: (tx: Tx) => T, options?: WriteOptions): Promise<WriteResult<T>>;
 }
 
 /** Frames on the node-to-node channels, and where the primary is (request forwarding). */

@@ -248,10 +248,10 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
     return this.parts.transactions.executeRead(fn);
   }
 
-  async executeWriteCommitted<T>(fn: (tx: Tx) => T): Promise<WriteResult<T>> {
+  async executeWriteCommitted<T>(fn: (tx: Tx) => T, options?: WriteOptions): Promise<WriteResult<T>> {
     const waiters = this.parts.commitWaiters;
     waiters.checkRoom();
-    const written = this.executeWrite(fn);
+    const written = this.executeWrite(fn, options);
     if (written.txId === undefined) return written;
     // Signed at the end of this turn, with every write of the turn, not after ledger_signatures.delay.
     this.parts.signatures.requestAtTurnEnd();

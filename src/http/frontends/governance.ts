@@ -24,6 +24,8 @@ export interface GovernanceFrontendOptions {
   /** The node's clock (ms since the Unix epoch), against which created_at is checked. */
   readonly nowMs: () => number;
   readonly sandboxLimits?: SandboxLimits;
+  /** Checks a set_js_app bundle (the application frontend's engine); without it such proposals are refused. */
+  readonly checkAppBundle?: (bundle: unknown) => void;
 }
 
 const anyJson = jsonCodec<any>();
@@ -32,7 +34,13 @@ export function governanceRoutes(node: NodeGovernanceHost, options: GovernanceFr
   // Start loading at once so that the first governance request does not wait for it.
   const governance: Promise<Governance> = loadJsEngine().then(
     (engine) =>
-      new Governance({ engine, nowMs: options.nowMs, certificates: node.certificateRenewer, ...(options.sandboxLimits ? { sandboxLimits: options.sandboxLimits } : {}) }),
+      new Governance({
+        engine,
+        nowMs: options.nowMs,
+        certificates: node.certificateRenewer,
+        ...(options.sandboxLimits ? { sandboxLimits: options.sandboxLimits } : {}),
+        ...(options.checkAppBundle ? { checkAppBundle: options.checkAppBundle } : {}),
+      }),
   );
   governance.catch((e: unknown) => node.logger.fail('governance sandbox could not be loaded', { reason: (e as Error).message }));
 

@@ -36,9 +36,11 @@ export interface OperatorFrontendOptions {
   readonly openApi: () => unknown;
   /** Published address of the primary's RPC interface named like the request's (else its first), for redirects. */
   readonly primaryAddress: (interfaceName?: string) => string | undefined;
+  /** GET /node/js_metrics: the figures of the hosted JavaScript application, when the node hosts one. */
+  readonly jsMetrics?: () => unknown;
 }
 
-export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFrontendOptions): Route[] {
+export function operatorRoutes({ node, openApi, primaryAddress, jsMetrics }: OperatorFrontendOptions): Route[] {
   const nodeSummaries = (): NodeSummary[] => node.listNodes();
   const routes: Route[] = [
     {
@@ -307,8 +309,9 @@ export function operatorRoutes({ node, openApi, primaryAddress }: OperatorFronte
     {
       method: 'GET',
       path: '/node/js_metrics',
-      summary: 'Metrics of the JavaScript sandbox',
-      handler: () => json(200, { bytecode_size: 0, bytecode_used: false, max_heap_size: 0, max_stack_size: 0, max_execution_time: 0, max_cached_interpreters: 0 }),
+      summary: 'Metrics of the hosted JavaScript application: compiled code size, whether it is cached, the runtime options in force, executions',
+      handler: () =>
+        json(200, jsMetrics ? jsMetrics() : { bytecode_size: 0, bytecode_used: false, max_heap_size: 0, max_stack_size: 0, max_execution_time: 0, max_cached_interpreters: 0 }),
     },
     {
       method: 'GET',

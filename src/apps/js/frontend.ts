@@ -1,0 +1,343 @@
+/**
+ * The application frontend: serves the bundle members installed (set_js_app) under /app, beside
+ * the node's fixed route table (docs/apps.md). While no bundle is installed it answers for nothing
+ * and the built-in message log is the application; /app/tx, /app/commit and /app/caller stay built in.
+ *
+ * Each endpoint becomes a Route: authenticated by its policies before its body is read (so a
+ * backup authenticates what it forwards), forwarded to the primary when it is `readwrite`, and
+ * executed by the engine inside one KV transaction: a write transaction on the primary, or a read
+ * of the node's current state (`readonly`; the committed state confirmed by the primary when the
+ * request asks for x-covenant-consistency: linearizable).
+ */
+import { randomBytes } from 'node:crypto';
+import { CovenantError } from '../../base/errors.js';
+import { formatTxId, type TxId } from '../../base/ids.js';
+import type { Logger } from '../../base/log.js';
+import { jsonCodec, stringKeyCodec, type Codec, type StoreView, type Tx } from '../../kv/index.js';
+import { CONSISTENCY_HEADER } from '../../http/forwarding.js';
+import type { Caller, HttpMethod, RequestContext, Route, RouteResponse } from '../../http/route.js';
+import { Router, type MatchResult } from '../../http/router.js';
+import type { ApplicationFrontend } from '../../http/service.js';
+import type { NodeTransactions } from '../../node/api.js';
+import { SINGLETON_KEY, Tables } from '../../node/tables.js';
+import { authenticate, type AuthnDeps } from './authn.js';
+import { BUILT_IN_APP_PATHS, parseBundle, type AppBundle, type AppEndpoint } from './bundle.js';
+import { AppEngine, EngineUnavailable, runtimeOptionsOf } from './engine.js';
+import type { RequestScope } from './host.js';
+import { ScriptFailure, type RuntimeOptions, type ScriptResponse } from './interpreter.js';
+
+export const TRANSACTION_ID_HEADER = 'x-covenant-transaction-id';
+
+/** What the frontend needs of the node. */
+export interface JsAppNode extends NodeTransactions {
+  appFrontendOpen(): boolean;
+  appFrontendClosedReason(): string;
+}
+
+/** Stored values as the store holds them: the same object until the key is written again. */
+const identityCodec: Codec<Uint8Array> = { encode: (v) => v, decode: (v) => v };
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** The installed bundle, parsed once per stored record. */
+interface InstalledApp {
+  readonly raw: Uint8Array;
+  readonly bundle: AppBundle | undefined;
+  /** Why the stored bundle cannot be served (a custom constitution stored it unchecked). */
+  readonly invalid: string | undefined;
+  readonly routes: readonly Route[];
+  readonly router: Router;
+}
+
+/** A handler's error answer whose writes are dropped (it did not call setApplyWrites(true)). */
+class DropWrites extends Error {
+  constructor(readonly response: ScriptResponse) {
+    super('the handler answered an error without setApplyWrites(true)');
+  }
+}
+
+/** The answer to a handler that failed: 500 naming the cause (its writes are dropped with its transaction). */
+function scriptError(kind: ScriptFailure['kind'], message: string): CovenantError {
+  switch (kind) {
+    case 'Exception':
+      return new CovenantError('JsException', message, 500);
+    case 'Timeout':
+      return new CovenantError('JsTimeout', message, 500);
+    case 'OutOfMemory':
+      return new CovenantError('JsOutOfMemory', message, 500);
+    case 'StackOverflow':
+      return new CovenantError('JsStackOverflow', message, 500);
+    case 'InvalidResponse':
+      return new CovenantError('JsInvalidResponse', message, 500);
+    case 'Syntax':
+    case 'MissingExport':
+      return new CovenantError('JsAppInvalid', message, 500);
+  }
+}
+
+export class JsAppFrontend implements ApplicationFrontend {
+  private installedApp: InstalledApp | undefined;
+  private optionsSeen: { raw: Uint8Array | undefined; options: RuntimeOptions } | undefined;
+  private executions = 0;
+  private failures = 0;
+  private executionTimeMsTotal = 0;
+
+  constructor(
+    private readonly node: JsAppNode,
+    private readonly engine: AppEngine,
+    private readonly authn: AuthnDeps,
+    private readonly logger: Logger,
+  ) {}
+
+  match(method: HttpMethod, path: string): MatchResult | undefined {
+    if (!path.startsWith('/app/') || BUILT_IN_APP_PATHS.has(path.slice(4))) return undefined;
+    const app = this.installed();
+    return app === undefined ? undefined : app.router.match(method, path);
+  }
+
+  routes(): readonly Route[] {
+    return this.installed()?.routes ?? [];
+  }
+
+  checkBundle(bundle: unknown): void {
+    this.engine.checkBundle(bundle);
+  }
+
+  metrics(): Record<string, unknown> {
+    const app = this.installed();
+    const options = this.runtimeOptions(this.node.executeRead((tx) => tx));
+    const cached = this.engine.cachedInterpreter();
+    return {
+      bytecode_size: cached?.bytecodeBytes ?? 0,
+      bytecode_used: cached !== undefined && cached.bytecodeBytes > 0,
+      max_heap_size: options.heapBytesMax,
+      max_stack_size: options.stackBytesMax,
+      max_execution_time: options.executionTimeMsMax,
+      max_cached_interpreters: 1,
+      app_installed: app !== undefined,
+      modules: app?.bundle?.modules.size ?? 0,
+      endpoints: app?.bundle?.endpoints.length ?? 0,
+      heap_used_bytes: cached?.usedBytes ?? 0,
+      interpreters_built: this.engine.interpretersBuilt,
+      engine_instances_replaced: this.engine.instancesReplaced,
+      executions: this.executions,
+      execution_failures: this.failures,
+      execution_time_ms_total: Math.round(this.executionTimeMsTotal * 1000) / 1000,
+    };
+  }
+
+  /** The bundle in the store now (parsed again only when its record was written again). */
+  private installed(): InstalledApp | undefined {
+    const raw = this.node.executeRead((tx) => tx.map(Tables.jsApp, stringKeyCodec, identityCodec).get(SINGLETON_KEY) as Uint8Array | undefined);
+    if (raw === undefined) {
+      this.installedApp = undefined;
+      return undefined;
+    }
+    if (this.installedApp?.raw === raw) return this.installedApp;
+    let bundle: AppBundle | undefined;
+    let invalid: string | undefined;
+    try {
+      bundle = parseBundle(JSON.parse(utf8.decode(raw)));
+    } catch (e) {
+      invalid = (e as Error).message;
+    }
+    const routes = bundle ? bundle.endpoints.map((endpoint) => this.routeOf(raw, endpoint)) : [];
+    const router = new Router(invalid === undefined ? routes : [this.invalidRoute(invalid)]);
+    this.installedApp = { raw, bundle, invalid, routes, router };
+    return this.installedApp;
+  }
+
+  private invalidRoute(reason: string): Route {
+    return {
+      method: ['GET', 'POST', 'PUT', 'DELETE'],
+      path: '/app/{path}',
+      summary: 'The installed application cannot be served',
+      handler: () => {
+        throw new CovenantError('JsAppInvalid', `the installed application bundle is invalid: ${reason}`, 500);
+      },
+    };
+  }
+
+  private routeOf(raw: Uint8Array, endpoint: AppEndpoint): Route {
+    const { properties } = endpoint;
+    const policies = properties.authn_policies;
+    return {
+      method: endpoint.method,
+      path: `/app${endpoint.path}`,
+      summary: typeof properties.openapi?.summary === 'string' ? properties.openapi.summary : `${properties.js_module} ${properties.js_function} (${properties.mode})`,
+      authenticate: (request) => authenticate(policies, request, this.authn),
+      // A write goes to the primary. A readonly GET is served here unless it asks to be
+      // linearizable (the forwarder's own rule); a readonly POST, PUT or DELETE is served here.
+      ...(properties.mode === 'readwrite' ? { forward: true } : endpoint.method === 'GET' ? {} : { forward: false }),
+      openapi: { ...(properties.openapi ?? {}), 'x-covenant-authn-policies': policies, 'x-covenant-mode': properties.mode },
+      handler: (ctx) => this.execute(raw, endpoint, ctx),
+    };
+  }
+
+  private execute(raw: Uint8Array, endpoint: AppEndpoint, ctx: RequestContext): RouteResponse | Promise<RouteResponse> {
+    if (!this.node.appFrontendOpen()) throw new CovenantError('FrontendNotOpen', `the application frontend is not open: ${this.node.appFrontendClosedReason()}`, 503);
+    if (!this.engine.available) {
+      return this.engine.ready().then(() => {
+        if (!this.engine.available) throw unavailable();
+        return this.execute(raw, endpoint, ctx);
+      });
+    }
+    const requestJson = requestJsonOf(endpoint, ctx, (table, id) => this.node.executeRead((tx) => tx.map(table, certificateCodec).get(id) as string | undefined));
+    const consistency = ctx.headers[CONSISTENCY_HEADER];
+    if (endpoint.properties.mode === 'readwrite') return this.write(raw, endpoint, ctx, requestJson, consistency);
+    if (consistency !== undefined && consistency !== 'linearizable') {
+      throw new CovenantError('InvalidHeaderValue', `${CONSISTENCY_HEADER} must be "linearizable" on a readonly endpoint (got "${String(consistency).slice(0, 64)}")`, 400);
+    }
+    const read = (reader: Pick<StoreView, 'map'>, seed: number) => this.run(raw, endpoint, this.scopeOf(reader, undefined), requestJson, ctx.rawBody, seed, reader);
+    if (consistency === 'linearizable') {
+      return this.node.executeReadLinearizable((view) => read(view, Number(view.version))).then(({ result, txId }) => responseOf(result, txId));
+    }
+    const { result, txId } = this.node.executeReadAt((tx) => read(tx, Number(tx.startVersion)));
+    return responseOf(result, txId);
+  }
+
+  private write(raw: Uint8Array, endpoint: AppEndpoint, ctx: RequestContext, requestJson: string, consistency: unknown): RouteResponse | Promise<RouteResponse> {
+    if (consistency !== undefined && consistency !== 'committed' && consistency !== 'linearizable') {
+      throw new CovenantError('InvalidHeaderValue', `${CONSISTENCY_HEADER} must be "committed" or "linearizable" on a readwrite endpoint (got "${String(consistency).slice(0, 64)}")`, 400);
+    }
+    let scope: RequestScope | undefined;
+    const fn = (tx: Tx): ScriptResponse => {
+      scope = this.scopeOf(tx, tx);
+      const response = this.run(raw, endpoint, scope, requestJson, ctx.rawBody, Number(tx.startVersion), tx);
+      if (response.status >= 400 && !scope.applyWrites) throw new DropWrites(response);
+      return response;
+    };
+    // Read by the node after the handler ran: the digest the handler set, if any.
+    const options = {
+      get claimsDigest() {
+        return scope?.claimsDigest;
+      },
+    };
+    const dropped = (e: unknown): RouteResponse => {
+      if (e instanceof DropWrites) return responseOf(e.response, undefined);
+      throw e;
+    };
+    if (consistency !== undefined) {
+      return this.node.executeWriteCommitted(fn, options).then(({ result, txId }) => responseOf(result, txId), dropped);
+    }
+    try {
+      const { result, txId } = this.node.executeWrite(fn, options);
+      return responseOf(result, txId);
+    } catch (e) {
+      return dropped(e);
+    }
+  }
+
+  private scopeOf(reader: Pick<StoreView, 'map'>, tx: Tx | undefined): RequestScope {
+    return {
+      reader,
+      tx,
+      commitTxId: () => formatTxId(this.node.commitTxId()),
+      randomBytes: (n) => new Uint8Array(randomBytes(n)),
+      nowMs: () => this.node.clock.nowMs(),
+      applyWrites: false,
+      claimsDigest: undefined,
+    };
+  }
+
+  /** Runs the handler; maps the script's failures to 500 answers (nothing it wrote is kept: the transaction is dropped). */
+  private run(raw: Uint8Array, endpoint: AppEndpoint, scope: RequestScope, requestJson: string, body: Buffer, seed: number, reader: Pick<StoreView, 'map'>): ScriptResponse {
+    const app = this.installed();
+    // The bundle was replaced between routing and execution: the request ran against the old one's routes.
+    if (app?.raw !== raw || app.bundle === undefined) {
+      throw new CovenantError('JsAppChanged', 'the application was replaced while this request was routed: retry', 503, undefined, 1);
+    }
+    const bundle = app.bundle;
+    const options = this.runtimeOptions(reader);
+    const startedMs = performance.now();
+    this.executions++;
+    try {
+      return this.engine.withInterpreter(raw, bundle, options, scope, (interpreter) =>
+        interpreter.call(endpoint.properties.js_module, endpoint.properties.js_function, requestJson, body, seed),
+      );
+    } catch (e) {
+      this.failures++;
+      if (e instanceof ScriptFailure) {
+        this.logger.info('application handler failed', { endpoint: `${endpoint.method} ${endpoint.path}`, kind: e.kind, reason: e.message });
+        throw scriptError(e.kind, `${endpoint.properties.js_module} ${endpoint.properties.js_function}: ${e.message}`);
+      }
+      if (e instanceof EngineUnavailable) throw unavailable();
+      throw e;
+    } finally {
+      this.executionTimeMsTotal += performance.now() - startedMs;
+    }
+  }
+
+  private runtimeOptions(reader: Pick<StoreView, 'map'>): RuntimeOptions {
+    const raw = reader.map(Tables.jsRuntimeOptions, stringKeyCodec, identityCodec).get(SINGLETON_KEY) as Uint8Array | undefined;
+    const seen = this.optionsSeen;
+    if (seen !== undefined && seen.raw === raw) return seen.options;
+    let stored: unknown;
+    try {
+      stored = raw === undefined ? undefined : JSON.parse(utf8.decode(raw));
+    } catch {
+      stored = undefined;
+    }
+    const options = runtimeOptionsOf(stored);
+    this.optionsSeen = { raw, options };
+    return options;
+  }
+}
+
+function unavailable(): CovenantError {
+  return new CovenantError('JsEngineUnavailable', 'the application engine is restarting after a failure: retry shortly', 503, undefined, 1);
+}
+
+/** The request as the handler sees it (its body goes separately, as bytes). */
+/** The registered certificate (PEM) of a user or member id, from the state the request runs on. */
+type CertificateOf = (table: string, id: string) => string | undefined;
+const certificateCodec = jsonCodec<string>();
+
+function requestJsonOf(endpoint: AppEndpoint, ctx: RequestContext, certificateOf: CertificateOf): string {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(ctx.headers)) {
+    if (value === undefined) continue;
+    headers[name] = Array.isArray(value) ? value.join(', ') : value;
+  }
+  return JSON.stringify({
+    method: ctx.method,
+    path: ctx.path,
+    route: endpoint.path,
+    params: ctx.params,
+    query: new URLSearchParams(ctx.query as Record<string, string>).toString(),
+    headers,
+    caller: callerOf(ctx.caller, certificateOf),
+  });
+}
+
+function callerOf(caller: Caller, certificateOf: CertificateOf): Record<string, unknown> {
+  const policy = caller.policy ?? 'no_auth';
+  switch (caller.kind) {
+    case 'user':
+      return { policy, id: caller.id, cert: certificateOf(Tables.usersCerts, caller.id!) ?? null };
+    case 'member':
+      return { policy, id: caller.id, cert: certificateOf(Tables.membersCerts, caller.id!) ?? null };
+    case 'jwt': {
+      const claims = caller.claims ?? {};
+      return { policy: 'jwt', jwt: { issuer: claims.iss, subject: caller.id ?? null, claims } };
+    }
+    default:
+      return caller.cert === undefined ? { policy } : { policy, id: caller.id, cert: caller.cert };
+  }
+}
+
+const DEFAULT_CONTENT_TYPES: Record<ScriptResponse['kind'], string | undefined> = {
+  none: undefined,
+  json: 'application/json',
+  text: 'text/plain; charset=utf-8',
+  bytes: 'application/octet-stream',
+};
+
+function responseOf(response: ScriptResponse, txId: TxId | undefined): RouteResponse {
+  const headers: Record<string, string> = { ...response.headers };
+  if (txId !== undefined) headers[TRANSACTION_ID_HEADER] = formatTxId(txId);
+  const contentType = DEFAULT_CONTENT_TYPES[response.kind];
+  if (contentType !== undefined && headers['content-type'] === undefined) headers['content-type'] = contentType;
+  if (response.kind === 'none') return { status: response.status, headers, bodyKind: 'none' };
+  if (response.kind === 'bytes') return { status: response.status, headers, bodyKind: 'bytes', body: response.bytes };
+  return { status: response.status, headers, bodyKind: 'text', body: response.text };
+}

@@ -1,0 +1,197 @@
+/**
+ * The host side of the application's `covenant` object: map access within the request's
+ * transaction, converters, crypto, the last committed transaction, and the two switches of the
+ * request (apply writes on an error answer, the claims digest). Everything reaches the node
+ * through the scope of the request being handled; outside a request, these functions refuse.
+ */
+import { createPublicKey, verify as verifySignature, type KeyObject } from 'node:crypto';
+import type { QuickJSContext, QuickJSHandle } from 'quickjs-emscripten-core';
+import { sha256 } from '../../crypto/index.js';
+import { bytesCodec, stringKeyCodec, type MapReader, type StoreView, type Tx, type TxMap } from '../../kv/index.js';
+import type { HostFunctions } from './interpreter.js';
+import { toArrayBuffer } from './interpreter.js';
+import { FOR_EACH_ENTRIES_MAX, RANDOM_BYTES_MAX } from './limits.js';
+
+/** Service tables: `public:svc.*` may be read, never written; private `svc.*` (ledger secrets) is out of reach. */
+const SERVICE_PUBLIC_PREFIX = 'public:svc.';
+const SERVICE_PRIVATE_PREFIX = 'svc.';
+const CLAIMS_DIGEST_BYTES = 32;
+
+/** What one request gives its handler to work with. */
+export interface RequestScope {
+  /** The state the handler reads: the write transaction, or the read's state. */
+  readonly reader: Pick<StoreView, 'map'>;
+  /** Present for a readwrite endpoint: where writes go. */
+  readonly tx: Tx | undefined;
+  readonly commitTxId: () => string;
+  readonly randomBytes: (length: number) => Uint8Array;
+  readonly nowMs: () => number;
+  applyWrites: boolean;
+  claimsDigest: Uint8Array | undefined;
+}
+
+class HostError extends Error {}
+
+/** A map name as a key of the store: ArrayBuffer keys are held as Latin-1 strings (one character per byte, order kept). */
+function keyOf(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('latin1');
+}
+
+function bytesOfKey(key: string): Uint8Array {
+  return new Uint8Array(Buffer.from(key, 'latin1'));
+}
+
+function checkReadable(name: string): void {
+  if (name.startsWith(SERVICE_PRIVATE_PREFIX)) throw new HostError(`map "${name}" is private to the service: applications cannot read it`);
+}
+
+function checkWritable(name: string): void {
+  if (name.startsWith(SERVICE_PUBLIC_PREFIX) || name.startsWith(SERVICE_PRIVATE_PREFIX)) {
+    throw new HostError(`map "${name}" is a service table: applications cannot write it`);
+  }
+}
+
+const verifyKeys = new Map<string, KeyObject>();
+const VERIFY_KEYS_CACHED_MAX = 64;
+
+function publicKeyOf(pem: string): KeyObject {
+  let key = verifyKeys.get(pem);
+  if (key === undefined) {
+    try {
+      key = createPublicKey(pem);
+    } catch (e) {
+      throw new HostError(`verifySignature: the key is not a PEM public key or certificate (${(e as Error).message})`);
+    }
+    if (verifyKeys.size >= VERIFY_KEYS_CACHED_MAX) verifyKeys.clear();
+    verifyKeys.set(pem, key);
+  }
+  return key;
+}
+
+interface SigningAlgorithm {
+  name?: unknown;
+  hash?: unknown;
+  saltLength?: unknown;
+}
+
+function verifyWith(algorithmJson: string, pem: string, signature: Uint8Array, data: Uint8Array): boolean {
+  const algorithm = JSON.parse(algorithmJson) as SigningAlgorithm;
+  const key = publicKeyOf(pem);
+  const hash = algorithm.hash === undefined ? 'SHA-256' : algorithm.hash;
+  if (hash !== 'SHA-256' && hash !== 'SHA-384' && hash !== 'SHA-512') throw new HostError(`verifySignature: hash "${String(hash)}" is not SHA-256, SHA-384 or SHA-512`);
+  const digest = hash.replace('-', '').toLowerCase();
+  switch (algorithm.name) {
+    case 'ECDSA':
+      if (key.asymmetricKeyType !== 'ec') throw new HostError('verifySignature: ECDSA needs an EC key');
+      return verifySignature(digest, data, { key, dsaEncoding: 'ieee-p1363' }, signature);
+    case 'RSASSA-PKCS1-v1_5':
+      if (key.asymmetricKeyType !== 'rsa') throw new HostError('verifySignature: RSASSA-PKCS1-v1_5 needs an RSA key');
+      return verifySignature(digest, data, key, signature);
+    case 'RSA-PSS': {
+      if (key.asymmetricKeyType !== 'rsa') throw new HostError('verifySignature: RSA-PSS needs an RSA key');
+      const saltLength = typeof algorithm.saltLength === 'number' ? algorithm.saltLength : 32;
+      return verifySignature(digest, data, { key, padding: 6 /* RSA_PKCS1_PSS_PADDING */, saltLength }, signature);
+    }
+    case 'EdDSA':
+      return verifySignature(null, data, key, signature);
+    default:
+      throw new HostError(`verifySignature: algorithm "${String(algorithm.name)}" is not ECDSA, RSASSA-PKCS1-v1_5, RSA-PSS or EdDSA`);
+  }
+}
+
+/** The host functions of an interpreter, reading the scope of the request being handled. */
+export function createHostFunctions(currentScope: () => RequestScope | undefined): HostFunctions {
+  const scope = (): RequestScope => {
+    const s = currentScope();
+    if (s === undefined) throw new HostError('covenant.kv, covenant.rpc and covenant.consensus are available only while a request is handled');
+    return s;
+  };
+  const bytes = (c: QuickJSContext, h: QuickJSHandle | undefined): Uint8Array => {
+    if (h === undefined) throw new HostError('an ArrayBuffer argument is missing');
+    const view = c.getArrayBuffer(h);
+    try {
+      return new Uint8Array(view.value);
+    } finally {
+      view.dispose();
+    }
+  };
+  const text = (c: QuickJSContext, h: QuickJSHandle | undefined): string => {
+    if (h === undefined || c.typeof(h) !== 'string') throw new HostError('a string argument is missing');
+    return c.getString(h);
+  };
+  const buffer = (c: QuickJSContext, value: Uint8Array) => c.newArrayBuffer(toArrayBuffer(value));
+  const reader = (name: string): MapReader<string, Uint8Array> => {
+    checkReadable(name);
+    return scope().reader.map(name, stringKeyCodec, bytesCodec) as MapReader<string, Uint8Array>;
+  };
+  const writer = (name: string): TxMap<string, Uint8Array> => {
+    checkWritable(name);
+    const s = scope();
+    if (s.tx === undefined) throw new HostError(`map "${name}" cannot be written by a readonly endpoint`);
+    return s.tx.map(name, stringKeyCodec, bytesCodec) as TxMap<string, Uint8Array>;
+  };
+  return {
+    __kv_get: (c, [map, key]) => {
+      const value = reader(text(c, map)).get(keyOf(bytes(c, key)));
+      return value === undefined ? c.undefined : buffer(c, value);
+    },
+    __kv_has: (c, [map, key]) => (reader(text(c, map)).has(keyOf(bytes(c, key))) ? c.true : c.false),
+    __kv_set: (c, [map, key, value]) => {
+      writer(text(c, map)).put(keyOf(bytes(c, key)), bytes(c, value));
+      return undefined;
+    },
+    __kv_delete: (c, [map, key]) => (writer(text(c, map)).remove(keyOf(bytes(c, key))) ? c.true : c.false),
+    __kv_clear: (c, [map]) => {
+      const target = writer(text(c, map));
+      const keys: string[] = [];
+      target.forEach((_v, k) => {
+        keys.push(k);
+      });
+      for (const k of keys) target.remove(k);
+      return undefined;
+    },
+    __kv_size: (c, [map]) => c.newNumber(reader(text(c, map)).size),
+    __kv_entries: (c, [map]) => {
+      const name = text(c, map);
+      const source = reader(name);
+      if (source.size > FOR_EACH_ENTRIES_MAX) throw new HostError(`forEach visits at most ${FOR_EACH_ENTRIES_MAX} entries; map "${name}" has ${source.size}`);
+      const array = c.newArray();
+      let i = 0;
+      source.forEach((value, key) => {
+        const k = buffer(c, bytesOfKey(key));
+        const v = buffer(c, value);
+        c.setProp(array, i++, k);
+        c.setProp(array, i++, v);
+        k.dispose();
+        v.dispose();
+      });
+      return array;
+    },
+    __utf8_encode: (c, [s]) => buffer(c, new Uint8Array(Buffer.from(text(c, s), 'utf8'))),
+    __utf8_decode: (c, [b]) => {
+      const data = bytes(c, b);
+      return c.newString(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('utf8'));
+    },
+    __crypto_sha256: (c, [data]) => buffer(c, sha256(bytes(c, data))),
+    __crypto_verify: (c, [alg, key, signature, data]) => (verifyWith(text(c, alg), text(c, key), bytes(c, signature), bytes(c, data)) ? c.true : c.false),
+    __crypto_random: (c, [length]) => {
+      const n = length === undefined || c.typeof(length) !== 'number' ? Number.NaN : c.getNumber(length);
+      if (!Number.isInteger(n) || n < 0 || n > RANDOM_BYTES_MAX) throw new HostError(`randomBytes takes an integer length in [0, ${RANDOM_BYTES_MAX}]`);
+      return buffer(c, scope().randomBytes(n));
+    },
+    __commit_txid: (c) => c.newString(scope().commitTxId()),
+    __set_apply_writes: (c, [apply]) => {
+      scope().applyWrites = apply !== undefined && c.typeof(apply) === 'boolean' && (c.dump(apply) as boolean);
+      return undefined;
+    },
+    __set_claims_digest: (c, [digest]) => {
+      const value = bytes(c, digest);
+      if (value.byteLength !== CLAIMS_DIGEST_BYTES) throw new HostError(`a claims digest has ${CLAIMS_DIGEST_BYTES} bytes, not ${value.byteLength}`);
+      const s = scope();
+      if (s.tx === undefined) throw new HostError('a claims digest is set only by a readwrite endpoint');
+      s.claimsDigest = value;
+      return undefined;
+    },
+    __host_time: (c) => c.newNumber(scope().nowMs()),
+  };
+}

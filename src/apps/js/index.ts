@@ -1,0 +1,40 @@
+/**
+ * Applications deployed by governance: JavaScript bundles in CCF's app.json shape, run by a
+ * QuickJS engine on the node's thread and served under /app (docs/apps.md).
+ */
+import type { Logger } from '../../base/log.js';
+import type { Caller } from '../../http/route.js';
+import { jsonCodec } from '../../kv/index.js';
+import { Tables } from '../../node/tables.js';
+import type { AuthnRequest } from './authn.js';
+import { AppEngine } from './engine.js';
+import { JsAppFrontend, type JsAppNode } from './frontend.js';
+
+export { AppEngine } from './engine.js';
+export { JsAppFrontend } from './frontend.js';
+export { parseBundle, BundleError, type AppBundle } from './bundle.js';
+
+export interface JsApplicationOptions {
+  readonly node: JsAppNode & { isUser(id: string): boolean };
+  readonly logger: Logger;
+  /** The service's bearer-token check (a 401 CovenantError when the token is refused). */
+  readonly bearer: (request: AuthnRequest) => Caller | Promise<Caller>;
+}
+
+const anyJson = jsonCodec<unknown>();
+
+/** Loads the engine (once per process) and makes the frontend of one node. */
+export async function createJsApplication(options: JsApplicationOptions): Promise<JsAppFrontend> {
+  const { node } = options;
+  const engine = await AppEngine.load();
+  return new JsAppFrontend(
+    node,
+    engine,
+    {
+      isUser: (id) => node.isUser(id),
+      isMember: (id) => node.executeRead((tx) => tx.map(Tables.membersCerts, anyJson).has(id)),
+      bearer: options.bearer,
+    },
+    options.logger,
+  );
+}

@@ -1,0 +1,202 @@
+/**
+ * The script that builds the application's global `covenant` object (docs/apps.md) over the raw
+ * host functions, which it then takes off the global object. It also removes ambient time and
+ * randomness: `Date.now()` and `new Date()` give 0 unless the application enabled untrusted host
+ * time, and `Math.random` is a generator seeded per transaction.
+ */
+export const HOST_FUNCTION_NAMES = [
+  '__kv_get',
+  '__kv_has',
+  '__kv_set',
+  '__kv_delete',
+  '__kv_clear',
+  '__kv_size',
+  '__kv_entries',
+  '__utf8_encode',
+  '__utf8_decode',
+  '__crypto_sha256',
+  '__crypto_verify',
+  '__crypto_random',
+  '__commit_txid',
+  '__set_apply_writes',
+  '__set_claims_digest',
+  '__host_time',
+] as const;
+
+export const PRELUDE = `(() => {
+  'use strict';
+  const g = globalThis;
+  const h = {};
+  for (const name of ${JSON.stringify(HOST_FUNCTION_NAMES)}) { h[name] = g[name]; delete g[name]; }
+  const parse = JSON.parse;
+  const stringify = JSON.stringify;
+  const isView = ArrayBuffer.isView;
+
+  const buf = (x, what) => {
+    if (x instanceof ArrayBuffer) return x;
+    if (isView(x)) return x.buffer.slice(x.byteOffset, x.byteOffset + x.byteLength);
+    throw new TypeError(what + ' must be an ArrayBuffer (use covenant.strToBuf or covenant.jsonCompatibleToBuf)');
+  };
+  const mapName = (name) => {
+    if (typeof name !== 'string' || name.length === 0) throw new TypeError('covenant.kv: a map name is a non-empty string');
+    return name;
+  };
+  const makeMap = (name) => {
+    const map = {
+      get: (k) => h.__kv_get(name, buf(k, 'key')),
+      has: (k) => h.__kv_has(name, buf(k, 'key')),
+      set: (k, v) => { h.__kv_set(name, buf(k, 'key'), buf(v, 'value')); return map; },
+      delete: (k) => h.__kv_delete(name, buf(k, 'key')),
+      clear: () => { h.__kv_clear(name); },
+      forEach: (callback) => {
+        if (typeof callback !== 'function') throw new TypeError('forEach takes a function (value, key, map)');
+        const entries = h.__kv_entries(name);
+        for (let i = 0; i < entries.length; i += 2) callback(entries[i + 1], entries[i], map);
+      },
+      get size() { return h.__kv_size(name); },
+    };
+    return Object.freeze(map);
+  };
+  const kv = new Proxy(Object.freeze({}), {
+    get: (_target, name) => (typeof name === 'string' ? makeMap(mapName(name)) : undefined),
+    set: () => false,
+    defineProperty: () => false,
+  });
+
+  // UTF-8 in the sandbox for short strings (a call to the host costs more than encoding them here).
+  const SHORT = 24;
+  const strToBuf = (s) => {
+    if (typeof s !== 'string') throw new TypeError('strToBuf takes a string');
+    if (s.length > SHORT) return h.__utf8_encode(s);
+    const out = new Uint8Array(s.length * 3);
+    let n = 0;
+    for (let i = 0; i < s.length; i++) {
+      let c = s.charCodeAt(i);
+      if (c < 0x80) { out[n++] = c; continue; }
+      if (c >= 0xd800 && c <= 0xdfff) return h.__utf8_encode(s);
+      if (c < 0x800) { out[n++] = 0xc0 | (c >> 6); out[n++] = 0x80 | (c & 63); continue; }
+      out[n++] = 0xe0 | (c >> 12); out[n++] = 0x80 | ((c >> 6) & 63); out[n++] = 0x80 | (c & 63);
+    }
+    return out.buffer.slice(0, n);
+  };
+  const bufToStr = (b) => {
+    const bytes = new Uint8Array(buf(b, 'bufToStr\\'s argument'));
+    if (bytes.length > SHORT) return h.__utf8_decode(bytes.buffer);
+    let s = '';
+    for (let i = 0; i < bytes.length; i++) {
+      if (bytes[i] >= 0x80) return h.__utf8_decode(bytes.buffer);
+      s += String.fromCharCode(bytes[i]);
+    }
+    return s;
+  };
+  const jsonCompatibleToBuf = (v) => {
+    const text = stringify(v);
+    if (text === undefined) throw new TypeError('jsonCompatibleToBuf: the value has no JSON form');
+    return strToBuf(text);
+  };
+  const bufToJsonCompatible = (b) => parse(bufToStr(b));
+
+  let untrustedTime = false;
+  const now = () => (untrustedTime ? h.__host_time() : 0);
+  const RealDate = Date;
+  RealDate.now = now;
+  g.Date = new Proxy(RealDate, {
+    construct: (target, args, newTarget) => Reflect.construct(target, args.length === 0 ? [now()] : args, newTarget),
+    apply: () => new RealDate(now()).toString(),
+  });
+
+  let seed = 0;
+  Math.random = () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+
+  g.covenant = Object.freeze({
+    kv,
+    strToBuf,
+    bufToStr,
+    jsonCompatibleToBuf,
+    bufToJsonCompatible,
+    enableUntrustedDateTime: (enable) => { const before = untrustedTime; untrustedTime = enable === true; return before; },
+    crypto: Object.freeze({
+      sha256: (data) => h.__crypto_sha256(buf(data, 'sha256\\'s data')),
+      digest: (algorithm, data) => {
+        if (algorithm !== 'SHA-256') throw new TypeError('digest supports SHA-256');
+        return h.__crypto_sha256(buf(data, 'digest\\'s data'));
+      },
+      verifySignature: (algorithm, key, signature, data) =>
+        h.__crypto_verify(stringify(algorithm), String(key), buf(signature, 'signature'), buf(data, 'data')),
+      randomBytes: (length) => h.__crypto_random(length),
+    }),
+    consensus: Object.freeze({
+      getLastCommittedTxId: () => {
+        const [view, seqno] = h.__commit_txid().split('.').map(Number);
+        return { view, seqno };
+      },
+    }),
+    rpc: Object.freeze({
+      setApplyWrites: (apply) => { h.__set_apply_writes(apply === true); },
+      setClaimsDigest: (digest) => { h.__set_claims_digest(buf(digest, 'the claims digest')); },
+    }),
+  });
+
+  class CovenantResponseError extends Error {}
+  CovenantResponseError.prototype.name = 'CovenantResponseError';
+  const bad = (message) => { throw new CovenantResponseError(message); };
+  const HEADER_NAME = /^[!#$%&'*+.^_\`|~0-9A-Za-z-]+$/;
+
+  // The handler's answer in a form the host reads field by field.
+  const encode = (res) => {
+    if (res === undefined || res === null) return '{"s":200,"h":{},"k":"none"}';
+    if (typeof res !== 'object' || Array.isArray(res)) bad('a handler returns an object {statusCode?, headers?, body?}, not ' + (Array.isArray(res) ? 'an array' : typeof res));
+    const status = res.statusCode === undefined ? 200 : res.statusCode;
+    if (!Number.isInteger(status) || status < 100 || status > 599) bad('statusCode must be an integer in [100, 599], not ' + String(status));
+    const headers = {};
+    if (res.headers !== undefined) {
+      if (typeof res.headers !== 'object' || res.headers === null) bad('headers must be an object of strings');
+      for (const [name, value] of Object.entries(res.headers)) {
+        if (!HEADER_NAME.test(name)) bad('header name "' + name + '" is not a token');
+        if (typeof value !== 'string' && typeof value !== 'number') bad('header "' + name + '" must be a string');
+        const text = String(value);
+        if (/[\\r\\n\\0]/.test(text)) bad('header "' + name + '" holds a line break');
+        headers[name.toLowerCase()] = text;
+      }
+    }
+    // One string for the host to read (bytes beside it): each value read across costs a call.
+    const body = res.body;
+    const out = { s: status, h: headers };
+    if (body === undefined || body === null) out.k = 'none';
+    else if (body instanceof ArrayBuffer || isView(body)) { out.k = 'bytes'; return { m: stringify(out), b: buf(body, 'body') }; }
+    else if (typeof body === 'string') { out.k = 'text'; out.t = body; }
+    else {
+      const text = stringify(body);
+      if (text === undefined) bad('the body has no JSON form');
+      out.k = 'json';
+      out.t = text;
+    }
+    return stringify(out);
+  };
+
+  // The host gives the body as bytes, and as text when it is valid UTF-8.
+  const makeRequest = (meta, body, text) => {
+    const request = parse(meta);
+    const asText = () => (typeof text === 'string' ? text : h.__utf8_decode(body));
+    request.body = Object.freeze({
+      text: asText,
+      json: () => parse(asText()),
+      arrayBuffer: () => body.slice(0),
+    });
+    return request;
+  };
+
+  // Called by the host for each request: fresh seed, no untrusted time, then the handler.
+  g.__covenant_dispatch = (handler, meta, body, text, requestSeed) => {
+    seed = requestSeed | 0;
+    untrustedTime = false;
+    const res = handler(makeRequest(meta, body, text));
+    if (res !== null && typeof res === 'object' && typeof res.then === 'function') return res.then(encode);
+    return encode(res);
+  };
+})();`;
