@@ -6,3 +6,4 @@ export * from './aead.js';
 export * from './certificates.js';
 export * from './cose.js';
 export * from './jwk.js';
+export * from './certificate-fields.js';
