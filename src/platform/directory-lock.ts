@@ -192,7 +192,8 @@ async function lockDirectory(directory: string, purpose: string): Promise<Direct
     }
     const stale = staleReason(other, directory);
     if (stale === undefined) {
-      throw new DirectoryLockedError(`${purpose} ${directory} is in use by another covenant node, ${describe(other)} (lock file ${file}): stop that process first`, file, other);
+      const advice = other.hostname === hostname() ? 'stop that process first' : `stop it there first, or if that host no longer runs it, remove ${file}`;
+      throw new DirectoryLockedError(`${purpose} ${directory} is in use by another covenant node, ${describe(other)} (lock file ${file}): ${advice}`, file, other);
     }
     if (!breakStale(file, other)) await sleep(roundPauseMs);
   }
@@ -249,19 +250,21 @@ export class NodeDirectoryLocks {
    * directory named twice is locked once. Throws DirectoryLockedError naming the holder.
    */
   static async acquire(directories: readonly { directory: string; purpose: string }[]): Promise<NodeDirectoryLocks> {
-    const unique = new Map<string, string>();
-    for (const { directory, purpose } of directories) {
-      const resolved = path.resolve(directory);
-      if (!unique.has(resolved)) unique.set(resolved, purpose);
-    }
-    const locks: DirectoryLock[] = [];
     const created: string[] = [];
+    const locks: DirectoryLock[] = [];
     try {
+      // Named twice, or reached twice through a symbolic link: one lock (this process would otherwise refuse itself).
+      const unique = new Map<string, string>();
+      for (const { directory, purpose } of directories) {
+        const resolved = path.resolve(directory);
+        const first = fs.mkdirSync(resolved, { recursive: true });
+        // mkdir made `first` and every folder below it down to `resolved`.
+        for (let made = resolved; first !== undefined && made.length >= first.length; made = path.dirname(made)) created.push(made);
+        const real = fs.realpathSync(resolved);
+        if (!unique.has(real)) unique.set(real, purpose);
+      }
       for (const [directory, purpose] of [...unique].sort(([a], [b]) => a.localeCompare(b))) {
-        const first = fs.mkdirSync(directory, { recursive: true });
-        // mkdir made `first` and every folder below it down to `directory`.
-        for (let made = directory; first !== undefined && made.length >= first.length; made = path.dirname(made)) created.push(made);
-        locks.push(await lockDirectory(fs.realpathSync(directory), purpose));
+        locks.push(await lockDirectory(directory, purpose));
       }
     } catch (e) {
       new NodeDirectoryLocks(locks, created).release();
