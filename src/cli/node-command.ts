@@ -9,6 +9,7 @@ import { CovenantError, errorMessage, isCovenantError } from '../base/errors.js'
 import { CONSTITUTION_EXPORTS, loadJsEngine } from '../gov/index.js';
 import { formatHostPort, loadNodeConfig, parseHostPort, type NodeConfig } from '../config/index.js';
 import { FsDisk } from '../platform/fs-disk.js';
+import { DirectoryLockedError, NodeDirectoryLocks } from '../platform/directory-lock.js';
 import { createLogger } from '../platform/logger.js';
 import { systemClock } from '../platform/clock.js';
 import { cryptoRandom } from '../platform/crypto-random.js';
@@ -53,6 +54,26 @@ function writeSecretFile(path: string, text: string): void {
     closeSync(fd);
   }
   renameSync(tmp, path);
+}
+
+/**
+ * Locks the node's ledger directory, snapshots directory and the folder of its node state
+ * (src/platform/directory-lock.ts) before anything reads or writes them: a second process on the
+ * same node exits with status 2, naming the process that holds them, having written nothing. The
+ * locks go with this process (on exit, or found stale after a crash).
+ */
+async function lockNodeDirectories(config: NodeConfig): Promise<NodeDirectoryLocks> {
+  try {
+    return await NodeDirectoryLocks.acquire([
+      { directory: config.ledger.directory, purpose: 'the ledger directory' },
+      { directory: config.snapshots.directory, purpose: 'the snapshots directory' },
+      { directory: dirname(config.node_certificate_file), purpose: 'the node state folder' },
+    ]);
+  } catch (e) {
+    if (!(e instanceof DirectoryLockedError)) throw e;
+    process.stderr.write(`covenant node: ${e.message}\n`);
+    process.exit(2);
+  }
 }
 
 /** A published address with port 0 means "the port actually bound". */
@@ -180,6 +201,7 @@ export async function runNodeCommand(configPath: string): Promise<void> {
     process.stderr.write(`covenant node: ${errorMessage(e)}\n`);
     process.exit(2);
   }
+  const locks = await lockNodeDirectories(config);
   const logger = createLogger({ format: config.logging.format, level: config.logging.level });
 
   // One registry per node process: the ledger files report their appends and syncs to it.
@@ -302,6 +324,7 @@ export async function runNodeCommand(configPath: string): Promise<void> {
       node.checkStartInputs();
       await checkConstitution(node.startConstitution());
     }
+    locks.keepDirectories();
     const outputs = config.output_files;
     if (outputs.pid_file) writeFileAtomic(outputs.pid_file, `${process.pid}\n`);
     if (outputs.node_to_node_address_file) {
@@ -338,6 +361,7 @@ export async function runNodeCommand(configPath: string): Promise<void> {
       node.stop();
       await Promise.all([server?.close(), channels?.close()]);
       disk.close();
+      locks.release();
       process.off('SIGTERM', onSigterm);
       process.off('SIGINT', onSigint);
       const joinedConfig = writeJoinedConfig(configPath, e);

@@ -8,7 +8,8 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { type Command, InvalidArgumentError } from 'commander';
 import { errorMessage } from '../base/errors.js';
-import { attachReceipt, COSE_CONTENT_TYPE, signStatement } from '../gov/index.js';
+import { attachReceipt, COSE_CONTENT_TYPE, didX509Of, signStatement, verifySignedStatement } from '../gov/index.js';
+import { certificateFields, parseCertificate, splitPemCertificates } from '../crypto/index.js';
 import { HttpsClient, type ClientIdentity } from '../platform/https-client.js';
 
 const REQUEST_TIMEOUT_MS = 30_000;
@@ -99,6 +100,15 @@ async function run(what: string, fn: () => Promise<void> | void): Promise<void> 
   }
 }
 
+/** The did:x509 naming the chain's last certificate (its root) and the key certificate's subject CN. */
+function defaultIssuer(chainPem: string): string {
+  const chain = splitPemCertificates(chainPem).map((pem) => parseCertificate(pem).derBytes);
+  if (chain.length < 2) throw new Error('--chain holds fewer than two certificates: a did:x509 issuer names a CA certificate of the chain');
+  const commonName = certificateFields(chain[0]!).subject.get('2.5.4.3');
+  if (commonName?.length !== 1) throw new Error("the key certificate has no single subject CN: give --issuer");
+  return didX509Of(chain[chain.length - 1]!, commonName[0]!);
+}
+
 export function registerStatementCommands(program: Command): void {
   const statement = program.command('statement').description('sign statements and register them with the service (transparent statements for the join policy)');
   statement
@@ -106,25 +116,28 @@ export function registerStatementCommands(program: Command): void {
     .description('sign a statement (COSE_Sign1) over a payload file, such as the host data of a node build')
     .requiredOption('--key <file>', "issuer's private key (PEM, P-384 or P-256)")
     .requiredOption('--chain <file>', "issuer's certificate chain (PEM, the key's certificate first)")
-    .requiredOption('--issuer <did>', 'CWT iss: the issuer, a DID (did:x509:..., did:web:...)')
+    .option('--issuer <did>', 'CWT iss: the issuer, a did:x509 the chain resolves (default: did:x509:0:sha256:<fingerprint of the chain\'s last certificate>::subject:CN:<the key certificate\'s CN>)')
     .requiredOption('--subject <text>', 'CWT sub: what the statement is about')
     .requiredOption('--payload <file>', 'the artefact the statement speaks for (for a node: its host data, 64 hex digits)')
     .requiredOption('--out <file>', 'where to write the signed statement')
     .option('--svn <n>', 'security version number (CWT claim "svn")', integer)
     .option('--iat <seconds>', 'CWT iat: issued at, seconds since the Unix epoch', integer)
     .option('--content-type <type>', 'cty of the payload')
-    .action((opts: { key: string; chain: string; issuer: string; subject: string; payload: string; out: string; svn?: number; iat?: number; contentType?: string }) =>
+    .action((opts: { key: string; chain: string; issuer?: string; subject: string; payload: string; out: string; svn?: number; iat?: number; contentType?: string }) =>
       run('sign', () => {
+        const chainPem = readFileSync(opts.chain, 'utf8');
         const bytes = signStatement({
           privateKeyPem: readFileSync(opts.key, 'utf8'),
-          x5chainPem: readFileSync(opts.chain, 'utf8'),
-          issuer: opts.issuer,
+          x5chainPem: chainPem,
+          issuer: opts.issuer ?? defaultIssuer(chainPem),
           subject: opts.subject,
           payload: new Uint8Array(readFileSync(opts.payload)),
           ...(opts.svn !== undefined ? { svn: opts.svn } : {}),
           ...(opts.iat !== undefined ? { issuedAtSeconds: opts.iat } : {}),
           ...(opts.contentType !== undefined ? { contentType: opts.contentType } : {}),
         });
+        // The service refuses a statement whose issuer its chain does not resolve: say so now.
+        verifySignedStatement(bytes);
         writeFileSync(opts.out, bytes);
       }),
     );

@@ -7,3 +7,4 @@ export * from './certificates.js';
 export * from './cose.js';
 export * from './jwk.js';
 export * from './certificate-renewal.js';
+export * from './certificate-fields.js';

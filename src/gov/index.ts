@@ -26,4 +26,6 @@ export {
   STATEMENTS_TABLE,
   TRANSPARENT_STATEMENT_BYTES_MAX,
 } from './transparent-statement.js';
+export { didX509Of, IssuerResolutionError, parseDidX509, resolveDidX509 } from './did-x509.js';
+export type { ResolvedIssuer } from './did-x509.js';
 export type { TransparentStatementInput, ReceiptInput, StatementRecord, SignStatementOptions, VerifiedSignedStatement } from './transparent-statement.js';

@@ -16,7 +16,8 @@
  * signed statement with its receipts in the unprotected header (label 394, a list of receipts).
  *
  * `checkTransparentStatement` checks the structure the join policy may rely on (every required
- * field present and non-empty, the statement's signature against its x5chain, each receipt's
+ * field present and non-empty, the statement's signature against its x5chain, its `did:x509`
+ * issuer resolved against that x5chain (src/gov/did-x509.ts), each receipt's
  * signature against a service identity, and that each receipt's leaf binds this statement), and
  * answers the statement in the shape the policy receives. It reads no store and runs no script.
  */
@@ -38,6 +39,7 @@ import {
   verifyCoseSign1,
 } from '../crypto/index.js';
 import { COSE_RECEIPT_HEADER, verifyCoseReceipt } from '../merkle/index.js';
+import { DID_X509_PREFIX, IssuerResolutionError, resolveDidX509, type ResolvedIssuer } from './did-x509.js';
 
 /** Largest signed or transparent statement the service accepts (registration, join requests). */
 export const TRANSPARENT_STATEMENT_BYTES_MAX = 64 * 1024;
@@ -73,6 +75,8 @@ export interface TransparentStatementInput {
     cwt: { iss: string; sub: string; iat?: number; svn?: number };
   };
   receipts: ReceiptInput[];
+  /** `phdr.cwt.iss` resolved against `phdr.x5chain` (src/gov/did-x509.ts): the statement is refused if it does not resolve. */
+  resolved_issuer: ResolvedIssuer;
 }
 
 export interface ReceiptInput {
@@ -188,6 +192,8 @@ export interface VerifiedSignedStatement {
   readonly phdr: TransparentStatementInput['phdr'];
   /** statementDigest of it. */
   readonly digest: Uint8Array;
+  /** Its issuer, resolved against its x5chain. */
+  readonly issuer: ResolvedIssuer;
 }
 
 /**
@@ -231,13 +237,16 @@ export function verifySignedStatement(bytes: Uint8Array): VerifiedSignedStatemen
     if (!signed) throw invalid(`phdr.x5chain[${i}] is not signed by phdr.x5chain[${i + 1}]`);
   }
   if (!verifyCoseSign1(decoded, leafKey)) throw invalid("the statement's signature does not verify with the key of its x5chain");
+  // The issuer is believed only once bound to the chain that signed: its DID names a CA of the chain and the leaf.
+  if (!iss.startsWith(DID_X509_PREFIX)) throw new IssuerResolutionError(`the issuer ${iss.slice(0, 200)} is not a did:x509 identifier: the service binds only did:x509 issuers to a statement's x5chain`);
+  const issuer = resolveDidX509(iss, chainDer as Uint8Array[], x5chain);
   const phdr: TransparentStatementInput['phdr'] = {
     alg: decoded.alg,
     ...(cty !== undefined ? { cty: cty as number | string } : {}),
     x5chain,
     cwt: { iss, sub, ...(iat !== undefined ? { iat } : {}), ...(svn !== undefined ? { svn } : {}) },
   };
-  return { decoded, phdr, digest: statementDigest(decoded) };
+  return { decoded, phdr, digest: statementDigest(decoded), issuer };
 }
 
 /**
@@ -246,13 +255,13 @@ export function verifySignedStatement(bytes: Uint8Array): VerifiedSignedStatemen
  * StatementError naming the first failed check; the join is refused with it, before any policy runs.
  */
 export function checkTransparentStatement(bytes: Uint8Array, serviceCertificatesPem: readonly string[]): TransparentStatementInput {
-  const { decoded, phdr, digest } = verifySignedStatement(bytes);
+  const { decoded, phdr, digest, issuer } = verifySignedStatement(bytes);
   const rawReceipts = decoded.unprotectedHeader.get(StatementHeader.receipts);
   if (rawReceipts === undefined) throw invalid('receipts (unprotected header label 394) are missing');
   if (!Array.isArray(rawReceipts) || rawReceipts.length === 0) throw invalid('receipts must be a non-empty array');
   if (rawReceipts.length > RECEIPTS_MAX) throw invalid(`more than ${RECEIPTS_MAX} receipts`);
   const receipts = rawReceipts.map((raw: unknown, i) => checkReceipt(raw, i, digest, serviceCertificatesPem));
-  return { phdr, receipts };
+  return { phdr, receipts, resolved_issuer: issuer };
 }
 
 function checkReceipt(raw: unknown, index: number, digest: Uint8Array, serviceCertificatesPem: readonly string[]): ReceiptInput {

@@ -9,6 +9,9 @@
  * votes twice in one view, even across a crash). It lives beside the node certificate, never in
  * the ledger directory (ledger files are copied around by operators; this file holds secrets).
  * Virtual mode has no hardware sealing key, so the file is protected only by its mode (0600).
+ * One process at a time: `covenant node` locks the file's folder, with the ledger and snapshots
+ * directories, before anything reads them (src/platform/directory-lock.ts), so a second process
+ * on the same configuration never rewrites it.
  */
 import { utf8 } from '../base/bytes.js';
 import type { NodeAddresses } from './api.js';

@@ -28,11 +28,12 @@ import { makeIssuer, makeService, type Issuer } from '../gov/statement-helpers.j
 
 const run = promisify(execFile);
 const FAST = { ledger_signatures: { delay: '20ms' }, consensus: { election_timeout: '500ms', message_timeout: '50ms' } };
-const ISSUER = 'did:x509:0:sha256:covenant-builds::subject:CN:issuer';
 const SVN_MIN = 5;
-const POLICY = `export function policy(statements) {
+/** Admits statements of the issuer `did` (resolved against their chains by the service) with svn at least SVN_MIN. */
+const policyFor = (did: string) => `export function policy(statements) {
   for (const s of statements) {
-    if (s.phdr.cwt.iss !== ${JSON.stringify(ISSUER)}) return 'statement from an unknown issuer ' + s.phdr.cwt.iss;
+    if (s.phdr.cwt.iss !== ${JSON.stringify(did)}) return 'statement from an unknown issuer ' + s.phdr.cwt.iss;
+    if (s.resolved_issuer.did !== s.phdr.cwt.iss || s.resolved_issuer.ca_index < 1) return 'the issuer was not resolved';
     if (!(s.phdr.cwt.svn >= ${SVN_MIN})) return 'svn ' + s.phdr.cwt.svn + ' is below ${SVN_MIN}';
     if (s.receipts[0].vds !== 1 || s.receipts[0].leaves[0].claims_digest.length !== 64) return 'unexpected receipt';
   }
@@ -45,6 +46,8 @@ test('the join policy judges transparent statements: the decision table, the str
   const first = network.nodes[0]!;
   const work = mkdtempSync(join(tmpdir(), 'covenant-statements-'));
   const issuer = await makeIssuer();
+  const ISSUER = issuer.did;
+  const POLICY = policyFor(ISSUER);
   const member = memberConnectionOf(first);
   const passProposal = async (actions: unknown[]) => {
     const proposal = await propose(member, actions);
@@ -98,7 +101,8 @@ test('the join policy judges transparent statements: the decision table, the str
     writeFileSync(join(work, 'user_key.pem'), first.user.privateKeyPem);
     writeFileSync(join(work, 'service_cert.pem'), first.serviceCertificatePem);
     const cli = (...args: string[]) => run(process.execPath, [CLI_ENTRY, 'statement', ...args], { cwd: work });
-    await cli('sign', '--key', 'key.pem', '--chain', 'chain.pem', '--issuer', ISSUER, '--subject', 'covenant-node', '--payload', 'host_data', '--svn', String(SVN_MIN + 1), '--out', 'statement.cose');
+    // No --issuer: the CLI names the chain's root and the key certificate's CN, the issuer's DID.
+    await cli('sign', '--key', 'key.pem', '--chain', 'chain.pem', '--subject', 'covenant-node', '--payload', 'host_data', '--svn', String(SVN_MIN + 1), '--out', 'statement.cose');
     const registered = await cli('register', '--statement', 'statement.cose', '--address', first.address, '--ca', 'service_cert.pem', '--cert', 'user_cert.pem', '--key', 'user_key.pem', '--out', 'transparent.cose');
     assert.match(JSON.parse(registered.stdout).transaction_id as string, /^\d+\.\d+$/);
     const goodNew = new Uint8Array(readFileSync(join(work, 'transparent.cose')));
@@ -110,6 +114,10 @@ test('the join policy judges transparent statements: the decision table, the str
     await assert.rejects(register(sign(NEW, 1), stranger), /InvalidAuthenticationInfo \(401\)/);
     const intruder = generateEcKeyPair('P-384');
     await assert.rejects(register(sign(NEW, 1, { ...issuer, keys: intruder })), /InvalidSignedStatement \(400\).*x5chain/);
+    // Signed under a fresh, self-made CA (its leaf named as the issuer's) but claiming the issuer's DID: not bound, refused.
+    const forger = await makeIssuer();
+    const forged = sign(NEW, SVN_MIN + 10, forger);
+    await assert.rejects(register(forged), /InvalidStatementIssuer \(400\).*does not resolve against the statement's x5chain: no CA certificate of x5chain has the sha256 fingerprint/);
 
     const before = await nodes();
     // No policy set yet: a statement does not help untrusted host data.
@@ -126,6 +134,8 @@ test('the join policy judges transparent statements: the decision table, the str
       encodeCoseSign1({ ...decodeCoseSign1(statement), unprotectedHeader: new Map([[StatementHeader.receipts, receipts]]) });
     const bySomeoneElse = sign(NEW, SVN_MIN + 1, { ...issuer, keys: generateEcKeyPair('P-384') });
     await refused(NEW, attachReceipt(bySomeoneElse, decodeReceipt(goodNew)), 'InvalidTransparentStatement', /signature does not verify with the key of its x5chain/);
+    // The forged statement with a receipt of this service: its issuer is resolved again before the policy.
+    await refused(NEW, attachReceipt(forged, decodeReceipt(goodNew)), 'InvalidTransparentStatement', /does not resolve against the statement's x5chain/);
     const unregistered = sign(NEW, SVN_MIN + 1);
     await refused(NEW, attachReceipt(unregistered, other.receiptOf(unregistered)), 'InvalidTransparentStatement', /not a receipt of this service/);
     await refused(NEW, withReceipts(sign(NEW, SVN_MIN + 2), [decodeReceipt(goodNew)]), 'InvalidTransparentStatement', /does not bind this statement/);

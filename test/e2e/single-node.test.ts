@@ -8,6 +8,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createHash, X509Certificate } from 'node:crypto';
 import { generateIdentity } from '../../src/crypto/index.js';
+import { LOCK_FILE_NAME } from '../../src/platform/directory-lock.js';
 import { verifyCoseReceipt, verifyReceipt, verifySignatureReceipt } from '../../src/merkle/index.js';
 import { runReceiptVerify } from '../../src/cli/receipt-tools.js';
 import { removeDir, startNode, type StartedNode } from '../../src/testing/node-process.js';
@@ -347,7 +348,11 @@ describe('a single node', () => {
       const answer = await get(`/app/tx?transaction_id=${lastTx}`);
       return answer.body.status === 'Committed' ? true : undefined;
     });
-    const files = readdirSync(join(node.dir, 'ledger')).sort();
+    // Beside the chunks, the running node's lock (docs/node.md, "One process per node").
+    const files = readdirSync(join(node.dir, 'ledger'))
+      .filter((f) => f !== LOCK_FILE_NAME)
+      .sort();
+    assert.ok(readdirSync(join(node.dir, 'ledger')).includes(LOCK_FILE_NAME), 'the running node holds its ledger directory');
     const committed = files.filter((f) => f.endsWith('.committed'));
     assert.ok(committed.length >= 2, `several committed chunks with a 4KB chunk size: ${files.join(', ')}`);
     for (const name of files) assert.match(name, /^ledger_\d+(-\d+)?(\.committed)?$/);

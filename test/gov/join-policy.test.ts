@@ -19,6 +19,13 @@ const STATEMENT: TransparentStatementInput = {
       leaves: [{ claims_digest: 'a'.repeat(64), commit_evidence: `ce:2.8:${'b'.repeat(64)}`, write_set_digest: 'c'.repeat(64) }],
     },
   ],
+  resolved_issuer: {
+    did: 'did:x509:issuer',
+    ca_certificate: '-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n',
+    ca_index: 1,
+    ca_fingerprint: { alg: 'sha256', value: 'f'.repeat(43) },
+    policies: [{ name: 'subject', value: 'CN:issuer' }],
+  },
 };
 
 /** Admits statements from did:x509:issuer with svn at least 3. */

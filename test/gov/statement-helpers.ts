@@ -1,5 +1,6 @@
 /** Issuers, a stand-in service and its receipts, for tests of signed and transparent statements. */
-import { createEndorsedCertificate, createSelfSignedCertificate, generateEcKeyPair, sha256, type KeyPair } from '../../src/crypto/index.js';
+import { createEndorsedCertificate, createSelfSignedCertificate, generateEcKeyPair, parseCertificate, sha256, type KeyPair } from '../../src/crypto/index.js';
+import { didX509Of } from '../../src/gov/did-x509.js';
 import { coseReceiptWithProof, leafFromComponents, signRootCose } from '../../src/merkle/index.js';
 import { statementDigest } from '../../src/gov/transparent-statement.js';
 
@@ -7,22 +8,25 @@ export interface Issuer {
   readonly keys: KeyPair;
   /** Leaf first, then its CA. */
   readonly chainPem: string;
+  readonly caPem: string;
+  /** did:x509:0:sha256:<the CA's fingerprint>::subject:CN:<the leaf's CN>: the issuer its chain resolves. */
+  readonly did: string;
 }
 
-/** An issuer whose statement key is certified by its own CA (a chain of two). */
-export async function makeIssuer(): Promise<Issuer> {
+/** An issuer whose statement key (subject CN `commonName`) is certified by its own CA (a chain of two). */
+export async function makeIssuer(commonName = 'issuer'): Promise<Issuer> {
   const caKeys = generateEcKeyPair('P-384');
-  const caPem = await createSelfSignedCertificate({ keyPair: caKeys, subjectCommonName: 'issuer ca', validityDays: 30, isCa: true });
+  const caPem = await createSelfSignedCertificate({ keyPair: caKeys, subjectCommonName: `${commonName} ca`, validityDays: 30, isCa: true });
   const keys = generateEcKeyPair('P-384');
   const leafPem = await createEndorsedCertificate({
     subjectPublicKey: keys.publicKey,
-    subjectCommonName: 'issuer',
+    subjectCommonName: commonName,
     subjectAltNames: [],
     issuerCertificatePem: caPem,
     issuerPrivateKey: caKeys.privateKey,
     validityDays: 30,
   });
-  return { keys, chainPem: leafPem + caPem };
+  return { keys, chainPem: leafPem + caPem, caPem, did: didX509Of(parseCertificate(caPem).derBytes, commonName) };
 }
 
 export interface FakeService {

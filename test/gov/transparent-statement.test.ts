@@ -16,7 +16,6 @@ import {
 import { makeIssuer, makeService } from './statement-helpers.js';
 
 const HOST_DATA = 'c'.repeat(64);
-const ISSUER = 'did:x509:0:sha256:issuer::subject:CN:issuer';
 
 function refusedWith(pattern: RegExp) {
   return (e: unknown) => e instanceof StatementError && e.code === 'InvalidSignedStatement' && pattern.test(e.message);
@@ -28,7 +27,7 @@ test('a transparent statement passes the checks and reads as the input table', a
   const statement = signStatement({
     privateKeyPem: issuer.keys.privateKeyPem,
     x5chainPem: issuer.chainPem,
-    issuer: ISSUER,
+    issuer: issuer.did,
     subject: 'covenant-node',
     payload: Buffer.from(HOST_DATA),
     issuedAtSeconds: 1_700_000_000,
@@ -43,7 +42,11 @@ test('a transparent statement passes the checks and reads as the input table', a
   assert.equal(input.phdr.cty, 'text/plain');
   assert.equal(input.phdr.x5chain.length, 2);
   assert.match(input.phdr.x5chain[0]!, /^-----BEGIN CERTIFICATE-----\n/);
-  assert.deepEqual(input.phdr.cwt, { iss: ISSUER, sub: 'covenant-node', iat: 1_700_000_000, svn: 3 });
+  assert.deepEqual(input.phdr.cwt, { iss: issuer.did, sub: 'covenant-node', iat: 1_700_000_000, svn: 3 });
+  assert.equal(input.resolved_issuer.did, issuer.did);
+  assert.equal(input.resolved_issuer.ca_index, 1);
+  assert.equal(input.resolved_issuer.ca_certificate, input.phdr.x5chain[1]);
+  assert.deepEqual(input.resolved_issuer.policies, [{ name: 'subject', value: 'CN:issuer' }]);
   assert.equal(input.receipts.length, 1);
   const [receipt] = input.receipts;
   assert.equal(receipt!.alg, -35);
@@ -62,12 +65,12 @@ test('a transparent statement passes the checks and reads as the input table', a
 test('a statement signed by a key that is not its x5chain\'s is refused', async () => {
   const issuer = await makeIssuer();
   const intruder = generateEcKeyPair('P-384');
-  const statement = signStatement({ privateKeyPem: intruder.privateKeyPem, x5chainPem: issuer.chainPem, issuer: ISSUER, subject: 's', payload: Buffer.from(HOST_DATA) });
+  const statement = signStatement({ privateKeyPem: intruder.privateKeyPem, x5chainPem: issuer.chainPem, issuer: issuer.did, subject: 's', payload: Buffer.from(HOST_DATA) });
   assert.throws(() => verifySignedStatement(statement), refusedWith(/signature does not verify with the key of its x5chain/));
   // A chain whose links do not sign each other.
   const stranger = await createSelfSignedCertificate({ keyPair: generateEcKeyPair('P-384'), subjectCommonName: 'other ca', validityDays: 30, isCa: true });
   const leafOnly = issuer.chainPem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----\n/)![0];
-  const broken = signStatement({ privateKeyPem: issuer.keys.privateKeyPem, x5chainPem: leafOnly + stranger, issuer: ISSUER, subject: 's', payload: Buffer.from(HOST_DATA) });
+  const broken = signStatement({ privateKeyPem: issuer.keys.privateKeyPem, x5chainPem: leafOnly + stranger, issuer: issuer.did, subject: 's', payload: Buffer.from(HOST_DATA) });
   assert.throws(() => verifySignedStatement(broken), refusedWith(/x5chain\[0\] is not signed by phdr.x5chain\[1\]/));
 });
 
@@ -75,7 +78,7 @@ test('each structure failure is refused with its reason', async () => {
   const issuer = await makeIssuer();
   const service = await makeService();
   const sign = (overrides: Partial<Parameters<typeof signStatement>[0]> = {}) =>
-    signStatement({ privateKeyPem: issuer.keys.privateKeyPem, x5chainPem: issuer.chainPem, issuer: ISSUER, subject: 'covenant-node', payload: Buffer.from(HOST_DATA), ...overrides });
+    signStatement({ privateKeyPem: issuer.keys.privateKeyPem, x5chainPem: issuer.chainPem, issuer: issuer.did, subject: 'covenant-node', payload: Buffer.from(HOST_DATA), ...overrides });
   const statement = sign();
   const check = (bytes: Uint8Array) => checkTransparentStatement(bytes, [service.certificatePem]);
 

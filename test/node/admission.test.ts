@@ -216,11 +216,11 @@ test('the join rate tracks a bounded number of client addresses, forgetting the 
 const NEW_HOST_DATA = 'd'.repeat(64);
 const POLICY = 'export function policy(statements) { return true }';
 
-function statementFor(issuer: Issuer, svc: FakeService, hostData = NEW_HOST_DATA, svn = 2): Uint8Array {
+function statementFor(issuer: Issuer, svc: FakeService, hostData = NEW_HOST_DATA, svn = 2, iss = issuer.did): Uint8Array {
   const statement = signStatement({
     privateKeyPem: issuer.keys.privateKeyPem,
     x5chainPem: issuer.chainPem,
-    issuer: 'did:x509:issuer',
+    issuer: iss,
     subject: 'covenant-node',
     payload: Buffer.from(hostData),
     svn,
@@ -249,6 +249,7 @@ test('the join policy decision table: trusted host data joins without the policy
   assert.equal(admitted.calls[0]!.source, POLICY);
   assert.equal(admitted.calls[0]!.statements[0]!.phdr.cwt.svn, 2);
   assert.equal(admitted.calls[0]!.statements[0]!.receipts[0]!.vds, 1);
+  assert.equal(admitted.calls[0]!.statements[0]!.resolved_issuer.did, issuer.did, 'the policy is given the resolved issuer');
   assert.ok(open.logger.entries.some((e) => /the join policy admits node/.test(e.msg)));
 
   // Refused with the policy's reason, or with an error; nothing written either way.
@@ -282,6 +283,8 @@ test('untrusted host data without a statement, or without a policy, is refused a
   const cases: [Uint8Array, RegExp][] = [
     [statementFor(issuer, other), /receipts\[0\] is not a receipt of this service/],
     [statementFor(issuer, svc, 'e'.repeat(64)), /speaks for e{64}, not for the joiner's host data d{64}/],
+    // Signed under a fresh, self-made CA but claiming the trusted issuer's DID, with a receipt of this service.
+    [statementFor(await makeIssuer(), svc, NEW_HOST_DATA, 99, issuer.did), /the issuer did:x509:0:sha256:\S+ does not resolve against the statement's x5chain: no CA certificate of x5chain has the sha256 fingerprint/],
   ];
   for (const [statement, reason] of cases) {
     const k = joiner(NEW_HOST_DATA, 10, statement);

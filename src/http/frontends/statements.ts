@@ -39,7 +39,7 @@ export function statementRoutes({ node, primaryAddress }: StatementsFrontendOpti
       responses: {
         200: '{"statement_digest", "transaction_id"}: recorded; GET /node/receipt/cose?transaction_id= once committed',
         307: 'Redirect to the primary',
-        400: 'InvalidSignedStatement: the statement fails a check (named)',
+        400: 'InvalidSignedStatement: the statement fails a check (named); InvalidStatementIssuer: its did:x509 issuer does not resolve against its x5chain',
         401: 'Not a member or user certificate',
         415: 'Not application/cose',
       },
