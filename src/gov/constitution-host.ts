@@ -1,5 +1,5 @@
 /**
- * What the constitution sees of the service: `svc.kv`, `svc.crypto` and `svc.node`, built by a
+ * What the constitution sees of the service: `svc.kv`, `svc.crypto`, `svc.node` and `svc.jwt`, built by a
  * prelude over a few host functions. Table access is limited to `public:svc.gov.*` tables; writes
  * are allowed only while `apply` runs and never to the governance history.
  *
@@ -10,9 +10,10 @@
  */
 import { CovenantError } from '../base/errors.js';
 import { certificateId, jwkPublicKey, loadPublicKey, parseCertificate, splitPemCertificates, type JwkPublicKey } from '../crypto/index.js';
-import { jsonCodec, type Tx } from '../kv/index.js';
+import { bytesCodec, jsonCodec, type Codec, type Tx } from '../kv/index.js';
 import type { HostFunctions } from './sandbox.js';
-import { GOV_TABLES_READ_ONLY_FOR_CONSTITUTION } from './tables.js';
+import { governanceJwksMetadata, replaceIssuerKeys } from './jwt-keys.js';
+import { GOV_TABLES_READ_ONLY_FOR_CONSTITUTION, GovTables } from './tables.js';
 
 /** Effects of accepted proposals that happen outside the store, after the transaction commits. */
 export type GovEffect = 'trigger_ledger_chunk';
@@ -20,6 +21,8 @@ export type GovEffect = 'trigger_ledger_chunk';
 const GOV_TABLE_PREFIX = 'public:svc.gov.';
 const TABLE_KEYS_MAX = 100_000;
 const anyJson = jsonCodec<unknown>();
+/** The stored bytes themselves, for reading only (bytesCodec copies them). */
+const storedBytes: Codec<Uint8Array> = { encode: (value) => bytesCodec.encode(value), decode: (bytes) => bytes };
 
 export class StagedKv {
   private readonly staged = new Map<string, Map<string, unknown | null>>();
@@ -50,6 +53,28 @@ export class StagedKv {
     return [...out].sort();
   }
 
+  /**
+   * The entries of `table` whose JSON text contains `text` (staged writes included), found without
+   * decoding the others: a governance action over one issuer's keys reads a table of thousands of
+   * kids within a request's budget.
+   */
+  entriesMentioning(table: string, text: string): Map<string, unknown> {
+    const needle = Buffer.from(text, 'utf8');
+    const staged = this.staged.get(table);
+    const out = new Map<string, unknown>();
+    let count = 0;
+    this.tx.map(table, storedBytes).forEach((raw, key) => {
+      if (++count > TABLE_KEYS_MAX) throw new Error(`table ${table} has more than ${TABLE_KEYS_MAX} keys`);
+      if (staged?.has(key)) return;
+      const bytes = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
+      if (bytes.indexOf(needle) !== -1) out.set(key, JSON.parse(bytes.toString('utf8')) as unknown);
+    });
+    for (const [key, value] of staged ?? []) {
+      if (value !== null && JSON.stringify(value).includes(text)) out.set(key, value);
+    }
+    return out;
+  }
+
   put(table: string, key: string, value: unknown): void {
     let writes = this.staged.get(table);
     if (!writes) this.staged.set(table, (writes = new Map()));
@@ -58,10 +83,15 @@ export class StagedKv {
 
   remove(table: string, key: string): boolean {
     const had = this.has(table, key);
+    this.stageRemoval(table, key);
+    return had;
+  }
+
+  /** remove() of a key the caller knows is there (it saw its entry), without reading it again. */
+  stageRemoval(table: string, key: string): void {
     let writes = this.staged.get(table);
     if (!writes) this.staged.set(table, (writes = new Map()));
     writes.set(key, null);
-    return had;
   }
 
   flush(): void {
@@ -97,6 +127,9 @@ const HOST_NAMES = [
   '__svc_crypto_certificate_from_base64_der',
   '__svc_crypto_jwk_public_key',
   '__svc_node_trigger_ledger_chunk',
+  '__svc_jwt_check_jwks',
+  '__svc_jwt_set_issuer_keys',
+  '__svc_jwt_remove_issuer_keys',
 ] as const;
 
 // Runs before the constitution: takes the raw host functions off the global object and exposes a
@@ -133,6 +166,11 @@ const PRELUDE = `(() => {
     }),
     node: Object.freeze({
       triggerLedgerChunk: () => { call('__svc_node_trigger_ledger_chunk'); },
+    }),
+    jwt: Object.freeze({
+      checkJwks: (jwks, name) => { call('__svc_jwt_check_jwks', jwks, name); },
+      setIssuerKeys: (issuer, jwks) => { call('__svc_jwt_set_issuer_keys', issuer, jwks); },
+      removeIssuerKeys: (issuer) => { call('__svc_jwt_remove_issuer_keys', issuer); },
     }),
   });
 })();`;
@@ -232,6 +270,22 @@ export function createConstitutionHost(tx: Tx): ConstitutionHost {
     __svc_node_trigger_ledger_chunk: () => {
       if (!writable) throw new Error('triggerLedgerChunk is available only in apply');
       if (!effects.includes('trigger_ledger_chunk')) effects.push('trigger_ledger_chunk');
+      return undefined;
+    },
+    __svc_jwt_check_jwks: (j, n) => {
+      // The issuer's name counts in the stored bytes: apply checks again with it.
+      governanceJwksMetadata('', j === undefined ? undefined : JSON.parse(j), text(n, 'argument name'));
+      return undefined;
+    },
+    __svc_jwt_set_issuer_keys: (i, j) => {
+      checkWrite(GovTables.jwtPublicSigningKeys);
+      const issuer = text(i, 'issuer');
+      replaceIssuerKeys(kv, issuer, governanceJwksMetadata(issuer, j === undefined ? undefined : JSON.parse(j), 'jwks'));
+      return undefined;
+    },
+    __svc_jwt_remove_issuer_keys: (i) => {
+      checkWrite(GovTables.jwtPublicSigningKeys);
+      replaceIssuerKeys(kv, text(i, 'issuer'), new Map());
       return undefined;
     },
   };

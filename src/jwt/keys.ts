@@ -102,16 +102,18 @@ export function metadataFromJwks(issuer: string, jwks: unknown): Map<string, Key
 /**
  * Most signing keys one issuer may have stored (the provider's key set, or a JWKS given to
  * set_jwt_issuer / set_jwt_public_signing_keys). Providers publish a handful (the current key and
- * the next, a few per tenant); the bound keeps every governance action over an issuer's keys, which
- * runs within the member JavaScript budget of a request (300 ms), and every token's key lookup small.
+ * the next, a few per tenant). The bound keeps every governance action over an issuer's keys within
+ * the member JavaScript budget of a request (300 ms, host calls included): each key is parsed once
+ * by the request (tens of microseconds on an idle core, ten times more on a loaded one).
  */
-export const JWT_ISSUER_KEYS_MAX = 256;
+export const JWT_ISSUER_KEYS_MAX = 64;
 
 /**
- * Most bytes of one issuer's stored key metadata (its entries' JSON, kids included): 256 RSA-4096
- * keys with their certificates stay under it; more would be a refresh writing megabytes each time.
+ * Most bytes of one issuer's stored key metadata (its entries' JSON, kids included): 64 RSA-4096
+ * keys with their certificates take about a third of it; more would be a refresh or a proposal
+ * writing megabytes.
  */
-export const JWT_ISSUER_KEYS_STORED_BYTES_MAX = 1024 * 1024;
+export const JWT_ISSUER_KEYS_STORED_BYTES_MAX = 512 * 1024;
 
 /** Throws (with the reason) when one issuer's keys pass JWT_ISSUER_KEYS_MAX or JWT_ISSUER_KEYS_STORED_BYTES_MAX. */
 export function checkIssuerKeyBounds(keys: ReadonlyMap<string, KeyMetadata>): void {
