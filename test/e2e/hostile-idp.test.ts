@@ -18,7 +18,7 @@ import { readFileSync } from 'node:fs';
 import { JWT_ISSUER_KEYS_MAX } from '../../src/jwt/index.js';
 import { startNetwork, until, type TestNetwork } from '../../src/testing/network.js';
 import type { StartedNode } from '../../src/testing/node-process.js';
-import { applyActions, bearer, mustApply } from '../../src/testing/jwt.js';
+import { applyActions, bearer } from '../../src/testing/jwt.js';
 import { startProvider, type TestProvider } from './oidc-helpers.js';
 import { startHostileIssuer, type HostileIssuer, type IssuerMode } from './hostile-issuer.js';
 
@@ -27,6 +27,26 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 function rssKb(node: StartedNode): number {
   const line = readFileSync(`/proc/${node.process.pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('VmRSS:'))!;
   return Number(line.split(/\s+/)[1]);
+}
+
+/**
+ * Member0's proposal of `actions`, Accepted. As openService does (src/cli/member.ts), a proposal
+ * refused or failed only because member JavaScript ran out of its time budget on a busy machine
+ * is proposed again, at most three times in all; the retries are counted for the report.
+ */
+let budgetRetries = 0;
+async function mustApply(node: StartedNode, actions: unknown[]): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    // A ballot whose constitution could not even be loaded in time is answered 500 (and thrown).
+    const outcome = await applyActions(node, actions).catch((e: Error) => ({ state: 'Thrown', failure: e.message }) as { state: string; failure?: string; refused?: string });
+    if (outcome.state === 'Accepted') return;
+    const reason = outcome.failure ?? outcome.refused ?? '';
+    if (attempt < 3 && /Timeout: execution time limit exceeded/.test(reason)) {
+      budgetRetries++;
+      continue;
+    }
+    throw new Error(`proposal ${JSON.stringify(actions).slice(0, 200)} is ${outcome.state}: ${reason}`);
+  }
 }
 
 /** A normal client: GET /node/commit on `node` every 20 ms until stopped; the longest gap between answers. */
@@ -174,7 +194,7 @@ describe('a service under hostile identity providers and tokens', () => {
     assert.equal((await metricsOf(primary)).issuers[hostile.issuer], undefined, 'no longer refreshed');
     const { longestGapMs, failures } = await client.stop();
     assert.deepEqual(failures, []);
-    t.diagnostic(JSON.stringify({ case: `issuer of ${JWT_ISSUER_KEYS_MAX} keys set, refreshed, removed`, longest_gap_ms: longestGapMs, primary_rss_kb_before: rssBefore, primary_rss_kb_after: rssKb(primary) }));
+    t.diagnostic(JSON.stringify({ case: `issuer of ${JWT_ISSUER_KEYS_MAX} keys set, refreshed, removed`, longest_gap_ms: longestGapMs, primary_rss_kb_before: rssBefore, primary_rss_kb_after: rssKb(primary), proposals_again_after_budget_timeouts_so_far: budgetRetries }));
   });
 
   test('validly signed tokens with exp 1e400 or 1.5, a string nbf, or claims 5,000 deep are 401 TokenMalformed, not 500', { timeout: 60_000 }, async (t: TestContext) => {
