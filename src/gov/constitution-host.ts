@@ -26,6 +26,8 @@ const storedBytes: Codec<Uint8Array> = { encode: (value) => bytesCodec.encode(va
 
 export class StagedKv {
   private readonly staged = new Map<string, Map<string, unknown | null>>();
+  /** Table work the host does when apply has returned (outside member JavaScript's time budget), in order. */
+  private readonly deferred: ((kv: StagedKv) => void)[] = [];
 
   constructor(private readonly tx: Tx) {}
 
@@ -94,7 +96,17 @@ export class StagedKv {
     writes.set(key, null);
   }
 
+  /** Runs `work` over these tables when apply has returned, before its writes reach the transaction. */
+  defer(work: (kv: StagedKv) => void): void {
+    this.deferred.push(work);
+  }
+
+  /**
+   * Writes what apply staged to the transaction. The deferred work runs first, over the staged
+   * view: if it throws, nothing has reached the transaction (the proposal fails whole).
+   */
   flush(): void {
+    for (const work of this.deferred.splice(0)) work(this);
     for (const [table, writes] of this.staged) {
       const map = this.tx.map(table, anyJson);
       for (const [key, value] of writes) {
@@ -277,15 +289,19 @@ export function createConstitutionHost(tx: Tx): ConstitutionHost {
       governanceJwksMetadata('', j === undefined ? undefined : JSON.parse(j), text(n, 'argument name'));
       return undefined;
     },
+    // The key set is checked at once (a bad one fails apply where it is called); the table work,
+    // which grows with the whole key table, is done by the host when apply has returned.
     __svc_jwt_set_issuer_keys: (i, j) => {
       checkWrite(GovTables.jwtPublicSigningKeys);
       const issuer = text(i, 'issuer');
-      replaceIssuerKeys(kv, issuer, governanceJwksMetadata(issuer, j === undefined ? undefined : JSON.parse(j), 'jwks'));
+      const keys = governanceJwksMetadata(issuer, j === undefined ? undefined : JSON.parse(j), 'jwks');
+      kv.defer((staged) => replaceIssuerKeys(staged, issuer, keys));
       return undefined;
     },
     __svc_jwt_remove_issuer_keys: (i) => {
       checkWrite(GovTables.jwtPublicSigningKeys);
-      replaceIssuerKeys(kv, text(i, 'issuer'), new Map());
+      const issuer = text(i, 'issuer');
+      kv.defer((staged) => replaceIssuerKeys(staged, issuer, new Map()));
       return undefined;
     },
   };
