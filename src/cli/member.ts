@@ -114,8 +114,9 @@ export async function ack(connection: MemberConnection): Promise<GovAnswer> {
  * Opens the service with one member: acknowledge (if not Active yet), propose
  * transition_service_to_open, vote for it. Resolves once the service reports Open.
  *
- * A proposal that fails only because member JavaScript ran out of its time budget (the node was
- * too busy to run it in time: the default constitution's work is tiny) is proposed again, at most
+ * A proposal that fails (or is refused, the constitution not even loaded) only because member
+ * JavaScript ran out of its time budget (the node was too busy to run it in time: the default
+ * constitution's work is tiny) is proposed again, at most
  * OPEN_ATTEMPTS_MAX times in all, each retry reported to `onRetry`; any other failure is thrown.
  */
 export async function openService(
@@ -125,7 +126,17 @@ export async function openService(
   const me = await govRequest(connection, 'GET', `/gov/members/${connection.memberId}`);
   if ((me.body as { status: string }).status !== 'Active') await ack(connection);
   for (let attempt = 1; ; attempt++) {
-    const proposal = await propose(connection, [{ name: 'transition_service_to_open', args: {} }]);
+    let proposal;
+    try {
+      proposal = await propose(connection, [{ name: 'transition_service_to_open', args: {} }]);
+    } catch (e) {
+      // The constitution could not even be loaded within the budget: the same busy node, refused before a proposal exists.
+      if (e instanceof GovRequestFailed && e.code === 'ConstitutionFailure' && LOAD_TIMED_OUT.test(e.message) && attempt < OPEN_ATTEMPTS_MAX) {
+        onRetry(`the proposal to open the service was refused (${e.message}); proposing again`);
+        continue;
+      }
+      throw e;
+    }
     const proposalId = (proposal.body as { proposal_id: string }).proposal_id;
     let state = (proposal.body as { state: string }).state;
     let transactionId = proposal.transactionId;
@@ -154,6 +165,8 @@ export const OPEN_ATTEMPTS_MAX = 3;
 
 /** A proposal's failure reason when member JavaScript ran out of its time budget (src/gov/governance.ts). */
 const TIMED_OUT = /^(resolve|apply|ballot of member [0-9a-f]+) failed: Timeout: /;
+/** A refusal (500 ConstitutionFailure) when loading the constitution ran out of the budget (src/gov/governance.ts). */
+const LOAD_TIMED_OUT = /the constitution could not be loaded: Timeout: /;
 
 // ------------------------------------------------------------------ command line
 
