@@ -130,8 +130,8 @@ export async function openService(
     try {
       proposal = await propose(connection, [{ name: 'transition_service_to_open', args: {} }]);
     } catch (e) {
-      // The constitution could not even be loaded within the budget: the same busy node, refused before a proposal exists.
-      if (e instanceof GovRequestFailed && e.code === 'ConstitutionFailure' && LOAD_TIMED_OUT.test(e.message) && attempt < OPEN_ATTEMPTS_MAX) {
+      // Loading the constitution or its validate ran out of the budget: the same busy node, refused before a proposal exists.
+      if (e instanceof GovRequestFailed && REFUSED_TIMED_OUT.test(e.message) && attempt < OPEN_ATTEMPTS_MAX) {
         onRetry(`the proposal to open the service was refused (${e.message}); proposing again`);
         continue;
       }
@@ -165,8 +165,8 @@ export const OPEN_ATTEMPTS_MAX = 3;
 
 /** A proposal's failure reason when member JavaScript ran out of its time budget (src/gov/governance.ts). */
 const TIMED_OUT = /^(resolve|apply|ballot of member [0-9a-f]+) failed: Timeout: /;
-/** A refusal (500 ConstitutionFailure) when loading the constitution ran out of the budget (src/gov/governance.ts). */
-const LOAD_TIMED_OUT = /the constitution could not be loaded: Timeout: /;
+/** A refusal when loading the constitution (500 ConstitutionFailure) or its validate (400) ran out of the budget (src/gov/governance.ts). */
+const REFUSED_TIMED_OUT = /the constitution (could not be loaded|'s validate failed): Timeout: /;
 
 // ------------------------------------------------------------------ command line
 
