@@ -161,7 +161,12 @@ export class JwtKeyRefresh implements PrimaryTask {
 
   /** The issuer's keys, or why not, within its deadline: the fetch is aborted when the deadline passes. */
   private async fetch(issuer: string, controller: AbortController): Promise<{ keys: Map<string, KeyMetadata> } | { error: string; timedOut?: true }> {
-    const record = this.host.executeRead((tx) => autoRefreshIssuers(tx).find((i) => i.issuer === issuer));
+    let record: AutoIssuer | undefined;
+    try {
+      record = this.host.executeRead((tx) => autoRefreshIssuers(tx).find((i) => i.issuer === issuer));
+    } catch (e) {
+      return { error: `its record could not be read: ${errorMessage(e)}` };
+    }
     if (record === undefined) return { error: 'it is no longer an auto-refresh issuer' };
     if (record.caBundlePem === undefined) return { error: 'its CA certificate bundle is not registered' };
     const deadline = new DeadlineError(`no keys within ${this.host.timeoutMs} ms (jwt.key_refresh_timeout)`);
@@ -196,8 +201,8 @@ export class JwtKeyRefresh implements PrimaryTask {
       });
       return keyTableChanges(current, issuer, fresh);
     };
-    if (this.host.executeRead(changesOf).size === 0) return undefined;
     try {
+      if (this.host.executeRead(changesOf).size === 0) return undefined;
       this.host.executeWrite((tx) => {
         const keys = tx.map(Tables.jwtPublicSigningKeys, json);
         for (const [kid, list] of changesOf(tx)) {
