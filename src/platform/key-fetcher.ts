@@ -25,13 +25,20 @@ export interface JsonFetchRequest {
 
 /** Connect, first-byte and idle limits of one request; the caller's signal bounds the total. */
 const TIMEOUT_MS = 10_000;
+/** Agents (connection pools) kept, one per issuer: more than a service registers, fewer than a leak. */
+const AGENTS_MAX = 256;
 
 export class CaPinnedJsonFetcher {
   private readonly agents = new Map<string, { caBundlePem: string; agent: Agent }>();
 
   private agentFor(issuer: string, caBundlePem: string): Agent {
     const known = this.agents.get(issuer);
-    if (known !== undefined && known.caBundlePem === caBundlePem) return known.agent;
+    if (known !== undefined && known.caBundlePem === caBundlePem) {
+      // Most recently used last.
+      this.agents.delete(issuer);
+      this.agents.set(issuer, known);
+      return known.agent;
+    }
     if (known !== undefined) closeQuietly(known.agent);
     const agent = new Agent({
       connect: { ca: caBundlePem, rejectUnauthorized: true, timeout: TIMEOUT_MS },
@@ -39,7 +46,14 @@ export class CaPinnedJsonFetcher {
       bodyTimeout: TIMEOUT_MS,
       connections: 2,
     });
+    this.agents.delete(issuer);
     this.agents.set(issuer, { caBundlePem, agent });
+    // Issuers come and go by governance: the agent unused the longest is closed beyond the bound.
+    if (this.agents.size > AGENTS_MAX) {
+      const [oldest, entry] = this.agents.entries().next().value as [string, { agent: Agent }];
+      this.agents.delete(oldest);
+      closeQuietly(entry.agent);
+    }
     return agent;
   }
 
