@@ -15,7 +15,7 @@ const allowed = {
   ledger: ['base', 'crypto', 'kv', 'merkle'],
   attestation: ['base', 'crypto'],
   jwt: ['base', 'crypto', 'kv'],
-  gov: ['base', 'crypto', 'kv', 'merkle'],
+  gov: ['base', 'crypto', 'kv', 'merkle', 'jwt'],
   recovery: ['base', 'crypto', 'kv', 'merkle', 'ledger'],
   audit: ['base', 'crypto', 'merkle', 'kv', 'ledger'],
   config: ['base'],

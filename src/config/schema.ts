@@ -166,6 +166,7 @@ export function nodeConfigSchema(baseDir: string) {
       .strictObject({
         key_refresh_interval: positiveDurationMs().prefault('30min'),
         key_refresh_max_response_size: sizeBytes().prefault('1MB'),
+        key_refresh_timeout: positiveDurationMs().prefault('30s'),
       })
       .prefault({}),
     logging: z

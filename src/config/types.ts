@@ -147,6 +147,8 @@ export interface JwtConfig {
   key_refresh_interval: number;
   /** Bytes. */
   key_refresh_max_response_size: number;
+  /** Milliseconds: the total deadline of one issuer's fetch (discovery document and JWKS). */
+  key_refresh_timeout: number;
 }
 
 export interface LoggingConfig {

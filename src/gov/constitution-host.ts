@@ -1,5 +1,5 @@
 /**
- * What the constitution sees of the service: `svc.kv`, `svc.crypto` and `svc.node`, built by a
+ * What the constitution sees of the service: `svc.kv`, `svc.crypto`, `svc.node` and `svc.jwt`, built by a
  * prelude over a few host functions. Table access is limited to `public:svc.gov.*` tables; writes
  * are allowed only while `apply` runs and never to the governance history.
  *
@@ -14,9 +14,10 @@
  */
 import { CovenantError } from '../base/errors.js';
 import { certificateId, jwkPublicKey, loadPublicKey, parseCertificate, splitPemCertificates, type JwkPublicKey } from '../crypto/index.js';
-import { jsonCodec, type Tx } from '../kv/index.js';
+import { bytesCodec, jsonCodec, type Codec, type Tx } from '../kv/index.js';
 import type { HostFunctions } from './sandbox.js';
-import { GOV_TABLES_READ_ONLY_FOR_CONSTITUTION } from './tables.js';
+import { governanceJwksMetadata, replaceIssuerKeys } from './jwt-keys.js';
+import { GOV_TABLES_READ_ONLY_FOR_CONSTITUTION, GovTables } from './tables.js';
 
 /** Effects of accepted proposals that happen outside the store, after the transaction commits. */
 export type GovEffect = 'trigger_ledger_chunk';
@@ -24,9 +25,13 @@ export type GovEffect = 'trigger_ledger_chunk';
 const GOV_TABLE_PREFIX = 'public:svc.gov.';
 const TABLE_KEYS_MAX = 100_000;
 const anyJson = jsonCodec<unknown>();
+/** The stored bytes themselves, for reading only (bytesCodec copies them). */
+const storedBytes: Codec<Uint8Array> = { encode: (value) => bytesCodec.encode(value), decode: (bytes) => bytes };
 
 export class StagedKv {
   private readonly staged = new Map<string, Map<string, unknown | null>>();
+  /** Table work the host does when apply has returned (outside member JavaScript's time budget), in order. */
+  private readonly deferred: ((kv: StagedKv) => void)[] = [];
 
   constructor(private readonly tx: Tx) {}
 
@@ -54,6 +59,28 @@ export class StagedKv {
     return [...out].sort();
   }
 
+  /**
+   * The entries of `table` whose JSON text contains `text` (staged writes included), found without
+   * decoding the others: a governance action over one issuer's keys reads a table of thousands of
+   * kids within a request's budget.
+   */
+  entriesMentioning(table: string, text: string): Map<string, unknown> {
+    const needle = Buffer.from(text, 'utf8');
+    const staged = this.staged.get(table);
+    const out = new Map<string, unknown>();
+    let count = 0;
+    this.tx.map(table, storedBytes).forEach((raw, key) => {
+      if (++count > TABLE_KEYS_MAX) throw new Error(`table ${table} has more than ${TABLE_KEYS_MAX} keys`);
+      if (staged?.has(key)) return;
+      const bytes = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
+      if (bytes.indexOf(needle) !== -1) out.set(key, JSON.parse(bytes.toString('utf8')) as unknown);
+    });
+    for (const [key, value] of staged ?? []) {
+      if (value !== null && JSON.stringify(value).includes(text)) out.set(key, value);
+    }
+    return out;
+  }
+
   put(table: string, key: string, value: unknown): void {
     let writes = this.staged.get(table);
     if (!writes) this.staged.set(table, (writes = new Map()));
@@ -62,13 +89,28 @@ export class StagedKv {
 
   remove(table: string, key: string): boolean {
     const had = this.has(table, key);
-    let writes = this.staged.get(table);
-    if (!writes) this.staged.set(table, (writes = new Map()));
-    writes.set(key, null);
+    this.stageRemoval(table, key);
     return had;
   }
 
+  /** remove() of a key the caller knows is there (it saw its entry), without reading it again. */
+  stageRemoval(table: string, key: string): void {
+    let writes = this.staged.get(table);
+    if (!writes) this.staged.set(table, (writes = new Map()));
+    writes.set(key, null);
+  }
+
+  /** Runs `work` over these tables when apply has returned, before its writes reach the transaction. */
+  defer(work: (kv: StagedKv) => void): void {
+    this.deferred.push(work);
+  }
+
+  /**
+   * Writes what apply staged to the transaction. The deferred work runs first, over the staged
+   * view: if it throws, nothing has reached the transaction (the proposal fails whole).
+   */
   flush(): void {
+    for (const work of this.deferred.splice(0)) work(this);
     for (const [table, writes] of this.staged) {
       const map = this.tx.map(table, anyJson);
       for (const [key, value] of writes) {
@@ -121,6 +163,9 @@ const HOST_NAMES = [
   '__svc_node_trigger_ledger_chunk',
   '__svc_network_renew_service_certificate',
   '__svc_network_renew_node_certificate',
+  '__svc_jwt_check_jwks',
+  '__svc_jwt_set_issuer_keys',
+  '__svc_jwt_remove_issuer_keys',
 ] as const;
 
 // Runs before the constitution: takes the raw host functions off the global object and exposes a
@@ -161,6 +206,11 @@ const PRELUDE = `(() => {
     network: Object.freeze({
       renewServiceCertificate: (pem, validFrom, days) => call('__svc_network_renew_service_certificate', pem, validFrom, days),
       renewNodeCertificate: (pem, validFrom, days) => call('__svc_network_renew_node_certificate', pem, validFrom, days),
+    }),
+    jwt: Object.freeze({
+      checkJwks: (jwks, name) => { call('__svc_jwt_check_jwks', jwks, name); },
+      setIssuerKeys: (issuer, jwks) => { call('__svc_jwt_set_issuer_keys', issuer, jwks); },
+      removeIssuerKeys: (issuer) => { call('__svc_jwt_remove_issuer_keys', issuer); },
     }),
   });
 })();`;
@@ -271,6 +321,26 @@ export function createConstitutionHost(tx: Tx, options: ConstitutionHostOptions 
       if (!writable) throw new Error('renewNodeCertificate is available only in apply');
       const renewal = renewalOf(p, f, d, options);
       return JSON.stringify(renewal.renewer.renewNodeCertificate(renewal.pem, renewal.validFrom, renewal.days));
+    },
+    __svc_jwt_check_jwks: (j, n) => {
+      // The issuer's name counts in the stored bytes: apply checks again with it.
+      governanceJwksMetadata('', j === undefined ? undefined : JSON.parse(j), text(n, 'argument name'));
+      return undefined;
+    },
+    // The key set is checked at once (a bad one fails apply where it is called); the table work,
+    // which grows with the whole key table, is done by the host when apply has returned.
+    __svc_jwt_set_issuer_keys: (i, j) => {
+      checkWrite(GovTables.jwtPublicSigningKeys);
+      const issuer = text(i, 'issuer');
+      const keys = governanceJwksMetadata(issuer, j === undefined ? undefined : JSON.parse(j), 'jwks');
+      kv.defer((staged) => replaceIssuerKeys(staged, issuer, keys));
+      return undefined;
+    },
+    __svc_jwt_remove_issuer_keys: (i) => {
+      checkWrite(GovTables.jwtPublicSigningKeys);
+      const issuer = text(i, 'issuer');
+      kv.defer((staged) => replaceIssuerKeys(staged, issuer, new Map()));
+      return undefined;
     },
   };
   return {

@@ -10,6 +10,7 @@
  * service: svc.kv.* reads (and, in apply, writes) public:svc.gov.* tables of the transaction;
  * svc.crypto.* parses certificates and keys; svc.node.triggerLedgerChunk() asks for a chunk end;
  * svc.network.renew*Certificate(pem, valid_from, days) re-issue certificates with the service key.
+ * svc.jwt.* checks a JWKS and replaces or removes an issuer's signing keys.
  *
  * Rules: a strict majority of Active members accepts; a proposal is Rejected once a majority can no
  * longer be reached; every action's arguments are checked by name and type (unknown fields are
@@ -79,27 +80,8 @@ const is = {
     }
   },
   httpsUrl: (v, n) => { if (typeof v !== 'string' || !/^https:\\/\\/[^\\s/]+/.test(v)) fail('"' + n + '" must be an https:// URL'); },
-  jwks: (v, n) => {
-    is.object(v, n);
-    if (!Array.isArray(v.keys) || v.keys.length === 0) fail('"' + n + '.keys" must be a non-empty array');
-    v.keys.forEach((key, i) => {
-      const where = n + '.keys[' + i + ']';
-      is.object(key, where);
-      is.nonEmptyString(key.kty, where + '.kty');
-      is.nonEmptyString(key.kid, where + '.kid');
-      if (v.keys.findIndex((k) => k && k.kid === key.kid) !== i) fail('"' + where + '.kid": kid ' + key.kid + ' appears twice');
-      if (key.issuer !== undefined) is.nonEmptyString(key.issuer, where + '.issuer');
-      if (key.x5c !== undefined) {
-        if (!Array.isArray(key.x5c) || key.x5c.length === 0) fail('"' + where + '.x5c" must be a non-empty array of base64 certificates');
-        key.x5c.forEach((c, j) => { is.nonEmptyString(c, where + '.x5c[' + j + ']'); svc.crypto.certificateFromBase64Der(c); });
-      }
-      try {
-        svc.crypto.jwkPublicKey(key);
-      } catch (e) {
-        fail('"' + where + '": ' + e.message);
-      }
-    });
-  },
+  // The host checks a key set in one call (each key parsed, at most 256 keys): see src/gov/jwt-keys.ts.
+  jwks: (v, n) => svc.jwt.checkJwks(v, n),
 };
 
 // ------------------------------------------------------------------ table helpers
@@ -176,27 +158,14 @@ function requireUser(userId) {
   if (!svc.kv.has(T.usersCerts, userId)) throw new Error('no user with id ' + userId);
 }
 
+// An issuer's keys are replaced or removed by the host in one call: one host call per key (and per
+// kid of the table) cost more than a request's budget for an issuer of a few thousand keys.
 function setJwtKeys(issuer, jwks) {
-  removeJwtKeys(issuer);
-  for (const key of jwks.keys) {
-    const list = (get(T.jwtPublicSigningKeys, key.kid) || []).filter((m) => m.issuer !== issuer);
-    const parsed = svc.crypto.jwkPublicKey(key);
-    const metadata = { public_key: parsed.public_key, issuer, kty: key.kty };
-    if (parsed.cert !== undefined) metadata.cert = parsed.cert;
-    if (key.issuer !== undefined) metadata.constraint = key.issuer;
-    list.push(metadata);
-    put(T.jwtPublicSigningKeys, key.kid, list);
-  }
+  svc.jwt.setIssuerKeys(issuer, jwks);
 }
 
 function removeJwtKeys(issuer) {
-  for (const kid of keys(T.jwtPublicSigningKeys)) {
-    const list = get(T.jwtPublicSigningKeys, kid);
-    const kept = list.filter((m) => m.issuer !== issuer);
-    if (kept.length === list.length) continue;
-    if (kept.length === 0) remove(T.jwtPublicSigningKeys, kid);
-    else put(T.jwtPublicSigningKeys, kid, kept);
-  }
+  svc.jwt.removeIssuerKeys(issuer);
 }
 
 // ------------------------------------------------------------------ actions

@@ -82,6 +82,8 @@ export function metadataFromJwks(issuer: string, jwks: unknown): Map<string, Key
     if (jwk.kty !== 'RSA' && jwk.kty !== 'EC') continue;
     if (typeof jwk.kid !== 'string' || jwk.kid.length === 0) throw new Error(`keys[${i}] has no kid`);
     if (out.has(jwk.kid)) throw new Error(`kid ${jwk.kid} appears twice`);
+    // Before parsing more: a set of thousands of keys would cost the primary's thread for nothing.
+    if (out.size === JWT_ISSUER_KEYS_MAX) throw new Error(`the key set has more than the ${JWT_ISSUER_KEYS_MAX} keys an issuer may have`);
     if (jwk.issuer !== undefined && (typeof jwk.issuer !== 'string' || jwk.issuer.length === 0)) throw new Error(`keys[${i}].issuer must be a non-empty string`);
     let parsed;
     try {
@@ -95,6 +97,34 @@ export function metadataFromJwks(issuer: string, jwks: unknown): Map<string, Key
     out.set(jwk.kid, metadata);
   }
   return out;
+}
+
+/**
+ * Most signing keys one issuer may have stored (the provider's key set, or a JWKS given to
+ * set_jwt_issuer / set_jwt_public_signing_keys). Providers publish a handful (the current key and
+ * the next, a few per tenant). The bound keeps every governance action over an issuer's keys within
+ * the member JavaScript budget of a request (300 ms, host calls included): each key is parsed once
+ * by the request (tens of microseconds on an idle core, ten times more on a loaded one).
+ */
+export const JWT_ISSUER_KEYS_MAX = 64;
+
+/**
+ * Most bytes of one issuer's stored key metadata (its entries' JSON, kids included): 64 RSA-4096
+ * keys with their certificates take about a third of it; more would be a refresh or a proposal
+ * writing megabytes.
+ */
+export const JWT_ISSUER_KEYS_STORED_BYTES_MAX = 512 * 1024;
+
+/** Throws (with the reason) when one issuer's keys pass JWT_ISSUER_KEYS_MAX or JWT_ISSUER_KEYS_STORED_BYTES_MAX. */
+export function checkIssuerKeyBounds(keys: ReadonlyMap<string, KeyMetadata>): void {
+  if (keys.size > JWT_ISSUER_KEYS_MAX) {
+    throw new Error(`the key set has ${keys.size} keys, more than the ${JWT_ISSUER_KEYS_MAX} an issuer may have`);
+  }
+  let bytes = 0;
+  for (const [kid, metadata] of keys) bytes += Buffer.byteLength(kid) + Buffer.byteLength(JSON.stringify(metadata));
+  if (bytes > JWT_ISSUER_KEYS_STORED_BYTES_MAX) {
+    throw new Error(`the key set would store ${bytes} bytes, more than the ${JWT_ISSUER_KEYS_STORED_BYTES_MAX} an issuer may have`);
+  }
 }
 
 /** Whether two metadata records describe the same key for the same issuer. */

@@ -3,7 +3,7 @@
  * from the I/O. The fetch goes through an injected KeyFetcher (src/platform/key-fetcher.ts with
  * undici in a node process, a fake in tests); the schedule is a pure function of the failures.
  */
-import { metadataFromJwks, sameMetadata, type KeyMetadata } from './keys.js';
+import { checkIssuerKeyBounds, metadataFromJwks, sameMetadata, type KeyMetadata } from './keys.js';
 
 export interface KeyFetchRequest {
   /** The issuer whose CA bundle verifies the server (one TLS agent per issuer). */
@@ -13,6 +13,8 @@ export interface KeyFetchRequest {
   readonly caBundlePem: string;
   /** Largest response accepted; a larger one is a failure, cut at the limit. */
   readonly maxBytes: number;
+  /** The issuer's deadline: aborts the request wherever it is (connecting, waiting, reading a trickling body). */
+  readonly signal?: AbortSignal;
 }
 
 export interface KeyFetcher {
@@ -35,16 +37,31 @@ export function refreshDelayMs(consecutiveFailures: number, intervalMs: number):
   return Math.min(intervalMs, first * 2 ** Math.min(consecutiveFailures - 1, 40));
 }
 
-/** The issuer's discovery document, then its jwks_uri: the keys as governance would store them, by kid. */
-export async function fetchIssuerKeys(fetcher: KeyFetcher, issuer: string, caBundlePem: string, maxBytes: number): Promise<Map<string, KeyMetadata>> {
+export interface IssuerFetch {
+  readonly issuer: string;
+  readonly caBundlePem: string;
+  readonly maxBytes: number;
+  /** Aborted at the issuer's deadline. */
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * The issuer's discovery document, then its jwks_uri: the keys as governance would store them, by
+ * kid, within the bounds of one issuer's keys (checkIssuerKeyBounds).
+ */
+export async function fetchIssuerKeys(fetcher: KeyFetcher, fetch: IssuerFetch): Promise<Map<string, KeyMetadata>> {
+  const { issuer, caBundlePem, maxBytes } = fetch;
+  const signal = fetch.signal !== undefined ? { signal: fetch.signal } : {};
   const discoveryUrl = `${issuer.replace(/\/+$/, '')}/.well-known/openid-configuration`;
-  const discovery = await fetcher.getJson({ issuer, url: discoveryUrl, caBundlePem, maxBytes });
+  const discovery = await fetcher.getJson({ issuer, url: discoveryUrl, caBundlePem, maxBytes, ...signal });
   const jwksUri = (discovery as { jwks_uri?: unknown } | null)?.jwks_uri;
   if (typeof jwksUri !== 'string' || !jwksUri.startsWith('https://')) {
     throw new Error(`the discovery document of ${issuer} has no https jwks_uri`);
   }
-  const jwks = await fetcher.getJson({ issuer, url: jwksUri, caBundlePem, maxBytes });
-  return metadataFromJwks(issuer, jwks);
+  const jwks = await fetcher.getJson({ issuer, url: jwksUri, caBundlePem, maxBytes, ...signal });
+  const keys = metadataFromJwks(issuer, jwks);
+  checkIssuerKeyBounds(keys);
+  return keys;
 }
 
 /**
@@ -71,25 +88,33 @@ export function keyTableChanges(
   return out;
 }
 
-/** Per issuer, for GET /node/jwt_keys/refresh/metrics. */
+/** Per issuer, for GET /node/jwt_keys/refresh/metrics: each issuer is refreshed on its own schedule. */
 export interface IssuerRefreshReport {
   attempts: number;
   successes: number;
   failures: number;
   consecutive_failures: number;
+  /** Failures that were the issuer's deadline (jwt.key_refresh_timeout), counted in failures too. */
+  timeouts: number;
+  /** The delay before this issuer's next refresh, as last scheduled; null while one is in flight. */
+  next_refresh_delay_ms: number | null;
+  /** Keys the issuer published at its last success. */
+  keys?: number;
   last_success_at?: string;
   last_failure_at?: string;
   last_failure_reason?: string;
 }
 
 export interface KeyRefreshMetrics {
+  /** Sums over the issuers. */
   attempts: number;
   successes: number;
   failures: number;
   /** Whether this node refreshes (it is the primary). */
   active: boolean;
-  /** The delay before the next round, as last scheduled (the interval, or the retry delay after a failure). */
+  /** The soonest of the issuers' next refreshes, as last scheduled (null when none is scheduled). */
   next_refresh_delay_ms: number | null;
+  /** The most consecutive failures of any issuer. */
   consecutive_failures: number;
   issuers: Record<string, IssuerRefreshReport>;
 }

@@ -32,6 +32,33 @@ export interface TokenValidatorOptions {
 /** Longest token looked at; the HTTP layer's header limit (16 KiB) comes first. */
 export const TOKEN_BYTES_MAX = 16 * 1024;
 
+/**
+ * Deepest nesting of a token's claims (the payload object is depth 1). Issuers' claims nest two or
+ * three levels; a signed payload of arrays thousands deep fits in TOKEN_BYTES_MAX, and every later
+ * reader of the claims (the forwarded request, the application's answer) would pay for its depth.
+ */
+export const TOKEN_CLAIMS_DEPTH_MAX = 32;
+
+/** A NumericDate claim as we accept it: an integer count of seconds (not a fraction, not Infinity from 1e400, not a string). */
+function checkNumericDate(payload: JWTPayload, claim: 'exp' | 'nbf'): void {
+  const value: unknown = payload[claim];
+  if (typeof value !== 'number' || !Number.isSafeInteger(value)) {
+    const shown = typeof value === 'number' ? String(value) : `a ${typeof value}`;
+    throw tokenError('TokenMalformed', `the ${claim} claim must be an integer number of seconds since the epoch, not ${shown}`);
+  }
+}
+
+/** Refuses claims nested deeper than TOKEN_CLAIMS_DEPTH_MAX; iterative, so any depth is safe to look at. */
+function checkClaimsDepth(payload: JWTPayload): void {
+  const stack: [unknown, number][] = [[payload, 1]];
+  while (stack.length > 0) {
+    const [value, depth] = stack.pop()!;
+    if (typeof value !== 'object' || value === null) continue;
+    if (depth > TOKEN_CLAIMS_DEPTH_MAX) throw tokenError('TokenMalformed', `the token's claims nest deeper than ${TOKEN_CLAIMS_DEPTH_MAX} levels`);
+    for (const child of Array.isArray(value) ? value : Object.values(value)) stack.push([child, depth + 1]);
+  }
+}
+
 const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 
 interface KeysOfKid {
@@ -94,6 +121,9 @@ export class TokenValidator {
     if (typeof kid !== 'string' || kid.length === 0) throw tokenError('TokenMalformed', 'the token header has no kid');
     if (typeof payload.iss !== 'string') throw tokenError('TokenMalformed', 'the token has no iss claim');
     if (payload.exp === undefined) throw tokenError('TokenMalformed', 'the token has no exp claim');
+    checkNumericDate(payload, 'exp');
+    if (payload.nbf !== undefined) checkNumericDate(payload, 'nbf');
+    checkClaimsDepth(payload);
     const keys = this.keysOf(kid);
     if (keys === undefined) throw tokenError('TokenKeyUnknown', `no signing key with kid ${JSON.stringify(kid)} is registered`);
     const iss = payload.iss;

@@ -176,7 +176,7 @@ export interface NodeOperatorQueries extends NodeTransactions {
   handleJoin(request: JoinRequest, clientPublicKeyDer: Uint8Array | undefined, clientAddress: string | undefined): Promise<JoinResponse>;
   appFrontendOpen(): boolean;
   appFrontendClosedReason(): string;
-  /** GET /node/jwt_keys/refresh/metrics: this node's refresh rounds (it refreshes while primary). */
+  /** GET /node/jwt_keys/refresh/metrics: this node's refreshes, per issuer (it refreshes while primary). */
   jwtRefreshMetrics(): KeyRefreshMetrics;
   /** GET /node/metrics: the validity of the certificates this node serves, and the time left. */
   certificateMetrics(): CertificateMetrics;

@@ -140,6 +140,7 @@ export class NodeComposition {
       clock: init.clock,
       logger: init.logger,
       intervalMs: init.config.jwt.key_refresh_interval,
+      timeoutMs: init.config.jwt.key_refresh_timeout,
       maxResponseBytes: init.config.jwt.key_refresh_max_response_size,
       fetcher: init.jwtKeyFetcher ?? NO_KEY_FETCHER,
       executeRead: (fn) => this.executeRead(fn),

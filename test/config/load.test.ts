@@ -61,7 +61,7 @@ test('defaults are applied and units converted', () => {
   assert.deepEqual(config.ledger_signatures, { tx_count: 5000, delay: 100 });
   assert.deepEqual(config.consensus, { election_timeout: 1000, message_timeout: 100 });
   assert.equal(config.pending_node_timeout, 3_600_000);
-  assert.deepEqual(config.jwt, { key_refresh_interval: 1_800_000, key_refresh_max_response_size: 1024 * 1024 });
+  assert.deepEqual(config.jwt, { key_refresh_interval: 1_800_000, key_refresh_max_response_size: 1024 * 1024, key_refresh_timeout: 30_000 });
   assert.deepEqual(config.logging, { format: 'Text', level: 'info' });
   assert.equal(config.sealing_recovery, undefined);
   assert.deepEqual(config.output_files, {});

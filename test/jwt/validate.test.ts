@@ -5,9 +5,9 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import nodeCrypto from 'node:crypto';
-import { SignJWT, base64url, exportJWK } from 'jose';
+import { CompactSign, SignJWT, base64url, exportJWK } from 'jose';
 import { generateIdentity } from '../../src/crypto/index.js';
-import { TOKEN_ERROR_CODES, TokenValidator, metadataFromJwks, satisfiesConstraint, isTokenError, type KeyMetadata } from '../../src/jwt/index.js';
+import { TOKEN_CLAIMS_DEPTH_MAX, TOKEN_ERROR_CODES, TokenValidator, metadataFromJwks, satisfiesConstraint, isTokenError, type KeyMetadata } from '../../src/jwt/index.js';
 
 const ISSUER = 'https://issuer.example';
 const NOW_MS = Date.UTC(2030, 0, 1);
@@ -73,6 +73,37 @@ describe('TokenValidator', async () => {
     clock = NOW_MS + 10_000;
     await expectCode(Promise.resolve().then(() => validator.validate(token)), 'TokenExpired');
     clock = NOW_MS;
+  });
+
+  test('exp and nbf: an integer number of seconds; Infinity (1e400), fractions and strings are TokenMalformed, even validly signed', async () => {
+    // Signed over the payload text as written: 1e400 has no JSON form in JavaScript (it parses as Infinity).
+    const signText = (payload: string) => new CompactSign(new TextEncoder().encode(payload)).setProtectedHeader({ alg: 'RS256', kid: 'rsa1' }).sign(rsa.privateKey);
+    const cases: [string, RegExp][] = [
+      [`{"iss":"${ISSUER}","sub":"a","exp":1e400}`, /exp claim must be an integer number of seconds since the epoch, not Infinity/],
+      [`{"iss":"${ISSUER}","sub":"a","exp":${nowS + 60}.5}`, /exp claim .* not \d+\.5/],
+      [`{"iss":"${ISSUER}","sub":"a","exp":"${nowS + 60}"}`, /exp claim .* not a string/],
+      [`{"iss":"${ISSUER}","sub":"a","exp":${nowS + 60},"nbf":-1e400}`, /nbf claim .* not -Infinity/],
+      [`{"iss":"${ISSUER}","sub":"a","exp":${nowS + 60},"nbf":1.5}`, /nbf claim .* not 1\.5/],
+      [`{"iss":"${ISSUER}","sub":"a","exp":${nowS + 60},"nbf":null}`, /nbf claim .* not a object/],
+    ];
+    for (const [payload, reason] of cases) {
+      const refused = await Promise.resolve(validator.validate(await signText(payload))).then(() => undefined, (e: unknown) => e);
+      assert.ok(isTokenError(refused), payload);
+      assert.equal(refused.code, 'TokenMalformed', payload);
+      assert.match(refused.message, reason);
+    }
+    assert.equal((await validator.validate(await signText(`{"iss":"${ISSUER}","sub":"ok","exp":${nowS + 60},"nbf":${nowS - 1}}`))).subject, 'ok');
+  });
+
+  test('claims nested deeper than TOKEN_CLAIMS_DEPTH_MAX are TokenMalformed, however deep; at the bound they are accepted', async () => {
+    const nested = (depth: number) => '['.repeat(depth) + ']'.repeat(depth);
+    // The payload text as written (jose's token builder copies claims recursively); the payload object is level 1.
+    const signNested = (depth: number) =>
+      new CompactSign(new TextEncoder().encode(`{"iss":"${ISSUER}","sub":"deep","exp":${nowS + 60},"deep":${nested(depth)}}`)).setProtectedHeader({ alg: 'RS256', kid: 'rsa1' }).sign(rsa.privateKey);
+    await expectCode(validator.validate(await signNested(5000)), 'TokenMalformed');
+    await expectCode(validator.validate(await signNested(TOKEN_CLAIMS_DEPTH_MAX)), 'TokenMalformed');
+    const atBound = await validator.validate(await signNested(TOKEN_CLAIMS_DEPTH_MAX - 1));
+    assert.equal(atBound.subject, 'deep');
   });
 
   test('keys and issuers: unknown kid, wrong issuer, the other key, a constraint', async () => {

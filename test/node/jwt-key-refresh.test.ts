@@ -2,14 +2,15 @@
  * The primary's token key refresh with a manual clock and a fake fetcher: the first round at
  * start, keys written once (an unchanged set writes nothing), rotation removes vanished keys and
  * keeps other issuers' entries, the retry schedule after failures, oversized or bad answers write
- * nothing, a round of an earlier primacy writes nothing, and a change of issuers refreshes at once.
+ * nothing, a round of an earlier primacy writes nothing, and a change of issuers refreshes at once;
+ * each issuer on its own schedule with its own deadline, and the bound on an issuer's keys.
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import nodeCrypto from 'node:crypto';
 import { MemoryLogger } from '../../src/base/log.js';
 import { jsonCodec, Store, type Tx } from '../../src/kv/index.js';
-import { refreshDelayMs, type KeyFetchRequest, type KeyMetadata } from '../../src/jwt/index.js';
+import { JWT_ISSUER_KEYS_MAX, refreshDelayMs, type KeyFetchRequest, type KeyMetadata } from '../../src/jwt/index.js';
 import { Tables } from '../../src/node/tables.js';
 import { JwtKeyRefresh } from '../../src/node/tasks/jwt-key-refresh.js';
 import { ManualClock } from '../../src/testing/manual-clock.js';
@@ -17,6 +18,7 @@ import { ManualClock } from '../../src/testing/manual-clock.js';
 const json = jsonCodec<any>();
 const ISSUER = 'https://idp.example';
 const INTERVAL_MS = 30_000;
+const TIMEOUT_MS = 3000;
 const flush = () => new Promise((r) => setImmediate(r));
 
 function jwk(kid: string) {
@@ -48,11 +50,14 @@ function setup() {
     fail: undefined as string | undefined,
     requests: [] as KeyFetchRequest[],
     hold: undefined as Promise<void> | undefined,
+    /** Requests to URLs starting with this never answer (and ignore their signal). */
+    hangs: undefined as string | undefined,
     async getJson(req: KeyFetchRequest): Promise<unknown> {
       this.requests.push(req);
+      if (this.hangs !== undefined && req.url.startsWith(this.hangs)) await new Promise(() => undefined);
       if (this.hold) await this.hold;
       if (this.fail) throw new Error(this.fail);
-      if (req.url.endsWith('/.well-known/openid-configuration')) return { issuer: ISSUER, jwks_uri: `${ISSUER}/jwks` };
+      if (req.url.endsWith('/.well-known/openid-configuration')) return { issuer: req.issuer, jwks_uri: `${req.issuer}/jwks` };
       return { keys: this.keys };
     },
   };
@@ -60,6 +65,7 @@ function setup() {
     clock,
     logger: new MemoryLogger(),
     intervalMs: INTERVAL_MS,
+    timeoutMs: TIMEOUT_MS,
     maxResponseBytes: 1024,
     fetcher,
     executeRead: (fn) => run(fn, false),
@@ -140,6 +146,63 @@ describe('token key refresh', () => {
     await tick(0);
     assert.equal(writes(), 0);
     assert.match(task.metrics().issuers[ISSUER]!.last_failure_reason!, /base64/);
+    task.stop();
+  });
+
+  test('each issuer on its own: one that never answers fails at its deadline, aborted, while another is refreshed at once and on its interval', async () => {
+    const { task, fetcher, stored, tick, run } = setup();
+    const SLOW = 'https://slow.example';
+    run((tx) => tx.map(Tables.jwtIssuers, json).put(SLOW, { auto_refresh: true, ca_cert_bundle_name: 'ca' }), true);
+    fetcher.hangs = SLOW;
+    task.start();
+    await tick(0);
+    assert.equal(stored().k1![0]!.issuer, ISSUER, 'the healthy issuer is written without waiting for the slow one');
+    assert.equal(task.metrics().issuers[ISSUER]!.next_refresh_delay_ms, INTERVAL_MS);
+    assert.equal(task.metrics().issuers[SLOW]!.next_refresh_delay_ms, null, 'in flight');
+    const slowRequest = fetcher.requests.find((r) => r.issuer === SLOW)!;
+    assert.equal(slowRequest.signal?.aborted, false);
+    await tick(TIMEOUT_MS);
+    const slow = task.metrics().issuers[SLOW]!;
+    assert.deepEqual([slow.attempts, slow.failures, slow.timeouts, slow.consecutive_failures, slow.next_refresh_delay_ms], [1, 1, 1, 1, 5000]);
+    assert.match(slow.last_failure_reason!, /no keys within 3000 ms \(jwt\.key_refresh_timeout\)/);
+    assert.equal(slowRequest.signal?.aborted, true, 'the fetch itself is aborted');
+    const healthy = task.metrics().issuers[ISSUER]!;
+    assert.deepEqual([healthy.successes, healthy.failures, healthy.keys], [1, 0, 1]);
+    assert.equal(task.metrics().consecutive_failures, 1);
+    // The healthy issuer keeps its interval whatever the slow one does.
+    await tick(INTERVAL_MS - TIMEOUT_MS);
+    assert.equal(task.metrics().issuers[ISSUER]!.successes, 2);
+    task.stop();
+  });
+
+  test('a key set of more than JWT_ISSUER_KEYS_MAX keys fails and writes nothing; one of exactly that many is written', async () => {
+    const { task, fetcher, stored, tick, writes } = setup();
+    const keys = Array.from({ length: JWT_ISSUER_KEYS_MAX + 1 }, (_, i) => jwk(`k${i}`));
+    fetcher.keys = keys;
+    task.start();
+    await tick(0);
+    assert.equal(writes(), 0);
+    assert.match(task.metrics().issuers[ISSUER]!.last_failure_reason!, new RegExp(`more than the ${JWT_ISSUER_KEYS_MAX} keys an issuer may have`));
+    fetcher.keys = keys.slice(0, JWT_ISSUER_KEYS_MAX);
+    task.trigger();
+    await tick(0);
+    assert.equal(Object.keys(stored()).length, JWT_ISSUER_KEYS_MAX);
+    assert.equal(task.metrics().issuers[ISSUER]!.keys, JWT_ISSUER_KEYS_MAX);
+    task.stop();
+  });
+
+  test('an issuer removed during its fetch: the fetch is aborted, nothing written, its report gone', async () => {
+    const { task, fetcher, tick, writes, run } = setup();
+    fetcher.hangs = ISSUER;
+    task.start();
+    await tick(0);
+    run((tx) => tx.map(Tables.jwtIssuers, json).remove(ISSUER), true);
+    task.trigger();
+    await tick(0);
+    assert.equal(fetcher.requests[0]!.signal?.aborted, true);
+    assert.deepEqual(task.metrics().issuers, {});
+    await tick(TIMEOUT_MS);
+    assert.equal(writes(), 1, 'only the removal');
     task.stop();
   });
 

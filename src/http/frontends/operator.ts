@@ -316,7 +316,7 @@ export function operatorRoutes({ node, openApi, primaryAddress, jsMetrics }: Ope
     {
       method: 'GET',
       path: '/node/jwt_keys/refresh/metrics',
-      summary: 'Token key auto-refresh on this node: attempts, successes, failures, the next delay, and per issuer its last success and last failure',
+      summary: 'Token key auto-refresh on this node: attempts, successes, failures, the next delay, and per issuer its counts (timeouts included), next delay, key count, last success and last failure',
       handler: () => json(200, node.jwtRefreshMetrics()),
     },
     {
