@@ -18,6 +18,8 @@ import { json, type OperatorFeature, type Route } from './route.js';
 import { Router } from './router.js';
 import { RpcInterface, type TlsIdentity } from './server.js';
 import { PrimaryForwarder } from './forwarding.js';
+import { WaitingWorkBudget } from './waiting-work.js';
+import { waitingWorkBytesDefault } from '../node/node.js';
 
 export interface NodeServerOptions {
   readonly node: NodeServices;
@@ -31,9 +33,12 @@ export class NodeServer {
   readonly interfaces: RpcInterface[] = [];
   private readonly router: Router;
   private readonly forwarder: PrimaryForwarder;
+  /** One budget for the waiting requests of every interface and the requests forwarded to this node. */
+  private readonly waitingWork: WaitingWorkBudget;
 
   constructor(private readonly options: NodeServerOptions) {
     const { node } = options;
+    this.waitingWork = new WaitingWorkBudget(options.config.max_waiting_work_size ?? waitingWorkBytesDefault);
     let routes: Route[] = [];
     const openApi = () => openApiDocument(routes, { title: 'Covenant node API', version: node.versionReport().version });
     routes = [
@@ -51,13 +56,17 @@ export class NodeServer {
       {
         method: 'GET',
         path: '/node/metrics',
-        summary: 'Client sessions of each RPC interface of this node: open, peak, caps, dropped and timed out',
-        responses: { 200: 'Session counts by interface name' },
-        handler: () => json(200, { sessions: Object.fromEntries(this.interfaces.map((i) => [i.name, i.sessionMetrics()])) }),
+        summary: 'Client sessions of each RPC interface of this node (open, peak, caps, dropped, timed out, pipelining) and its waiting work',
+        responses: { 200: 'Session counts by interface name; the waiting-work budget' },
+        handler: () =>
+          json(200, {
+            sessions: Object.fromEntries(this.interfaces.map((i) => [i.name, i.sessionMetrics()])),
+            waiting_work: this.waitingWork.metrics(),
+          }),
       },
     ];
     this.router = new Router(routes);
-    this.forwarder = new PrimaryForwarder(node, () => this.router, options.logger.child({ component: 'forwarding' }), node.clock);
+    this.forwarder = new PrimaryForwarder(node, () => this.router, options.logger.child({ component: 'forwarding' }), node.clock, undefined, this.waitingWork);
     const tokens = new TokenValidator({ lookup: (kid) => node.jwtSigningKeyRaw(kid), nowMs: () => node.clock.nowMs() });
     const authenticator = new StoreAuthenticator({ isUser: (id) => node.isUser(id) }, tokens);
     for (const [name, iface] of Object.entries(options.config.rpc_interfaces)) {
@@ -75,6 +84,8 @@ export class NodeServer {
           ...(iface.max_sessions_per_address !== undefined ? { maxSessionsPerAddress: iface.max_sessions_per_address } : {}),
           tlsHandshakeTimeoutMs: iface.tls_handshake_timeout,
           firstRequestTimeoutMs: iface.first_request_timeout,
+          ...(iface.max_pipelined_requests !== undefined ? { maxPipelinedRequests: iface.max_pipelined_requests } : {}),
+          waitingWork: this.waitingWork,
           authenticator,
           forwarder: this.forwarder,
           logger: options.logger.child({ interface: name }),
