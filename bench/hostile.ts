@@ -18,7 +18,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { idleFlood, normalClient, openFdCount, pipelineFlood, rssKb, type Flood } from '../src/testing/hostile-clients.js';
+import { idleFlood, normalClientInWorker, openFdCount, pipelineFlood, rssKb, type Flood } from '../src/testing/hostile-clients.js';
 import { startNetwork } from '../src/testing/network.js';
 import type { StartedNode } from '../src/testing/node-process.js';
 
@@ -47,7 +47,7 @@ function hostPort(address: string): { host: string; port: number } {
 }
 
 async function view(node: StartedNode): Promise<number> {
-  return (await node.client.request('GET', '/node/consensus')).body.current_view as number;
+  return (await node.client.request('GET', '/node/consensus', { timeoutMs: 30_000 })).body.current_view as number;
 }
 
 async function phase(primary: StartedNode, name: string, attack: Attack): Promise<void> {
@@ -57,7 +57,7 @@ async function phase(primary: StartedNode, name: string, attack: Attack): Promis
   const rssBefore = rssKb(pid);
   const fdsBefore = openFdCount(pid);
   const flood = attack(primary);
-  const client = normalClient(target, { method: 'GET', path: '/node/commit', expected: 200 });
+  const client = normalClientInWorker(target, { method: 'GET', path: '/node/commit', expected: 200 });
   let rssPeak = rssBefore;
   let fdsPeak = fdsBefore;
   const deadline = performance.now() + seconds * 1000;
@@ -67,7 +67,10 @@ async function phase(primary: StartedNode, name: string, attack: Attack): Promis
     fdsPeak = Math.max(fdsPeak, openFdCount(pid));
   }
   const seen = await client.stop();
-  const metrics = (await primary.client.request('GET', '/node/metrics')).body;
+  const metrics = await primary.client
+    .request('GET', '/node/metrics', { timeoutMs: 30_000 })
+    .then((answer) => answer.body)
+    .catch((e: Error) => ({ unavailable: e.message }));
   const attackers = flood?.counts();
   flood?.stop();
   await sleep(2000);

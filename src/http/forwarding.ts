@@ -144,9 +144,9 @@ export class PrimaryForwarder implements RequestForwarder {
     const request = parseFrame(forwardedRequestSchema, payload, 'forwarded request', from, this.logger);
     if (request === undefined) return;
     let response: ForwardedResponse;
-    const release = this.waitingWork?.tryTake(forwardedRequestCostBytes(payload.byteLength));
+    const release = this.waitingWork?.tryTake(forwardedRequestCostBytes(payload.byteLength), `node ${from}`);
     try {
-      if (this.waitingWork !== undefined && release === undefined) throw waitingWorkExhausted(this.waitingWork.maxBytes);
+      if (this.waitingWork !== undefined && release === undefined) throw waitingWorkExhausted(this.waitingWork);
       if (!this.node.isPrimary()) throw notPrimary('the node the request was forwarded to is no longer primary');
       const match = this.router().match(request.method, request.path);
       if (match.kind !== 'found') throw new CovenantError('ResourceNotFound', `Unknown path: ${request.path}`, 404);

@@ -27,6 +27,8 @@ interface ConnectionPipeline {
 /** Counts of the gate (GET /node/metrics). */
 export interface PipeliningMetrics {
   readonly max_in_flight_per_session: number;
+  /** The most requests one connection had in flight at once, since start. */
+  readonly peak_in_flight_per_session: number;
   /** Times a connection was stopped reading because it reached its limit, since start. */
   readonly paused: number;
   /** Requests refused (and their connections closed) beyond the limit, since start. */
@@ -37,6 +39,7 @@ export class PipeliningGate {
   private readonly connections = new WeakMap<Socket, ConnectionPipeline>();
   private pausedCount = 0;
   private refusedCount = 0;
+  private peakInFlight = 0;
 
   /** In flight at which a connection is no longer read, and at which it is read again. */
   private readonly pauseAt: number;
@@ -69,6 +72,7 @@ export class PipeliningGate {
       return false;
     }
     pipeline.inFlight++;
+    if (pipeline.inFlight > this.peakInFlight) this.peakInFlight = pipeline.inFlight;
     const current = pipeline;
     let answered = false;
     const done = (): void => {
@@ -90,8 +94,21 @@ export class PipeliningGate {
     return true;
   }
 
+  /**
+   * A request on `socket` was refused because the node's waiting work is full: if the connection
+   * has other requests in flight (it pipelines), it is no longer read until most of them are
+   * answered, so that it does not feed the node more requests only to have them refused.
+   */
+  holdBack(socket: Socket): void {
+    const pipeline = this.connections.get(socket);
+    if (pipeline === undefined || pipeline.paused || pipeline.inFlight <= 1) return;
+    pipeline.paused = true;
+    this.pausedCount++;
+    socket.pause();
+  }
+
   metrics(): PipeliningMetrics {
-    return { max_in_flight_per_session: this.maxInFlight, paused: this.pausedCount, refused: this.refusedCount };
+    return { max_in_flight_per_session: this.maxInFlight, peak_in_flight_per_session: this.peakInFlight, paused: this.pausedCount, refused: this.refusedCount };
   }
 }
 

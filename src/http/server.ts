@@ -189,9 +189,10 @@ export class RpcInterface {
     }
     const budget = this.options.waitingWork;
     if (budget === undefined) return true;
-    const release = budget.tryTake(clientRequestCostBytes(req));
+    const release = budget.tryTake(clientRequestCostBytes(req), req.socket.remoteAddress ?? '');
     if (release === undefined) {
-      this.fail(res, waitingWorkExhausted(budget.maxBytes), undefined);
+      this.pipelining.holdBack(req.socket);
+      this.fail(res, waitingWorkExhausted(budget), undefined);
       return false;
     }
     // Held until the handler answers, even when the client went away meanwhile: the work (a read

@@ -168,6 +168,11 @@ export const waitingRequestOverheadBytes = 4 * 1024;
 export const waitingRequestHeadFactor = 2;
 /** Largest request head Node's HTTP parser accepts (its default --max-http-header-size). */
 export const requestHeadBytesMax = 16 * 1024;
+/**
+ * The share of the budget one holder (a client address, or a backup forwarding to the primary)
+ * may take: one address flooding the node cannot refuse every other client.
+ */
+export const waitingWorkShareOfOneHolder = 0.5;
 /** Retry-After of a refusal for want of budget: the waiting work is typically answered within a second. */
 export const waitingWorkRetryAfterSeconds = 1;
 
@@ -183,9 +188,10 @@ export const pipelinedRequestsPerSessionDefault = 32;
 export const forwardedRequestsPendingMax = 10_000;
 
 assert(waitingWorkBytesDefault >= waitingWorkBytesMin, 'the default budget is allowed');
+assert(waitingWorkShareOfOneHolder > 0 && waitingWorkShareOfOneHolder < 1, 'one holder takes some of the budget, never all of it');
 assert(
-  waitingWorkBytesMin >= 4 * (waitingRequestHeadFactor * requestHeadBytesMax + waitingRequestOverheadBytes),
-  'the smallest budget admits a few requests of the largest head at once',
+  waitingWorkBytesMin * waitingWorkShareOfOneHolder >= 4 * (waitingRequestHeadFactor * requestHeadBytesMax + waitingRequestOverheadBytes),
+  'the smallest budget admits a few requests of the largest head at once from one address',
 );
 // Budget, not counts, is what refuses a flood of requests with large heads: the count caps stay
 // the bound for small ones (each costs at least the overhead).

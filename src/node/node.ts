@@ -57,6 +57,7 @@ export {
   waitingWorkBytesDefault,
   waitingWorkBytesMin,
   waitingWorkRetryAfterSeconds,
+  waitingWorkShareOfOneHolder,
 } from './limits.js';
 
 const json = jsonCodec<any>();

@@ -8,6 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import https from 'node:https';
 import net from 'node:net';
 import tls from 'node:tls';
+import { Worker } from 'node:worker_threads';
 
 export interface FloodTarget {
   readonly host: string;
@@ -25,6 +26,10 @@ export interface PipelineFloodOptions {
   readonly request: Buffer;
   /** Source addresses, used in turn (loopback aliases such as 127.0.0.2). */
   readonly localAddresses: readonly string[];
+  /** Whether each answer is followed by one more request (default true); false: one burst of `depth`. */
+  readonly refill?: boolean;
+  /** Whether a connection the node closes is opened again (default true). */
+  readonly reopen?: boolean;
 }
 
 export interface FloodCounts {
@@ -42,6 +47,8 @@ export interface FloodCounts {
 
 export interface Flood {
   counts(): FloodCounts;
+  /** Connections still open. */
+  open(): number;
   stop(): void;
 }
 
@@ -68,7 +75,7 @@ export function pipelineFlood(target: FloodTarget, options: PipelineFloodOptions
         codes[code] = (codes[code] ?? 0) + 1;
         messages[code] ??= /"message":"([^"]*)"/.exec(body)?.[1] ?? '';
       }
-      if (running && !socket.destroyed) {
+      if (running && !socket.destroyed && (options.refill ?? true)) {
         socket.write(options.request);
         sent++;
       }
@@ -83,12 +90,13 @@ export function pipelineFlood(target: FloodTarget, options: PipelineFloodOptions
       sockets.delete(socket);
       if (!running) return;
       closedByNode++;
-      setTimeout(() => open(n), 50);
+      if (options.reopen ?? true) setTimeout(() => open(n), 50);
     });
   };
   for (let n = 0; n < options.connections; n++) open(n);
   return {
     counts: () => ({ opened, sent, statuses: { ...statuses }, codes: { ...codes }, closedByNode, messages: { ...messages } }),
+    open: () => sockets.size,
     stop: () => {
       running = false;
       for (const socket of sockets) socket.destroy();
@@ -144,6 +152,7 @@ export function idleFlood(host: string, port: number, options: { connections: nu
   for (let n = 0; n < options.connections; n++) open(n);
   return {
     counts: () => ({ opened, sent: 0, statuses: {}, codes: {}, closedByNode }),
+    open: () => sockets.size,
     stop: () => {
       running = false;
       for (const socket of sockets) socket.destroy();
@@ -153,7 +162,7 @@ export function idleFlood(host: string, port: number, options: { connections: nu
 
 export interface NormalClientReport {
   readonly answered: number;
-  /** Answers other than `expected`, by status or error. */
+  /** Answers other than `expected`, by status and error code ("503 SessionCapExhausted"), or by connection error. */
   readonly failures: Record<string, number>;
   /** Longest time between two expected answers (or from the start to the first), in ms. */
   readonly longestGapMs: number;
@@ -191,8 +200,12 @@ export function normalClient(
             timeout: 30_000,
           },
           (res) => {
-            res.resume();
-            res.on('end', () => resolve(res.statusCode!));
+            let text = '';
+            res.on('data', (c: Buffer) => (text += c.toString('utf8')));
+            res.on('end', () => {
+              const code = /"code":"([A-Za-z]+)"/.exec(text)?.[1];
+              resolve(res.statusCode === request.expected || code === undefined ? res.statusCode! : `${res.statusCode} ${code}`);
+            });
           },
         );
         req.on('timeout', () => req.destroy(new Error('timeout')));
@@ -228,4 +241,25 @@ export function rssKb(pid: number): number {
 /** Open file descriptors of a process, counted in /proc. */
 export function openFdCount(pid: number): number {
   return readdirSync(`/proc/${pid}/fd`).length;
+}
+
+/** normalClient in a worker thread (normal-client-worker.ts): the attackers' work in this thread does not delay it. */
+export function normalClientInWorker(
+  target: FloodTarget & { localAddress?: string },
+  request: Parameters<typeof normalClient>[1],
+  pauseMs = 20,
+): { stop(): Promise<NormalClientReport> } {
+  const worker = new Worker(new URL('./normal-client-worker.js', import.meta.url), { workerData: { target, request, pauseMs } });
+  const report = new Promise<NormalClientReport>((resolve, reject) => {
+    worker.once('message', (r: NormalClientReport) => resolve(r));
+    worker.once('error', reject);
+  });
+  return {
+    stop: async () => {
+      worker.postMessage('stop');
+      const r = await report;
+      await worker.terminate();
+      return r;
+    },
+  };
 }
