@@ -14,7 +14,7 @@
  * VmRSS and open descriptors before and after, whether it kept its view, and what the attackers
  * got. Run after a build:
  *   node dist/bench/hostile.js [--connections 1200] [--pipelines 640] [--depth 100] [--header-kb 14]
- *     [--n2n-connections 3000] [--seconds 15] [--addresses 4] [--phases tcp,tls,reads,writes,n2n]
+ *     [--n2n-connections 3000] [--seconds 15] [--addresses 4] [--phases tcp,tls,reads,writes,n2n] [--nodes 3]
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -95,7 +95,7 @@ async function phase(primary: StartedNode, name: string, attack: Attack): Promis
   );
 }
 
-const network = await startNetwork(3, { logging: { level: 'fail' }, output_files: { node_to_node_address_file: 'node_to_node_address.json' } });
+const network = await startNetwork(arg('--nodes', 3), { logging: { level: 'fail' }, output_files: { node_to_node_address_file: 'node_to_node_address.json' } });
 try {
   const primary = await network.primary();
   const user = { cert: primary.user.certificatePem, key: primary.user.privateKeyPem };

@@ -157,8 +157,8 @@ export const waitingWorkBytesDefault = 64 * 1024 * 1024;
 /** The smallest budget a configuration may set: one request of the largest head and a small body. */
 export const waitingWorkBytesMin = WAITING_WORK_SIZE_MIN_BYTES;
 /**
- * What one waiting request costs beyond its bytes: the request and response objects, the route
- * context and its closures, the waiter's entry (measured: about 3 KiB for a GET without headers).
+ * What one waiting request is counted beyond its bytes, an estimate on the generous side: the
+ * request and response objects, the route context and its closures, the waiter's entry.
  */
 export const waitingRequestOverheadBytes = 4 * 1024;
 /**
