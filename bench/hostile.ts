@@ -1,18 +1,26 @@
 /**
- * A normal client under connection attacks, against one node with default limits. The client
- * sends GET /node/commit every 20 ms (a new connection each time, so it needs a free session);
- * meanwhile attackers on other loopback addresses (127.0.0.2-5) hold, for `--seconds` each:
+ * A normal client under attacks, against a three-node network with default limits. The client
+ * sends GET /node/commit to the primary every 20 ms (a new connection each time, so it needs a
+ * free session); meanwhile attackers on other loopback addresses (127.0.0.2-5), for `--seconds`
+ * each:
  *   1. half-open connections: TCP only, never TLS (reopened as the node closes them);
- *   2. idle TLS sessions: handshake done, no request (reopened likewise).
- * Prints per phase the longest gap between the client's answers, its failures, and the node's
- * VmRSS before and after. Run after a build:
- *   node dist/bench/hostile.js [--connections 1200] [--seconds 15] [--addresses 4]
+ *   2. idle TLS sessions: handshake done, no request (reopened likewise);
+ *   3. pipelined linearizable reads: `--pipelines` user connections, each keeping `--depth`
+ *      GETs with x-covenant-consistency: linearizable and a `--header-kb` header unanswered;
+ *   4. pipelined committed writes: the same with POSTs asking x-covenant-consistency: committed;
+ *   5. idle node-to-node connections: `--n2n-connections` TCP connections to the primary's
+ *      node-to-node port that never authenticate.
+ * Prints per phase the longest gap between the client's answers, its failures, the primary's
+ * VmRSS and open descriptors before and after, whether it kept its view, and what the attackers
+ * got. Run after a build:
+ *   node dist/bench/hostile.js [--connections 1200] [--pipelines 640] [--depth 100] [--header-kb 14]
+ *     [--n2n-connections 3000] [--seconds 15] [--addresses 4] [--phases tcp,tls,reads,writes,n2n] [--nodes 3]
  */
 import { readFileSync } from 'node:fs';
-import https from 'node:https';
-import net from 'node:net';
-import tls from 'node:tls';
-import { removeDir, startNode, type StartedNode } from '../src/testing/node-process.js';
+import { join } from 'node:path';
+import { idleFlood, normalClientInWorker, openFdCount, pipelineFlood, rssKb, type Flood } from '../src/testing/hostile-clients.js';
+import { startNetwork } from '../src/testing/network.js';
+import type { StartedNode } from '../src/testing/node-process.js';
 
 const args = process.argv.slice(2);
 const arg = (name: string, fallback: number) => {
@@ -20,98 +28,104 @@ const arg = (name: string, fallback: number) => {
   return i === -1 ? fallback : Number(args[i + 1]);
 };
 const connections = arg('--connections', 1200);
+const pipelines = arg('--pipelines', 640);
+const depth = arg('--depth', 100);
+const headerKb = arg('--header-kb', 14);
+const n2nConnections = arg('--n2n-connections', 3000);
 const seconds = arg('--seconds', 15);
+const phasesAt = args.indexOf('--phases');
+const phases = new Set(phasesAt === -1 ? ['tcp', 'tls', 'reads', 'writes', 'n2n'] : args[phasesAt + 1]!.split(','));
 // With one address the attack meets max_sessions_per_address; with four it reaches max_open_sessions.
 const ATTACKERS = ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5'].slice(0, arg('--addresses', 4));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function rssKb(pid: number): number {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('VmRSS:'))!;
-  return Number(line.split(/\s+/)[1]);
+type Attack = (primary: StartedNode) => Flood | undefined;
+
+function hostPort(address: string): { host: string; port: number } {
+  const i = address.lastIndexOf(':');
+  return { host: address.slice(0, i), port: Number(address.slice(i + 1)) };
 }
 
-async function phase(node: StartedNode, name: string, kind: 'none' | 'tcp' | 'tls'): Promise<void> {
-  const i = node.address.lastIndexOf(':');
-  const host = node.address.slice(0, i);
-  const port = Number(node.address.slice(i + 1));
-  let running = true;
-  const sockets = new Set<net.Socket>();
-  let opened = 0;
-  const open = (n: number): void => {
-    if (!running) return;
-    const localAddress = ATTACKERS[n % ATTACKERS.length]!;
-    const socket =
-      kind === 'tcp' ? net.connect({ host, port, localAddress }) : tls.connect({ host, port, ca: node.serviceCertificatePem, ...({ localAddress } as tls.ConnectionOptions) });
-    opened++;
-    sockets.add(socket);
-    socket.on('error', () => undefined);
-    socket.on('data', () => undefined);
-    // Reopened a moment after the node closes it: the attack stays at full strength.
-    socket.once('close', () => {
-      sockets.delete(socket);
-      setTimeout(() => open(n), 50);
-    });
-  };
-  const rssBefore = rssKb(node.process.pid!);
-  if (kind !== 'none') for (let n = 0; n < connections; n++) open(n);
+async function view(node: StartedNode): Promise<number> {
+  return (await node.client.request('GET', '/node/consensus', { timeoutMs: 30_000 })).body.current_view as number;
+}
 
-  let answered = 0;
-  let failed = 0;
-  const statuses: Record<string, number> = {};
-  let last = performance.now();
-  let longestGapMs = 0;
+async function phase(primary: StartedNode, name: string, attack: Attack): Promise<void> {
+  const pid = primary.process.pid!;
+  const target = { ...hostPort(primary.address), ca: primary.serviceCertificatePem };
+  const viewBefore = await view(primary);
+  const rssBefore = rssKb(pid);
+  const fdsBefore = openFdCount(pid);
+  const flood = attack(primary);
+  const client = normalClientInWorker(target, { method: 'GET', path: '/node/commit', expected: 200 });
+  let rssPeak = rssBefore;
+  let fdsPeak = fdsBefore;
   const deadline = performance.now() + seconds * 1000;
   while (performance.now() < deadline) {
-    const status = await new Promise<number | string>((resolve) => {
-      const req = https.request({ host, port, path: '/node/commit', ca: node.serviceCertificatePem, agent: false, timeout: 30_000 }, (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode!));
-      });
-      req.on('timeout', () => req.destroy(new Error('timeout')));
-      req.on('error', (e) => resolve((e as NodeJS.ErrnoException).code ?? e.message));
-      req.end();
-    });
-    statuses[status] = (statuses[status] ?? 0) + 1;
-    const now = performance.now();
-    if (status === 200) {
-      answered++;
-      longestGapMs = Math.max(longestGapMs, now - last);
-      last = now;
-    } else failed++;
-    await sleep(20);
+    await sleep(250);
+    rssPeak = Math.max(rssPeak, rssKb(pid));
+    fdsPeak = Math.max(fdsPeak, openFdCount(pid));
   }
-  longestGapMs = Math.max(longestGapMs, performance.now() - last);
-  const rssDuring = rssKb(node.process.pid!);
-  const metrics = (await node.client.request('GET', '/node/metrics')).body.sessions.primary;
-  running = false;
-  for (const socket of sockets) socket.destroy();
-  await sleep(1000);
+  const seen = await client.stop();
+  const metrics = await primary.client
+    .request('GET', '/node/metrics', { timeoutMs: 30_000 })
+    .then((answer) => answer.body)
+    .catch((e: Error) => ({ unavailable: e.message }));
+  const attackers = flood?.counts();
+  flood?.stop();
+  await sleep(2000);
   console.log(
     JSON.stringify({
       phase: name,
-      attack_connections: kind === 'none' ? 0 : connections,
-      attack_addresses: kind === 'none' ? 0 : ATTACKERS.length,
-      attack_connections_opened: kind === 'none' ? 0 : opened,
       seconds,
-      answered,
-      failed,
-      statuses,
-      longest_gap_ms: Math.round(longestGapMs),
+      answered: seen.answered,
+      failures: seen.failures,
+      longest_gap_ms: seen.longestGapMs,
       rss_kb_before: rssBefore,
-      rss_kb_at_end: rssDuring,
-      rss_kb_after: rssKb(node.process.pid!),
-      node_sessions_at_end: metrics,
+      rss_kb_peak: rssPeak,
+      rss_kb_after: rssKb(pid),
+      fds_before: fdsBefore,
+      fds_peak: fdsPeak,
+      fds_after: openFdCount(pid),
+      view_before: viewBefore,
+      view_after: await view(primary),
+      attackers,
+      node_metrics_at_end: metrics,
     }),
   );
 }
 
-const node = await startNode();
+const network = await startNetwork(arg('--nodes', 3), { logging: { level: 'fail' }, output_files: { node_to_node_address_file: 'node_to_node_address.json' } });
 try {
-  await phase(node, 'no attack', 'none');
-  await phase(node, 'half-open TCP connections', 'tcp');
-  await phase(node, 'idle TLS sessions', 'tls');
-  await phase(node, 'no attack, after', 'none');
+  const primary = await network.primary();
+  const user = { cert: primary.user.certificatePem, key: primary.user.privateKeyPem };
+  const { host, port } = hostPort(primary.address);
+  const padding = `x-padding: ${'p'.repeat(headerKb * 1024)}\r\n`;
+  const read = Buffer.from(
+    `GET /app/log/private?id=7 HTTP/1.1\r\nhost: ${primary.address}\r\nx-covenant-consistency: linearizable\r\n${padding}\r\n`,
+  );
+  const body = JSON.stringify({ id: 8, msg: 'flood' });
+  const write = Buffer.from(
+    `POST /app/log/private HTTP/1.1\r\nhost: ${primary.address}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nx-covenant-consistency: committed\r\n${padding}\r\n${body}`,
+  );
+  const pipelined = (request: Buffer): Attack => () =>
+    pipelineFlood({ host, port, ca: primary.serviceCertificatePem, ...user }, { connections: pipelines, depth, request, localAddresses: ATTACKERS });
+  const n2nAddress = (node: StartedNode) => Object.values(JSON.parse(readFileSync(join(node.dir, 'node_to_node_address.json'), 'utf8')) as Record<string, string>)[0]!;
+
+  await phase(primary, 'no attack', () => undefined);
+  if (phases.has('tcp')) await phase(primary, 'half-open TCP connections', () => idleFlood(host, port, { connections, localAddresses: ATTACKERS }));
+  if (phases.has('tls')) {
+    await phase(primary, 'idle TLS sessions', () => idleFlood(host, port, { connections, localAddresses: ATTACKERS, tls: { ca: primary.serviceCertificatePem } }));
+  }
+  if (phases.has('reads')) await phase(primary, 'pipelined linearizable reads', pipelined(read));
+  if (phases.has('writes')) await phase(primary, 'pipelined committed writes', pipelined(write));
+  if (phases.has('n2n')) {
+    await phase(primary, 'idle node-to-node connections', (p) => {
+      const n2n = hostPort(n2nAddress(p));
+      return idleFlood(n2n.host, n2n.port, { connections: n2nConnections, localAddresses: ATTACKERS });
+    });
+  }
+  await phase(primary, 'no attack, after', () => undefined);
 } finally {
-  await node.stop();
-  removeDir(node.dir);
+  await network.stopAll();
 }

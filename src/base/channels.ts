@@ -50,6 +50,8 @@ export interface ChannelStats {
   readonly droppedUnknownPeer: number;
   /** Connections refused or closed for a reason in ChannelErrorCode, by reason. */
   readonly refused: Readonly<Partial<Record<ChannelErrorCode, number>>>;
+  /** Incoming connections not yet authenticated as a peer's (TLS transports only). */
+  readonly unauthenticatedHeld?: number;
 }
 
 /** Called once per received frame; `from` is the authenticated node id of the sender. */
@@ -120,6 +122,12 @@ export type ChannelErrorCode =
   | 'PeerIdMismatch'
   /** The TLS handshake failed or timed out (not TLS, bad certificate, wrong key). */
   | 'HandshakeFailed'
+  /**
+   * Closed before it was known to come from a peer: its address held its share of the incoming
+   * connections still handshaking, or all of them were held and it was the oldest of the address
+   * holding the most.
+   */
+  | 'TooManyUnauthenticated'
   /** The receiving side of a connection sent data; only the connecting side sends frames. */
   | 'UnexpectedData'
   /** An identity whose certificate does not carry the key of its node id, or that changes the node id. */

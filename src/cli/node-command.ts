@@ -283,6 +283,8 @@ export async function runNodeCommand(configPath: string): Promise<void> {
           logger: logger.child({ component: 'channels' }),
           clock: systemClock,
           random: cryptoRandom(),
+          handshakeTimeoutMs: config.node_to_node_interface.handshake_timeout,
+          maxUnauthenticatedConnections: config.node_to_node_interface.max_unauthenticated_connections,
         }),
       (reason) => logger.fail(`node-to-node interface: ${reason}`),
     );

@@ -9,6 +9,7 @@ export {
   LOG_FORMATS,
   LOG_LEVELS,
   OPERATOR_FEATURES,
+  WAITING_WORK_SIZE_MIN_BYTES,
   nodeConfigJsonSchema,
   nodeConfigSchema,
   type NodeConfigInput,

@@ -206,7 +206,7 @@ function finish(parsed: ParsedNodeConfigFile, data: Record<string, unknown>): No
     ...rest,
     command,
     rpc_interfaces,
-    node_to_node_interface: { bind_address: n2n.bind_address, published_address: n2n.published_address ?? n2n.bind_address },
+    node_to_node_interface: { ...n2n, published_address: n2n.published_address ?? n2n.bind_address },
     ...data,
   };
 }

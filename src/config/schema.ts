@@ -44,6 +44,15 @@ function uniqueNames(items: readonly { name: string }[], ctx: z.core.$Refinement
 
 const RPC_INTERFACE_DEFAULTS = { maxBodySize: '1MB', maxOpenSessions: 1000, tlsHandshakeTimeout: '10s', firstRequestTimeout: '10s' } as const;
 
+/** The smallest max_waiting_work_size (waitingWorkBytesMin in src/node/limits.ts, which asserts why). */
+export const WAITING_WORK_SIZE_MIN_BYTES = 1024 * 1024;
+/**
+ * node_to_node_interface defaults: the time an incoming connection has to complete its TLS
+ * handshake and present a peer's key, and how many such connections are held at once (each
+ * address holding at most half of them); connections beyond are closed (docs/configuration.md).
+ */
+const NODE_TO_NODE_DEFAULTS = { handshakeTimeout: '5s', maxUnauthenticatedConnections: 256 } as const;
+
 export function nodeConfigSchema(baseDir: string) {
   const file = pathIn(baseDir);
   const validityDays = z.int().min(1);
@@ -98,6 +107,8 @@ export function nodeConfigSchema(baseDir: string) {
     max_sessions_per_address: z.int().min(1).optional(),
     tls_handshake_timeout: positiveDurationMs().prefault(RPC_INTERFACE_DEFAULTS.tlsHandshakeTimeout),
     first_request_timeout: positiveDurationMs().prefault(RPC_INTERFACE_DEFAULTS.firstRequestTimeout),
+    /** Absent: pipelinedRequestsPerSessionDefault (src/node/limits.ts). */
+    max_pipelined_requests: z.int().min(1).optional(),
   };
   const namedRpcInterfaces = z
     .record(z.string().min(1), z.strictObject(rpcInterfaceFields))
@@ -125,8 +136,15 @@ export function nodeConfigSchema(baseDir: string) {
     service_data_json_file: file.optional(),
     rpc_interfaces: z.union([namedRpcInterfaces, listedRpcInterfaces]),
     node_to_node_interface: z
-      .strictObject({ bind_address: address().default('127.0.0.1:0'), published_address: address().optional() })
+      .strictObject({
+        bind_address: address().default('127.0.0.1:0'),
+        published_address: address().optional(),
+        handshake_timeout: positiveDurationMs().prefault(NODE_TO_NODE_DEFAULTS.handshakeTimeout),
+        max_unauthenticated_connections: z.int().min(2).default(NODE_TO_NODE_DEFAULTS.maxUnauthenticatedConnections),
+      })
       .prefault({}),
+    /** Absent: waitingWorkBytesDefault (src/node/limits.ts). */
+    max_waiting_work_size: sizeBytes(WAITING_WORK_SIZE_MIN_BYTES).optional(),
     ledger: z
       .strictObject({
         directory: file.prefault('ledger'),

@@ -86,11 +86,17 @@ export interface RpcInterfaceConfig {
   tls_handshake_timeout: number;
   /** Milliseconds from the TLS handshake to the first request's headers. */
   first_request_timeout: number;
+  /** Requests one connection may have in flight (pipelined); absent: the node's default (32). */
+  max_pipelined_requests?: number | undefined;
 }
 
 export interface NodeToNodeInterfaceConfig {
   bind_address: string;
   published_address: string;
+  /** Milliseconds from TCP accept to a completed TLS handshake with a known peer's key. */
+  handshake_timeout: number;
+  /** Incoming connections held before they are known to come from a peer (each address holding at most half). */
+  max_unauthenticated_connections: number;
 }
 
 export interface LedgerConfig {
@@ -197,6 +203,8 @@ export interface NodeConfig {
   /** By name; an array in the file is named interface_0, interface_1, ... unless entries carry a name. */
   rpc_interfaces: Record<string, RpcInterfaceConfig>;
   node_to_node_interface: NodeToNodeInterfaceConfig;
+  /** Bytes of waiting requests the node holds at once; absent: the node's default (64 MiB). */
+  max_waiting_work_size?: number | undefined;
   ledger: LedgerConfig;
   snapshots: SnapshotsConfig;
   files_cleanup: FilesCleanupConfig;

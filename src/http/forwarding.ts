@@ -7,7 +7,7 @@
 import type { Clock, TimerHandle } from '../base/clock.js';
 import { CovenantError, errorMessage } from '../base/errors.js';
 import type { Logger } from '../base/log.js';
-import { FrameKind } from '../node/node.js';
+import { FrameKind, forwardedRequestsPendingMax } from '../node/node.js';
 import type { NodeFrames } from '../node/api.js';
 import { notPrimary } from '../node/errors.js';
 import { z } from 'zod';
@@ -16,6 +16,7 @@ import type { HttpMethod, RequestContext, Route, RouteResponse } from './route.j
 import type { Router } from './router.js';
 import { buildRequestContext } from './request-context.js';
 import type { RequestForwarder } from './server.js';
+import { forwardedRequestCostBytes, waitingWorkExhausted, type WaitingWorkBudget } from './waiting-work.js';
 
 /**
  * The two frames, checked on arrival: they come from an authenticated node, but a node must not
@@ -73,7 +74,6 @@ function parseFrame<T>(schema: z.ZodType<T>, payload: Uint8Array, what: string, 
  */
 export const CONSISTENCY_HEADER = 'x-covenant-consistency';
 const FORWARDED_HEADERS = ['content-type', 'authorization', 'if-none-match', 'range', 'want-repr-digest', CONSISTENCY_HEADER];
-const MAX_PENDING_FORWARDS = 10_000;
 
 export class PrimaryForwarder implements RequestForwarder {
   private nextId = 1;
@@ -86,6 +86,8 @@ export class PrimaryForwarder implements RequestForwarder {
     /** Times out requests the primary does not answer. */
     private readonly clock: Clock,
     private readonly timeoutMs = 10_000,
+    /** The node's waiting-work budget, which requests forwarded to this node wait in too; absent: none. */
+    private readonly waitingWork?: WaitingWorkBudget,
   ) {
     node.onFrame(FrameKind.ForwardedRequest, (from, payload) => {
       void this.onRequest(from, payload);
@@ -106,7 +108,7 @@ export class PrimaryForwarder implements RequestForwarder {
     if (!primary || primary === this.node.nodeId) {
       return Promise.reject(new CovenantError('NoPrimary', 'no primary is known at the moment: retry shortly', 503));
     }
-    if (this.pending.size >= MAX_PENDING_FORWARDS) {
+    if (this.pending.size >= forwardedRequestsPendingMax) {
       return Promise.reject(new CovenantError('TooManyForwardedRequests', 'too many requests are waiting for the primary', 503));
     }
     const id = this.nextId++;
@@ -144,7 +146,9 @@ export class PrimaryForwarder implements RequestForwarder {
     const request = parseFrame(forwardedRequestSchema, payload, 'forwarded request', from, this.logger);
     if (request === undefined) return;
     let response: ForwardedResponse;
+    const release = this.waitingWork?.tryTake(forwardedRequestCostBytes(payload.byteLength), `node ${from}`);
     try {
+      if (this.waitingWork !== undefined && release === undefined) throw waitingWorkExhausted(this.waitingWork);
       if (!this.node.isPrimary()) throw notPrimary('the node the request was forwarded to is no longer primary');
       const match = this.router().match(request.method, request.path);
       if (match.kind !== 'found') throw new CovenantError('ResourceNotFound', `Unknown path: ${request.path}`, 404);
@@ -166,6 +170,8 @@ export class PrimaryForwarder implements RequestForwarder {
       const error = toCovenantError(e);
       if (error.code === 'InternalError') this.logger.fail(`forwarded request failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
       response = { id: request.id, status: error.status, headers: errorHeaders(error), kind: 'json', body: error.toBody() };
+    } finally {
+      release?.();
     }
     this.node.sendFrame(from, FrameKind.ForwardedResponse, Buffer.from(JSON.stringify(response)));
   }

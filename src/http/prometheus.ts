@@ -16,6 +16,7 @@ import { jsonCodec } from '../kv/index.js';
 import type { NodeOperatorQueries } from '../node/api.js';
 import { GovTables, PROPOSAL_STATES } from '../gov/index.js';
 import type { SessionMetrics } from './sessions.js';
+import type { WaitingWorkMetrics } from './waiting-work.js';
 
 /** The content type of the text exposition format (Prometheus asks for it, OpenMetrics or not). */
 export const PROMETHEUS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
@@ -29,6 +30,8 @@ export function wantsPrometheusText(accept: string | undefined): boolean {
 export interface MetricsSources {
   readonly node: NodeOperatorQueries;
   readonly sessions: () => Record<string, SessionMetrics>;
+  /** The node-wide budget of waiting requests (src/http/waiting-work.ts). */
+  readonly waitingWork: () => WaitingWorkMetrics;
   readonly ledgerDirectory: string;
   readonly snapshotsDirectory: string;
   /** The node's current TLS certificate (service-endorsed once joined). */
@@ -153,6 +156,9 @@ export class NodeMetrics {
         for (const [name, metrics] of Object.entries(s.sessions())) g.labels(name).set(metrics[field]);
       });
     }
+    gauge('covenant_http_waiting_work_bytes', 'Bytes of requests waiting (bodies, linearizable reads, commits, forwards) against the node-wide budget', [], (g, s) => g.set(s.waitingWork().used_bytes));
+    gauge('covenant_http_waiting_work_max_bytes', 'The node-wide budget of waiting requests (max_waiting_work_size)', [], (g, s) => g.set(s.waitingWork().max_bytes));
+    gauge('covenant_http_waiting_work_refused', 'Requests refused for want of budget (503 WaitingWorkBudgetExhausted) since start', [], (g, s) => g.set(s.waitingWork().refused));
     gauge('covenant_ledger_chunks', 'Ledger chunk files in ledger.directory', [], (g, s) => g.set(listFiles(s.ledgerDirectory).filter((f) => LEDGER_CHUNK.test(f)).length));
     gauge('covenant_ledger_size_bytes', 'Bytes of the ledger chunk files in ledger.directory', [], (g, s) =>
       g.set(listFiles(s.ledgerDirectory).filter((f) => LEDGER_CHUNK.test(f)).reduce((sum, f) => sum + fileSize(join(s.ledgerDirectory, f)), 0)),

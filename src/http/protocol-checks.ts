@@ -68,7 +68,8 @@ export function checkRequestHead(req: IncomingMessage, res: ServerResponse): voi
 
 /**
  * The answer to a request Node's HTTP parser refuses before any route sees it: the error body
- * like every other answer, 431 for oversized headers, and the connection closed.
+ * like every other answer, 431 for oversized headers, 503 for a pipeline Node had to stop, and
+ * the connection closed.
  */
 function clientErrorAnswer(err: NodeJS.ErrnoException): string {
   let error: CovenantError;
@@ -76,6 +77,11 @@ function clientErrorAnswer(err: NodeJS.ErrnoException): string {
   if (err.code === 'HPE_HEADER_OVERFLOW') {
     error = new CovenantError('RequestHeaderTooLarge', 'the request headers exceed the limit', 431);
     reason = 'Request Header Fields Too Large';
+  } else if (err.code === 'HPE_PAUSED') {
+    // Node stopped parsing a connection whose answers piled up unread, and its TLS layer handed
+    // the parser more of what it had already decrypted: the client pipelined faster than it reads.
+    error = new CovenantError('TooManyPipelinedRequests', 'this connection sent requests faster than it read their answers: send the next once one is answered', 503);
+    reason = 'Service Unavailable';
   } else if (err.code === 'HPE_INVALID_VERSION') {
     error = new CovenantError('HttpVersionNotSupported', 'the request names an HTTP version this node does not speak: send HTTP/1.1', 505);
     reason = 'HTTP Version Not Supported';

@@ -18,6 +18,9 @@ import { errorHeaders, httpErrors, toCovenantError } from './errors.js';
 import { buildRequestContext, readBody } from './request-context.js';
 import { SessionTable, type SessionLimits, type SessionMetrics } from './sessions.js';
 import { checkRequestHead, handleClientError, refuseConnect, type ClientErrorContext } from './protocol-checks.js';
+import { PipeliningGate, tooManyPipelinedRequests, type PipeliningMetrics } from './pipelining.js';
+import { clientRequestCostBytes, waitingWorkExhausted, type ReleaseWaitingWork, type WaitingWorkBudget } from './waiting-work.js';
+import { pipelinedRequestsPerSessionDefault } from '../node/node.js';
 
 export interface TlsIdentity {
   readonly keyPem: string;
@@ -54,6 +57,10 @@ export interface RpcInterfaceOptions extends SessionLimits {
   readonly forwarder?: RequestForwarder;
   /** Called once each answer is handed to the socket: route template ('unmatched' if none), method, status, seconds since the request was read. */
   readonly onRequestDone?: (interfaceName: string, route: string, method: string, status: number, seconds: number) => void;
+  /** Requests one connection may have read and not yet answered (max_pipelined_requests). */
+  readonly maxPipelinedRequests?: number;
+  /** The node-wide budget every request waits in, shared by the node's interfaces; absent: none. */
+  readonly waitingWork?: WaitingWorkBudget;
 }
 
 const ANONYMOUS: Caller = { kind: 'anonymous' };
@@ -66,12 +73,16 @@ export class RpcInterface {
   private readonly options: RpcInterfaceOptions;
   private readonly features: ReadonlySet<string>;
   private readonly sessions: SessionTable;
+  private readonly pipelining: PipeliningGate;
+  /** What each request in progress took from the waiting-work budget, given back with its answer. */
+  private readonly waiting = new WeakMap<ServerResponse, ReleaseWaitingWork>();
   private held: { res: ServerResponse; response: RouteResponse; isHead: boolean }[] = [];
 
   constructor(options: RpcInterfaceOptions) {
     this.options = options;
     this.features = new Set(options.enabledFeatures);
     const sessions = (this.sessions = new SessionTable(options, options.logger, options.name));
+    this.pipelining = new PipeliningGate(options.maxPipelinedRequests ?? pipelinedRequestsPerSessionDefault);
     this.server = https.createServer(
       {
         key: options.tls.keyPem,
@@ -102,8 +113,8 @@ export class RpcInterface {
   }
 
   /** Session counts for GET /node/metrics. */
-  sessionMetrics(): SessionMetrics {
-    return this.sessions.metrics();
+  sessionMetrics(): SessionMetrics & { pipelining: PipeliningMetrics } {
+    return { ...this.sessions.metrics(), pipelining: this.pipelining.metrics() };
   }
 
   get name(): string {
@@ -155,6 +166,7 @@ export class RpcInterface {
       this.fail(res, new CovenantError('SessionCapExhausted', `this interface serves at most ${max} client sessions at once: retry shortly`, 503), undefined);
       return;
     }
+    if (!this.admit(req, res)) return;
     let request: RoutedRequest;
     try {
       request = this.route(req, res);
@@ -173,6 +185,38 @@ export class RpcInterface {
       return;
     }
     this.readAndDispatch(req, res, request as RoutedRequest<Caller>);
+  }
+
+  /**
+   * The request's place in its connection's pipeline and its bytes in the node's waiting work,
+   * both given back with its answer; false when it was refused (answered 503) for want of either.
+   */
+  private admit(req: IncomingMessage, res: ServerResponse): boolean {
+    if (!this.pipelining.arrived(req.socket, res)) {
+      this.fail(res, tooManyPipelinedRequests(this.options.maxPipelinedRequests ?? pipelinedRequestsPerSessionDefault), undefined);
+      return false;
+    }
+    const budget = this.options.waitingWork;
+    if (budget === undefined) return true;
+    const release = budget.tryTake(clientRequestCostBytes(req), req.socket.remoteAddress ?? '');
+    if (release === undefined) {
+      this.pipelining.holdBack(req.socket);
+      this.fail(res, waitingWorkExhausted(budget), undefined);
+      return false;
+    }
+    // Held until the handler answers, even when the client went away meanwhile: the work (a read
+    // waiting for its confirmation, a write for its commit) waits on just the same. Every path
+    // ends in send() or fail() (each wait has its own timeout).
+    this.waiting.set(res, release);
+    return true;
+  }
+
+  /** The request no longer waits: its answer is written (or the answer failed). */
+  private answered(res: ServerResponse): void {
+    const release = this.waiting.get(res);
+    if (release === undefined) return;
+    this.waiting.delete(res);
+    release();
   }
 
   private readAndDispatch(req: IncomingMessage, res: ServerResponse, request: RoutedRequest<Caller>): void {
@@ -254,6 +298,7 @@ export class RpcInterface {
    * batch of answers instead of once per answer (which costs both sides more than the answer).
    */
   private send(res: ServerResponse, response: RouteResponse, isHead: boolean): void {
+    this.answered(res);
     this.held.push({ res, response, isHead });
     if (this.held.length === 1) setImmediate(this.releaseHeld);
   }
@@ -323,6 +368,7 @@ export class RpcInterface {
   }
 
   private fail(res: ServerResponse, error: CovenantError, original: unknown): void {
+    this.answered(res);
     if (error.status >= 500 && error.code === 'InternalError') {
       this.options.logger.fail('request failed with an internal error', {
         reason: original instanceof Error ? (original.stack ?? original.message) : String(original),
@@ -338,7 +384,10 @@ export class RpcInterface {
     res.setHeader('content-length', Buffer.byteLength(text));
     for (const [name, value] of Object.entries(errorHeaders(error))) res.setHeader(name, value);
     // The body was not read, or the session is one too many: the connection cannot go on.
-    if (error.code === 'RequestBodyTooLarge' || error.code === 'SessionCapExhausted') res.setHeader('connection', 'close');
+    // So is a connection that pipelined beyond its share (the requests read after it are not served).
+    if (error.code === 'RequestBodyTooLarge' || error.code === 'SessionCapExhausted' || error.code === 'TooManyPipelinedRequests') {
+      res.setHeader('connection', 'close');
+    }
     res.end(text);
   }
 }

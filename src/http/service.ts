@@ -20,6 +20,8 @@ import { PROMETHEUS_CONTENT_TYPE, wantsPrometheusText, type NodeMetrics } from '
 import type { SessionMetrics } from './sessions.js';
 import { RpcInterface, type TlsIdentity } from './server.js';
 import { PrimaryForwarder } from './forwarding.js';
+import { WaitingWorkBudget } from './waiting-work.js';
+import { waitingWorkBytesDefault } from '../node/node.js';
 
 export interface NodeServerOptions {
   readonly node: NodeServices;
@@ -54,6 +56,8 @@ export class NodeServer {
   readonly interfaces: RpcInterface[] = [];
   private readonly router: Router;
   private readonly forwarder: PrimaryForwarder;
+  /** One budget for the waiting requests of every interface and the requests forwarded to this node. */
+  private readonly waitingWork: WaitingWorkBudget;
 
   private tls: TlsIdentity;
 
@@ -63,10 +67,12 @@ export class NodeServer {
     options.metrics?.attach({
       node,
       sessions: () => this.sessionReport(),
+      waitingWork: () => this.waitingWork.metrics(),
       ledgerDirectory: options.config.ledger.directory,
       snapshotsDirectory: options.config.snapshots.directory,
       nodeCertificatePem: () => this.tls.certificatePem,
     });
+    this.waitingWork = new WaitingWorkBudget(options.config.max_waiting_work_size ?? waitingWorkBytesDefault);
     let routes: Route[] = [];
     const application = options.application;
     const openApi = () => openApiDocument([...routes, ...(application?.routes() ?? [])], { title: 'Covenant node API', version: node.versionReport().version });
@@ -91,19 +97,19 @@ export class NodeServer {
         method: 'GET',
         path: '/node/metrics',
         summary:
-          "This node's metrics: in the Prometheus text format when Accept asks for text/plain or application/openmetrics-text (docs/operations.md), else as JSON: the client sessions of each RPC interface (open, peak, caps, dropped and timed out) and the expiry of the certificates it serves",
-        responses: { 200: 'Prometheus text; or JSON: session counts by interface name, certificates.node and certificates.service (valid_from, valid_to, seconds_until_expiry)' },
+          "This node's metrics: in the Prometheus text format when Accept asks for text/plain or application/openmetrics-text (docs/operations.md), else as JSON: the client sessions of each RPC interface (open, peak, caps, dropped, timed out, pipelining), its waiting work, and the expiry of the certificates it serves",
+        responses: { 200: 'Prometheus text; or JSON: session counts by interface name, the waiting-work budget, certificates.node and certificates.service (valid_from, valid_to, seconds_until_expiry)' },
         handler: async (ctx) => {
           const metrics = options.metrics;
           if (metrics !== undefined && wantsPrometheusText(ctx.headers.accept)) {
             return { status: 200, headers: { 'content-type': PROMETHEUS_CONTENT_TYPE }, body: await metrics.text(), bodyKind: 'text' };
           }
-          return json(200, { sessions: this.sessionReport(), certificates: node.certificateMetrics() });
+          return json(200, { sessions: this.sessionReport(), waiting_work: this.waitingWork.metrics(), certificates: node.certificateMetrics() });
         },
       },
     ];
     this.router = new Router(routes, application ? (method, path) => application.match(method, path) : undefined);
-    this.forwarder = new PrimaryForwarder(node, () => this.router, options.logger.child({ component: 'forwarding' }), node.clock);
+    this.forwarder = new PrimaryForwarder(node, () => this.router, options.logger.child({ component: 'forwarding' }), node.clock, undefined, this.waitingWork);
     const tokens = new TokenValidator({ lookup: (kid) => node.jwtSigningKeyRaw(kid), nowMs: () => node.clock.nowMs() });
     const authenticator = new StoreAuthenticator({ isUser: (id) => node.isUser(id) }, tokens);
     for (const [name, iface] of Object.entries(options.config.rpc_interfaces)) {
@@ -121,6 +127,8 @@ export class NodeServer {
           ...(iface.max_sessions_per_address !== undefined ? { maxSessionsPerAddress: iface.max_sessions_per_address } : {}),
           tlsHandshakeTimeoutMs: iface.tls_handshake_timeout,
           firstRequestTimeoutMs: iface.first_request_timeout,
+          ...(iface.max_pipelined_requests !== undefined ? { maxPipelinedRequests: iface.max_pipelined_requests } : {}),
+          waitingWork: this.waitingWork,
           authenticator,
           forwarder: this.forwarder,
           logger: options.logger.child({ interface: name }),

@@ -6,6 +6,7 @@
 import { assert } from '../base/assert.js';
 import { DEFAULT_UNCOMMITTED_VERSIONS_MAX } from '../kv/index.js';
 import { DEFAULT_MAX_FRAME_BYTES, MAX_ENTRY_BYTES } from '../base/channels.js';
+import { WAITING_WORK_SIZE_MIN_BYTES } from '../config/index.js';
 
 /** Consensus runs on ticks of this length (election and heartbeat timeouts are counted in ticks). */
 export const tickDurationMs = 10;
@@ -154,3 +155,61 @@ export const certificateExpiryCheckIntervalMs = 60 * 60 * 1000;
 export const certificateExpiryWarningFraction = 1 / 3;
 export const certificateExpiryWarningMsMax = 7 * 24 * 60 * 60 * 1000;
 assert(certificateExpiryCheckIntervalMs < certificateExpiryWarningFraction * 24 * 60 * 60 * 1000, 'a one-day certificate is checked at least once inside its warning window');
+/*
+ * Waiting work: every client request from the moment its head is read until it is answered (its
+ * body, what it waits on: a linearizable read's confirmation, a write's commit, the primary's
+ * answer to a forward), and every request a backup forwarded to this primary, counted in bytes
+ * against one node-wide budget (config: max_waiting_work_size). Beyond it, new requests are answered
+ * 503 WaitingWorkBudgetExhausted at once, before any handler runs, rather than held: a flood of
+ * reads or writes waiting for the primary would otherwise grow the process (by 250 to 450 MB) and
+ * slow every other client down.
+ */
+
+/** Default of max_waiting_work_size. */
+export const waitingWorkBytesDefault = 64 * 1024 * 1024;
+/** The smallest budget a configuration may set: one request of the largest head and a small body. */
+export const waitingWorkBytesMin = WAITING_WORK_SIZE_MIN_BYTES;
+/**
+ * What one waiting request is counted beyond its bytes, an estimate on the generous side: the
+ * request and response objects, the route context and its closures, the waiter's entry.
+ */
+export const waitingRequestOverheadBytes = 4 * 1024;
+/**
+ * Factor on a request head's bytes: Node keeps the raw header list and the parsed header object,
+ * and the request context a third view of the ones a handler reads.
+ */
+export const waitingRequestHeadFactor = 2;
+/** Largest request head Node's HTTP parser accepts (its default --max-http-header-size). */
+export const requestHeadBytesMax = 16 * 1024;
+/**
+ * The share of the budget one holder (a client address, or a backup forwarding to the primary)
+ * may take: one address flooding the node cannot refuse every other client.
+ */
+export const waitingWorkShareOfOneHolder = 0.5;
+/** Retry-After of a refusal for want of budget: the waiting work is typically answered within a second. */
+export const waitingWorkRetryAfterSeconds = 1;
+
+/**
+ * Requests one client connection may have in flight (read, not yet answered; HTTP/1.1 pipelining)
+ * by default (rpc_interfaces.*.max_pipelined_requests). At the limit the node stops reading the
+ * connection until half of them are answered; a request that still arrives beyond it (sent in the
+ * same packet) is answered 503 TooManyPipelinedRequests and the connection closed.
+ */
+export const pipelinedRequestsPerSessionDefault = 32;
+
+/** Requests a backup may have waiting for the primary's answer at once (503 TooManyForwardedRequests beyond). */
+export const forwardedRequestsPendingMax = 10_000;
+
+assert(waitingWorkBytesDefault >= waitingWorkBytesMin, 'the default budget is allowed');
+assert(waitingWorkShareOfOneHolder > 0 && waitingWorkShareOfOneHolder < 1, 'one holder takes some of the budget, never all of it');
+assert(
+  waitingWorkBytesMin * waitingWorkShareOfOneHolder >= 4 * (waitingRequestHeadFactor * requestHeadBytesMax + waitingRequestOverheadBytes),
+  'the smallest budget admits a few requests of the largest head at once from one address',
+);
+// Budget, not counts, is what refuses a flood of requests with large heads: the count caps stay
+// the bound for small ones (each costs at least the overhead).
+assert(
+  waitingWorkBytesDefault / waitingRequestOverheadBytes >= Math.min(linearizableReadsMax, commitWaitersMax),
+  'the default budget admits at least as many header-less waiters as the count caps',
+);
+assert(forwardedRequestsPendingMax >= pipelinedRequestsPerSessionDefault, 'a backup can forward one whole pipeline');

@@ -49,6 +49,17 @@ export type { WriteOptions, WriteResult } from './write/transactions.js';
 export { FrameKind } from './peers.js';
 export { subjectAltNamesOf } from './identity/node-identity.js';
 export { RejoinRequested } from './flows/recover-sealing.js';
+// The limits the HTTP layer applies to the waiting work it admits (limits.ts says why).
+export {
+  forwardedRequestsPendingMax,
+  pipelinedRequestsPerSessionDefault,
+  waitingRequestHeadFactor,
+  waitingRequestOverheadBytes,
+  waitingWorkBytesDefault,
+  waitingWorkBytesMin,
+  waitingWorkRetryAfterSeconds,
+  waitingWorkShareOfOneHolder,
+} from './limits.js';
 
 const json = jsonCodec<any>();
 

@@ -49,6 +49,7 @@ import { formatHostPort, parseHostPort, type HostPort } from '../config/index.js
 import { nodeIdFromPublicKey } from '../crypto/index.js';
 import { FrameDecoder, frameBytesOf, outFrameOf, type OutFrame } from './node-channel-frames.js';
 import { checkIdentity, Peer, remoteOf, secureContextOf } from './node-channel-peer.js';
+import { UnauthenticatedConnections } from './node-channel-admission.js';
 
 export { encodeFrame, FrameDecoder, UNCOPIED_PAYLOAD_BYTES } from './node-channel-frames.js';
 
@@ -82,7 +83,16 @@ export interface TlsNodeChannelsInit {
    * connection (and fill its queue) until TCP gives up, many minutes later. Default 10 s.
    */
   readonly stallTimeoutMs?: number;
+  /**
+   * Incoming connections held before they are known to come from a peer (TCP accepted, TLS
+   * handshake and key check not done yet), each address holding at most half; see
+   * node-channel-admission.ts. Default DEFAULT_MAX_UNAUTHENTICATED_CONNECTIONS.
+   */
+  readonly maxUnauthenticatedConnections?: number;
 }
+
+/** Incoming connections not yet authenticated as a peer's, held at once by default. */
+export const DEFAULT_MAX_UNAUTHENTICATED_CONNECTIONS = 256;
 
 const DEFAULT_RECONNECT: ReconnectOptions = { initialMs: 50, maxMs: 2000 };
 const DEFAULT_HANDSHAKE_TIMEOUT_MS = 5000;
@@ -113,6 +123,7 @@ export class TlsNodeChannels implements NodeChannels {
   private readonly reconnect: ReconnectOptions;
   private readonly handshakeTimeoutMs: number;
   private readonly stallTimeoutMs: number;
+  private readonly unauthenticated: UnauthenticatedConnections;
 
   /** Use createTlsNodeChannels, which also starts listening. */
   constructor(
@@ -130,6 +141,7 @@ export class TlsNodeChannels implements NodeChannels {
     this.reconnect = { ...DEFAULT_RECONNECT, ...init.reconnect };
     this.handshakeTimeoutMs = init.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS;
     this.stallTimeoutMs = init.stallTimeoutMs ?? DEFAULT_STALL_TIMEOUT_MS;
+    this.unauthenticated = new UnauthenticatedConnections(init.maxUnauthenticatedConnections ?? DEFAULT_MAX_UNAUTHENTICATED_CONNECTIONS);
     assert(Number.isInteger(this.maxFrameBytes) && this.maxFrameBytes >= 1 && this.maxFrameBytes <= 0xffff_ffff, 'maxFrameBytes must be in [1, 2^32)');
     assert(this.maxQueueBytesPerPeer >= FRAME_HEADER_BYTES, 'maxQueueBytesPerPeer must hold at least one frame header');
     assert(this.reconnect.initialMs > 0 && this.reconnect.maxMs >= this.reconnect.initialMs, 'reconnect delays must satisfy 0 < initialMs <= maxMs');
@@ -137,7 +149,15 @@ export class TlsNodeChannels implements NodeChannels {
     server.on('connection', (socket: Socket) => {
       this.acceptedSockets.add(socket);
       socket.on('close', () => this.acceptedSockets.delete(socket));
-      if (this.closed) socket.destroy();
+      if (this.closed) {
+        socket.destroy();
+        return;
+      }
+      if (this.unauthenticated.accepted(socket)) {
+        this.count('TooManyUnauthenticated');
+        // A flood would log a line per connection: the count is in stats(), the first one in the log.
+        if (this.refused.TooManyUnauthenticated === 1) this.log.info('node-to-node connections closed before authentication: TooManyUnauthenticated', { remote: remoteOf(socket) });
+      }
     });
     server.on('secureConnection', (socket: tls.TLSSocket) => this.onAccepted(socket));
     server.on('tlsClientError', (error: Error, socket: tls.TLSSocket) => {
@@ -220,7 +240,7 @@ export class TlsNodeChannels implements NodeChannels {
     for (const [nodeId, p] of this.peers) {
       peers[nodeId] = { connected: p.verified, queuedBytes: p.queuedBytes(), dropped: p.dropped, sent: p.sent, received: p.received };
     }
-    return { peers, droppedUnknownPeer: this.droppedUnknownPeer, refused: { ...this.refused } };
+    return { peers, droppedUnknownPeer: this.droppedUnknownPeer, refused: { ...this.refused }, unauthenticatedHeld: this.unauthenticated.stats().held };
   }
 
   close(): Promise<void> {
@@ -411,6 +431,7 @@ export class TlsNodeChannels implements NodeChannels {
       this.refuse(socket, 'UnknownPeer', 'info', 'refused node-to-node connection', { remote, presented_node_id: nodeId });
       return;
     }
+    this.unauthenticated.authenticated(socket);
     // A peer has one connection to us; a new one means it reconnected (the old may be half-open).
     if (peer.inbound !== undefined) {
       this.log.debug('node-to-node connection replaced by a newer one', { peer: nodeId, remote });

@@ -54,7 +54,14 @@ test('defaults are applied and units converted', () => {
     tls_handshake_timeout: 10_000,
     first_request_timeout: 10_000,
   });
-  assert.deepEqual(config.node_to_node_interface, { bind_address: '127.0.0.1:0', published_address: '127.0.0.1:0' });
+  assert.deepEqual(config.node_to_node_interface, {
+    bind_address: '127.0.0.1:0',
+    published_address: '127.0.0.1:0',
+    handshake_timeout: 5000,
+    max_unauthenticated_connections: 256,
+  });
+  // Absent: the node's default (src/node/limits.ts) applies (max_pipelined_requests is absent above likewise).
+  assert.equal(config.max_waiting_work_size, undefined);
   assert.deepEqual(config.ledger, { directory: path.resolve('/srv/node0', 'ledger'), read_only_directories: [], chunk_size: 5 * 1024 * 1024, durability: 'Synced' });
   assert.deepEqual(config.snapshots, { directory: path.resolve('/srv/node0', 'snapshots'), tx_count: 10_000, time_interval: 0, min_tx_count: 1, min_interval: 10_000 });
   assert.deepEqual(config.files_cleanup, { interval: 30_000, max_snapshots: 10 });
@@ -111,6 +118,22 @@ test('durations, sizes and explicit values are converted', () => {
   assert.equal(config.rpc_interfaces['primary']!.published_address, 'node0.example.com:443');
   assert.equal(config.rpc_interfaces['primary']!.max_body_size, 5 * 1024 * 1024);
   assert.equal(config.sealing_recovery?.recovery_decision_protocol?.failover_timeout, 2000);
+});
+
+test('the waiting-work budget, pipelining and node-to-node caps are read, and their floors enforced', () => {
+  const config = defaultNodeConfig({
+    max_waiting_work_size: '2MB',
+    rpc_interfaces: { primary: { max_pipelined_requests: 4 } },
+    node_to_node_interface: { handshake_timeout: '750ms', max_unauthenticated_connections: 10 },
+  });
+  assert.equal(config.max_waiting_work_size, 2 * 1024 * 1024);
+  assert.equal(config.rpc_interfaces['primary']!.max_pipelined_requests, 4);
+  assert.equal(config.node_to_node_interface.handshake_timeout, 750);
+  assert.equal(config.node_to_node_interface.max_unauthenticated_connections, 10);
+  const lines = errorsOf({ max_waiting_work_size: '512KB', rpc_interfaces: { primary: { max_pipelined_requests: 0 } }, node_to_node_interface: { max_unauthenticated_connections: 1 } });
+  assertOneLineMatches(lines, /max_waiting_work_size.*too small: at least 1048576 bytes/);
+  assertOneLineMatches(lines, /max_pipelined_requests/);
+  assertOneLineMatches(lines, /max_unauthenticated_connections/);
 });
 
 test('an array of RPC interfaces is named interface_<i> unless entries carry a name', () => {

@@ -1,7 +1,8 @@
 /**
  * End to end: hostile clients against one real node with small limits (max_open_sessions 10, 4
- * per address, 500 ms deadlines). Attackers connect from 127.0.0.2, the normal client from
- * 127.0.0.1 (both loopback). After each attack the node still serves a normal client.
+ * per address, 500 ms deadlines, 8 pipelined requests per connection, 1 MB of waiting work, 16
+ * unauthenticated node-to-node connections). Attackers connect from 127.0.0.2, the normal client
+ * from 127.0.0.1 (both loopback). After each attack the node still serves a normal client.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,9 +12,20 @@ import tls from 'node:tls';
 import { Tag } from 'cbor-x';
 import { decodeCbor, encodeCbor } from '../../src/crypto/index.js';
 import { signGovRequest } from '../../src/gov/index.js';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { removeDir, startNode, type StartedNode } from '../../src/testing/node-process.js';
+import { idleFlood, normalClientInWorker, openFdCount, pipelineFlood, rssKb, type Flood } from '../../src/testing/hostile-clients.js';
+import { until } from '../../src/testing/network.js';
 
 const ATTACKER = '127.0.0.2';
+/** The normal client of the flood tests: its connections (one per request) have their own share of sessions. */
+const NORMAL = '127.0.0.3';
+const MAX_PIPELINED = 8;
+const MAX_UNAUTHENTICATED_N2N = 16;
+/** A header as large as Node's parser allows (16 KiB for the whole head) makes every waiting request count. */
+const PADDING = `x-padding: ${'p'.repeat(14 * 1024)}\r\n`;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Answer {
   readonly status: number | 'reset';
@@ -30,7 +42,18 @@ describe('a node under hostile HTTP clients', () => {
   before(async () => {
     node = await startNode({
       configPatch: {
-        rpc_interfaces: { primary: { max_open_sessions: 10, max_sessions_per_address: 4, tls_handshake_timeout: '500ms', first_request_timeout: '500ms' } },
+        rpc_interfaces: {
+          primary: {
+            max_open_sessions: 10,
+            max_sessions_per_address: 4,
+            tls_handshake_timeout: '500ms',
+            first_request_timeout: '500ms',
+            max_pipelined_requests: MAX_PIPELINED,
+          },
+        },
+        max_waiting_work_size: '1MB',
+        node_to_node_interface: { handshake_timeout: '500ms', max_unauthenticated_connections: MAX_UNAUTHENTICATED_N2N },
+        output_files: { node_to_node_address_file: 'node_to_node_address.json' },
       },
     });
     const i = node.address.lastIndexOf(':');
@@ -148,5 +171,112 @@ describe('a node under hostile HTTP clients', () => {
     const replay = await post(request);
     assert.equal(replay.status, 400);
     assert.equal(replay.body.error.code, 'RequestReplay');
+  });
+
+  /** The primary's RSS sampled every 100 ms while `attack` runs; the flood is stopped afterwards. */
+  const underAttack = async <T>(flood: Flood, attack: () => Promise<T>): Promise<{ result: T; rssGrowthKb: number }> => {
+    const pid = node.process.pid!;
+    const before = rssKb(pid);
+    let peak = before;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        peak = Math.max(peak, rssKb(pid));
+        await sleep(100);
+      }
+    })();
+    try {
+      return { result: await attack(), rssGrowthKb: peak - before };
+    } finally {
+      sampling = false;
+      await sampler;
+      flood.stop();
+    }
+  };
+  const target = () => ({ host, port, ca: node.serviceCertificatePem });
+  const userTarget = () => ({ ...target(), cert: node.user.certificatePem, key: node.user.privateKeyPem });
+  const metrics = async () => (await node.client.request('GET', '/node/metrics')).body;
+
+  test('pipelined linearizable reads: a connection is read only while it has fewer than max_pipelined_requests in flight; the node stays small and serves others', { timeout: 120_000 }, async (t) => {
+    const read = Buffer.from(`GET /app/log/private?id=7 HTTP/1.1\r\nhost: ${host}\r\nx-covenant-consistency: linearizable\r\n${PADDING}\r\n`);
+    // Four connections (the attacker's share of sessions) write 400 reads each at once: 22 MB of heads.
+    const flood = pipelineFlood(userTarget(), { connections: 4, depth: 400, request: read, localAddresses: [ATTACKER], refill: false, reopen: false });
+    const { result: seen, rssGrowthKb } = await underAttack(flood, async () => {
+      const client = normalClientInWorker({ ...target(), localAddress: NORMAL }, { method: 'GET', path: '/node/commit', expected: 200 }, 50);
+      await until('the attackers to be answered or closed', async () => {
+        const c = flood.counts();
+        const answered = Object.values(c.statuses).reduce((a, b) => a + b, 0);
+        return answered >= 4 * 400 || flood.open() === 0 ? true : undefined;
+      }, 90_000);
+      return client.stop();
+    });
+    const counts = flood.counts();
+    t.diagnostic(`node RSS grew by ${rssGrowthKb} KiB; normal client: ${JSON.stringify(seen)}; attacker: ${JSON.stringify(counts.statuses)}`);
+    assert.ok(rssGrowthKb < 96 * 1024, `the node grew by ${rssGrowthKb} KiB for 22 MB of pipelined heads`);
+    assert.ok(seen.answered > 0, `the normal client was answered during the attack: ${JSON.stringify(seen)}`);
+    assert.deepEqual(seen.failures, {}, 'and never refused');
+    const pipelining = (await metrics()).sessions.primary.pipelining;
+    assert.ok(pipelining.peak_in_flight_per_session <= MAX_PIPELINED, `at most ${MAX_PIPELINED} requests in flight per connection: ${JSON.stringify(pipelining)}`);
+    assert.ok(pipelining.paused > 0, 'connections were stopped being read');
+    assert.ok((counts.statuses['404'] ?? 0) > 0, `the reads were served (no such record): ${JSON.stringify(counts)}`);
+    // Beyond the address's half of the 1 MB of waiting work (15 such reads), reads are refused too.
+    const allowed = ['ResourceNotFound', 'TooManyPipelinedRequests', 'WaitingWorkBudgetExhausted'];
+    for (const code of Object.keys(counts.codes)) assert.ok(allowed.includes(code), `no other answer: ${JSON.stringify(counts)}`);
+  });
+
+  test('committed writes waiting for their commit: one address holds at most half of max_waiting_work_size, beyond it 503 WaitingWorkBudgetExhausted; others are served', { timeout: 120_000 }, async (t) => {
+    const body = JSON.stringify({ id: 8, msg: 'flood' });
+    const write = Buffer.from(
+      `POST /app/log/private HTTP/1.1\r\nhost: ${host}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nx-covenant-consistency: committed\r\n${PADDING}\r\n${body}`,
+    );
+    // 4 connections × 8 writes of 33 KB each wait for their commit: more than the address's 512 KiB.
+    const flood = pipelineFlood(userTarget(), { connections: 4, depth: MAX_PIPELINED, request: write, localAddresses: [ATTACKER] });
+    const { result: seen, rssGrowthKb } = await underAttack(flood, async () => {
+      const client = normalClientInWorker(
+        { ...userTarget(), localAddress: NORMAL },
+        { method: 'POST', path: '/app/log/private', headers: { 'content-type': 'application/json', 'x-covenant-consistency': 'committed' }, body: JSON.stringify({ id: 9, msg: 'normal' }), expected: 200 },
+        50,
+      );
+      await until('refusals for want of budget', async () => ((flood.counts().codes['WaitingWorkBudgetExhausted'] ?? 0) >= 20 ? true : undefined), 60_000);
+      return client.stop();
+    });
+    const counts = flood.counts();
+    t.diagnostic(`node RSS grew by ${rssGrowthKb} KiB; normal client: ${JSON.stringify(seen)}; attacker: ${JSON.stringify(counts.statuses)}`);
+    const waiting = (await metrics()).waiting_work;
+    assert.equal(waiting.max_bytes, 1024 * 1024);
+    assert.ok(waiting.peak_bytes <= waiting.max_bytes, `the budget held: ${JSON.stringify(waiting)}`);
+    assert.ok((counts.statuses['200'] ?? 0) > 0, `the attacker's writes within its share were committed: ${JSON.stringify(counts)}`);
+    assert.match(counts.messages?.['WaitingWorkBudgetExhausted'] ?? '', /max_waiting_work_size/);
+    assert.ok(seen.answered > 0, `the normal client's committed writes went through: ${JSON.stringify(seen)}`);
+    assert.deepEqual(seen.failures, {}, `the normal client was never refused: ${JSON.stringify(seen)}`);
+    await until('the waiting work to drain', async () => ((await metrics()).waiting_work.requests <= 1 ? true : undefined));
+  });
+
+  test('idle node-to-node connections: at most half of max_unauthenticated_connections from one address, closed at the handshake deadline; the node keeps committing', { timeout: 120_000 }, async (t) => {
+    const n2n = Object.values(JSON.parse(readFileSync(join(node.dir, 'node_to_node_address.json'), 'utf8')) as Record<string, string>)[0]!;
+    const i = n2n.lastIndexOf(':');
+    const pid = node.process.pid!;
+    const fdsBefore = openFdCount(pid);
+    const flood = idleFlood(n2n.slice(0, i), Number(n2n.slice(i + 1)), { connections: 100, localAddresses: [ATTACKER] });
+    let fdsPeak = fdsBefore;
+    await underAttack(flood, async () => {
+      // Long enough for every attacker connection to be closed (at once or at the deadline) and reopened.
+      for (let round = 0; round < 30; round++) {
+        fdsPeak = Math.max(fdsPeak, openFdCount(pid));
+        await sleep(100);
+      }
+      const write = await node.client.request('POST', '/app/log/private', {
+        body: { id: 10, msg: 'during' },
+        identity: node.user,
+        headers: { 'x-covenant-consistency': 'committed' },
+      });
+      assert.equal(write.status, 200, 'a write commits during the attack');
+    });
+    const counts = flood.counts();
+    t.diagnostic(`open descriptors of the node: ${fdsBefore} before, at most ${fdsPeak} during the attack; attacker: ${JSON.stringify(counts)}`);
+    // The normal client's few sockets and files come and go; the attacker holds at most its half.
+    assert.ok(fdsPeak <= fdsBefore + MAX_UNAUTHENTICATED_N2N / 2 + 16, `open descriptors ${fdsBefore} before, ${fdsPeak} at most during the attack`);
+    assert.ok(counts.closedByNode >= 100 - MAX_UNAUTHENTICATED_N2N / 2, `the node closed the attacker's connections: ${JSON.stringify(counts)}`);
+    assert.equal((await node.client.request('GET', '/node/consensus')).body.current_view, 1, 'the node kept its view');
   });
 });

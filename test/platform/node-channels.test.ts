@@ -51,6 +51,7 @@ interface StartOptions {
   readonly maxFrameBytes?: number;
   readonly bindAddress?: string;
   readonly stallTimeoutMs?: number;
+  readonly maxUnauthenticatedConnections?: number;
 }
 
 /** One implementation under the shared contract. */
@@ -93,6 +94,7 @@ const tlsHarness: Harness = {
       ...(options.maxQueueBytesPerPeer === undefined ? {} : { maxQueueBytesPerPeer: options.maxQueueBytesPerPeer }),
       ...(options.maxFrameBytes === undefined ? {} : { maxFrameBytes: options.maxFrameBytes }),
       ...(options.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: options.stallTimeoutMs }),
+      ...(options.maxUnauthenticatedConnections === undefined ? {} : { maxUnauthenticatedConnections: options.maxUnauthenticatedConnections }),
     };
     const { channels, boundAddress } = await createTlsNodeChannels(init);
     t.after(() => channels.close());
@@ -294,6 +296,33 @@ async function nonReadingServer(t: TestContext, identity: ChannelIdentity): Prom
 }
 
 describe('TLS node-to-node channels', { timeout: TEST_TIMEOUT_MS }, () => {
+  test('connections that never authenticate: one address holds half of maxUnauthenticatedConnections, a full table closes the oldest of the largest address, and a peer still connects', async (t) => {
+    const [a, b] = await healthyPair(t, { maxUnauthenticatedConnections: 8 });
+    const flood: net.Socket[] = [];
+    const open = (localAddress: string) =>
+      new Promise<net.Socket>((resolve) => {
+        const socket = net.connect({ ...hostPort(a.address), localAddress }, () => resolve(socket));
+        socket.on('error', () => undefined);
+        flood.push(socket);
+      });
+    t.after(() => flood.forEach((s) => s.destroy()));
+    // 10 from one address: 4 held (half of 8), 6 closed at accept.
+    for (let i = 0; i < 10; i++) await open('127.0.0.2');
+    await waitFor('the connections beyond the share to be closed', () => flood.filter((s) => s.destroyed).length === 6);
+    assert.equal(a.channels.stats().unauthenticatedHeld, 4);
+    // 4 from each of two more addresses: the table (8) fills, then each new one closes the oldest
+    // connection of an address holding the most: the two older addresses lose two each.
+    for (let i = 0; i < 4; i++) await open('127.0.0.3');
+    for (let i = 0; i < 4; i++) await open('127.0.0.4');
+    const alive = (from: number, to: number) => flood.slice(from, to).filter((s) => !s.destroyed).length;
+    await waitFor('the table to stay at its bound', () => alive(0, flood.length) === 8);
+    assert.equal(a.channels.stats().unauthenticatedHeld, 8);
+    assert.deepEqual([alive(0, 10), alive(10, 14), alive(14, 18)], [2, 2, 4], 'the newest address lost nothing');
+    // B connects to A now (from 127.0.0.1), through the full table, and is authenticated.
+    await roundTrip(a, b, 'through the flood');
+    assert.equal(a.channels.stats().refused.TooManyUnauthenticated, 6 + 4 + 1);
+  });
+
   test('a client without a certificate is refused', async (t) => {
     const [a, b] = await healthyPair(t);
     const socket = await rawClient(t, a.address);
