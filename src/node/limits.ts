@@ -140,3 +140,16 @@ export const linearizableReadsMax = 10_000;
  * forwarding timeout, 10 s, so that a forwarded read gets this answer rather than a timeout).
  */
 export const linearizableReadTimeoutMs = 5_000;
+
+/**
+ * Verdicts kept on the committed snapshots a node serves (one per file version): far above
+ * files_cleanup.max_snapshots' default (10), so that a node serving its snapshots checks each once.
+ */
+export const servedSnapshotVerdictsMax = 256;
+
+/**
+ * A joiner that gets the same refusal this many times in a row (an invalid snapshot, the same
+ * failed download) stops and says why: repeating the same failure forever helps no operator.
+ */
+export const joinIdenticalFailuresMax = 10;
+assert(joinIdenticalFailuresMax >= 3, 'a joiner retries a failure that may be transient at least twice');
