@@ -98,6 +98,8 @@ describe('disaster recovery across epochs', () => {
         configPatch: { ...FAST, ledger: { directory: 'ledger', read_only_directories: ['old_ledger'], chunk_size: '4KB' } },
       });
       cleanup.push(first);
+      const recoveredFrom = Number(/recovering the service from seqno (\d+)/.exec(first.output())?.[1]);
+      assert.ok(recoveredFrom >= lastSeqno, `the copy holds the signature ${oldSignature} asked for below: recovered up to ${recoveredFrom}`);
       await openRecoveredService(first, old.serviceCertificatePem, members);
       await assertReadable(first, 0, 30);
       share = await sharesReissued(first, share);
