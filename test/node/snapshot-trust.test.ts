@@ -18,7 +18,7 @@ import { LedgerEncryptor, Store, stringCodec } from '../../src/kv/index.js';
 import { encodeSnapshotFile, encodeSnapshotReceipt, parseSnapshotFile } from '../../src/ledger/index.js';
 import { buildReceipt, createCommitEvidenceDeriver, formatCommitEvidence, HistoryTree, leafFromComponents, signMerkleRoot } from '../../src/merkle/index.js';
 import { ServiceIdentity } from '../../src/node/identity/service-identity.js';
-import { ServedSnapshotVerdicts, snapshotEndorsedBy } from '../../src/node/snapshot-trust.js';
+import { endorseStartupSnapshot, ServedSnapshotVerdicts, snapshotEndorsedBy } from '../../src/node/snapshot-trust.js';
 import { SnapshotManager, verifySnapshotFile, type SnapshotHost } from '../../src/node/snapshots.js';
 import { MemoryDisk } from '../../src/testing/memory-disk.js';
 import { ManualClock } from '../../src/testing/manual-clock.js';
@@ -169,6 +169,26 @@ test('a node starts from the newest snapshot that verifies: a corrupt newer one 
   assert.equal(found?.path, `/snapshots/${NAME}`);
   assert.ok(logger.messages('fail').some((m) => m.includes(`invalid snapshot /read-only/snapshot_${SEQNO}_${EVIDENCE + 5}.committed`)), logger.messages().join('\n'));
   assert.ok(disk.exists(`/read-only/snapshot_${SEQNO}_${EVIDENCE + 5}.committed`), 'a read-only directory is never written');
+});
+
+test('a recover node writes the snapshot it started from, endorsed, into its writable directory: the new identity then starts from it', async () => {
+  const disk = new MemoryDisk();
+  const logger = new MemoryLogger();
+  disk.ensureDirectory('/read-only');
+  const file = disk.createFile(`/read-only/${NAME}`);
+  file.append([snapshot0]);
+  file.close();
+  // The recovery: started from the read-only copy, verified with the previous identity.
+  const started = snapshotManager(disk, logger).findStartupSnapshot(gen0.certificatePem, { keepInvalid: true })!;
+  assert.equal(started.path, `/read-only/${NAME}`);
+  assert.equal(snapshotManager(disk, logger).findStartupSnapshot(gen1.certificatePem, { keepInvalid: true }), undefined, 'not yet for the new identity');
+  endorseStartupSnapshot({ disk, logger, directory: '/snapshots' }, started, e01);
+  assert.ok(logger.messages('info').some((m) => m.includes(`snapshot /snapshots/${NAME}: its receipt now carries the new service's endorsement`)));
+  assert.deepEqual([...disk.readAll(`/read-only/${NAME}`)], [...snapshot0], 'the read-only copy is untouched');
+  const restarted = snapshotManager(disk, logger).findStartupSnapshot(gen1.certificatePem)!;
+  assert.equal(restarted.path, `/snapshots/${NAME}`);
+  assert.deepEqual(restarted.serviceEndorsements, [e01]);
+  assert.deepEqual(disk.listDirectory('/snapshots'), [NAME], 'no temporary file is left');
 });
 
 test('served snapshots are verified once per file version and certificate; a corrupt one is logged once', async () => {
