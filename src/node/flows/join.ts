@@ -80,6 +80,9 @@ export async function joinFlow(ctx: FlowContext, addresses: NodeAddresses, clien
   adoptNetworkInfo(ctx, trusted.response.network_info!);
   onEndorsed();
   if (ctx.startupSnapshot) replica.installSnapshot(ctx.startupSnapshot, true);
+  // Joining a recovering service from a snapshot: its ledger starts after the snapshot, so the
+  // private phase reads the old entries' private domain from the snapshot on.
+  ctx.recovery.startupSnapshot = ctx.startupSnapshot;
   ctx.createConsensus();
   ctx.persistState();
   const status = ctx.joinReportedServiceStatus;
