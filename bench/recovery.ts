@@ -22,7 +22,13 @@
  * Prints JSON lines (one per stage) and a human summary. Target (the issue): each replay phase at
  * 100,000 transactions per second or more.
  *
- *   npm run bench -- --recovery [--transactions 1000000] [--connections 64] [--floor] [--node-log]
+ *   npm run bench -- --recovery [--transactions 1000000] [--connections 64] [--snapshot] [--floor] [--node-log]
+ *
+ * --snapshot takes one snapshot (POST /node/snapshot:create) after the fill and keeps it: the
+ * recover node then starts from it and replays only the entries after it in its public phase
+ * (the private phase reads the old entries from the snapshot on), as a real service's recovery
+ * does (snapshots.tx_count defaults to 10,000); a node then joins the recovering service, fetching
+ * the snapshot the recover node endorsed for the new identity, and its join is timed too.
  *
  * --floor also measures, on one thread of the bench process and before the recover node starts,
  * what any replay of this ledger costs per entry whatever the node does around it: reading and
@@ -37,7 +43,7 @@ import { LedgerEncryptor } from '../src/kv/index.js';
 import { entryLeaf, Ledger } from '../src/ledger/index.js';
 import { HistoryTree } from '../src/merkle/index.js';
 import { FsDisk } from '../src/platform/fs-disk.js';
-import { removeDir, startNode, type StartedNode } from '../src/testing/node-process.js';
+import { joinOptionsOf, removeDir, startJoiningNode, startNode, type StartedNode } from '../src/testing/node-process.js';
 import { until } from '../src/testing/network.js';
 import { openRecoveredService, prepareRecoveryMembers, removeRecoverDir, startRecoverNode } from '../src/testing/recovery.js';
 import { buildRequest, runLoad } from './load.js';
@@ -48,6 +54,7 @@ const arg = (name: string, fallback: number): number => {
   return Number.isFinite(value) && value > 0 ? Math.floor(value) : fallback;
 };
 const transactions = arg('--transactions', 1_000_000);
+const withSnapshot = process.argv.includes('--snapshot');
 const connections = arg('--connections', 64);
 const TARGET_PER_S = 100_000;
 const IDS = 1000;
@@ -169,6 +176,32 @@ function measureFloor(directory: string) {
 
 const FLOOR_DECRYPT_SAMPLE = 200_000;
 
+/** POST /node/snapshot:create, then waits for the committed snapshot file: its seqno and size. */
+async function takeSnapshot(service: StartedNode): Promise<{ seqno: number; mib: number; take_s: number }> {
+  const started = Date.now();
+  const answer = await service.client.request('POST', '/node/snapshot:create');
+  if (answer.status !== 204) throw new Error(`snapshot:create answered ${answer.status} ${answer.text}`);
+  const dir = join(service.dir, 'snapshots');
+  const name = await until('a committed snapshot', async () => (existsSync(dir) ? readdirSync(dir).find((f) => f.endsWith('.committed')) : undefined), 600_000);
+  return { seqno: Number(name.split('_')[1]), mib: round(statSync(join(dir, name)).size / 2 ** 20, 1), take_s: round((Date.now() - started) / 1000) };
+}
+
+/** A node joins the recovering service (fetching its snapshot): seconds from spawn to PartOfPublicNetwork. */
+async function joinRecovering(node: StartedNode): Promise<{ seconds: number; startupSeqno: number }> {
+  const started = Date.now();
+  const joiner = await startJoiningNode({ ...joinOptionsOf(node), waitUntilJoined: false, configPatch: { logging: { level: 'info' } } });
+  try {
+    const state = await until('the joiner PartOfPublicNetwork', async () => {
+      const answer = await joiner.client.request('GET', '/node/state', { timeoutMs: 2000 }).catch(() => undefined);
+      return answer?.status === 200 && answer.body.state === 'PartOfPublicNetwork' ? answer.body : undefined;
+    }, 600_000);
+    return { seconds: round((Date.now() - started) / 1000), startupSeqno: Number(state.startup_seqno) };
+  } finally {
+    await joiner.kill();
+    removeDir(joiner.dir);
+  }
+}
+
 async function main(): Promise<void> {
   const oldDir = mkdtempSync(join(tmpdir(), 'covenant-bench-old-'));
   const { members, startPatch } = await prepareRecoveryMembers(oldDir, 2, 2);
@@ -200,6 +233,8 @@ async function main(): Promise<void> {
       writes_per_s: Math.round(transactions / (filled.ms / 1000)),
     };
     console.log(JSON.stringify(fillReport));
+    const snapshot = withSnapshot ? await takeSnapshot(service) : undefined;
+    if (snapshot !== undefined) console.log(JSON.stringify({ bench: 'recovery snapshot', ...snapshot }));
     await service.kill();
     const floor = process.argv.includes('--floor') ? measureFloor(join(oldDir, 'ledger')) : undefined;
     if (floor !== undefined) console.log(JSON.stringify({ bench: 'recovery floor', ...floor }));
@@ -214,13 +249,14 @@ async function main(): Promise<void> {
       configPatch: { logging: { level: 'info' } },
       readyTimeoutMs: 30 * 60_000,
       prepare: (dir) => {
-        // No snapshot: the whole ledger is replayed (there is none with the fill's settings).
-        if (existsSync(join(dir, 'snapshots'))) rmSync(join(dir, 'snapshots'), { recursive: true, force: true });
+        // Without --snapshot the whole ledger is replayed (the fill's settings take none).
+        if (!withSnapshot && existsSync(join(dir, 'snapshots'))) rmSync(join(dir, 'snapshots'), { recursive: true, force: true });
         // Called just before the node is spawned.
         spawnedAtMs = Date.now();
       },
     });
     const node = recovered;
+    const joined = withSnapshot ? await joinRecovering(node) : undefined;
     await openRecoveredService(node, service.serviceCertificatePem, members);
     const openSeenAtMs = Date.now();
     const check = await node.client.request('GET', `/app/log/private?id=${(transactions - 1) % IDS}`, { identity: node.user });
@@ -236,6 +272,8 @@ async function main(): Promise<void> {
     const opened = loggedAt(output, /the recovered service is open/);
     const openAtMs = opened?.atMs ?? openSeenAtMs;
     const privateEntries = lastSignedSeqno;
+    // From a snapshot, the public phase replays the entries after it only.
+    const publicEntries = lastSignedSeqno - (snapshot?.seqno ?? 0);
     const publicS = (publicDone.atMs - spawnedAtMs) / 1000;
     const privateS = (privateDone.atMs - privateStart.atMs) / 1000;
     const openS = (openAtMs - spawnedAtMs) / 1000;
@@ -252,11 +290,13 @@ async function main(): Promise<void> {
       fill_writes_per_s: fillReport.writes_per_s,
       spawn_to_reading_s: round((reading.atMs - spawnedAtMs) / 1000),
       public_replay_s: round(publicS),
-      public_replay_tx_per_s: Math.round(lastSignedSeqno / publicS),
+      ...(snapshot !== undefined ? { snapshot_seqno: snapshot.seqno, public_entries_after_snapshot: publicEntries } : {}),
+      public_replay_tx_per_s: Math.round(publicEntries / publicS),
       private_replay_s: round(privateS),
       private_replay_tx_per_s: Math.round(privateEntries / privateS),
       start_to_open_s: round(openS),
       target_tx_per_s: TARGET_PER_S,
+      ...(joined !== undefined ? { joiner_to_public_network_s: joined.seconds, joiner_startup_seqno: joined.startupSeqno } : {}),
       node_log: nodeLines,
     };
     if (process.argv.includes('--node-log')) console.log(output);
@@ -269,6 +309,12 @@ async function main(): Promise<void> {
         `  public replay, spawn → PartOfPublicNetwork: ${round(publicS)} s, ${report.public_replay_tx_per_s} tx/s (${verdict(report.public_replay_tx_per_s)} the target of ${TARGET_PER_S}); ` +
           `of which spawn → ReadingPublicLedger ${report.spawn_to_reading_s} s`,
         `  private replay, ReadingPrivateLedger → PartOfNetwork: ${round(privateS)} s, ${report.private_replay_tx_per_s} tx/s (${verdict(report.private_replay_tx_per_s)} the target of ${TARGET_PER_S})`,
+        ...(snapshot !== undefined
+          ? [
+              `  from the snapshot at ${snapshot.seqno} (${snapshot.mib} MiB): the public phase replayed ${publicEntries} entries; ` +
+                `a joiner fetched the endorsed snapshot and was PartOfPublicNetwork in ${joined!.seconds} s (startup seqno ${joined!.startupSeqno})`,
+            ]
+          : []),
         `  spawn → service Open: ${round(openS)} s`,
         ...nodeLines.map((l) => `  node: ${l}`),
         ...(floor === undefined

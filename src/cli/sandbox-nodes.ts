@@ -142,6 +142,17 @@ function logTail(file: string, lines: number): string {
   }
 }
 
+/** The last `lines` fail or fatal lines of a node's log (text or JSON format), or its tail when it has none. */
+export function lastErrorLines(file: string, lines: number): string {
+  try {
+    const all = readFileSync(file, 'utf8').split('\n');
+    const errors = all.filter((l) => /^\S+ (fail|fatal)\b/.test(l) || /"level":"(fail|fatal)"/.test(l));
+    return errors.length === 0 ? logTail(file, lines) : errors.slice(-lines).map((l) => `  ${l}`).join('\n');
+  } catch (e) {
+    return `  (cannot read it: ${errorMessage(e)})`;
+  }
+}
+
 /** A sealing location of the recovery decision protocol. */
 export interface SealingLocation {
   readonly name: string;
@@ -283,7 +294,8 @@ export class SandboxNodes {
       }
       if (Date.now() > this.deadlineMs) {
         this.stopAll();
-        throw new Error(`node ${i} did not reach ${states.join(' or ')} within ${this.readyTimeoutSeconds}s; see ${join(this.nodeDir(i), 'out.log')}`);
+        const log = join(this.nodeDir(i), 'out.log');
+        throw new Error(`node ${i} did not reach ${states.join(' or ')} within ${this.readyTimeoutSeconds}s; its last errors, in ${log}:\n${lastErrorLines(log, 5)}`);
       }
       if (existsSync(addressesFile) && existsSync(caFile)) {
         const addresses = JSON.parse(readFileSync(addressesFile, 'utf8')) as Record<string, string>;

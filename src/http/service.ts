@@ -88,6 +88,7 @@ export class NodeServer {
           isPrimary: () => node.isPrimary(),
           primaryAddress: (interfaceName) => this.primaryAddress(interfaceName),
           requestSnapshot: () => node.requestSnapshot(),
+          servedSnapshotVerdict: (path, name, stamp, read) => node.servedSnapshotVerdict(path, name, stamp, read),
         }),
       ),
       ...governanceRoutes(node, { nowMs: () => node.clock.nowMs(), ...(application ? { checkAppBundle: (bundle: unknown) => application.checkBundle(bundle) } : {}) }),

@@ -203,4 +203,9 @@ export interface NodeServices extends NodeOperatorQueries, NodeGovernanceHost, N
   jwtSigningKeyRaw(kid: string): Uint8Array | undefined;
   /** POST /node/snapshot:create (coalesced with one already requested; refused within snapshots.min_interval). */
   requestSnapshot(): SnapshotRequestOutcome;
+  /**
+   * Before a committed snapshot is served: undefined when it verifies against the current service
+   * certificate (digest against its evidence, receipt), otherwise why not (logged once per file version).
+   */
+  servedSnapshotVerdict(path: string, name: string, stamp: { sizeBytes: number; modifiedMs: number }, read: () => Promise<Uint8Array>): Promise<string | undefined>;
 }

@@ -25,6 +25,8 @@ export const NODE_ERROR_STATUS = {
   StartupSnapshotMissing: 500,
   /** The join target's TLS identity is not the service's (not transient: the joiner stops). */
   JoinTargetNotTrusted: 400,
+  /** The joiner met the same failure (an invalid snapshot, the same failed download) too many times in a row. */
+  JoinRetriesExhausted: 500,
   /** The join target refused the join (the target's own code is in the message). */
   JoinFailed: 400,
   /** The joiner's transparent statement fails a structure check (fields, signatures, receipts, binding). */

@@ -213,3 +213,15 @@ assert(
   'the default budget admits at least as many header-less waiters as the count caps',
 );
 assert(forwardedRequestsPendingMax >= pipelinedRequestsPerSessionDefault, 'a backup can forward one whole pipeline');
+/**
+ * Verdicts kept on the committed snapshots a node serves (one per file version): far above
+ * files_cleanup.max_snapshots' default (10), so that a node serving its snapshots checks each once.
+ */
+export const servedSnapshotVerdictsMax = 256;
+
+/**
+ * A joiner that gets the same refusal this many times in a row (an invalid snapshot, the same
+ * failed download) stops and says why: repeating the same failure forever helps no operator.
+ */
+export const joinIdenticalFailuresMax = 10;
+assert(joinIdenticalFailuresMax >= 3, 'a joiner retries a failure that may be transient at least twice');

@@ -31,6 +31,8 @@ import { formatTxId } from '../base/ids.js';
 import { checkStartInputs, flowFor, joinFlow, recoverFlow, restartFlow, startConstitution, startFlow } from './flows/index.js';
 import { ADMISSION_CHECKS, admit } from './join/admission.js';
 import { pendingNodesMax } from './limits.js';
+import { ServedSnapshotVerdicts } from './snapshot-trust.js';
+import { verifySnapshotFile } from './snapshots.js';
 import type { JoinClient, JoinRequest, JoinResponse } from './join.js';
 import type { NodeLifecycleState } from './lifecycle.js';
 import type { BoundAddresses } from './persistence.js';
@@ -71,12 +73,19 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
   readonly parts: NodeComposition;
   /** The service record's bytes last read by appFrontendOpen, and whether they said Open. */
   private serviceRecordSeen: { raw: Uint8Array | undefined; open: boolean } = { raw: undefined, open: false };
+  /** Checks of the snapshots this node serves, against the service certificate of the moment. */
+  readonly #servedSnapshots: ServedSnapshotVerdicts;
 
   constructor(init: NodeInit) {
     this.init = init;
     this.logger = init.logger;
     this.clock = init.clock;
     this.parts = new NodeComposition(init);
+    this.#servedSnapshots = new ServedSnapshotVerdicts(
+      () => this.serviceCertificatePem,
+      (name, bytes, certificate) => void verifySnapshotFile(name, bytes, certificate),
+      init.logger,
+    );
   }
 
   // ---------------------------------------------------------------- identity (before the interfaces listen)
@@ -293,6 +302,10 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
    */
   requestSnapshot(): SnapshotRequestOutcome {
     return this.parts.snapshots.requestByOperator();
+  }
+
+  servedSnapshotVerdict(path: string, name: string, stamp: { sizeBytes: number; modifiedMs: number }, read: () => Promise<Uint8Array>): Promise<string | undefined> {
+    return this.#servedSnapshots.verdict(path, name, stamp, read);
   }
 
   recoveryEncryptedShare(memberId: string): { encrypted_share: string } {

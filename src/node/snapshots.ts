@@ -18,7 +18,7 @@ import type { Logger } from '../base/log.js';
 import type { Clock, TimerHandle } from '../base/clock.js';
 import type { NodeConfig } from '../config/index.js';
 import { sha256 } from '../crypto/index.js';
-import { BLOCK_LEAF_COUNT, buildReceipt, HistoryTree, verifyReceipt, type Receipt } from '../merkle/index.js';
+import { BLOCK_LEAF_COUNT, buildReceipt, HistoryTree, type Receipt } from '../merkle/index.js';
 import { jsonCodec, readSnapshotHeader, type LedgerEncryptor, type Store } from '../kv/index.js';
 import {
   type DecodedEntry,
@@ -36,6 +36,7 @@ import {
 } from '../ledger/index.js';
 import type { Configuration } from '../consensus/index.js';
 import { retryLater } from './errors.js';
+import { verifySnapshotReceipt } from './snapshot-trust.js';
 import { SINGLETON_KEY, Tables, signatureRecordOf, singletonValueIn, type SignatureRecord } from './tables.js';
 
 /** Written by a signature transaction that is a snapshot point: the value is its own seqno. */
@@ -77,6 +78,10 @@ export interface StartupSnapshot {
   readonly seqno: number;
   readonly evidenceSeqno: number;
   readonly parts: SnapshotFileParts;
+  /** The endorsements of its receipt that chain it to the certificate it was verified against (snapshot-trust.ts). */
+  readonly serviceEndorsements: readonly string[];
+  /** Where the node found it (set by findStartupSnapshot and adoptFetchedSnapshot). */
+  readonly path?: string;
 }
 
 interface Pending {
@@ -128,14 +133,15 @@ export function verifySnapshotFile(name: string, bytes: Uint8Array, serviceCerti
   if (meta.seqno !== parsedName.seqno || meta.tree.size !== parsedName.seqno) throw invalid('metadata is not at the seqno of the name');
   if (receipt === undefined) throw invalid('has no receipt (its evidence was never committed)');
   let verified;
+  let serviceEndorsements: readonly string[];
   try {
-    verified = verifyReceipt(receipt as Receipt, serviceCertificatePem);
+    ({ verified, serviceEndorsements } = verifySnapshotReceipt(receipt as Receipt, serviceCertificatePem));
   } catch (e) {
     throw invalid(errorMessage(e));
   }
   if (verified.seqno !== parsedName.evidenceSeqno) throw invalid(`receipt is for seqno ${verified.seqno}, not the evidence at ${parsedName.evidenceSeqno}`);
   if ((receipt as Receipt).leaf_components.claims_digest !== toHex(parts.digest)) throw invalid('the evidence records another digest than this file has');
-  return { name, seqno: parsedName.seqno, evidenceSeqno: parsedName.evidenceSeqno, parts };
+  return { name, seqno: parsedName.seqno, evidenceSeqno: parsedName.evidenceSeqno, parts, serviceEndorsements };
 }
 
 /** Rebuilds the Merkle tree a snapshot carries, checked against the signature in its store. */
@@ -497,7 +503,7 @@ export class SnapshotManager {
       try {
         const found = verifySnapshotFile(candidate.name, disk.readAll(path), serviceCertificatePem);
         this.#host.logger.info(`starting from snapshot ${path}`);
-        return found;
+        return { ...found, path };
       } catch (e) {
         this.#host.logger.fail(`invalid snapshot ${path}: ${errorMessage(e)}`);
         if (candidate.directory === directory && options.keepInvalid !== true) disk.remove(path);
@@ -525,6 +531,6 @@ export class SnapshotManager {
       disk.rename(tmp, path);
       disk.syncDirectory(this.#directory);
     }
-    return found;
+    return { ...found, path };
   }
 }

@@ -2,7 +2,8 @@
  * End to end: what a disaster recovery must bring back beyond one ledger secret, real processes.
  * A ledger rekeyed twice recovers every epoch's private records, from ledger.read_only_directories
  * only; the recovered service is recovered again (recovery_count 2, endorsements chained, both
- * epochs readable). A recovery starts from a snapshot when the chunks before it are gone, and a
+ * epochs readable), both times from a snapshot of the first service, which a joiner of the second
+ * recovery fetches and verifies with the newest certificate. A recovery starts from a snapshot when the chunks before it are gone, and a
  * tampered ledger is recovered up to the last good signature, with the place it stopped logged.
  */
 import { describe, test } from 'node:test';
@@ -12,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { verifySignatureReceipt } from '../../src/merkle/index.js';
 import { mustApply } from '../../src/testing/jwt.js';
-import { removeDir, startNode, type StartedNode } from '../../src/testing/node-process.js';
+import { joinOptionsOf, removeDir, startJoiningNode, startNode, type StartedNode } from '../../src/testing/node-process.js';
 import { until, waitCommitted } from '../../src/testing/network.js';
 import { openRecoveredService, prepareRecoveryMembers, startRecoverNode, type RecoveryMember } from '../../src/testing/recovery.js';
 
@@ -81,9 +82,11 @@ describe('disaster recovery across epochs', () => {
       // next signature, which one more committed write passes).
       await mustApply(old, [{ name: 'trigger_ledger_chunk', args: {} }]);
       await write(old, 999, 'ends the chunk');
-      const lastSeqno = Number(lastRecord.split('.')[1]);
+      // The recovery reads completed chunks only: the one that holds oldSignature must be complete
+      // (a chunk that ends at a snapshot after the last record may be, while the next one is not).
+      const lastSeqno = Math.max(Number(lastRecord.split('.')[1]), Number(oldSignature.split('.')[1]));
       const completedUpTo = () => Math.max(0, ...readdirSync(join(dir, 'ledger')).map((f) => Number(/^ledger_\d+-(\d+)\.committed$/.exec(f)?.[1] ?? 0)));
-      await until('the chunk of the last record is completed', async () => (completedUpTo() >= lastSeqno ? true : undefined));
+      await until('the chunk of the last record and of the signature is completed', async () => (completedUpTo() >= lastSeqno ? true : undefined));
       await old.kill();
 
       const first = await startRecoverNode({
@@ -95,6 +98,8 @@ describe('disaster recovery across epochs', () => {
         configPatch: { ...FAST, ledger: { directory: 'ledger', read_only_directories: ['old_ledger'], chunk_size: '4KB' } },
       });
       cleanup.push(first);
+      const recoveredFrom = Number(/recovering the service from seqno (\d+)/.exec(first.output())?.[1]);
+      assert.ok(recoveredFrom >= lastSeqno, `the copy holds the signature ${oldSignature} asked for below: recovered up to ${recoveredFrom}`);
       await openRecoveredService(first, old.serviceCertificatePem, members);
       await assertReadable(first, 0, 30);
       share = await sharesReissued(first, share);
@@ -107,13 +112,36 @@ describe('disaster recovery across epochs', () => {
         previousServiceCertificatePem: first.serviceCertificatePem,
         user: old.user,
         member: old.member,
-        prepare: (copy) => cpSync(join(first.dir, 'old_ledger'), join(copy, 'old_ledger'), { recursive: true }),
+        prepare: (copy) => {
+          cpSync(join(first.dir, 'old_ledger'), join(copy, 'old_ledger'), { recursive: true });
+          // Without the first recovered service's own snapshots, the second recovery starts from
+          // the first service's, which it endorses a second time.
+          for (const name of readdirSync(join(copy, 'snapshots'))) if (Number(name.split('_')[1]) > recoveredFrom) rmSync(join(copy, 'snapshots', name));
+        },
         configPatch: { ...FAST, ledger: { directory: 'ledger', read_only_directories: ['old_ledger'], chunk_size: '4KB' } },
       });
       cleanup.push(second);
+      // Both recoveries started from a snapshot of the first service: the second one from the copy
+      // the first recovered service endorsed, which a joiner of the second fetches and verifies
+      // with the newest certificate through its two endorsements.
+      for (const node of [first, second]) assert.match(node.output(), /starting from snapshot .*snapshot_\d+_\d+\.committed/);
+      assert.match(first.output(), /its receipt now carries the new service's endorsement of the previous identity \(1 endorsement/);
+      assert.match(second.output(), /its receipt now carries the new service's endorsement of the previous identity \(2 endorsement/);
+      const joiner = await startJoiningNode({ ...joinOptionsOf(second), configPatch: FAST, waitUntilJoined: false });
+      cleanup.push(joiner);
+      await until('the joiner of the recovering service', async () => {
+        const state = await joiner.client.request('GET', '/node/state', { timeoutMs: 2000 }).catch(() => undefined);
+        return state?.status === 200 && state.body.state === 'PartOfPublicNetwork' ? state.body : undefined;
+      }).catch((e: Error) => {
+        throw new Error(`${e.message}:\n${joiner.output().slice(-3000)}`);
+      });
+      assert.match(joiner.output(), /fetched snapshot snapshot_\d+_\d+\.committed/);
       await openRecoveredService(second, first.serviceCertificatePem, members);
       assert.equal((await second.client.request('GET', '/node/network')).body.recovery_count, 2);
       await assertReadable(second, 0, 40);
+      await until('the joiner reads the private records', async () => ((await joiner.client.request('GET', '/node/state')).body.state === 'PartOfNetwork' ? true : undefined));
+      assert.ok((await joiner.client.request('GET', '/node/state')).body.startup_seqno > 0, 'the joiner started from the snapshot');
+      await assertReadable(joiner, 0, 40);
       let lastAnswer = '';
       const receipt = await until('the receipt of a first-epoch signature', async () => {
         const answer = await second.client.request('GET', `/node/receipt?transaction_id=${oldSignature}`);

@@ -3,7 +3,8 @@
  * real processes. Every node is killed, one of them earlier than the others (its ledger is
  * behind); a recover node on each of two old ledgers reports its last_signed_seqno, the one with
  * the higher is kept and the other stopped; two new nodes join the kept one (PartOfPublicNetwork);
- * members open the recovery; after the first share the primary is killed, and the second share,
+ * members open the recovery; every recover node starts from the old service's newest snapshot, which
+ * the kept one endorses for the new identity and the joiners fetch; after the first share the primary is killed, and the second share,
  * submitted to the new primary, completes the collection (the first was kept in the store). Every
  * record is readable on the surviving nodes, and new writes commit.
  */
@@ -21,6 +22,8 @@ const FAST = {
   ledger_signatures: { delay: '20ms' },
   consensus: { election_timeout: '500ms', message_timeout: '50ms' },
   ledger: { chunk_size: '4KB' },
+  // The old service takes snapshots: the recover nodes start from one, the joiners fetch it.
+  snapshots: { tx_count: 25 },
 };
 
 async function write(node: StartedNode, id: number, msg: string): Promise<string> {
@@ -76,6 +79,11 @@ describe('disaster recovery of a three-node network', () => {
           return state?.body?.state === 'PartOfPublicNetwork' ? true : undefined;
         }, 60_000);
         joiners.push(joiner);
+      }
+      assert.match(ahead.output(), /its receipt now carries the new service's endorsement of the previous identity/);
+      for (const j of joiners) {
+        assert.match(j.output(), /fetched snapshot snapshot_\d+_\d+\.committed/);
+        assert.ok((await j.client.request('GET', '/node/state')).body.startup_seqno > 0, 'the joiner started from the endorsed snapshot');
       }
 
       const m0 = memberConnectionOf(ahead);

@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { HttpsClient } from '../../src/platform/https-client.js';
@@ -255,6 +255,34 @@ async function disaster(pids: readonly number[], sandbox: ReturnType<typeof spaw
   await waitForExit(sandbox);
 }
 
+/**
+ * Takes a snapshot of a running sandbox (POST /node/snapshot:create) and waits until every node
+ * holds it committed: the recovery then finds a snapshot of the old service in each node's copy.
+ */
+async function takeSnapshot(client: HttpsClient, network: NetworkJson): Promise<string> {
+  const answer = await client.request('POST', '/node/snapshot:create');
+  assert.equal(answer.status, 204, answer.text);
+  const committed = (dir: string) => (existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.committed')) : []);
+  return until('a committed snapshot on every node', async () => {
+    const names = network.nodes.map((n) => committed(n.snapshots_dir));
+    return names.every((list) => list.length > 0) ? names[0]![0]! : undefined;
+  }, 30_000);
+}
+
+/** The startup seqno every node of a recovered sandbox reports: above 0 when it started from a snapshot. */
+async function startupSeqnos(after: NetworkJson, ca: string): Promise<number[]> {
+  const seqnos: number[] = [];
+  for (const node of after.nodes) {
+    const c = new HttpsClient(node.rpc_address, ca);
+    try {
+      seqnos.push(Number((await c.request('GET', '/node/state')).body.startup_seqno));
+    } finally {
+      c.close();
+    }
+  }
+  return seqnos;
+}
+
 /** `covenant sandbox --recover-from oldDir` (into `<oldDir>-recovered`, its default), once it printed its instructions. */
 async function recoverSandbox(oldDir: string, recoveredDir: string, fragment: string): Promise<Awaited<ReturnType<typeof runSandboxUntil>>> {
   const recovered = await runSandboxUntil(['--recover-from', oldDir, '--node-config', fragment], join(recoveredDir, 'network.json'));
@@ -284,7 +312,7 @@ async function runSandboxUntil(args: string[], file: string): Promise<{ child: R
   return { child, output: () => output };
 }
 
-test('covenant sandbox --recover-from recovers a killed sandbox from its ledgers, printing each step of the procedure', async () => {
+test('covenant sandbox --recover-from recovers a killed sandbox from its ledgers and a committed snapshot, printing each step of the procedure', async () => {
   const ws = recoveryWorkspace();
   const { dir, fragment, oldDir } = ws;
   try {
@@ -302,6 +330,7 @@ test('covenant sandbox --recover-from recovers a killed sandbox from its ledgers
         txId = write.headers['x-covenant-transaction-id'] as string;
       }
       await until('commit', async () => ((await client.request('GET', `/app/tx?transaction_id=${txId}`)).body.status === 'Committed' ? true : undefined));
+      await takeSnapshot(client, network);
       // While the old nodes run, a recovery is refused and creates nothing.
       const refused = spawn(process.execPath, [CLI_ENTRY, 'sandbox', '--recover-from', oldDir, '--dir', join(dir, 'early')], { stdio: ['ignore', 'ignore', 'pipe'] });
       let stderr = '';
@@ -328,6 +357,8 @@ test('covenant sandbox --recover-from recovers a killed sandbox from its ledgers
     assert.equal(after.nodes.length, 2);
     const newCa = readFileSync(after.service_certificate, 'utf8');
     assert.notEqual(newCa, readFileSync(network.service_certificate, 'utf8'), 'the recovered service has a new identity');
+    const seqnos = await startupSeqnos(after, newCa);
+    assert.ok(seqnos.every((s) => s > 0), `every node started from the old service's snapshot: startup seqnos ${seqnos.join(', ')}`);
     const clients = after.nodes.map((n) => new HttpsClient(n.rpc_address, newCa));
     try {
       for (const c of clients) {
@@ -348,7 +379,7 @@ test('covenant sandbox --recover-from recovers a killed sandbox from its ledgers
   }
 });
 
-test('covenant sandbox --sealing, then --recover-from: the nodes recover the service by themselves, no member action', async () => {
+test('covenant sandbox --sealing, then --recover-from: the nodes recover the service by themselves from a ledger with a snapshot, no member action', async () => {
   const ws = recoveryWorkspace();
   const { fragment, oldDir } = ws;
   try {
@@ -363,6 +394,7 @@ test('covenant sandbox --sealing, then --recover-from: the nodes recover the ser
       const write = await client.request('POST', '/app/log/private', { body: { id: 1, msg: 'sealed' }, identity: user });
       const txId = write.headers['x-covenant-transaction-id'];
       await until('commit', async () => ((await client.request('GET', `/app/tx?transaction_id=${txId}`)).body.status === 'Committed' ? true : undefined));
+      await takeSnapshot(client, network);
     } finally {
       client.close();
     }
@@ -381,6 +413,8 @@ test('covenant sandbox --sealing, then --recover-from: the nodes recover the ser
     ws.pids = after.nodes.map((n) => n.pid);
     assert.ok(after.nodes.some((n) => n.restart_command.endsWith('node.joined.json')), 'the rejoined node restarts with its joiner configuration');
     const ca = readFileSync(after.service_certificate, 'utf8');
+    const seqnos = await startupSeqnos(after, ca);
+    assert.ok(seqnos.every((s) => s > 0), `every node started from the old service's snapshot: startup seqnos ${seqnos.join(', ')}`);
     for (const node of after.nodes) {
       const c = new HttpsClient(node.rpc_address, ca);
       try {

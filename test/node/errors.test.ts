@@ -16,6 +16,7 @@ const EXPECTED: Record<NodeErrorCode, number> = {
   InvalidNodeState: 500,
   StartupSnapshotMissing: 500,
   JoinTargetNotTrusted: 400,
+  JoinRetriesExhausted: 500,
   JoinFailed: 400,
   InvalidTransparentStatement: 403,
   JoinPolicyRefused: 403,

@@ -6,7 +6,7 @@
  * one first, then the read-only ones operators move committed files to). Names are matched
  * against the spec's exact shapes before any path is built, so no request can name another file.
  */
-import { readdir } from 'node:fs/promises';
+import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { CovenantError } from '../../base/errors.js';
@@ -35,6 +35,11 @@ export interface DownloadDeps {
   readonly digestCache?: FileDigestCache;
   /** Asks for a snapshot at the next signature (POST /node/snapshot:create, forwarded to the primary). */
   readonly requestSnapshot?: () => void;
+  /**
+   * Whether the committed snapshot at `path` may be served: undefined when it verifies against the
+   * service certificate, otherwise why not. Without it every committed snapshot is served.
+   */
+  readonly snapshotVerdict?: (path: string, name: string) => Promise<string | undefined>;
 }
 
 function notImplemented(what: string): never {
@@ -93,7 +98,12 @@ async function listNames(directories: readonly string[]): Promise<string[]> {
 /** The deps of a node: directories from its configuration, the primary from its view of the network. */
 export function downloadDepsOf(
   config: Pick<NodeConfig, 'ledger' | 'snapshots'>,
-  node: { isPrimary(): boolean; primaryAddress(interfaceName?: string): string | undefined; requestSnapshot?(): void },
+  node: {
+    isPrimary(): boolean;
+    primaryAddress(interfaceName?: string): string | undefined;
+    requestSnapshot?(): void;
+    servedSnapshotVerdict?(path: string, name: string, stamp: { sizeBytes: number; modifiedMs: number }, read: () => Promise<Uint8Array>): Promise<string | undefined>;
+  },
 ): DownloadDeps {
   const snapshotsReadOnly = config.snapshots.read_only_directory;
   return {
@@ -105,7 +115,47 @@ export function downloadDepsOf(
       return address === undefined ? undefined : `https://${address}`;
     },
     ...(node.requestSnapshot ? { requestSnapshot: () => node.requestSnapshot!() } : {}),
+    ...(node.servedSnapshotVerdict
+      ? {
+          snapshotVerdict: async (path: string, name: string) => {
+            const info = await stat(path);
+            return node.servedSnapshotVerdict!(path, name, { sizeBytes: info.size, modifiedMs: info.mtimeMs }, async () => new Uint8Array(await readFile(path)));
+          },
+        }
+      : {}),
   };
+}
+
+/** Where the committed snapshot `name` is (the writable directory first), or undefined. */
+async function snapshotPath(directories: readonly string[], name: string): Promise<string | undefined> {
+  for (const directory of directories) {
+    const path = join(directory, name);
+    try {
+      if ((await stat(path)).isFile()) return path;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The committed snapshots in `directories` newer than `since`, newest first, that verify (the
+ * corrupt ones are skipped, logged by the verdict).
+ */
+async function newestServableSnapshot(deps: DownloadDeps, since: number | undefined): Promise<CommittedSnapshot | undefined> {
+  const candidates: CommittedSnapshot[] = [];
+  for (const name of new Set(await listNames(deps.snapshotDirectories))) {
+    const snapshot = parseCommittedSnapshotName(name);
+    if (snapshot !== undefined && (since === undefined || snapshot.seqno > since)) candidates.push(snapshot);
+  }
+  candidates.sort((a, b) => b.seqno - a.seqno || b.evidenceSeqno - a.evidenceSeqno);
+  for (const candidate of candidates) {
+    if (deps.snapshotVerdict === undefined) return candidate;
+    const path = await snapshotPath(deps.snapshotDirectories, candidate.name);
+    if (path !== undefined && (await deps.snapshotVerdict(path, candidate.name)) === undefined) return candidate;
+  }
+  return undefined;
 }
 
 function redirect(location: string): RouteResponse {
@@ -186,18 +236,7 @@ export function downloadRoutes(deps: DownloadDeps): Route[] {
       responses: { 308: 'Redirect to the snapshot', 404: 'No matching snapshot' },
       handler: async (ctx: RequestContext<{ since?: number }>) => {
         const since = ctx.query.since;
-        let latest: CommittedSnapshot | undefined;
-        for (const name of await listNames(deps.snapshotDirectories)) {
-          const snapshot = parseCommittedSnapshotName(name);
-          if (snapshot === undefined || (since !== undefined && snapshot.seqno <= since)) continue;
-          if (
-            latest === undefined ||
-            snapshot.seqno > latest.seqno ||
-            (snapshot.seqno === latest.seqno && snapshot.evidenceSeqno > latest.evidenceSeqno)
-          ) {
-            latest = snapshot;
-          }
-        }
+        const latest = await newestServableSnapshot(deps, since);
         if (latest !== undefined) return redirect(`/node/snapshot/${latest.name}`);
         const what = since === undefined ? 'no committed snapshot' : `no committed snapshot is newer than seqno ${since}`;
         return redirectTo(ctx.interfaceName, '/node/snapshot', since === undefined ? '' : `?since=${since}`) ?? notFound('SnapshotNotFound', what);
@@ -208,11 +247,23 @@ export function downloadRoutes(deps: DownloadDeps): Route[] {
       path: '/node/snapshot/{snapshot_name}',
       summary: 'A committed snapshot (Range, ETag, If-None-Match, Want-Repr-Digest)',
       feature: 'SnapshotRead',
-      responses: { 200: 'The snapshot', 206: 'A range of the snapshot', 304: 'Not modified', 404: 'No such snapshot', 416: 'Range not satisfiable' },
+      responses: {
+        200: 'The snapshot',
+        206: 'A range of the snapshot',
+        304: 'Not modified',
+        404: 'No such snapshot',
+        416: 'Range not satisfiable',
+        500: 'SnapshotCorrupted: the file does not verify against the service certificate',
+      },
       handler: async (ctx) => {
         const name = ctx.params['snapshot_name'] ?? '';
         const missing = () => notFound('SnapshotNotFound', `no committed snapshot is named ${JSON.stringify(name)}`);
         if (parseCommittedSnapshotName(name) === undefined) return missing();
+        const path = deps.snapshotVerdict === undefined ? undefined : await snapshotPath(deps.snapshotDirectories, name);
+        if (path !== undefined) {
+          const why = await deps.snapshotVerdict!(path, name);
+          if (why !== undefined) throw new CovenantError('SnapshotCorrupted', `snapshot ${name} is not served: it does not verify against the service certificate (${why})`, 500);
+        }
         return (await serveNamed(ctx, deps.snapshotDirectories, name, SNAPSHOT_NAME_HEADER, cache)) ?? missing();
       },
     },

@@ -8,7 +8,7 @@ import { toBase64 } from '../../base/bytes.js';
 import { nodeError } from '../errors.js';
 import { errorMessage } from '../../base/errors.js';
 import type { NodeAddresses } from '../api.js';
-import { requestJoin, type JoinerHost } from '../join/joiner.js';
+import { requestJoin, type JoinerHost, type SnapshotFetchOutcome } from '../join/joiner.js';
 import type { JoinClient, JoinRequest, NetworkInfo } from '../join.js';
 import { FLOW_TRIGGERS } from '../lifecycle.js';
 import type { FlowContext } from './context.js';
@@ -80,6 +80,9 @@ export async function joinFlow(ctx: FlowContext, addresses: NodeAddresses, clien
   adoptNetworkInfo(ctx, trusted.response.network_info!);
   onEndorsed();
   if (ctx.startupSnapshot) replica.installSnapshot(ctx.startupSnapshot, true);
+  // Joining a recovering service from a snapshot: its ledger starts after the snapshot, so the
+  // private phase reads the old entries' private domain from the snapshot on.
+  ctx.recovery.startupSnapshot = ctx.startupSnapshot;
   ctx.createConsensus();
   ctx.persistState();
   const status = ctx.joinReportedServiceStatus;
@@ -106,27 +109,30 @@ function adoptNetworkInfo(ctx: FlowContext, info: NetworkInfo): void {
   ctx.init.writeTextFile(ctx.init.config.node_certificate_file, info.endorsed_certificate);
 }
 
-/** Downloads a snapshot newer than startup_seqno from `target` and verifies it; its seqno, or undefined on any failure. */
-async function fetchStartupSnapshot(ctx: FlowContext, client: JoinClient, target: string): Promise<number | undefined> {
+/** Downloads a snapshot newer than startup_seqno from `target` and verifies it: its seqno, or why it failed. */
+async function fetchStartupSnapshot(ctx: FlowContext, client: JoinClient, target: string): Promise<SnapshotFetchOutcome> {
   const { replica, logger } = ctx;
   let fetched: { name: string; bytes: Uint8Array } | undefined;
   try {
     fetched = await client.fetchSnapshot!(target, replica.startupSeqno);
   } catch (e) {
-    logger.info(`fetching a snapshot from ${target} failed: ${errorMessage(e)}`);
-    return undefined;
+    const failure = `fetching a snapshot from ${target} failed: ${errorMessage(e)}`;
+    logger.info(failure);
+    return { failure };
   }
   if (fetched === undefined) {
-    logger.info(`${target} has no committed snapshot newer than ${replica.startupSeqno}`);
-    return undefined;
+    const failure = `${target} has no committed snapshot newer than ${replica.startupSeqno}`;
+    logger.info(failure);
+    return { failure };
   }
   try {
     ctx.startupSnapshot = ctx.snapshots.adoptFetchedSnapshot(fetched.name, fetched.bytes, ctx.service.certificatePem);
   } catch (e) {
-    logger.fail(`snapshot ${fetched.name} fetched from ${target} is invalid: ${errorMessage(e)}`);
-    return undefined;
+    const failure = `snapshot ${fetched.name} fetched from ${target} is invalid: ${errorMessage(e)}`;
+    logger.fail(failure);
+    return { failure };
   }
   replica.startupSeqno = ctx.startupSnapshot.seqno;
   logger.info(`fetched snapshot ${fetched.name} from ${target}; joining from seqno ${replica.startupSeqno}`);
-  return replica.startupSeqno;
+  return { startupSeqno: replica.startupSeqno };
 }

@@ -21,6 +21,7 @@ import { phaseSummary, readPublicLedger, type PublicLedgerRead } from '../recove
 import { SINGLETON_KEY, Tables, type NodeInfo, type SealedRecoveryKeyRecord, type ServiceInfo } from '../tables.js';
 import type { FlowContext } from './context.js';
 import { sealedRecoveryKeyOf } from './genesis.js';
+import { endorseStartupSnapshot } from '../snapshot-trust.js';
 import { decideSealedRecovery, openSealedRecovery } from './recover-sealing.js';
 
 const json = jsonCodec<any>();
@@ -58,6 +59,9 @@ export async function recoverFlow(ctx: FlowContext, addresses: NodeAddresses): P
   await service.create(recover.initial_service_certificate_validity_days);
   identity.nodeCertificatePem = await service.endorse(identity.publicKeyPem, ctx.subjectAltNames(), config.node_certificate.initial_validity_days);
   const endorsement = await service.endorsePreviousIdentity(previous.certificate, recover.initial_service_certificate_validity_days);
+  if (ctx.startupSnapshot !== undefined) {
+    endorseStartupSnapshot({ disk: init.disk, logger, directory: config.snapshots.directory }, ctx.startupSnapshot, endorsement);
+  }
   ctx.installLedgerSecret(lastSeqno + 1, init.randomBytes(32));
   replica.serviceStartSeqno = lastSeqno + 1;
   ctx.genesisConfiguration = { seqno: 0, nodes: [identity.nodeId] };

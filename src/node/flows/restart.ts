@@ -45,6 +45,8 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
     ctx.startupSnapshot = snapshot;
     replica.startupSeqno = startupSeqno;
     replica.installSnapshot(snapshot, false);
+    // A node restarted during a recovery reads the private domain from the snapshot on.
+    ctx.recovery.startupSnapshot = snapshot;
     from = snapshot.seqno;
   }
   replica.replay(from);

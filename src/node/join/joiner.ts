@@ -3,11 +3,13 @@
  * request to the target until the node is trusted, following redirects, fetching a recent snapshot
  * when the target answers StartupSeqnoIsOld, and waiting (Pending) between polls. A target whose
  * TLS identity is not the service's, or a refusal, ends the join with the reason; anything
- * transient is retried every join.retry_timeout.
+ * transient is retried every join.retry_timeout, but the same snapshot failure only
+ * joinIdenticalFailuresMax times in a row.
  */
 import { CovenantError, errorMessage } from '../../base/errors.js';
 import type { Logger } from '../../base/log.js';
 import { nodeError } from '../errors.js';
+import { joinIdenticalFailuresMax } from '../limits.js';
 import { joinResponseServiceStatus, type JoinClient, type JoinRequest, type JoinResponse } from '../join.js';
 import type { ServiceStatus } from '../tables.js';
 
@@ -37,8 +39,34 @@ export interface JoinerHost {
   onPending(): void;
   /** The service status a join answer reported. */
   onServiceStatus(status: ServiceStatus): void;
-  /** Downloads and adopts a snapshot newer than the current startup seqno; the new startup seqno, or undefined on failure. */
-  fetchSnapshot(client: JoinClient, target: string): Promise<number | undefined>;
+  /** Downloads and adopts a snapshot newer than the current startup seqno: the new startup seqno, or why it failed. */
+  fetchSnapshot(client: JoinClient, target: string): Promise<SnapshotFetchOutcome>;
+}
+
+export type SnapshotFetchOutcome = { readonly startupSeqno: number } | { readonly failure: string };
+
+/**
+ * Counts the same snapshot failure in a row: a join that fails this way joinIdenticalFailuresMax
+ * times stops with the reason (an invalid snapshot stays invalid), where a changing failure
+ * (the target's primary changes, a new snapshot is taken) is retried.
+ */
+class RepeatedFailures {
+  #last: string | undefined;
+  #count = 0;
+
+  /** Records a failure; throws JoinRetriesExhausted once the same one came joinIdenticalFailuresMax times in a row. */
+  record(failure: string): void {
+    this.#count = failure === this.#last ? this.#count + 1 : 1;
+    this.#last = failure;
+    if (this.#count >= joinIdenticalFailuresMax) {
+      throw nodeError('JoinRetriesExhausted', `the join failed ${this.#count} times in a row the same way, giving up: ${failure}`);
+    }
+  }
+
+  reset(): void {
+    this.#last = undefined;
+    this.#count = 0;
+  }
 }
 
 type Answer = { status: number; body: unknown; location?: string; retryAfterMs?: number };
@@ -48,6 +76,7 @@ export async function requestJoin(host: JoinerHost, client: JoinClient, firstTar
   let request = firstRequest;
   let target = firstTarget;
   let pending = false;
+  const failures = new RepeatedFailures();
   for (let attempt = 1; !host.stopped(); attempt++) {
     const answer = await post(host, client, target, request);
     if (answer === undefined) continue;
@@ -57,7 +86,7 @@ export async function requestJoin(host: JoinerHost, client: JoinClient, firstTar
       continue;
     }
     if (answer.status !== 200) {
-      const startupSeqno = await handleRefusal(host, client, target, answer);
+      const startupSeqno = await handleRefusal(host, client, target, answer, failures);
       if (startupSeqno !== undefined) request = { ...request, startup_seqno: startupSeqno };
       continue;
     }
@@ -101,13 +130,18 @@ async function post(host: JoinerHost, client: JoinClient, target: string, reques
  * nodes, or this address asked too often: not a refusal) for join.retry_timeout or the answer's
  * Retry-After, whichever is longer; anything else ends the join with the target's reason.
  */
-async function handleRefusal(host: JoinerHost, client: JoinClient, target: string, answer: Answer): Promise<number | undefined> {
+async function handleRefusal(host: JoinerHost, client: JoinClient, target: string, answer: Answer, failures: RepeatedFailures): Promise<number | undefined> {
   const error = (answer.body as { error?: { code?: string; message?: string } } | undefined)?.error;
   if (error?.code === 'StartupSeqnoIsOld' && host.mayFetchSnapshot && client.fetchSnapshot) {
     // Spec "Join from a snapshot" 3: fetch a recent snapshot from the peer, then join again.
     const fetched = await host.fetchSnapshot(client, target);
-    if (fetched === undefined) await host.sleep(host.retryTimeoutMs);
-    return fetched;
+    if ('startupSeqno' in fetched) {
+      failures.reset();
+      return fetched.startupSeqno;
+    }
+    failures.record(fetched.failure);
+    await host.sleep(host.retryTimeoutMs);
+    return undefined;
   }
   if (answer.status === 503 || answer.status === 429) {
     const waitMs = Math.max(host.retryTimeoutMs, answer.retryAfterMs ?? 0);

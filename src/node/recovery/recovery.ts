@@ -118,9 +118,12 @@ export class Recovery {
   /** Wires the store's listeners (on the store and any store that replaces it). */
   watch(store: Store): void {
     store.onMapCommit(Tables.serviceInfo, () => this.onServiceRecord());
-    store.onMapCommit(Tables.recoveredLedgerSecrets, (_version, writes) => {
+    store.onMapCommit(Tables.recoveredLedgerSecrets, (version, writes) => {
       const raw = writes.get(SINGLETON_KEY);
       if (raw === undefined || raw === null) return;
+      // A record an earlier recovery wrote (a joiner of a second recovery replicates it with the
+      // old entries) is under that service's key: only this service's record starts the phase.
+      if (version < this.host.replica.serviceStartSeqno) return;
       const record = json.decode(raw) as RecoveredSecretsRecord;
       this.host.defer(() => this.startPrivatePhase(record));
     });
