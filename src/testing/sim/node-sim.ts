@@ -25,6 +25,7 @@ import { createSelfSignedCertificate, generateEcKeyPair, loadPublicKey, nodeIdFr
 import { jsonCodec } from '../../kv/index.js';
 import { EntryFlags, decodeEntry, hasFlag } from '../../ledger/index.js';
 import { CovenantNode, type NodeAddresses } from '../../node/node.js';
+import { listCommittedSnapshots } from '../../node/snapshots.js';
 import type { JoinClient } from '../../node/join.js';
 import { ManualClock } from '../manual-clock.js';
 import { MemoryDisk } from '../memory-disk.js';
@@ -68,7 +69,7 @@ function settle(): Promise<void> {
 }
 const json = jsonCodec<any>();
 
-interface SimHost {
+export interface SimHost {
   readonly name: string;
   readonly index: number;
   readonly disk: MemoryDisk;
@@ -86,7 +87,7 @@ interface SimHost {
   keys: KeyPair | undefined;
 }
 
-function writeFile(disk: MemoryDisk, path: string, text: string): void {
+export function writeFile(disk: MemoryDisk, path: string, text: string): void {
   disk.ensureDirectory(path.slice(0, path.lastIndexOf('/')) || '/');
   if (disk.exists(path)) disk.remove(path);
   const file = disk.createFile(path);
@@ -95,28 +96,30 @@ function writeFile(disk: MemoryDisk, path: string, text: string): void {
   file.close();
 }
 
-function configOf(index: number, type: 'Start' | 'Join', durability: 'Synced' | 'Replicated'): NodeConfig {
+/** The raw configuration of host `index` (what its configuration file would say). */
+export function rawConfigOf(index: number, type: 'Start' | 'Join', durability: 'Synced' | 'Replicated'): Record<string, any> {
   const dir = `/sim/n${index}`;
-  return defaultNodeConfig(
-    {
-      command: {
-        type,
-        service_certificate_file: `${dir}/service_cert.pem`,
-        ...(type === 'Start'
-          ? { start: { members: [{ certificate_file: `${dir}/member0_cert.pem` }] } }
-          : { join: { target_rpc_address: '127.0.0.1:443', retry_timeout: '100ms' } }),
-      },
-      node_certificate_file: `${dir}/node_cert.pem`,
-      rpc_interfaces: { primary: { bind_address: `127.0.0.${index + 1}:443` } },
-      node_to_node_interface: { bind_address: `127.0.0.${index + 1}:444` },
-      ledger: { directory: `${dir}/ledger`, chunk_size: '16KB', durability },
-      snapshots: { directory: `${dir}/snapshots`, tx_count: 1_000_000 },
-      consensus: { election_timeout: '300ms', message_timeout: '50ms' },
-      ledger_signatures: { tx_count: 20, delay: '30ms' },
-      logging: { level: 'fail' },
-    } as never,
-    '/sim',
-  );
+  return {
+    command: {
+      type,
+      service_certificate_file: `${dir}/service_cert.pem`,
+      ...(type === 'Start'
+        ? { start: { members: [{ certificate_file: `${dir}/member0_cert.pem` }] } }
+        : { join: { target_rpc_address: '127.0.0.1:443', retry_timeout: '100ms' } }),
+    },
+    node_certificate_file: `${dir}/node_cert.pem`,
+    rpc_interfaces: { primary: { bind_address: `127.0.0.${index + 1}:443` } },
+    node_to_node_interface: { bind_address: `127.0.0.${index + 1}:444` },
+    ledger: { directory: `${dir}/ledger`, chunk_size: '16KB', durability },
+    snapshots: { directory: `${dir}/snapshots`, tx_count: 1_000_000 },
+    consensus: { election_timeout: '300ms', message_timeout: '50ms' },
+    ledger_signatures: { tx_count: 20, delay: '30ms' },
+    logging: { level: 'fail' },
+  };
+}
+
+export function simConfig(raw: Record<string, any>): NodeConfig {
+  return defaultNodeConfig(raw as never, '/sim');
 }
 
 export class NodeSim {
@@ -125,9 +128,9 @@ export class NodeSim {
   readonly network: SimFrameNetwork;
   readonly hosts: SimHost[] = [];
   readonly trace: string[] = [];
-  private readonly primaryOfView = new Map<number, string>();
-  private readonly committed = new Map<number, string>();
-  private readonly failures: string[] = [];
+  protected readonly primaryOfView = new Map<number, string>();
+  protected readonly committed = new Map<number, string>();
+  protected readonly failures: string[] = [];
   step = 0;
   writes = 0;
   refusedWrites = 0;
@@ -146,7 +149,7 @@ export class NodeSim {
         name: `n${i}`,
         index: i,
         disk: new MemoryDisk(),
-        startConfig: configOf(i, i === 0 ? 'Start' : 'Join', options.durability ?? 'Synced'),
+        startConfig: this.configFor(i, i === 0 ? 'Start' : 'Join'),
         addresses: {
           rpc: [{ name: 'primary', bindAddress: rpc, publishedAddress: rpc, enabledOperatorFeatures: [] }],
           nodeToNode: { bindAddress: n2n, publishedAddress: n2n },
@@ -161,14 +164,21 @@ export class NodeSim {
     }
   }
 
+  /** The configuration host `index` starts with (a scenario adds its own sections). */
+  protected configFor(index: number, type: 'Start' | 'Join'): NodeConfig {
+    return simConfig(rawConfigOf(index, type, this.options.durability ?? 'Synced'));
+  }
+
   /** Starts the service on n0 and joins the others while it opens (asynchronous: certificates). */
   async setUp(): Promise<void> {
     const keys = this.hosts.map(() => generateEcKeyPair('P-384')).sort((a, b) => (nodeIdFromPublicKey(a.publicKey) < nodeIdFromPublicKey(b.publicKey) ? -1 : 1));
     this.hosts.forEach((h, i) => (h.keys = keys[i]));
-    const member = generateEcKeyPair('P-384');
-    const memberCert = await createSelfSignedCertificate({ keyPair: member, subjectCommonName: 'member0', validityDays: 1, isCa: false });
     const first = this.hosts[0]!;
-    writeFile(first.disk, '/sim/n0/member0_cert.pem', memberCert);
+    // A scenario may have written its own members.
+    if (!first.disk.exists('/sim/n0/member0_cert.pem')) {
+      const member = generateEcKeyPair('P-384');
+      writeFile(first.disk, '/sim/n0/member0_cert.pem', await createSelfSignedCertificate({ keyPair: member, subjectCommonName: 'member0', validityDays: 1, isCa: false }));
+    }
     await this.launch(first, first.startConfig);
     const serviceCert = utf8.decode(first.disk.readAll('/sim/n0/service_cert.pem'));
     for (const host of this.hosts.slice(1)) {
@@ -177,7 +187,7 @@ export class NodeSim {
     }
   }
 
-  private clockFor(host: SimHost): Clock {
+  protected clockFor(host: SimHost): Clock {
     const generation = host.generation;
     const shared = this.clock;
     const live = () => host.generation === generation;
@@ -189,7 +199,7 @@ export class NodeSim {
     };
   }
 
-  private randomBytes(rng: Prng): (n: number) => Uint8Array {
+  protected randomBytes(rng: Prng): (n: number) => Uint8Array {
     return (n) => {
       const out = new Uint8Array(n);
       for (let i = 0; i < n; i++) out[i] = rng.nextUint32() & 0xff;
@@ -197,7 +207,7 @@ export class NodeSim {
     };
   }
 
-  private createNode(host: SimHost, config: NodeConfig): CovenantNode {
+  protected createNode(host: SimHost, config: NodeConfig): CovenantNode {
     const disk = host.disk;
     return new CovenantNode({
       config,
@@ -214,7 +224,7 @@ export class NodeSim {
   }
 
   /** A join client that hands the request to the node at the target address, as the HTTP layer would. */
-  private joinClient(): JoinClient {
+  protected joinClient(): JoinClient {
     return {
       postJoin: async (target, request) => {
         const host = this.hosts.find((h) => h.addresses.rpc[0]!.publishedAddress === target);
@@ -228,11 +238,19 @@ export class NodeSim {
           throw e;
         }
       },
+      // GET /node/snapshot?since= on the target, then the snapshot it names: the newest committed one.
+      fetchSnapshot: async (target, since) => {
+        const host = this.hosts.find((h) => h.addresses.rpc[0]!.publishedAddress === target);
+        if (host?.node === undefined) throw Object.assign(new Error(`${target} is down`), { code: 'ECONNREFUSED' });
+        const directory = host.node.init.config.snapshots.directory;
+        const newest = listCommittedSnapshots(host.disk, [directory]).find((s) => s.seqno > since);
+        return newest === undefined ? undefined : { name: newest.name, bytes: host.disk.readAll(host.disk.join(directory, newest.name)) };
+      },
     };
   }
 
   /** Starts the node of `host` (a new process) for the first time: identity and certificates are made asynchronously. */
-  private async launch(host: SimHost, config: NodeConfig): Promise<void> {
+  protected async launch(host: SimHost, config: NodeConfig): Promise<void> {
     const node = this.createNode(host, config);
     host.node = node;
     await node.prepareIdentity();
@@ -240,7 +258,7 @@ export class NodeSim {
     await node.start(host.addresses, config.command.type === 'Join' ? this.joinClient() : undefined, () => undefined);
   }
 
-  private attach(host: SimHost, node: CovenantNode): void {
+  protected attach(host: SimHost, node: CovenantNode): void {
     host.nodeId = node.nodeId;
     host.channels = this.network.join(node.nodeId);
     node.attachChannels(host.channels);
@@ -279,7 +297,7 @@ export class NodeSim {
   }
 
   /** One client write through whichever live node is primary (each of several "primaries" may be asked). */
-  private write(): void {
+  protected write(): void {
     const primaries = this.hosts.filter((h) => h.node?.isPrimary());
     if (primaries.length === 0) return;
     const host = this.rng.pick(primaries);
@@ -297,7 +315,7 @@ export class NodeSim {
     }
   }
 
-  private injectFaults(): void {
+  protected injectFaults(): void {
     const rng = this.rng;
     const live = this.hosts.filter((h) => h.node !== undefined);
     const majority = Math.floor(this.hosts.length / 2) + 1;
@@ -365,11 +383,12 @@ export class NodeSim {
   }
 
   /** Every committed entry of `host` equals what every other node committed at that seqno, and commit lands on a signature. */
-  private checkCommitted(host: SimHost): void {
+  protected checkCommitted(host: SimHost): void {
     const replica = host.node!.parts.replica;
     const commit = replica.commitSeqno;
     if (commit <= host.checkedSeqno) return;
-    for (let seqno = host.checkedSeqno + 1; seqno <= commit; seqno++) {
+    // A node that started from a snapshot holds no entry before it.
+    for (let seqno = Math.max(host.checkedSeqno + 1, replica.ledger.firstSeqno); seqno <= commit; seqno++) {
       const digest = sha256Hex(replica.ledger.getEntry(seqno));
       const known = this.committed.get(seqno);
       if (known === undefined) this.committed.set(seqno, digest);
