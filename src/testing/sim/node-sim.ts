@@ -23,9 +23,8 @@ import { nullLogger } from '../../base/log.js';
 import { defaultNodeConfig, type NodeConfig } from '../../config/index.js';
 import { createSelfSignedCertificate, generateEcKeyPair, loadPublicKey, nodeIdFromPublicKey, publicKeyDer, sha256Hex, type KeyPair } from '../../crypto/index.js';
 import { jsonCodec } from '../../kv/index.js';
-import { EntryFlags, decodeEntry, hasFlag } from '../../ledger/index.js';
+import { EntryFlags, decodeEntry, hasFlag, parseSnapshotFileName } from '../../ledger/index.js';
 import { CovenantNode, type NodeAddresses } from '../../node/node.js';
-import { listCommittedSnapshots } from '../../node/snapshots.js';
 import type { JoinClient } from '../../node/join.js';
 import { ManualClock } from '../manual-clock.js';
 import { MemoryDisk } from '../memory-disk.js';
@@ -243,7 +242,12 @@ export class NodeSim {
         const host = this.hosts.find((h) => h.addresses.rpc[0]!.publishedAddress === target);
         if (host?.node === undefined) throw Object.assign(new Error(`${target} is down`), { code: 'ECONNREFUSED' });
         const directory = host.node.init.config.snapshots.directory;
-        const newest = listCommittedSnapshots(host.disk, [directory]).find((s) => s.seqno > since);
+        let newest: { name: string; seqno: number; evidenceSeqno: number } | undefined;
+        for (const name of host.disk.exists(directory) ? host.disk.listDirectory(directory) : []) {
+          const parsed = parseSnapshotFileName(name);
+          if (!parsed?.committed || parsed.seqno <= since) continue;
+          if (newest === undefined || parsed.seqno > newest.seqno || (parsed.seqno === newest.seqno && parsed.evidenceSeqno > newest.evidenceSeqno)) newest = { name, ...parsed };
+        }
         return newest === undefined ? undefined : { name: newest.name, bytes: host.disk.readAll(host.disk.join(directory, newest.name)) };
       },
     };
@@ -387,8 +391,10 @@ export class NodeSim {
     const replica = host.node!.parts.replica;
     const commit = replica.commitSeqno;
     if (commit <= host.checkedSeqno) return;
-    // A node that started from a snapshot holds no entry before it.
-    for (let seqno = Math.max(host.checkedSeqno + 1, replica.ledger.firstSeqno); seqno <= commit; seqno++) {
+    // A node that started from a snapshot without the ledger before it holds no entry up to it.
+    const first = replica.ledger.firstSeqno > 1 ? Math.max(replica.ledger.firstSeqno, replica.startupSeqno + 1) : 1;
+    if (commit < first) return;
+    for (let seqno = Math.max(host.checkedSeqno + 1, first); seqno <= commit; seqno++) {
       const digest = sha256Hex(replica.ledger.getEntry(seqno));
       const known = this.committed.get(seqno);
       if (known === undefined) this.committed.set(seqno, digest);
