@@ -31,7 +31,6 @@ import { jsonCodec } from '../../kv/index.js';
 import { serviceEndorsementsChainOf, verifyReceipt, type Receipt } from '../../merkle/index.js';
 import type { CovenantNode } from '../../node/node.js';
 import { decryptShare } from '../../recovery/index.js';
-import { MemoryDisk } from '../memory-disk.js';
 import { Violation } from './checker.js';
 import { NodeSim, rawConfigOf, simConfig, writeFile, type NodeSimOptions, type SimHost } from './node-sim.js';
 
@@ -70,8 +69,9 @@ const MEMBERS = 2;
 const RECOVERY_THRESHOLD = 2;
 /** Steps a phase (the service opening, the public or private ledger read, a join) may take. */
 const PHASE_STEPS_MAX = 3000;
-/** Turns of the event loop an asynchronous start-up flow may take while the clock stands still. */
-const SETTLE_TURNS_MAX = 100_000;
+/** Ledger chunks and snapshots small enough that a short run writes several of each. */
+const CHUNK_SIZE = '4KB';
+const SNAPSHOT_TX_COUNT = 25;
 /** Wall-clock budget of the members' JavaScript of one governance request in the simulator. */
 const GOV_SANDBOX_TIME_MS_MAX = 30_000;
 const json = jsonCodec<any>();
@@ -104,8 +104,8 @@ export class RecoverySim extends NodeSim {
   /** Snapshots every 25 transactions, 4 KB chunks, and members with recovery shares. */
   protected override configFor(index: number, type: 'Start' | 'Join'): ReturnType<NodeSim['configFor']> {
     const raw = rawConfigOf(index, type, this.options.durability ?? 'Synced');
-    raw.ledger.chunk_size = '4KB';
-    raw.snapshots.tx_count = 25;
+    raw.ledger.chunk_size = CHUNK_SIZE;
+    raw.snapshots.tx_count = SNAPSHOT_TX_COUNT;
     if (type === 'Start') {
       raw.command.start = {
         members: Array.from({ length: MEMBERS }, (_, i) => ({ certificate_file: `/sim/n${index}/member${i}_cert.pem`, encryption_public_key_file: `/sim/n${index}/member${i}_enc.pem` })),
@@ -270,26 +270,6 @@ export class RecoverySim extends NodeSim {
     return Array.from({ length: count }, () => generateEcKeyPair('P-384')).sort((a, b) => (nodeIdFromPublicKey(a.publicKey) < nodeIdFromPublicKey(b.publicKey) ? -1 : 1));
   }
 
-  private newHost(index: number, name: string, keys: KeyPair, raw: Record<string, any>): SimHost {
-    const address = `127.0.0.${index + 1}`;
-    return {
-      name,
-      index,
-      disk: new MemoryDisk(),
-      startConfig: simConfig(raw),
-      addresses: {
-        rpc: [{ name: 'primary', bindAddress: `${address}:443`, publishedAddress: `${address}:443`, enabledOperatorFeatures: [] }],
-        nodeToNode: { bindAddress: `${address}:444`, publishedAddress: `${address}:444` },
-      },
-      node: undefined,
-      channels: undefined,
-      generation: 0,
-      checkedSeqno: 0,
-      nodeId: '',
-      keys,
-    };
-  }
-
   /** A Recover node on a copy of `old`'s ledger and snapshot folders (the operator keeps the originals). */
   private recoverHost(old: SimHost, keys: KeyPair, oldService: string): SimHost {
     const dir = `/sim/n${old.index}`;
@@ -299,9 +279,9 @@ export class RecoverySim extends NodeSim {
       service_certificate_file: `${dir}/service_cert.pem`,
       recover: { previous_service_identity_file: `${dir}/previous_service_cert.pem`, initial_service_certificate_validity_days: 1 },
     };
-    raw.ledger.chunk_size = '4KB';
-    raw.snapshots.tx_count = 25;
-    const host = this.newHost(old.index, `r${old.index}`, keys, raw);
+    raw.ledger.chunk_size = CHUNK_SIZE;
+    raw.snapshots.tx_count = SNAPSHOT_TX_COUNT;
+    const host = this.hostFor(old.index, `r${old.index}`, simConfig(raw), keys);
     for (const folder of [old.startConfig.ledger.directory, old.startConfig.snapshots.directory]) {
       if (!old.disk.exists(folder)) continue;
       host.disk.ensureDirectory(folder);
@@ -325,26 +305,6 @@ export class RecoverySim extends NodeSim {
     await this.withoutTime(`${host.name} recovers the public ledger`, node.start(host.addresses, undefined, () => undefined));
   }
 
-  /**
-   * Settles `work` (a start-up flow: certificates are made asynchronously, the ledger read yields
-   * on timers of no delay) while the clock stands still and no frame moves, so that where the run
-   * goes on does not depend on how many turns the asynchronous work took.
-   */
-  private async withoutTime(what: string, work: Promise<unknown>): Promise<void> {
-    let done = false;
-    let failed: unknown;
-    work.then(
-      () => (done = true),
-      (e: unknown) => ((failed = e), (done = true)),
-    );
-    for (let turn = 0; !done; turn++) {
-      if (turn > SETTLE_TURNS_MAX) throw new Violation('liveness', `${what}: not settled without time passing`);
-      this.clock.advance(0);
-      await new Promise((resolve) => setImmediate(resolve));
-    }
-    if (failed !== undefined) throw new Violation('invariant', `${what}: ${String(failed)}`);
-  }
-
   /** A Recover node not kept stops (its process ends; its copy of the ledger stays the operator's). */
   private retire(host: SimHost): void {
     host.generation++;
@@ -364,17 +324,12 @@ export class RecoverySim extends NodeSim {
 
   /** Fresh nodes join the recovering service (from its snapshot when it started from one). */
   private async joinNewNodes(kept: SimHost, keys: KeyPair[]): Promise<void> {
-    const newService = utf8.decode(kept.disk.readAll(kept.startConfig.command.service_certificate_file));
     const indices = Array.from({ length: this.options.nodes }, (_, i) => i).filter((i) => i !== kept.index);
     for (const [k, index] of indices.entries()) {
       const raw = rawConfigOf(index, 'Join', this.options.durability ?? 'Synced');
-      raw.command.join.target_rpc_address = kept.addresses.rpc[0]!.publishedAddress;
-      raw.ledger.chunk_size = '4KB';
-      raw.snapshots.tx_count = 25;
-      const host = this.newHost(index, `j${index}`, keys[k]!, raw);
-      writeFile(host.disk, host.startConfig.command.service_certificate_file, newService);
-      this.hosts.push(host);
-      await this.withoutTime(`${host.name} joins`, this.launch(host, host.startConfig));
+      raw.ledger.chunk_size = CHUNK_SIZE;
+      raw.snapshots.tx_count = SNAPSHOT_TX_COUNT;
+      await this.addJoiner(index, kept, raw, { keys: keys[k]! });
     }
     this.hosts.sort((a, b) => a.index - b.index);
   }

@@ -61,6 +61,8 @@ export interface NodeSimReport {
 }
 
 const STEP_MS = 10;
+/** Turns of the event loop an asynchronous start-up flow may take while the clock stands still. */
+const SETTLE_TURNS_MAX = 100_000;
 
 /** Lets every pending promise callback run (a macrotask turn: the microtask queue is drained before it). */
 function settle(): Promise<void> {
@@ -141,26 +143,7 @@ export class NodeSim {
   constructor(readonly options: NodeSimOptions) {
     this.rng = new Prng(options.seed);
     this.network = new SimFrameNetwork(this.rng.split(), { lossProbability: 0.02, duplicateProbability: 0.02, minDelayTicks: 0, maxDelayTicks: 3 });
-    for (let i = 0; i < options.nodes; i++) {
-      const rpc = `127.0.0.${i + 1}:443`;
-      const n2n = `127.0.0.${i + 1}:444`;
-      this.hosts.push({
-        name: `n${i}`,
-        index: i,
-        disk: new MemoryDisk(),
-        startConfig: this.configFor(i, i === 0 ? 'Start' : 'Join'),
-        addresses: {
-          rpc: [{ name: 'primary', bindAddress: rpc, publishedAddress: rpc, enabledOperatorFeatures: [] }],
-          nodeToNode: { bindAddress: n2n, publishedAddress: n2n },
-        },
-        node: undefined,
-        channels: undefined,
-        generation: 0,
-        checkedSeqno: 0,
-        nodeId: '',
-        keys: undefined,
-      });
-    }
+    for (let i = 0; i < options.nodes; i++) this.hosts.push(this.hostFor(i, `n${i}`, this.configFor(i, i === 0 ? 'Start' : 'Join'), undefined));
   }
 
   /** The configuration host `index` starts with (a scenario adds its own sections). */
@@ -251,6 +234,62 @@ export class NodeSim {
         return newest === undefined ? undefined : { name: newest.name, bytes: host.disk.readAll(host.disk.join(directory, newest.name)) };
       },
     };
+  }
+
+  /** A host at `127.0.0.<index + 1>` on a fresh disk, with nothing started. */
+  hostFor(index: number, name: string, startConfig: NodeConfig, keys: KeyPair | undefined): SimHost {
+    const address = `127.0.0.${index + 1}`;
+    return {
+      name,
+      index,
+      disk: new MemoryDisk(),
+      startConfig,
+      addresses: {
+        rpc: [{ name: 'primary', bindAddress: `${address}:443`, publishedAddress: `${address}:443`, enabledOperatorFeatures: [] }],
+        nodeToNode: { bindAddress: `${address}:444`, publishedAddress: `${address}:444` },
+      },
+      node: undefined,
+      channels: undefined,
+      generation: 0,
+      checkedSeqno: 0,
+      nodeId: '',
+      keys,
+    };
+  }
+
+  /**
+   * A new node joins the service through `target` (from the target's newest committed snapshot
+   * when the target itself started from one), with `raw` as its configuration; `prepare` may put
+   * files on its disk first (a snapshot to start from). The join settles while the clock stands still.
+   */
+  async addJoiner(index: number, target: SimHost, raw: Record<string, any>, options: { keys?: KeyPair; prepare?: (host: SimHost) => void } = {}): Promise<SimHost> {
+    raw.command.join.target_rpc_address = target.addresses.rpc[0]!.publishedAddress;
+    const host = this.hostFor(index, `j${index}`, simConfig(raw), options.keys);
+    writeFile(host.disk, host.startConfig.command.service_certificate_file, utf8.decode(target.disk.readAll(target.startConfig.command.service_certificate_file)));
+    options.prepare?.(host);
+    this.hosts.push(host);
+    await this.withoutTime(`${host.name} joins`, this.launch(host, host.startConfig));
+    return host;
+  }
+
+  /**
+   * Settles `work` (a start-up flow: certificates are made asynchronously, a ledger read yields on
+   * timers of no delay) while the clock stands still and no frame moves, so that where the run
+   * goes on does not depend on how many turns the asynchronous work took.
+   */
+  async withoutTime(what: string, work: Promise<unknown>): Promise<void> {
+    let done = false;
+    let failed: unknown;
+    work.then(
+      () => (done = true),
+      (e: unknown) => ((failed = e), (done = true)),
+    );
+    for (let turn = 0; !done; turn++) {
+      if (turn > SETTLE_TURNS_MAX) throw new Violation('liveness', `${what}: not settled without time passing`);
+      this.clock.advance(0);
+      await settle();
+    }
+    if (failed !== undefined) throw new Violation('invariant', `${what}: ${String(failed)}`);
   }
 
   /** Starts the node of `host` (a new process) for the first time: identity and certificates are made asynchronously. */
