@@ -302,7 +302,7 @@ export class RecoverySim extends NodeSim {
     host.node = node;
     await node.prepareIdentity();
     this.attach(host, node);
-    await this.withoutTime(`${host.name} recovers the public ledger`, node.start(host.addresses, undefined, () => undefined));
+    await this.withoutTime(`${host.name} recovers the public ledger`, node.start(host.addresses, undefined, () => undefined), host);
   }
 
   /** A Recover node not kept stops (its process ends; its copy of the ledger stays the operator's). */

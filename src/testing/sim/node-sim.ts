@@ -19,7 +19,7 @@
  */
 import { isCovenantError, utf8 } from '../../base/index.js';
 import type { Clock } from '../../base/clock.js';
-import { nullLogger } from '../../base/log.js';
+import { nullLogger, type Logger } from '../../base/log.js';
 import { defaultNodeConfig, type NodeConfig } from '../../config/index.js';
 import { createSelfSignedCertificate, generateEcKeyPair, loadPublicKey, nodeIdFromPublicKey, publicKeyDer, sha256Hex, type KeyPair } from '../../crypto/index.js';
 import { jsonCodec } from '../../kv/index.js';
@@ -86,6 +86,15 @@ export interface SimHost {
   nodeId: string;
   /** The node's key: node ids sort in the order of the hosts (consensus orders peers by id). */
   keys: KeyPair | undefined;
+  /** The node's last fail or fatal log line (the log is otherwise discarded): a stuck phase says why. */
+  lastFailure?: string;
+}
+
+/** Discards the log but keeps the last fail or fatal line in `host.lastFailure`. */
+function failureRecorder(host: SimHost): Logger {
+  const keep = (msg: string) => void (host.lastFailure = msg);
+  const logger: Logger = { ...nullLogger, fail: keep, fatal: keep, child: () => logger, tag: () => logger };
+  return logger;
 }
 
 export function writeFile(disk: MemoryDisk, path: string, text: string): void {
@@ -194,7 +203,7 @@ export class NodeSim {
     return new CovenantNode({
       config,
       disk,
-      logger: nullLogger,
+      logger: failureRecorder(host),
       clock: this.clockFor(host),
       randomBytes: this.randomBytes(this.rng.split()),
       version: 'sim',
@@ -268,7 +277,7 @@ export class NodeSim {
     writeFile(host.disk, host.startConfig.command.service_certificate_file, utf8.decode(target.disk.readAll(target.startConfig.command.service_certificate_file)));
     options.prepare?.(host);
     this.hosts.push(host);
-    await this.withoutTime(`${host.name} joins`, this.launch(host, host.startConfig));
+    await this.withoutTime(`${host.name} joins`, this.launch(host, host.startConfig), host);
     return host;
   }
 
@@ -277,7 +286,7 @@ export class NodeSim {
    * timers of no delay) while the clock stands still and no frame moves, so that where the run
    * goes on does not depend on how many turns the asynchronous work took.
    */
-  async withoutTime(what: string, work: Promise<unknown>): Promise<void> {
+  async withoutTime(what: string, work: Promise<unknown>, host?: SimHost): Promise<void> {
     let done = false;
     let failed: unknown;
     work.then(
@@ -285,7 +294,9 @@ export class NodeSim {
       (e: unknown) => ((failed = e), (done = true)),
     );
     for (let turn = 0; !done; turn++) {
-      if (turn > SETTLE_TURNS_MAX) throw new Violation('liveness', `${what}: not settled without time passing`);
+      if (turn > SETTLE_TURNS_MAX) {
+        throw new Violation('liveness', `${what}: not settled without time passing${host?.lastFailure ? ` (its last failure: ${host.lastFailure})` : ''}`);
+      }
       this.clock.advance(0);
       await settle();
     }
