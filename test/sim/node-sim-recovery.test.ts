@@ -42,3 +42,12 @@ test('the receipt checker catches a corrupted receipt kept from the old service'
     (e: unknown) => e instanceof Violation && e.checker === 'receipts-verify',
   );
 });
+
+test('a recovery run is a function of its seed', async () => {
+  const options = { seed: 3, nodes: 3, steps: 200, stepsAfterRecovery: 200, livenessStepsMax: 2000 };
+  const a = await runRecoverySim(options);
+  const b = await runRecoverySim(options);
+  assert.ok(a.trace.some((line) => line.includes('recovered service open')));
+  assert.deepEqual(a.trace, b.trace);
+  assert.equal(a.committedSeqno, b.committedSeqno);
+});
