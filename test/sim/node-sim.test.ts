@@ -6,7 +6,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { NodeSim, runNodeSim } from '../../src/testing/sim/node-sim.js';
+import { NodeSim, rawConfigOf, runNodeSim, simConfig } from '../../src/testing/sim/node-sim.js';
+import { jsonCodec } from '../../src/kv/index.js';
 import { Violation } from '../../src/testing/sim/checker.js';
 
 // Seed 16 found a node that restarted before replication brought it the node table: it knew no
@@ -74,4 +75,51 @@ test('power cuts of every node: with Replicated (acknowledged from the page cach
     runNodeSim({ seed: 1, nodes: 3, steps: 1500, livenessStepsMax: 2000, durability: 'Replicated', powerCutProbability: 0.003 }),
     (e: unknown) => e instanceof Violation && e.checker === 'committed-never-lost',
   );
+});
+
+/** Three nodes that take a snapshot every 25 transactions. */
+class SnapshottingSim extends NodeSim {
+  protected override configFor(index: number, type: 'Start' | 'Join') {
+    const raw = rawConfigOf(index, type, 'Synced');
+    raw.snapshots.tx_count = 25;
+    return simConfig(raw);
+  }
+}
+
+test('a node that joined from a snapshot restarts twice in a row (its node state keeps where its ledger starts)', async () => {
+  const sim = new SnapshottingSim({ seed: 4, nodes: 3, steps: 0, livenessStepsMax: 0 });
+  try {
+    await sim.setUp();
+    for (let i = 0; i < 300; i++) await sim.advanceSettled(false);
+    const primary = sim.hosts.find((h) => h.node?.isPrimary())!;
+    const raw = rawConfigOf(3, 'Join', 'Synced');
+    raw.snapshots.tx_count = 25;
+    // The operator copies the primary's newest committed snapshot into the new node's snapshots folder.
+    const joiner = await sim.addJoiner(3, primary, raw, {
+      prepare: (host) => {
+        const from = primary.startConfig.snapshots.directory;
+        const to = host.startConfig.snapshots.directory;
+        const newest = primary.disk.listDirectory(from).filter((n) => n.endsWith('.committed')).sort((x, y) => Number(y.split('_')[1]) - Number(x.split('_')[1]))[0]!;
+        host.disk.ensureDirectory(to);
+        const copy = host.disk.createFile(host.disk.join(to, newest));
+        copy.append([primary.disk.readAll(primary.disk.join(from, newest))]);
+        copy.sync();
+        copy.close();
+      },
+    });
+    const startupSeqno = joiner.node!.parts.replica.startupSeqno;
+    assert.ok(startupSeqno > 0, 'the joiner started from a snapshot');
+    for (let i = 0; i < 50; i++) await sim.advanceSettled(false);
+    // Crashed, restarted, and crashed again before anything else rewrote its node state.
+    sim.crash(joiner);
+    sim.restart(joiner);
+    sim.crash(joiner);
+    sim.restart(joiner);
+    assert.equal(joiner.node!.parts.replica.startupSeqno, startupSeqno);
+    const target = primary.node!.executeWrite((tx) => tx.map('records', jsonCodec<any>()).put('after', 1)).txId!.seqno;
+    for (let i = 0; i < 300 && joiner.node!.parts.replica.commitSeqno < target; i++) await sim.advanceSettled(false);
+    assert.ok(joiner.node!.parts.replica.commitSeqno >= target, 'the twice-restarted joiner caught up');
+  } finally {
+    sim.stopAll();
+  }
 });

@@ -23,6 +23,9 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
   ctx.identity.nodeCertificatePem = state.node_certificate;
   ctx.genesisConfiguration = state.genesis_configuration;
   replica.serviceStartSeqno = state.service_start_seqno ?? 0;
+  // Before the state is persisted again below: a node that joined from a snapshot must still say so
+  // at its next restart (its ledger starts after that snapshot).
+  replica.startupSeqno = state.startup_seqno ?? 0;
   ctx.installLedgerSecrets(state.ledger_secrets);
   ctx.peers.setBootstrap(state.peers ?? []);
   ctx.driver.hardView = state.view;

@@ -34,6 +34,7 @@ export type CheckerName =
   | 'joint-majority'
   | 'linearizable-read'
   | 'liveness'
+  | 'receipts-verify'
   | 'invariant';
 
 export class Violation extends Error {

@@ -2,38 +2,56 @@
  * The production node under the simulator, from the command line:
  *
  *   npm run sim:node -- [--seed N] [--runs K] [--nodes N] [--steps M]
+ *   npm run sim:node -- --recovery [--seed N] [--runs K] [--nodes N] [--steps M] [--bug drop-old-entry|corrupt-receipt]
  *
- * Runs K seeded simulations of N production nodes (seeds N, N+1, ...; see node-sim.ts). A failing
- * run prints its seed, the broken property and the end of its trace, and the exit code is 1.
+ * Runs K seeded simulations of N production nodes (seeds N, N+1, ...; see node-sim.ts). With
+ * --recovery each run is a disaster recovery (node-sim-recovery.ts): M steps of the old service,
+ * the loss of every node, the recovery, M steps of the new service; --bug plants a defect its
+ * checkers must catch. A failing run prints its seed, the broken property and the end of its
+ * trace, and the exit code is 1.
  */
 import { randomInt } from 'node:crypto';
 import { Violation } from './checker.js';
+import { SimArgs } from './cli-args.js';
 import { runNodeSim } from './node-sim.js';
+import { RECOVERY_BUGS, runRecoverySim, type RecoveryBug } from './node-sim-recovery.js';
+
+const args = new SimArgs(
+  'usage: sim:node [--seed N] [--runs K] [--nodes N] [--steps M]\n       sim:node --recovery [--seed N] [--runs K] [--nodes N] [--steps M] [--bug drop-old-entry|corrupt-receipt]\n',
+);
+const KNOWN = new Set(['--seed', '--runs', '--nodes', '--steps', '--bug', '--recovery']);
+for (const arg of process.argv.slice(2)) if (arg.startsWith('--') && !KNOWN.has(arg)) args.usage(`unknown option ${arg}`);
 
 function option(name: string, fallback: number, min: number): number {
   const index = process.argv.indexOf(name);
-  if (index === -1) return fallback;
-  const text = process.argv[index + 1];
-  if (text === undefined || !/^\d+$/.test(text) || Number(text) < min) {
-    process.stderr.write(`${name} needs an integer of at least ${min}\nusage: sim:node [--seed N] [--runs K] [--nodes N] [--steps M]\n`);
-    process.exit(2);
-  }
-  return Number(text);
+  return index === -1 ? fallback : args.integer(process.argv[index + 1], name, min);
 }
 
+const recovery = process.argv.includes('--recovery');
+const bugIndex = process.argv.indexOf('--bug');
+const bug: RecoveryBug | undefined = bugIndex === -1 ? undefined : args.list(process.argv[bugIndex + 1], RECOVERY_BUGS, '--bug')[0];
+if (bug !== undefined && !recovery) args.usage('--bug goes with --recovery');
 const seed = option('--seed', randomInt(1, 2 ** 31), 0);
 const runs = option('--runs', 1, 1);
 const nodes = option('--nodes', 3, 1);
-const steps = option('--steps', 2000, 1);
+const steps = option('--steps', recovery ? 400 : 2000, 1);
+
+async function run(runSeed: number): Promise<unknown> {
+  if (!recovery) return runNodeSim({ seed: runSeed, nodes, steps, livenessStepsMax: 2000 });
+  return runRecoverySim({ seed: runSeed, nodes, steps, stepsAfterRecovery: steps, livenessStepsMax: 2000, ...(bug ? { bug } : {}) });
+}
+
 for (let i = 0; i < runs; i++) {
   const started = Date.now();
   try {
-    const report = await runNodeSim({ seed: seed + i, nodes, steps, livenessStepsMax: 2000 });
-    const { trace: _trace, ...figures } = report;
+    const { trace: _trace, ...figures } = (await run(seed + i)) as { trace: unknown };
     console.log(`seed ${seed + i}: ok in ${Date.now() - started} ms ${JSON.stringify(figures)}`);
   } catch (e) {
     if (!(e instanceof Violation)) throw e;
-    console.log(`seed ${seed + i}: VIOLATION ${e.message}\nreplay: npm run sim:node -- --seed ${seed + i} --nodes ${nodes} --steps ${steps}`);
+    const replay = `npm run sim:node -- ${recovery ? '--recovery ' : ''}--seed ${seed + i} --nodes ${nodes} --steps ${steps}${bug ? ` --bug ${bug}` : ''}`;
+    console.log(`seed ${seed + i}: VIOLATION ${e.message}\nreplay: ${replay}`);
     process.exit(1);
   }
 }
+// The governance sandbox's worker thread would keep the process alive.
+process.exit(0);

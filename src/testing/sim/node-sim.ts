@@ -19,11 +19,11 @@
  */
 import { isCovenantError, utf8 } from '../../base/index.js';
 import type { Clock } from '../../base/clock.js';
-import { nullLogger } from '../../base/log.js';
+import { nullLogger, type Logger } from '../../base/log.js';
 import { defaultNodeConfig, type NodeConfig } from '../../config/index.js';
 import { createSelfSignedCertificate, generateEcKeyPair, loadPublicKey, nodeIdFromPublicKey, publicKeyDer, sha256Hex, type KeyPair } from '../../crypto/index.js';
 import { jsonCodec } from '../../kv/index.js';
-import { EntryFlags, decodeEntry, hasFlag } from '../../ledger/index.js';
+import { EntryFlags, decodeEntry, hasFlag, parseSnapshotFileName } from '../../ledger/index.js';
 import { CovenantNode, type NodeAddresses } from '../../node/node.js';
 import type { JoinClient } from '../../node/join.js';
 import { ManualClock } from '../manual-clock.js';
@@ -61,6 +61,8 @@ export interface NodeSimReport {
 }
 
 const STEP_MS = 10;
+/** Turns of the event loop an asynchronous start-up flow may take while the clock stands still. */
+const SETTLE_TURNS_MAX = 100_000;
 
 /** Lets every pending promise callback run (a macrotask turn: the microtask queue is drained before it). */
 function settle(): Promise<void> {
@@ -68,7 +70,7 @@ function settle(): Promise<void> {
 }
 const json = jsonCodec<any>();
 
-interface SimHost {
+export interface SimHost {
   readonly name: string;
   readonly index: number;
   readonly disk: MemoryDisk;
@@ -84,9 +86,18 @@ interface SimHost {
   nodeId: string;
   /** The node's key: node ids sort in the order of the hosts (consensus orders peers by id). */
   keys: KeyPair | undefined;
+  /** The node's last fail or fatal log line (the log is otherwise discarded): a stuck phase says why. */
+  lastFailure?: string;
 }
 
-function writeFile(disk: MemoryDisk, path: string, text: string): void {
+/** Discards the log but keeps the last fail or fatal line in `host.lastFailure`. */
+function failureRecorder(host: SimHost): Logger {
+  const keep = (msg: string) => void (host.lastFailure = msg);
+  const logger: Logger = { ...nullLogger, fail: keep, fatal: keep, child: () => logger, tag: () => logger };
+  return logger;
+}
+
+export function writeFile(disk: MemoryDisk, path: string, text: string): void {
   disk.ensureDirectory(path.slice(0, path.lastIndexOf('/')) || '/');
   if (disk.exists(path)) disk.remove(path);
   const file = disk.createFile(path);
@@ -95,28 +106,30 @@ function writeFile(disk: MemoryDisk, path: string, text: string): void {
   file.close();
 }
 
-function configOf(index: number, type: 'Start' | 'Join', durability: 'Synced' | 'Replicated'): NodeConfig {
+/** The raw configuration of host `index` (what its configuration file would say). */
+export function rawConfigOf(index: number, type: 'Start' | 'Join', durability: 'Synced' | 'Replicated'): Record<string, any> {
   const dir = `/sim/n${index}`;
-  return defaultNodeConfig(
-    {
-      command: {
-        type,
-        service_certificate_file: `${dir}/service_cert.pem`,
-        ...(type === 'Start'
-          ? { start: { members: [{ certificate_file: `${dir}/member0_cert.pem` }] } }
-          : { join: { target_rpc_address: '127.0.0.1:443', retry_timeout: '100ms' } }),
-      },
-      node_certificate_file: `${dir}/node_cert.pem`,
-      rpc_interfaces: { primary: { bind_address: `127.0.0.${index + 1}:443` } },
-      node_to_node_interface: { bind_address: `127.0.0.${index + 1}:444` },
-      ledger: { directory: `${dir}/ledger`, chunk_size: '16KB', durability },
-      snapshots: { directory: `${dir}/snapshots`, tx_count: 1_000_000 },
-      consensus: { election_timeout: '300ms', message_timeout: '50ms' },
-      ledger_signatures: { tx_count: 20, delay: '30ms' },
-      logging: { level: 'fail' },
-    } as never,
-    '/sim',
-  );
+  return {
+    command: {
+      type,
+      service_certificate_file: `${dir}/service_cert.pem`,
+      ...(type === 'Start'
+        ? { start: { members: [{ certificate_file: `${dir}/member0_cert.pem` }] } }
+        : { join: { target_rpc_address: '127.0.0.1:443', retry_timeout: '100ms' } }),
+    },
+    node_certificate_file: `${dir}/node_cert.pem`,
+    rpc_interfaces: { primary: { bind_address: `127.0.0.${index + 1}:443` } },
+    node_to_node_interface: { bind_address: `127.0.0.${index + 1}:444` },
+    ledger: { directory: `${dir}/ledger`, chunk_size: '16KB', durability },
+    snapshots: { directory: `${dir}/snapshots`, tx_count: 1_000_000 },
+    consensus: { election_timeout: '300ms', message_timeout: '50ms' },
+    ledger_signatures: { tx_count: 20, delay: '30ms' },
+    logging: { level: 'fail' },
+  };
+}
+
+export function simConfig(raw: Record<string, any>): NodeConfig {
+  return defaultNodeConfig(raw as never, '/sim');
 }
 
 export class NodeSim {
@@ -125,9 +138,9 @@ export class NodeSim {
   readonly network: SimFrameNetwork;
   readonly hosts: SimHost[] = [];
   readonly trace: string[] = [];
-  private readonly primaryOfView = new Map<number, string>();
-  private readonly committed = new Map<number, string>();
-  private readonly failures: string[] = [];
+  protected readonly primaryOfView = new Map<number, string>();
+  protected readonly committed = new Map<number, string>();
+  protected readonly failures: string[] = [];
   step = 0;
   writes = 0;
   refusedWrites = 0;
@@ -139,36 +152,24 @@ export class NodeSim {
   constructor(readonly options: NodeSimOptions) {
     this.rng = new Prng(options.seed);
     this.network = new SimFrameNetwork(this.rng.split(), { lossProbability: 0.02, duplicateProbability: 0.02, minDelayTicks: 0, maxDelayTicks: 3 });
-    for (let i = 0; i < options.nodes; i++) {
-      const rpc = `127.0.0.${i + 1}:443`;
-      const n2n = `127.0.0.${i + 1}:444`;
-      this.hosts.push({
-        name: `n${i}`,
-        index: i,
-        disk: new MemoryDisk(),
-        startConfig: configOf(i, i === 0 ? 'Start' : 'Join', options.durability ?? 'Synced'),
-        addresses: {
-          rpc: [{ name: 'primary', bindAddress: rpc, publishedAddress: rpc, enabledOperatorFeatures: [] }],
-          nodeToNode: { bindAddress: n2n, publishedAddress: n2n },
-        },
-        node: undefined,
-        channels: undefined,
-        generation: 0,
-        checkedSeqno: 0,
-        nodeId: '',
-        keys: undefined,
-      });
-    }
+    for (let i = 0; i < options.nodes; i++) this.hosts.push(this.hostFor(i, `n${i}`, this.configFor(i, i === 0 ? 'Start' : 'Join'), undefined));
+  }
+
+  /** The configuration host `index` starts with (a scenario adds its own sections). */
+  protected configFor(index: number, type: 'Start' | 'Join'): NodeConfig {
+    return simConfig(rawConfigOf(index, type, this.options.durability ?? 'Synced'));
   }
 
   /** Starts the service on n0 and joins the others while it opens (asynchronous: certificates). */
   async setUp(): Promise<void> {
     const keys = this.hosts.map(() => generateEcKeyPair('P-384')).sort((a, b) => (nodeIdFromPublicKey(a.publicKey) < nodeIdFromPublicKey(b.publicKey) ? -1 : 1));
     this.hosts.forEach((h, i) => (h.keys = keys[i]));
-    const member = generateEcKeyPair('P-384');
-    const memberCert = await createSelfSignedCertificate({ keyPair: member, subjectCommonName: 'member0', validityDays: 1, isCa: false });
     const first = this.hosts[0]!;
-    writeFile(first.disk, '/sim/n0/member0_cert.pem', memberCert);
+    // A scenario may have written its own members.
+    if (!first.disk.exists('/sim/n0/member0_cert.pem')) {
+      const member = generateEcKeyPair('P-384');
+      writeFile(first.disk, '/sim/n0/member0_cert.pem', await createSelfSignedCertificate({ keyPair: member, subjectCommonName: 'member0', validityDays: 1, isCa: false }));
+    }
     await this.launch(first, first.startConfig);
     const serviceCert = utf8.decode(first.disk.readAll('/sim/n0/service_cert.pem'));
     for (const host of this.hosts.slice(1)) {
@@ -177,7 +178,7 @@ export class NodeSim {
     }
   }
 
-  private clockFor(host: SimHost): Clock {
+  protected clockFor(host: SimHost): Clock {
     const generation = host.generation;
     const shared = this.clock;
     const live = () => host.generation === generation;
@@ -189,7 +190,7 @@ export class NodeSim {
     };
   }
 
-  private randomBytes(rng: Prng): (n: number) => Uint8Array {
+  protected randomBytes(rng: Prng): (n: number) => Uint8Array {
     return (n) => {
       const out = new Uint8Array(n);
       for (let i = 0; i < n; i++) out[i] = rng.nextUint32() & 0xff;
@@ -197,12 +198,12 @@ export class NodeSim {
     };
   }
 
-  private createNode(host: SimHost, config: NodeConfig): CovenantNode {
+  protected createNode(host: SimHost, config: NodeConfig): CovenantNode {
     const disk = host.disk;
     return new CovenantNode({
       config,
       disk,
-      logger: nullLogger,
+      logger: failureRecorder(host),
       clock: this.clockFor(host),
       randomBytes: this.randomBytes(this.rng.split()),
       version: 'sim',
@@ -214,7 +215,7 @@ export class NodeSim {
   }
 
   /** A join client that hands the request to the node at the target address, as the HTTP layer would. */
-  private joinClient(): JoinClient {
+  protected joinClient(): JoinClient {
     return {
       postJoin: async (target, request) => {
         const host = this.hosts.find((h) => h.addresses.rpc[0]!.publishedAddress === target);
@@ -228,11 +229,82 @@ export class NodeSim {
           throw e;
         }
       },
+      // GET /node/snapshot?since= on the target, then the snapshot it names: the newest committed one.
+      fetchSnapshot: async (target, since) => {
+        const host = this.hosts.find((h) => h.addresses.rpc[0]!.publishedAddress === target);
+        if (host?.node === undefined) throw Object.assign(new Error(`${target} is down`), { code: 'ECONNREFUSED' });
+        const directory = host.node.init.config.snapshots.directory;
+        let newest: { name: string; seqno: number; evidenceSeqno: number } | undefined;
+        for (const name of host.disk.exists(directory) ? host.disk.listDirectory(directory) : []) {
+          const parsed = parseSnapshotFileName(name);
+          if (!parsed?.committed || parsed.seqno <= since) continue;
+          if (newest === undefined || parsed.seqno > newest.seqno || (parsed.seqno === newest.seqno && parsed.evidenceSeqno > newest.evidenceSeqno)) newest = { name, ...parsed };
+        }
+        return newest === undefined ? undefined : { name: newest.name, bytes: host.disk.readAll(host.disk.join(directory, newest.name)) };
+      },
     };
   }
 
+  /** A host at `127.0.0.<index + 1>` on a fresh disk, with nothing started. */
+  hostFor(index: number, name: string, startConfig: NodeConfig, keys: KeyPair | undefined): SimHost {
+    const address = `127.0.0.${index + 1}`;
+    return {
+      name,
+      index,
+      disk: new MemoryDisk(),
+      startConfig,
+      addresses: {
+        rpc: [{ name: 'primary', bindAddress: `${address}:443`, publishedAddress: `${address}:443`, enabledOperatorFeatures: [] }],
+        nodeToNode: { bindAddress: `${address}:444`, publishedAddress: `${address}:444` },
+      },
+      node: undefined,
+      channels: undefined,
+      generation: 0,
+      checkedSeqno: 0,
+      nodeId: '',
+      keys,
+    };
+  }
+
+  /**
+   * A new node joins the service through `target` (from the target's newest committed snapshot
+   * when the target itself started from one), with `raw` as its configuration; `prepare` may put
+   * files on its disk first (a snapshot to start from). The join settles while the clock stands still.
+   */
+  async addJoiner(index: number, target: SimHost, raw: Record<string, any>, options: { keys?: KeyPair; prepare?: (host: SimHost) => void } = {}): Promise<SimHost> {
+    raw.command.join.target_rpc_address = target.addresses.rpc[0]!.publishedAddress;
+    const host = this.hostFor(index, `j${index}`, simConfig(raw), options.keys);
+    writeFile(host.disk, host.startConfig.command.service_certificate_file, utf8.decode(target.disk.readAll(target.startConfig.command.service_certificate_file)));
+    options.prepare?.(host);
+    this.hosts.push(host);
+    await this.withoutTime(`${host.name} joins`, this.launch(host, host.startConfig), host);
+    return host;
+  }
+
+  /**
+   * Settles `work` (a start-up flow: certificates are made asynchronously, a ledger read yields on
+   * timers of no delay) while the clock stands still and no frame moves, so that where the run
+   * goes on does not depend on how many turns the asynchronous work took.
+   */
+  async withoutTime(what: string, work: Promise<unknown>, host?: SimHost): Promise<void> {
+    let done = false;
+    let failed: unknown;
+    work.then(
+      () => (done = true),
+      (e: unknown) => ((failed = e), (done = true)),
+    );
+    for (let turn = 0; !done; turn++) {
+      if (turn > SETTLE_TURNS_MAX) {
+        throw new Violation('liveness', `${what}: not settled without time passing${host?.lastFailure ? ` (its last failure: ${host.lastFailure})` : ''}`);
+      }
+      this.clock.advance(0);
+      await settle();
+    }
+    if (failed !== undefined) throw new Violation('invariant', `${what}: ${String(failed)}`);
+  }
+
   /** Starts the node of `host` (a new process) for the first time: identity and certificates are made asynchronously. */
-  private async launch(host: SimHost, config: NodeConfig): Promise<void> {
+  protected async launch(host: SimHost, config: NodeConfig): Promise<void> {
     const node = this.createNode(host, config);
     host.node = node;
     await node.prepareIdentity();
@@ -240,7 +312,7 @@ export class NodeSim {
     await node.start(host.addresses, config.command.type === 'Join' ? this.joinClient() : undefined, () => undefined);
   }
 
-  private attach(host: SimHost, node: CovenantNode): void {
+  protected attach(host: SimHost, node: CovenantNode): void {
     host.nodeId = node.nodeId;
     host.channels = this.network.join(node.nodeId);
     node.attachChannels(host.channels);
@@ -279,7 +351,7 @@ export class NodeSim {
   }
 
   /** One client write through whichever live node is primary (each of several "primaries" may be asked). */
-  private write(): void {
+  protected write(): void {
     const primaries = this.hosts.filter((h) => h.node?.isPrimary());
     if (primaries.length === 0) return;
     const host = this.rng.pick(primaries);
@@ -297,7 +369,7 @@ export class NodeSim {
     }
   }
 
-  private injectFaults(): void {
+  protected injectFaults(): void {
     const rng = this.rng;
     const live = this.hosts.filter((h) => h.node !== undefined);
     const majority = Math.floor(this.hosts.length / 2) + 1;
@@ -365,11 +437,14 @@ export class NodeSim {
   }
 
   /** Every committed entry of `host` equals what every other node committed at that seqno, and commit lands on a signature. */
-  private checkCommitted(host: SimHost): void {
+  protected checkCommitted(host: SimHost): void {
     const replica = host.node!.parts.replica;
     const commit = replica.commitSeqno;
     if (commit <= host.checkedSeqno) return;
-    for (let seqno = host.checkedSeqno + 1; seqno <= commit; seqno++) {
+    // A node that started from a snapshot without the ledger before it holds no entry up to it.
+    const first = replica.ledger.firstSeqno > 1 ? Math.max(replica.ledger.firstSeqno, replica.startupSeqno + 1) : 1;
+    if (commit < first) return;
+    for (let seqno = Math.max(host.checkedSeqno + 1, first); seqno <= commit; seqno++) {
       const digest = sha256Hex(replica.ledger.getEntry(seqno));
       const known = this.committed.get(seqno);
       if (known === undefined) this.committed.set(seqno, digest);
