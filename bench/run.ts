@@ -32,7 +32,8 @@
  *
  * It ends with one node under token-authenticated writes against certificate-authenticated ones
  * (bench/jwt-auth.ts), briefly, reads of a three-node network in the default mode against
- * linearizable ones (bench/linearizable-reads.ts), and, when ab is installed, three nodes with
+ * linearizable ones (bench/linearizable-reads.ts), the built-in message log against the same log
+ * as a JavaScript bundle (bench/js-app.ts), and, when ab is installed, three nodes with
  * ledger.durability Replicated against Synced and default writes against committed ones
  * (x-covenant-consistency: committed), alternating A B B A (writeModes; only that with
  * --write-modes).
@@ -45,6 +46,10 @@
  *
  * With --recovery it instead measures how fast a Recover node replays a ledger of N transactions
  * (bench/recovery.ts; `npm run bench -- --recovery [--transactions 1000000]`).
+ *
+ * With --smallbank it instead drives examples/smallbank on three nodes with the SmallBank mix, in
+ * default and committed modes (bench/smallbank.ts; `npm run bench -- --smallbank [--duration 4]
+ * [--rounds 2] [--connections 32] [--accounts 1000]`).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -573,7 +578,11 @@ function summary(label: string, alternation: Alternation, rounds: number): strin
 
 async function main(): Promise<void> {
   if (process.argv.includes('--recovery')) {
-    await recoveryBench();
+    await benchScript('recovery.js', process.argv.slice(2).filter((a) => a !== '--recovery'));
+    return;
+  }
+  if (process.argv.includes('--smallbank')) {
+    await benchScript('smallbank.js', process.argv.slice(2).filter((a) => a !== '--smallbank'));
     return;
   }
   const args = parseArgs(process.argv.slice(2));
@@ -678,6 +687,7 @@ async function main(): Promise<void> {
   }
   await tokenAuthenticatedWrites(args);
   await linearizableReads(args);
+  await javascriptApplication(args);
   await writeModes(args);
 }
 
@@ -747,14 +757,26 @@ async function writeModes(args: Args): Promise<void> {
 }
 
 /**
- * `--recovery`: how fast a Recover node replays a ledger of N transactions (bench/recovery.ts,
- * also `npm run bench:recovery`), instead of the write benches; the other arguments go to it.
+ * Runs another bench script of this folder in its own process, with `args`: `--recovery` (how
+ * fast a Recover node replays a ledger, bench/recovery.ts, also `npm run bench:recovery`) and
+ * `--smallbank` (bench/smallbank.ts) instead of the write benches, and the JavaScript
+ * application's bench at the end of them.
  */
-async function recoveryBench(): Promise<void> {
-  const script = fileURLToPath(new URL('./recovery.js', import.meta.url));
-  const child = spawn(process.execPath, [script, ...process.argv.slice(2).filter((a) => a !== '--recovery')], { stdio: 'inherit' });
+async function benchScript(name: string, args: readonly string[]): Promise<void> {
+  const script = fileURLToPath(new URL(`./${name}`, import.meta.url));
+  const child = spawn(process.execPath, [script, ...args], { stdio: 'inherit' });
   const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
-  if (code !== 0) throw new Error(`the recovery bench exited with ${code}`);
+  if (code !== 0) throw new Error(`bench/${name} exited with ${code}`);
+}
+
+/**
+ * Three nodes: the built-in message log against examples/logging, the same log as a JavaScript
+ * bundle, alternating, briefly (bench/js-app.ts, also `npm run bench:js`).
+ */
+async function javascriptApplication(args: Args): Promise<void> {
+  const durationS = Math.min(args.durationS, 4);
+  console.log(`3 nodes, the built-in message log against examples/logging: ${args.rounds} rounds of ${durationS} s`);
+  await benchScript('js-app.js', ['--duration', String(durationS), '--rounds', String(args.rounds), '--connections', String(Math.min(args.connections, 32))]);
 }
 
 /**
