@@ -8,7 +8,7 @@ import type { TxId } from '../base/ids.js';
 import type { Logger } from '../base/log.js';
 import type { NodeConfig } from '../config/index.js';
 import type { StoreView, Tx, WriteSet } from '../kv/index.js';
-import type { Disk, EntryLeafReader, EntryReplayer, EntrySealerFactory } from '../ledger/index.js';
+import type { Disk, EntryLeafReader, EntryReplayer, EntrySealerFactory, SnapshotWriter } from '../ledger/index.js';
 import type { KeyPair } from '../crypto/index.js';
 import type { Receipt, SignatureReceipt } from '../merkle/index.js';
 import type { QuoteInfo } from '../attestation/virtual.js';
@@ -58,6 +58,12 @@ export interface NodeInit {
    * (src/platform/worker-entry-replayer.ts). The node closes it when it stops.
    */
   readonly entryReplayer?: EntryReplayer;
+  /**
+   * Encodes, writes and syncs snapshot files (src/ledger/snapshot-writer.ts). Default: on the
+   * calling thread through `disk` (the simulator, tests); node processes pass a worker-thread
+   * writer (src/platform/worker-snapshot-writer.ts). The node closes it when it stops.
+   */
+  readonly snapshotWriter?: { readonly writer: SnapshotWriter; readonly kind: 'worker' | 'inline' };
   /**
    * Largest ledger entry (sealed frame) the node records; a larger transaction is refused (413
    * TransactionTooLarge). Default MAX_ENTRY_BYTES, what one node-to-node frame can carry; tests

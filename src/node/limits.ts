@@ -140,3 +140,26 @@ export const linearizableReadsMax = 10_000;
  * forwarding timeout, 10 s, so that a forwarded read gets this answer rather than a timeout).
  */
 export const linearizableReadTimeoutMs = 5_000;
+
+/**
+ * The longest a node's event loop may be held by one piece of its own work (one turn), whatever
+ * the size of the state: a fraction of the election timeout's 1 s default, so that a primary busy
+ * with a snapshot or a long read still answers its backups in time. The event-loop delay monitor
+ * (GET /node/metrics, `event_loop`) reports how close a node comes to it.
+ */
+export const eventLoopTurnMsBound = 50;
+/**
+ * Store entries a snapshot packs in one turn before it yields (src/kv/snapshot-slices.ts). Packing
+ * an entry copies its key and value (about 0.5 µs for a 200-byte record here), so a slice takes a
+ * few milliseconds, well within eventLoopTurnMsBound.
+ */
+export const snapshotSliceEntriesMax = 4096;
+/**
+ * Snapshots a node holds that are still being written or whose evidence it has not yet seen:
+ * the primary marks no new snapshot point while it holds one (so snapshots are never taken faster
+ * than they are written), and a backup that falls further behind skips the next one (it keeps
+ * joining and serving from the others).
+ */
+export const snapshotsUnevidencedMax = 2;
+assert(snapshotSliceEntriesMax * 0.002 < eventLoopTurnMsBound, 'a slice of a snapshot (at ~2 µs per entry at worst) fits the turn bound');
+assert(snapshotsUnevidencedMax >= 1, 'a node can hold the snapshot it is writing');
