@@ -18,6 +18,7 @@ import { json, type OperatorFeature, type Route } from './route.js';
 import { Router } from './router.js';
 import { RpcInterface, type TlsIdentity } from './server.js';
 import { PrimaryForwarder } from './forwarding.js';
+import { EventLoopDelayMonitor } from '../platform/event-loop-delay.js';
 
 export interface NodeServerOptions {
   readonly node: NodeServices;
@@ -31,6 +32,7 @@ export class NodeServer {
   readonly interfaces: RpcInterface[] = [];
   private readonly router: Router;
   private readonly forwarder: PrimaryForwarder;
+  private readonly eventLoop = new EventLoopDelayMonitor();
 
   constructor(private readonly options: NodeServerOptions) {
     const { node } = options;
@@ -51,9 +53,14 @@ export class NodeServer {
       {
         method: 'GET',
         path: '/node/metrics',
-        summary: 'Client sessions of each RPC interface of this node: open, peak, caps, dropped and timed out',
-        responses: { 200: 'Session counts by interface name' },
-        handler: () => json(200, { sessions: Object.fromEntries(this.interfaces.map((i) => [i.name, i.sessionMetrics()])) }),
+        summary: 'Client sessions of each RPC interface of this node, its event-loop delay, and the snapshots it wrote',
+        responses: { 200: 'Session counts by interface name, event-loop delay (max, p99, mean) since start and recently, snapshot generation' },
+        handler: () =>
+          json(200, {
+            sessions: Object.fromEntries(this.interfaces.map((i) => [i.name, i.sessionMetrics()])),
+            event_loop: this.eventLoop.report(),
+            snapshots: node.snapshotMetrics(),
+          }),
       },
     ];
     this.router = new Router(routes);
@@ -118,6 +125,7 @@ export class NodeServer {
 
   async close(): Promise<void> {
     this.forwarder.close();
+    this.eventLoop.stop();
     await Promise.all(this.interfaces.map((i) => i.close()));
   }
 }

@@ -18,6 +18,7 @@ import type { NodeLifecycleState } from './lifecycle.js';
 import type { ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, VersionReport } from './reports.js';
 import type { TxStatus } from './tx-status.js';
 import type { SnapshotRequestOutcome } from './snapshots.js';
+import type { SnapshotGenerationMetrics } from './snapshot-generation.js';
 import type { WriteOptions, WriteResult } from './write/transactions.js';
 
 export interface NodeInit {
@@ -202,4 +203,6 @@ export interface NodeServices extends NodeOperatorQueries, NodeGovernanceHost, N
   jwtSigningKeyRaw(kid: string): Uint8Array | undefined;
   /** POST /node/snapshot:create (coalesced with one already requested; refused within snapshots.min_interval). */
   requestSnapshot(): SnapshotRequestOutcome;
+  /** GET /node/metrics: the snapshots this node wrote (how many, the last one's size, slices and time). */
+  snapshotMetrics(): SnapshotGenerationMetrics;
 }

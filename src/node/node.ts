@@ -14,6 +14,7 @@
  * advances to signature transactions held by a majority of every active configuration (decision
  * 4). Everything time- or I/O-related comes in through NodeInit.
  */
+import type { SnapshotGenerationMetrics } from './snapshot-generation.js';
 import type { TxId } from '../base/ids.js';
 import type { Logger } from '../base/log.js';
 import type { StoreView, Tx, WriteSet } from '../kv/index.js';
@@ -256,6 +257,10 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
    */
   requestSnapshot(): SnapshotRequestOutcome {
     return this.parts.snapshots.requestByOperator();
+  }
+
+  snapshotMetrics(): SnapshotGenerationMetrics {
+    return this.parts.snapshots.metrics();
   }
 
   recoveryEncryptedShare(memberId: string): { encrypted_share: string } {
