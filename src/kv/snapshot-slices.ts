@@ -71,11 +71,21 @@ export class SnapshotPacker {
     return this.#done;
   }
 
-  /** Packs at most `entriesMax` more entries; true once the whole state is packed. */
+  /** Packs at most `entriesMax` more entries in a slice of its own; true once the whole state is packed. */
   step(entriesMax: number): boolean {
+    this.beginSlice();
+    return this.pack(entriesMax);
+  }
+
+  /** Counts a new slice (a turn), whose packing may take several calls of pack. */
+  beginSlice(): void {
+    this.#slices++;
+  }
+
+  /** Packs at most `entriesMax` more entries within the current slice; true once the whole state is packed. */
+  pack(entriesMax: number): boolean {
     assert(Number.isSafeInteger(entriesMax) && entriesMax > 0, `bad slice size ${entriesMax}`);
     if (this.#done) return true;
-    this.#slices++;
     let budget = entriesMax;
     while (budget > 0) {
       if (this.#entries === undefined) {

@@ -9,7 +9,7 @@ import { errorMessage } from '../base/errors.js';
 import type { Clock } from '../base/clock.js';
 import type { SnapshotPacker } from '../kv/index.js';
 import type { SnapshotMeta, SnapshotWriter, SnapshotWriteResult } from '../ledger/index.js';
-import { snapshotSliceEntriesMax } from './limits.js';
+import { snapshotSliceCheckEntries, snapshotSliceEntriesMax, snapshotSliceMs } from './limits.js';
 
 /** What GET /node/metrics reports of this node's snapshot generation. */
 export interface SnapshotGenerationMetrics {
@@ -85,7 +85,7 @@ export class SnapshotGenerator {
         this.#metrics.in_progress--;
         return;
       }
-      if (!request.packer.step(snapshotSliceEntriesMax)) {
+      if (!this.#packSlice(request.packer)) {
         this.#clock.defer(slice);
         return;
       }
@@ -99,6 +99,17 @@ export class SnapshotGenerator {
         cancelled = true;
       },
     };
+  }
+
+  /** One turn's worth of packing (limits.ts, snapshotSliceMs); true once all is packed. */
+  #packSlice(packer: SnapshotPacker): boolean {
+    const startMs = this.#clock.monotonicMs();
+    packer.beginSlice();
+    for (let packed = 0; packed < snapshotSliceEntriesMax; packed += snapshotSliceCheckEntries) {
+      if (packer.pack(snapshotSliceCheckEntries)) return true;
+      if (this.#clock.monotonicMs() - startMs >= snapshotSliceMs) return false;
+    }
+    return false;
   }
 
   close(): void {
