@@ -5,7 +5,10 @@
  * slices), and then handed to the SnapshotWriter, which encodes, encrypts, hashes, writes and syncs
  * it (on a worker thread in a node process). The bytes are those of a one-turn snapshot.
  */
+import { assert } from '../base/assert.js';
+import { toBase64 } from '../base/bytes.js';
 import { errorMessage } from '../base/errors.js';
+import { BLOCK_LEAF_COUNT, type HistoryTree } from '../merkle/index.js';
 import type { Clock } from '../base/clock.js';
 import type { SnapshotPacker } from '../kv/index.js';
 import type { SnapshotMeta, SnapshotWriter, SnapshotWriteResult } from '../ledger/index.js';
@@ -115,4 +118,21 @@ export class SnapshotGenerator {
   close(): void {
     this.#writer.close();
   }
+}
+
+/**
+ * The Merkle tree a snapshot at `seqno` carries. Every node must write the same tree, whatever it
+ * compacted: all whole blocks below the one holding leaf seqno - 2 are compacted (so the root the
+ * signature at seqno signed, over seqno - 1 leaves, stays computable), the leaves above are listed.
+ */
+export function canonicalTreeOf(tree: HistoryTree, seqno: number): SnapshotMeta['tree'] {
+  assert(tree.size === seqno, `the tree holds ${tree.size} leaves at snapshot ${seqno}`);
+  const compactionPoint = seqno === 0 ? 0 : Math.floor((seqno - 1) / BLOCK_LEAF_COUNT) * BLOCK_LEAF_COUNT;
+  assert(compactionPoint >= tree.compactionPoint, 'the tree was not compacted past the snapshot');
+  const blocks = compactionPoint / BLOCK_LEAF_COUNT;
+  const blockHashes = new Uint8Array(blocks * 32);
+  for (let b = 0; b < blocks; b++) blockHashes.set(tree.blockHash(b), b * 32);
+  const leaves = new Uint8Array((seqno - compactionPoint) * 32);
+  for (let i = compactionPoint; i < seqno; i++) leaves.set(tree.leaf(i), (i - compactionPoint) * 32);
+  return { size: seqno, compaction_point: compactionPoint, block_hashes: toBase64(blockHashes), leaves: toBase64(leaves) };
 }

@@ -12,19 +12,17 @@
  * receipt; once that signature commits, the receipt is appended and the file becomes `.committed`.
  */
 import { assert } from '../base/assert.js';
-import { bytesEqual, fromBase64, fromHex, toBase64, toHex } from '../base/bytes.js';
+import { bytesEqual, fromBase64, fromHex, toHex } from '../base/bytes.js';
 import { CovenantError, errorMessage } from '../base/errors.js';
 import type { Logger } from '../base/log.js';
 import type { Clock, TimerHandle } from '../base/clock.js';
 import type { NodeConfig } from '../config/index.js';
-import { sha256 } from '../crypto/index.js';
-import { BLOCK_LEAF_COUNT, buildReceipt, HistoryTree, verifyReceipt, type Receipt } from '../merkle/index.js';
+import { buildReceipt, HistoryTree, verifyReceipt, type Receipt } from '../merkle/index.js';
 import { jsonCodec, readSnapshotHeader, type LedgerEncryptor, type Store } from '../kv/index.js';
 import {
   type DecodedEntry,
   type Disk,
   EntryFlags,
-  encodeSnapshotFile,
   encodeSnapshotReceipt,
   formatSnapshotFileName,
   hasFlag,
@@ -39,7 +37,7 @@ import {
 import type { Configuration } from '../consensus/index.js';
 import { retryLater } from './errors.js';
 import { snapshotsUnevidencedMax } from './limits.js';
-import { SnapshotGenerator, type GenerationHandle, type SnapshotGenerationMetrics } from './snapshot-generation.js';
+import { canonicalTreeOf, SnapshotGenerator, type GenerationHandle, type SnapshotGenerationMetrics } from './snapshot-generation.js';
 import { isUncommittedSnapshotName, uncommittedSnapshotName } from './snapshot-names.js';
 import { SINGLETON_KEY, Tables, signatureRecordOf, singletonValueIn, type SignatureRecord } from './tables.js';
 
@@ -416,14 +414,17 @@ export class SnapshotManager {
       view_history: this.#viewHistoryAt(seqno, view),
       configurations: [this.#configurationAt(store)],
       service_certificate: this.#host.serviceCertificatePem(),
-      tree: this.#canonicalTree(seqno),
+      tree: canonicalTreeOf(this.#host.tree(), seqno),
     };
     const disk = this.#host.disk;
     disk.ensureDirectory(this.#directory);
     const path = disk.join(this.#directory, uncommittedSnapshotName(seqno, view));
     const request = { seqno, packer: store.snapshotPacker(view, seqno), secret: this.#host.encryptor(seqno).secrets.keysFor(seqno).secret, meta, path };
-    const p: Pending = { seqno, path, generation: undefined!, digest: undefined, evidenceProposedSeqno: undefined, evidence: undefined, receipt: undefined };
-    (p as { generation: GenerationHandle }).generation = this.#generator.start(request, (outcome) => this.#written(p, outcome));
+    // The generator answers in a later turn, never from start() itself: p exists by then.
+    // eslint-disable-next-line prefer-const
+    let p: Pending;
+    const generation = this.#generator.start(request, (outcome) => this.#written(p, outcome));
+    p = { seqno, path, generation, digest: undefined, evidenceProposedSeqno: undefined, evidence: undefined, receipt: undefined };
     this.#pending.push(p);
   }
 
@@ -461,24 +462,6 @@ export class SnapshotManager {
     const recorded = store.current().map(Tables.configurations, json).get(SINGLETON_KEY) as Configuration | undefined;
     const configuration = recorded ?? this.#host.genesisConfiguration();
     return { seqno: configuration.seqno, nodes: [...configuration.nodes] };
-  }
-
-  /**
-   * Every node must write the same tree, whatever it compacted: all whole blocks below the one
-   * holding leaf seqno - 2 are compacted (so the root the signature at seqno signed, over
-   * seqno - 1 leaves, stays computable), the leaves above are listed.
-   */
-  #canonicalTree(seqno: number): SnapshotMeta['tree'] {
-    const tree = this.#host.tree();
-    assert(tree.size === seqno, `the tree holds ${tree.size} leaves at snapshot ${seqno}`);
-    const compactionPoint = seqno === 0 ? 0 : Math.floor((seqno - 1) / BLOCK_LEAF_COUNT) * BLOCK_LEAF_COUNT;
-    assert(compactionPoint >= tree.compactionPoint, 'the tree was not compacted past the snapshot');
-    const blocks = compactionPoint / BLOCK_LEAF_COUNT;
-    const blockHashes = new Uint8Array(blocks * 32);
-    for (let b = 0; b < blocks; b++) blockHashes.set(tree.blockHash(b), b * 32);
-    const leaves = new Uint8Array((seqno - compactionPoint) * 32);
-    for (let i = compactionPoint; i < seqno; i++) leaves.set(tree.leaf(i), (i - compactionPoint) * 32);
-    return { size: seqno, compaction_point: compactionPoint, block_hashes: toBase64(blockHashes), leaves: toBase64(leaves) };
   }
 
   /** An evidence entry: it records the digest of the snapshot at the seqno it names. */
