@@ -43,6 +43,8 @@ export interface NodeSimOptions {
   readonly durability?: 'Synced' | 'Replicated';
   /** Probability per step that every node loses power at once (unsynced writes lost). Default 0. */
   readonly powerCutProbability?: number;
+  /** snapshots.tx_count of every node (default 1,000,000: no snapshots). */
+  readonly snapshotTxCount?: number;
 }
 
 export interface NodeSimReport {
@@ -95,7 +97,7 @@ function writeFile(disk: MemoryDisk, path: string, text: string): void {
   file.close();
 }
 
-function configOf(index: number, type: 'Start' | 'Join', durability: 'Synced' | 'Replicated'): NodeConfig {
+function configOf(index: number, type: 'Start' | 'Join', durability: 'Synced' | 'Replicated', snapshotTxCount: number): NodeConfig {
   const dir = `/sim/n${index}`;
   return defaultNodeConfig(
     {
@@ -110,7 +112,7 @@ function configOf(index: number, type: 'Start' | 'Join', durability: 'Synced' | 
       rpc_interfaces: { primary: { bind_address: `127.0.0.${index + 1}:443` } },
       node_to_node_interface: { bind_address: `127.0.0.${index + 1}:444` },
       ledger: { directory: `${dir}/ledger`, chunk_size: '16KB', durability },
-      snapshots: { directory: `${dir}/snapshots`, tx_count: 1_000_000 },
+      snapshots: { directory: `${dir}/snapshots`, tx_count: snapshotTxCount },
       consensus: { election_timeout: '300ms', message_timeout: '50ms' },
       ledger_signatures: { tx_count: 20, delay: '30ms' },
       logging: { level: 'fail' },
@@ -146,7 +148,7 @@ export class NodeSim {
         name: `n${i}`,
         index: i,
         disk: new MemoryDisk(),
-        startConfig: configOf(i, i === 0 ? 'Start' : 'Join', options.durability ?? 'Synced'),
+        startConfig: configOf(i, i === 0 ? 'Start' : 'Join', options.durability ?? 'Synced', options.snapshotTxCount ?? 1_000_000),
         addresses: {
           rpc: [{ name: 'primary', bindAddress: rpc, publishedAddress: rpc, enabledOperatorFeatures: [] }],
           nodeToNode: { bindAddress: n2n, publishedAddress: n2n },
