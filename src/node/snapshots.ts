@@ -5,10 +5,11 @@
  * Only the primary decides to snapshot, and the decision travels in the replicated signature
  * entry (a write of its own seqno to SNAPSHOT_MARKER_TABLE; that signature also ends its chunk).
  * Every node, on applying such a signature, writes the same bytes: the store at that seqno, the
- * canonical Merkle tree of that many leaves, the view history and configuration at that seqno.
- * The primary then records the file's SHA-256 in the next transaction (SNAPSHOT_EVIDENCE flag,
- * the digest also as its claims digest, so a receipt for it binds the digest); backups check
- * their own digest against it. At the first signature after the evidence every node builds the
+ * canonical Merkle tree of that many leaves, the view history and configuration at that seqno,
+ * over later turns (snapshot-generation.ts: packed in slices, written by the snapshot writer).
+ * Once its file is written the primary records its SHA-256 in a transaction of its own, at any
+ * later seqno (SNAPSHOT_EVIDENCE flag, the digest also as its claims digest, so a receipt for it
+ * binds the digest); every node checks its own digest against it. At the first signature after the evidence every node builds the
  * receipt; once that signature commits, the receipt is appended and the file becomes `.committed`.
  */
 import { assert } from '../base/assert.js';
