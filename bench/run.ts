@@ -28,7 +28,7 @@
  * server replicating each batch over TLS to two floor backups (floor-backup.ts: check, decrypt,
  * apply, hash, append, acknowledge), with the time until a majority held every write.
  *
- *   npm run bench -- [--duration 8] [--rounds 3] [--connections 64] [--writes N] [--skip-network] [--pin] [--write-modes] [--recovery]
+ *   npm run bench -- [--duration 8] [--rounds 3] [--connections 64] [--writes N] [--skip-network] [--pin] [--write-modes] [--recovery] [--state N]
  *
  * It ends with one node under token-authenticated writes against certificate-authenticated ones
  * (bench/jwt-auth.ts), briefly, reads of a three-node network in the default mode against
@@ -43,6 +43,10 @@
  * the scheduler's placement of three nodes' threads on two cores.
  *
  * With --writes N it instead writes N 200-byte messages over 1,000 ids and reports the node's RSS.
+ *
+ * With --state N it instead fills N fresh records on three nodes with the default snapshot
+ * settings and reports, as it goes, throughput, latency, view changes, refused writes, RSS, snapshot
+ * size and generation time, and event-loop delay (bench/state.ts).
  *
  * With --recovery it instead measures how fast a Recover node replays a ledger of N transactions
  * (bench/recovery.ts; `npm run bench -- --recovery [--transactions 1000000]`).
@@ -65,6 +69,7 @@ import { abAvailable, runAb, type AbResult } from './ab.js';
 import { buildRequest, percentile, runLoad, type LoadTarget } from './load.js';
 import { OTHER_CORE, placeServer, placementAvailable, REQUEST_CORE, unplace } from './placement.js';
 import { cpuUs, rssMb } from './proc.js';
+import { stateBench } from './state.js';
 
 interface Args {
   durationS: number;
@@ -583,6 +588,17 @@ async function main(): Promise<void> {
   }
   if (process.argv.includes('--smallbank')) {
     await benchScript('smallbank.js', process.argv.slice(2).filter((a) => a !== '--smallbank'));
+    return;
+  }
+  const stateAt = process.argv.indexOf('--state');
+  if (stateAt !== -1) {
+    const option = (name: string, fallback: number) => {
+      const i = process.argv.indexOf(name);
+      return i === -1 ? fallback : Number(process.argv[i + 1]);
+    };
+    const records = Number(process.argv[stateAt + 1]);
+    if (!Number.isSafeInteger(records) || records <= 0) throw new Error('--state needs a number of records');
+    await stateBench({ records, connections: option('--connections', 64), reportEveryS: option('--report-every', 10) });
     return;
   }
   const args = parseArgs(process.argv.slice(2));

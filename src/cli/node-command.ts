@@ -2,6 +2,7 @@
  * `covenant node --config node.json`: runs one node in this process until SIGTERM/SIGINT.
  * A bad configuration exits with status 2 and a message naming the key, having written nothing.
  */
+import { WorkerSnapshotWriter } from '../platform/worker-snapshot-writer.js';
 import { randomBytes } from 'node:crypto';
 import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, readFileSync, writeFileSync, writeSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
@@ -226,6 +227,8 @@ export async function runNodeCommand(configPath: string): Promise<void> {
     ...sealingOption(logger),
     ...maxEntryOption(),
     ...entryLeafReaderOption(),
+    // Snapshots are encoded, written and synced off the request thread (docs/snapshots.md, "Generation").
+    snapshotWriter: { writer: new WorkerSnapshotWriter(), kind: 'worker' },
     // A recovery's private replay reads and decrypts the previous service's entries on worker threads.
     entryReplayer: new WorkerEntryReplayer(),
     jwtKeyFetcher: keyFetcher,

@@ -22,6 +22,7 @@ import { RpcInterface, type TlsIdentity } from './server.js';
 import { PrimaryForwarder } from './forwarding.js';
 import { WaitingWorkBudget } from './waiting-work.js';
 import { waitingWorkBytesDefault } from '../node/node.js';
+import { EventLoopDelayMonitor } from '../platform/event-loop-delay.js';
 
 export interface NodeServerOptions {
   readonly node: NodeServices;
@@ -60,6 +61,7 @@ export class NodeServer {
   private readonly waitingWork: WaitingWorkBudget;
 
   private tls: TlsIdentity;
+  private readonly eventLoop = new EventLoopDelayMonitor();
 
   constructor(private readonly options: NodeServerOptions) {
     const { node } = options;
@@ -98,14 +100,22 @@ export class NodeServer {
         method: 'GET',
         path: '/node/metrics',
         summary:
-          "This node's metrics: in the Prometheus text format when Accept asks for text/plain or application/openmetrics-text (docs/operations.md), else as JSON: the client sessions of each RPC interface (open, peak, caps, dropped, timed out, pipelining), its waiting work, and the expiry of the certificates it serves",
-        responses: { 200: 'Prometheus text; or JSON: session counts by interface name, the waiting-work budget, certificates.node and certificates.service (valid_from, valid_to, seconds_until_expiry)' },
+          "This node's metrics: in the Prometheus text format when Accept asks for text/plain or application/openmetrics-text (docs/operations.md), else as JSON: the client sessions of each RPC interface (open, peak, caps, dropped, timed out, pipelining), its waiting work, the expiry of the certificates it serves, its event-loop delay and the snapshots it wrote",
+        responses: {
+          200: 'Prometheus text; or JSON: session counts by interface name, the waiting-work budget, certificates.node and certificates.service (valid_from, valid_to, seconds_until_expiry), event-loop delay (max, p99, mean) since start and recently, snapshot generation',
+        },
         handler: async (ctx) => {
           const metrics = options.metrics;
           if (metrics !== undefined && wantsPrometheusText(ctx.headers.accept)) {
             return { status: 200, headers: { 'content-type': PROMETHEUS_CONTENT_TYPE }, body: await metrics.text(), bodyKind: 'text' };
           }
-          return json(200, { sessions: this.sessionReport(), waiting_work: this.waitingWork.metrics(), certificates: node.certificateMetrics() });
+          return json(200, {
+            sessions: this.sessionReport(),
+            waiting_work: this.waitingWork.metrics(),
+            certificates: node.certificateMetrics(),
+            event_loop: this.eventLoop.report(),
+            snapshots: node.snapshotMetrics(),
+          });
         },
       },
     ];
@@ -179,6 +189,7 @@ export class NodeServer {
 
   async close(): Promise<void> {
     this.forwarder.close();
+    this.eventLoop.stop();
     await Promise.all(this.interfaces.map((i) => i.close()));
   }
 }

@@ -38,6 +38,14 @@ export {
 } from './encryption.js';
 export { readSnapshotHeader, SNAPSHOT_FORMAT, SNAPSHOT_HEADER_BYTES, type SnapshotHeader } from './snapshot.js';
 export {
+  SnapshotPacker,
+  packSnapshot,
+  encodePackedSnapshot,
+  PACKED_CHUNK_BYTES,
+  type PackedSnapshot,
+  type PackedMap,
+} from './snapshot-slices.js';
+export {
   Store,
   Tx,
   StoreView,

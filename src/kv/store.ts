@@ -24,6 +24,7 @@ import { decodeWriteSetParts, type Write, type WriteSet } from './write-set.js';
 import { decodeSnapshot, encodeSnapshot, type SnapshotMaps } from './snapshot.js';
 import type { LedgerEncryptor } from './encryption.js';
 import { checkMapName, MapReaderImpl, sortedKeys, TX_WRITE, TX_WRITES, TxMapImpl, type MapReader, type TxMap } from './map-handles.js';
+import { SnapshotPacker } from './snapshot-slices.js';
 import { applyToState, EMPTY_MAP, EMPTY_STATE, flatten, foldFlats, sortedEntriesOf, sortedMap, type FlatWrites, type KvState } from './state.js';
 
 export type { MapReader, TxMap } from './map-handles.js';
@@ -375,6 +376,16 @@ export class Store {
       (isPublicMapName(name) ? publicMaps : privateMaps).push([name, entries]);
     }
     return encodeSnapshot({ version, view, publicMaps, privateMaps }, encryptor);
+  }
+
+  /**
+   * A packer of the whole state at `version` (default: current), to be stepped in slices while the
+   * store moves on: the bytes it leads to (encodePackedSnapshot) are those of serializeSnapshot at
+   * that version, whatever is committed or rolled back meanwhile (the state is persistent).
+   */
+  snapshotPacker(view: View, version: Seqno = this.#version): SnapshotPacker {
+    const state = version === this.#version ? this.#folded() : this.#stateAt(version);
+    return new SnapshotPacker(state, version, view);
   }
 
   /**

@@ -65,3 +65,11 @@ export {
   type SealedEntry,
   type SealJob,
 } from './sealing.js';
+export {
+  inlineSnapshotWriter,
+  snapshotFileBytesOf,
+  writeSnapshotJob,
+  type SnapshotWriteJob,
+  type SnapshotWriteResult,
+  type SnapshotWriter,
+} from './snapshot-writer.js';

@@ -8,7 +8,7 @@ import type { TxId } from '../base/ids.js';
 import type { Logger } from '../base/log.js';
 import type { NodeConfig } from '../config/index.js';
 import type { StoreView, Tx, WriteSet } from '../kv/index.js';
-import type { Disk, EntryLeafReader, EntryReplayer, EntrySealerFactory } from '../ledger/index.js';
+import type { Disk, EntryLeafReader, EntryReplayer, EntrySealerFactory, SnapshotWriter } from '../ledger/index.js';
 import type { KeyPair } from '../crypto/index.js';
 import type { Receipt, SignatureReceipt } from '../merkle/index.js';
 import type { QuoteInfo } from '../attestation/virtual.js';
@@ -19,6 +19,7 @@ import type { NodeLifecycleState } from './lifecycle.js';
 import type { CertificateMetrics, ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, ServiceEndorsementsReport, VersionReport } from './reports.js';
 import type { TxStatus } from './tx-status.js';
 import type { SnapshotRequestOutcome } from './snapshots.js';
+import type { SnapshotGenerationMetrics } from './snapshot-generation.js';
 import type { WriteOptions, WriteResult } from './write/transactions.js';
 
 export interface NodeInit {
@@ -59,6 +60,12 @@ export interface NodeInit {
    * (src/platform/worker-entry-replayer.ts). The node closes it when it stops.
    */
   readonly entryReplayer?: EntryReplayer;
+  /**
+   * Encodes, writes and syncs snapshot files (src/ledger/snapshot-writer.ts). Default: on the
+   * calling thread through `disk` (the simulator, tests); node processes pass a worker-thread
+   * writer (src/platform/worker-snapshot-writer.ts). The node closes it when it stops.
+   */
+  readonly snapshotWriter?: { readonly writer: SnapshotWriter; readonly kind: 'worker' | 'inline' };
   /**
    * Largest ledger entry (sealed frame) the node records; a larger transaction is refused (413
    * TransactionTooLarge). Default MAX_ENTRY_BYTES, what one node-to-node frame can carry; tests
@@ -208,4 +215,6 @@ export interface NodeServices extends NodeOperatorQueries, NodeGovernanceHost, N
    * certificate (digest against its evidence, receipt), otherwise why not (logged once per file version).
    */
   servedSnapshotVerdict(path: string, name: string, stamp: { sizeBytes: number; modifiedMs: number }, read: () => Promise<Uint8Array>): Promise<string | undefined>;
+  /** GET /node/metrics: the snapshots this node wrote (how many, the last one's size, slices and time). */
+  snapshotMetrics(): SnapshotGenerationMetrics;
 }

@@ -7,7 +7,7 @@
 import { assert } from '../base/assert.js';
 import type { Logger } from '../base/log.js';
 import { type Tx } from '../kv/index.js';
-import { inlineEntryLeafReader, type EntryLeafReader } from '../ledger/index.js';
+import { inlineEntryLeafReader, inlineSnapshotWriter, type EntryLeafReader } from '../ledger/index.js';
 import type { Entry, Raft, Ready } from '../consensus/index.js';
 import { BytesRandom } from '../base/random.js';
 import type { NodeAddresses, NodeInit } from './api.js';
@@ -203,6 +203,9 @@ export class NodeComposition {
       isPrimary: () => this.isPrimary(),
       holdsPrivateDomain: () => this.lifecycle.allows.privateDomain,
       requestSignature: () => this.signatures.request(),
+      requestEvidence: () => this.signatures.requestEvidence(),
+      snapshotWriter: init.snapshotWriter?.writer ?? inlineSnapshotWriter(init.disk),
+      snapshotWriterKind: init.snapshotWriter?.kind ?? 'inline',
     });
   }
 

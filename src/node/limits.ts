@@ -225,3 +225,32 @@ export const servedSnapshotVerdictsMax = 256;
  */
 export const joinIdenticalFailuresMax = 10;
 assert(joinIdenticalFailuresMax >= 3, 'a joiner retries a failure that may be transient at least twice');
+/**
+ * The longest a node's event loop may be held by one piece of its own work (one turn), whatever
+ * the size of the state: a fraction of the election timeout's 1 s default, so that a primary busy
+ * with a snapshot or a long read still answers its backups in time. The event-loop delay monitor
+ * (GET /node/metrics, `event_loop`) reports how close a node comes to it.
+ */
+export const eventLoopTurnMsBound = 50;
+/**
+ * A snapshot's packing (src/kv/snapshot-slices.ts) yields the event loop once it has spent
+ * snapshotSliceMs in one turn or packed snapshotSliceEntriesMax entries, checking the time every
+ * snapshotSliceCheckEntries entries. Packing an entry copies its key and value: about 1.5 µs for a
+ * 200-byte record on an idle core here, several times that on a loaded one, so the time bound is
+ * the one that holds a turn short on a busy machine and the entry bound the one that does on an
+ * idle one (and in the simulator, whose clock stands still during a turn).
+ */
+export const snapshotSliceMs = 10;
+export const snapshotSliceEntriesMax = 8192;
+export const snapshotSliceCheckEntries = 256;
+/**
+ * Snapshots a node holds that are still being written or whose evidence it has not yet seen:
+ * the primary marks no new snapshot point while it holds one (so snapshots are never taken faster
+ * than they are written), and a backup that falls further behind skips the next one (it keeps
+ * joining and serving from the others).
+ */
+export const snapshotsUnevidencedMax = 2;
+assert(snapshotSliceMs < eventLoopTurnMsBound / 2, 'a slice of a snapshot fits well within the turn bound');
+assert(snapshotSliceCheckEntries * 0.02 < eventLoopTurnMsBound - snapshotSliceMs, 'between two looks at the clock a slice cannot overrun the turn bound (even at 20 µs per entry)');
+assert(snapshotSliceCheckEntries <= snapshotSliceEntriesMax, 'a slice checks the clock before its entry bound');
+assert(snapshotsUnevidencedMax >= 1, 'a node can hold the snapshot it is writing');

@@ -14,6 +14,7 @@
  * advances to signature transactions held by a majority of every active configuration (decision
  * 4). Everything time- or I/O-related comes in through NodeInit.
  */
+import type { SnapshotGenerationMetrics } from './snapshot-generation.js';
 import type { TxId } from '../base/ids.js';
 import type { Logger } from '../base/log.js';
 import type { StoreView, Tx, WriteSet } from '../kv/index.js';
@@ -306,6 +307,10 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
 
   servedSnapshotVerdict(path: string, name: string, stamp: { sizeBytes: number; modifiedMs: number }, read: () => Promise<Uint8Array>): Promise<string | undefined> {
     return this.#servedSnapshots.verdict(path, name, stamp, read);
+  }
+
+  snapshotMetrics(): SnapshotGenerationMetrics {
+    return this.parts.snapshots.metrics();
   }
 
   recoveryEncryptedShare(memberId: string): { encrypted_share: string } {

@@ -5,26 +5,25 @@
  * Only the primary decides to snapshot, and the decision travels in the replicated signature
  * entry (a write of its own seqno to SNAPSHOT_MARKER_TABLE; that signature also ends its chunk).
  * Every node, on applying such a signature, writes the same bytes: the store at that seqno, the
- * canonical Merkle tree of that many leaves, the view history and configuration at that seqno.
- * The primary then records the file's SHA-256 in the next transaction (SNAPSHOT_EVIDENCE flag,
- * the digest also as its claims digest, so a receipt for it binds the digest); backups check
- * their own digest against it. At the first signature after the evidence every node builds the
+ * canonical Merkle tree of that many leaves, the view history and configuration at that seqno,
+ * over later turns (snapshot-generation.ts: packed in slices, written by the snapshot writer).
+ * Once its file is written the primary records its SHA-256 in a transaction of its own, at any
+ * later seqno (SNAPSHOT_EVIDENCE flag, the digest also as its claims digest, so a receipt for it
+ * binds the digest); every node checks its own digest against it. At the first signature after the evidence every node builds the
  * receipt; once that signature commits, the receipt is appended and the file becomes `.committed`.
  */
 import { assert } from '../base/assert.js';
-import { bytesEqual, fromBase64, fromHex, toBase64, toHex } from '../base/bytes.js';
+import { bytesEqual, fromBase64, fromHex, toHex } from '../base/bytes.js';
 import { CovenantError, errorMessage } from '../base/errors.js';
 import type { Logger } from '../base/log.js';
 import type { Clock, TimerHandle } from '../base/clock.js';
 import type { NodeConfig } from '../config/index.js';
-import { sha256 } from '../crypto/index.js';
-import { BLOCK_LEAF_COUNT, buildReceipt, HistoryTree, type Receipt } from '../merkle/index.js';
+import { buildReceipt, HistoryTree, type Receipt } from '../merkle/index.js';
 import { jsonCodec, readSnapshotHeader, type LedgerEncryptor, type Store } from '../kv/index.js';
 import {
   type DecodedEntry,
   type Disk,
   EntryFlags,
-  encodeSnapshotFile,
   encodeSnapshotReceipt,
   formatSnapshotFileName,
   hasFlag,
@@ -33,10 +32,15 @@ import {
   writeSetDigest,
   type SnapshotFileParts,
   type SnapshotMeta,
+  type SnapshotWriter,
+  type SnapshotWriteResult,
 } from '../ledger/index.js';
 import type { Configuration } from '../consensus/index.js';
 import { retryLater } from './errors.js';
 import { verifySnapshotReceipt } from './snapshot-trust.js';
+import { snapshotsUnevidencedMax } from './limits.js';
+import { canonicalTreeOf, SnapshotGenerator, type GenerationHandle, type SnapshotGenerationMetrics } from './snapshot-generation.js';
+import { isUncommittedSnapshotName, uncommittedSnapshotName } from './snapshot-names.js';
 import { SINGLETON_KEY, Tables, signatureRecordOf, singletonValueIn, type SignatureRecord } from './tables.js';
 
 /** Written by a signature transaction that is a snapshot point: the value is its own seqno. */
@@ -70,6 +74,11 @@ export interface SnapshotHost {
   holdsPrivateDomain(): boolean;
   /** Asks the primary for a signature transaction soon (outside the current call). */
   requestSignature(): void;
+  /** Primary: records the evidence of the snapshots whose files are written (SnapshotManager.dueEvidence), outside the current call. */
+  requestEvidence(): void;
+  /** Encodes, writes and syncs snapshot files (a worker thread in a node process). */
+  readonly snapshotWriter: SnapshotWriter;
+  readonly snapshotWriterKind: 'worker' | 'inline';
 }
 
 /** A verified snapshot a node can start from. */
@@ -86,11 +95,16 @@ export interface StartupSnapshot {
 
 interface Pending {
   readonly seqno: number;
-  readonly evidenceSeqno: number;
-  readonly digest: Uint8Array;
-  /** Path of the uncommitted file. */
+  /** Path of the uncommitted file (uncommittedSnapshotName). */
   readonly path: string;
-  evidence: { view: number; writeSetDigest: Uint8Array; claimsDigest: Uint8Array } | undefined;
+  /** The packing under way, until the file is handed to the writer. */
+  readonly generation: GenerationHandle;
+  /** SHA-256 of the file, once written. */
+  digest: Uint8Array | undefined;
+  /** Primary: the seqno of the evidence transaction it proposed, until that entry is applied or rolled back. */
+  evidenceProposedSeqno: number | undefined;
+  /** The evidence entry, once applied (and, once the file is written, checked against its digest). */
+  evidence: { seqno: number; view: number; writeSetDigest: Uint8Array; claimsDigest: Uint8Array; recordedSha256: string } | undefined;
   receipt: { receipt: Receipt; signatureSeqno: number } | undefined;
 }
 
@@ -177,9 +191,18 @@ export class SnapshotManager {
   #intervalElapsed = false;
   #timer: TimerHandle | undefined;
   #stopped = false;
+  readonly #generator: SnapshotGenerator;
+  /** The highest commit seqno seen (a file written after its receipt committed completes at once). */
+  #commitSeqno = 0;
 
   constructor(host: SnapshotHost) {
     this.#host = host;
+    this.#generator = new SnapshotGenerator(host.clock, host.snapshotWriter, host.snapshotWriterKind);
+  }
+
+  /** GET /node/metrics: what this node's snapshot generation did. */
+  metrics(): SnapshotGenerationMetrics {
+    return this.#generator.metrics();
   }
 
   get #directory(): string {
@@ -218,7 +241,7 @@ export class SnapshotManager {
     for (const name of disk.listDirectory(directory)) {
       const download = name.endsWith(DOWNLOAD_SUFFIX);
       const parsed = parseSnapshotFileName(download ? name.slice(0, -DOWNLOAD_SUFFIX.length) : name);
-      if (parsed === undefined || (parsed.committed && !download)) continue;
+      if ((parsed === undefined && !isUncommittedSnapshotName(name)) || (parsed?.committed === true && !download)) continue;
       const path = disk.join(directory, name);
       if (ours.has(path)) continue;
       try {
@@ -233,6 +256,8 @@ export class SnapshotManager {
   stop(): void {
     this.#stopped = true;
     this.#timer?.cancel();
+    for (const p of this.#pending) p.generation.cancel();
+    this.#generator.close();
   }
 
   /**
@@ -286,8 +311,11 @@ export class SnapshotManager {
     // A recovering service's store lacks the private domain of the previous service's entries
     // until members recover its secrets: a snapshot of it would lose them.
     if (!this.#host.holdsPrivateDomain()) return false;
+    // Snapshots are never taken faster than they are written: none while this node still writes
+    // one or has not yet seen its evidence (a request waits for it).
+    if (this.#pending.some((p) => p.evidence === undefined)) return false;
     const { tx_count, time_interval, min_tx_count } = this.#host.config.snapshots;
-    const since = seqno - this.lastSnapshotSeqno();
+    const since = seqno - Math.max(this.lastSnapshotSeqno(), this.#pending.at(-1)?.seqno ?? 0);
     const due = this.#requested || since >= tx_count || (time_interval > 0 && this.#intervalElapsed && since > min_tx_count);
     if (due) {
       if (this.#requested) this.#requestedPointSeqno = seqno;
@@ -302,10 +330,22 @@ export class SnapshotManager {
     return seqno;
   }
 
-  /** Primary, after proposing the snapshot signature at `seqno`: the evidence to record next. */
-  evidenceFor(seqno: number): { record: SnapshotEvidenceRecord; digest: Uint8Array } | undefined {
-    const pending = this.#pending.find((p) => p.seqno === seqno && p.evidence === undefined);
-    return pending ? { record: { seqno, sha256: toHex(pending.digest) }, digest: pending.digest } : undefined;
+  /**
+   * Primary: the evidence of a snapshot whose file is written and whose evidence is neither
+   * applied nor proposed (the snapshot the node wrote, or one an earlier primary's snapshot point
+   * made every node write and whose evidence that primary did not record). The caller proposes it
+   * and tells evidenceProposed.
+   */
+  dueEvidence(): { record: SnapshotEvidenceRecord; digest: Uint8Array } | undefined {
+    const p = this.#pending.find((q) => q.digest !== undefined && q.evidence === undefined && q.evidenceProposedSeqno === undefined);
+    return p ? { record: { seqno: p.seqno, sha256: toHex(p.digest!) }, digest: p.digest! } : undefined;
+  }
+
+  /** Primary: the evidence of the snapshot at `seqno` was proposed at `evidenceSeqno`. */
+  evidenceProposed(seqno: number, evidenceSeqno: number): void {
+    const p = this.#pending.find((q) => q.seqno === seqno);
+    assert(p !== undefined && p.evidenceProposedSeqno === undefined, `evidence of snapshot ${seqno} proposed once, for a snapshot this node holds`);
+    p.evidenceProposedSeqno = evidenceSeqno;
   }
 
   /**
@@ -320,12 +360,11 @@ export class SnapshotManager {
   afterEntry(entry: DecodedEntry): void {
     if (!this.wantsEntry(entry.flags)) return;
     const isSignature = hasFlag(entry.flags, EntryFlags.SIGNATURE);
-    const awaiting = this.#pending.find((p) => p.evidenceSeqno === entry.seqno && p.evidence === undefined);
-    if (awaiting !== undefined) this.#checkEvidence(awaiting, entry);
+    if (hasFlag(entry.flags, EntryFlags.SNAPSHOT_EVIDENCE)) this.#onEvidence(entry);
     if (!isSignature) return;
     let record: SignatureRecord | undefined;
     for (const p of this.#pending) {
-      if (p.evidence === undefined || p.receipt !== undefined || p.evidenceSeqno >= entry.seqno) continue;
+      if (p.evidence === undefined || p.receipt !== undefined || p.evidence.seqno >= entry.seqno) continue;
       record ??= signatureRecordOf(entry);
       p.receipt = { receipt: this.#receiptFor(p, record, entry.seqno), signatureSeqno: entry.seqno };
     }
@@ -334,9 +373,10 @@ export class SnapshotManager {
 
   /** The commit advanced: snapshots whose receipt's signature is committed become `.committed`. */
   onCommit(seqno: number): void {
+    this.#commitSeqno = Math.max(this.#commitSeqno, seqno);
     for (let i = 0; i < this.#pending.length; ) {
       const p = this.#pending[i]!;
-      if (p.receipt !== undefined && p.receipt.signatureSeqno <= seqno) {
+      if (p.digest !== undefined && p.receipt !== undefined && p.receipt.signatureSeqno <= seqno) {
         this.#pending.splice(i, 1);
         this.#finish(p);
       } else i++;
@@ -349,48 +389,74 @@ export class SnapshotManager {
     if (this.#requestedPointSeqno !== undefined && this.#requestedPointSeqno > seqno) this.#requestedPointSeqno = undefined;
     for (let i = 0; i < this.#pending.length; ) {
       const p = this.#pending[i]!;
-      if (p.evidenceSeqno > seqno) {
+      if (p.seqno > seqno) {
         this.#pending.splice(i, 1);
         this.#discard(p, `rolled back to ${seqno}`);
         continue;
       }
+      // The snapshot point stays: its evidence may be recorded again, by whichever node is primary.
+      if (p.evidenceProposedSeqno !== undefined && p.evidenceProposedSeqno > seqno) p.evidenceProposedSeqno = undefined;
+      if (p.evidence !== undefined && p.evidence.seqno > seqno) p.evidence = undefined;
       if (p.receipt !== undefined && p.receipt.signatureSeqno > seqno) p.receipt = undefined;
       i++;
     }
   }
 
+  /**
+   * Every node, at a snapshot point: the metadata now (small), the store's state packed in slices
+   * over the next turns and written by the snapshot writer (docs/snapshots.md, "Generation").
+   */
   #generate(seqno: number, view: number): void {
     if (this.#requestedPointSeqno !== undefined && this.#requestedPointSeqno <= seqno) this.#requestedPointSeqno = undefined;
-    const started = this.#host.clock.monotonicMs();
+    const unevidenced = this.#pending.filter((p) => p.evidence === undefined).length;
+    if (unevidenced >= snapshotsUnevidencedMax) {
+      this.#host.logger.fail(`snapshot at ${seqno} skipped: this node still writes or awaits the evidence of ${unevidenced} earlier ones`);
+      return;
+    }
     const store = this.#host.store();
     assert(store.version === seqno, `snapshot at ${seqno} taken with the store at ${store.version}`);
-    const kv = store.serializeSnapshot(this.#host.encryptor(seqno), view, seqno);
     const meta: SnapshotMeta = {
       seqno,
       view,
       view_history: this.#viewHistoryAt(seqno, view),
       configurations: [this.#configurationAt(store)],
       service_certificate: this.#host.serviceCertificatePem(),
-      tree: this.#canonicalTree(seqno),
+      tree: canonicalTreeOf(this.#host.tree(), seqno),
     };
-    const bytes = encodeSnapshotFile(kv, meta);
-    const digest = sha256(bytes);
-    const name = formatSnapshotFileName({ seqno, evidenceSeqno: seqno + 1, committed: false });
     const disk = this.#host.disk;
     disk.ensureDirectory(this.#directory);
-    const path = disk.join(this.#directory, name);
-    if (disk.exists(path)) disk.remove(path);
-    const file = disk.createFile(path);
-    try {
-      file.append([bytes]);
-      file.sync();
-    } finally {
-      file.close();
+    const path = disk.join(this.#directory, uncommittedSnapshotName(seqno, view));
+    const request = { seqno, packer: store.snapshotPacker(view, seqno), secret: this.#host.encryptor(seqno).secrets.keysFor(seqno).secret, meta, path };
+    // The generator answers in a later turn, never from start() itself: p exists by then.
+    // eslint-disable-next-line prefer-const
+    let p: Pending;
+    const generation = this.#generator.start(request, (outcome) => this.#written(p, outcome));
+    p = { seqno, path, generation, digest: undefined, evidenceProposedSeqno: undefined, evidence: undefined, receipt: undefined };
+    this.#pending.push(p);
+  }
+
+  /** The writer answered for `p`: its digest is known (or the file could not be written). */
+  #written(p: Pending, outcome: SnapshotWriteResult | Error): void {
+    if (this.#stopped) return;
+    if (!this.#pending.includes(p)) {
+      // Abandoned (rolled back) while it was being written.
+      this.#removeFile(p.path);
+      return;
     }
-    this.#pending.push({ seqno, evidenceSeqno: seqno + 1, digest, path, evidence: undefined, receipt: undefined });
+    if (outcome instanceof Error) {
+      this.#host.logger.fail(`snapshot at ${p.seqno}: could not write ${p.path}: ${outcome.message}`);
+      this.#pending.splice(this.#pending.indexOf(p), 1);
+      this.#removeFile(p.path);
+      return;
+    }
+    p.digest = outcome.digest;
+    const last = this.#generator.metrics().last;
     this.#host.logger.info(
-      `snapshot ${name}: ${bytes.byteLength} bytes, sha-256 ${toHex(digest)}, in ${Math.round(this.#host.clock.monotonicMs() - started)}ms`,
+      `snapshot ${p.path}: ${outcome.sizeBytes} bytes, sha-256 ${toHex(outcome.digest)}, in ${last?.generation_ms}ms (${last?.slices} slices, written by the ${this.#host.snapshotWriterKind} writer)`,
     );
+    if (p.evidence !== undefined && !this.#evidenceMatches(p)) return;
+    if (p.evidence === undefined && this.#host.isPrimary()) this.#host.requestEvidence();
+    this.onCommit(this.#commitSeqno);
   }
 
   #viewHistoryAt(seqno: number, view: number): number[] {
@@ -405,51 +471,36 @@ export class SnapshotManager {
     return { seqno: configuration.seqno, nodes: [...configuration.nodes] };
   }
 
-  /**
-   * Every node must write the same tree, whatever it compacted: all whole blocks below the one
-   * holding leaf seqno - 2 are compacted (so the root the signature at seqno signed, over
-   * seqno - 1 leaves, stays computable), the leaves above are listed.
-   */
-  #canonicalTree(seqno: number): SnapshotMeta['tree'] {
-    const tree = this.#host.tree();
-    assert(tree.size === seqno, `the tree holds ${tree.size} leaves at snapshot ${seqno}`);
-    const compactionPoint = seqno === 0 ? 0 : Math.floor((seqno - 1) / BLOCK_LEAF_COUNT) * BLOCK_LEAF_COUNT;
-    assert(compactionPoint >= tree.compactionPoint, 'the tree was not compacted past the snapshot');
-    const blocks = compactionPoint / BLOCK_LEAF_COUNT;
-    const blockHashes = new Uint8Array(blocks * 32);
-    for (let b = 0; b < blocks; b++) blockHashes.set(tree.blockHash(b), b * 32);
-    const leaves = new Uint8Array((seqno - compactionPoint) * 32);
-    for (let i = compactionPoint; i < seqno; i++) leaves.set(tree.leaf(i), (i - compactionPoint) * 32);
-    return { size: seqno, compaction_point: compactionPoint, block_hashes: toBase64(blockHashes), leaves: toBase64(leaves) };
+  /** An evidence entry: it records the digest of the snapshot at the seqno it names. */
+  #onEvidence(entry: DecodedEntry): void {
+    const record = singletonValueIn<SnapshotEvidenceRecord>(entry.publicBytes, Tables.snapshotEvidence);
+    const p = record === undefined ? undefined : this.#pending.find((q) => q.seqno === record.seqno && q.evidence === undefined);
+    // A snapshot this node does not hold (it started after it, or skipped it): nothing to check.
+    if (record === undefined || p === undefined) return;
+    if (p.evidenceProposedSeqno === entry.seqno) p.evidenceProposedSeqno = undefined;
+    p.evidence = { seqno: entry.seqno, view: entry.view, writeSetDigest: writeSetDigest(entry), claimsDigest: entry.claimsDigest, recordedSha256: record.sha256 };
+    if (p.digest !== undefined) this.#evidenceMatches(p);
   }
 
-  #checkEvidence(p: Pending, entry: DecodedEntry): void {
-    if (!hasFlag(entry.flags, EntryFlags.SNAPSHOT_EVIDENCE)) {
-      // The primary that took the snapshot lost its role before recording the evidence.
-      this.#pending.splice(this.#pending.indexOf(p), 1);
-      this.#discard(p, `seqno ${entry.seqno} is not its evidence`);
-      return;
-    }
-    const record = singletonValueIn<SnapshotEvidenceRecord>(entry.publicBytes, Tables.snapshotEvidence);
-    if (!bytesEqual(entry.claimsDigest, p.digest) || record?.sha256 !== toHex(p.digest) || record.seqno !== p.seqno) {
-      this.#host.logger.fail(
-        `snapshot at ${p.seqno}: evidence at ${entry.seqno} records sha-256 ${record?.sha256 ?? '?'}, this node's snapshot has ${toHex(p.digest)}`,
-      );
-      this.#pending.splice(this.#pending.indexOf(p), 1);
-      this.#discard(p, 'digest differs from the evidence');
-      return;
-    }
-    p.evidence = { view: entry.view, writeSetDigest: writeSetDigest(entry), claimsDigest: entry.claimsDigest };
+  /** Whether the evidence records this node's digest; a snapshot whose does not is abandoned. */
+  #evidenceMatches(p: Pending): boolean {
+    const evidence = p.evidence!;
+    const digest = p.digest!;
+    if (bytesEqual(evidence.claimsDigest, digest) && evidence.recordedSha256 === toHex(digest)) return true;
+    this.#host.logger.fail(`snapshot at ${p.seqno}: evidence at ${evidence.seqno} records sha-256 ${evidence.recordedSha256}, this node's snapshot has ${toHex(digest)}`);
+    this.#pending.splice(this.#pending.indexOf(p), 1);
+    this.#discard(p, 'digest differs from the evidence');
+    return false;
   }
 
   #receiptFor(p: Pending, record: SignatureRecord, signatureSeqno: number): Receipt {
     const evidence = p.evidence!;
     // The signature at signatureSeqno signs the root over the signatureSeqno - 1 entries before it.
-    const proof = this.#host.tree().inclusionProof(p.evidenceSeqno - 1, signatureSeqno - 1);
+    const proof = this.#host.tree().inclusionProof(evidence.seqno - 1, signatureSeqno - 1);
     return buildReceipt({
       leafComponents: {
         writeSetDigest: evidence.writeSetDigest,
-        commitEvidence: this.#host.commitEvidence(evidence.view, p.evidenceSeqno),
+        commitEvidence: this.#host.commitEvidence(evidence.view, evidence.seqno),
         claimsDigest: evidence.claimsDigest,
       },
       proof,
@@ -462,7 +513,7 @@ export class SnapshotManager {
 
   #finish(p: Pending): void {
     const disk = this.#host.disk;
-    const committedPath = disk.join(this.#directory, formatSnapshotFileName({ seqno: p.seqno, evidenceSeqno: p.evidenceSeqno, committed: true }));
+    const committedPath = disk.join(this.#directory, formatSnapshotFileName({ seqno: p.seqno, evidenceSeqno: p.evidence!.seqno, committed: true }));
     try {
       const file = disk.openForAppend(p.path);
       try {
@@ -481,10 +532,16 @@ export class SnapshotManager {
 
   #discard(p: Pending, why: string): void {
     this.#host.logger.info(`snapshot at ${p.seqno} abandoned: ${why}`);
+    p.generation.cancel();
+    // A file still with the writer is removed when the writer answers (#written).
+    if (p.digest !== undefined) this.#removeFile(p.path);
+  }
+
+  #removeFile(path: string): void {
     try {
-      if (this.#host.disk.exists(p.path)) this.#host.disk.remove(p.path);
+      if (this.#host.disk.exists(path)) this.#host.disk.remove(path);
     } catch (e) {
-      this.#host.logger.fail(`could not remove ${p.path}: ${errorMessage(e)}`);
+      this.#host.logger.fail(`could not remove ${path}: ${errorMessage(e)}`);
     }
   }
 

@@ -14,7 +14,11 @@ import { ACCEPT_BALLOT, openService, propose, vote, type MemberConnection } from
 import { generateIdentity, nodeIdFromPublicKey, type Identity } from '../crypto/index.js';
 import { HttpsClient, type ClientIdentity } from '../platform/https-client.js';
 
-export const CLI_ENTRY = fileURLToPath(new URL('../cli/main.js', import.meta.url));
+/**
+ * The `covenant` command the nodes run: this build's, or the one COVENANT_NODE_CLI names (a
+ * benchmark comparing two builds runs the same load against another build's nodes).
+ */
+export const CLI_ENTRY = process.env['COVENANT_NODE_CLI'] ?? fileURLToPath(new URL('../cli/main.js', import.meta.url));
 
 export interface StartedNode {
   readonly dir: string;

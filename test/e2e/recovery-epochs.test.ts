@@ -165,6 +165,8 @@ describe('disaster recovery across epochs', () => {
     try {
       await sharesReissued(old, undefined);
       await writeMany(old, 0, 60);
+      // A snapshot is written over later turns and committed once its evidence is: wait for one.
+      await until('a committed snapshot', async () => (readdirSync(join(dir, 'snapshots')).some((f) => f.endsWith('.committed')) ? true : undefined));
       await old.kill();
       const snapshots = readdirSync(join(dir, 'snapshots')).filter((f) => f.endsWith('.committed'));
       assert.ok(snapshots.length > 0, 'the old service made a committed snapshot');

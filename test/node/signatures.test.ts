@@ -29,7 +29,7 @@ function setup(options: { txCount: number; delayMs: number; electionTimeoutMs?: 
     identity: { exists: true, nodeId: 'n', nodeCertificatePem: 'C', sign: () => new Uint8Array(8) },
     replica: { store, tree: new HistoryTree(), commitSeqno: 0, lastSignedSeqno: 0 },
     proposer,
-    snapshots: { dueAt: () => false, evidenceFor: () => undefined },
+    snapshots: { dueAt: () => false, dueEvidence: () => undefined },
     isPrimary: () => true,
     stopped: () => false,
     currentView: () => 1,

@@ -34,6 +34,9 @@ function manager(snapshots: { min_interval?: string } = {}) {
     isPrimary: () => true,
     holdsPrivateDomain: () => true,
     requestSignature: () => void signaturesAsked++,
+    requestEvidence: unused,
+    snapshotWriter: { write: unused, close: () => {} },
+    snapshotWriterKind: 'inline',
   };
   return { snapshots: new SnapshotManager(host), clock, logger, signaturesAsked: () => signaturesAsked };
 }

@@ -145,6 +145,9 @@ function snapshotManager(disk: MemoryDisk, logger: MemoryLogger): SnapshotManage
     isPrimary: () => true,
     holdsPrivateDomain: () => true,
     requestSignature: unused,
+    requestEvidence: unused,
+    snapshotWriter: { write: unused, close: () => {} },
+    snapshotWriterKind: 'inline',
   };
   return new SnapshotManager(host);
 }

@@ -8,6 +8,7 @@
  */
 import { assert } from '../../base/assert.js';
 import { toHex } from '../../base/bytes.js';
+import { isCovenantError } from '../../base/errors.js';
 import type { Clock, TimerHandle } from '../../base/clock.js';
 import { jsonCodec } from '../../kv/index.js';
 import { EntryFlags } from '../../ledger/index.js';
@@ -157,20 +158,44 @@ export class Signatures {
     proposer.propose(seqno, committed.writeSet, EntryFlags.SIGNATURE, undefined);
     this.unsignedCount = 0;
     replica.lastSignedSeqno = seqno;
-    if (snapshot) this.writeSnapshotEvidence(seqno);
+    // Evidence of a snapshot written meanwhile (or left unrecorded by an earlier primary).
+    this.writeDueEvidence();
   }
 
-  /** The transaction after a snapshot signature: the snapshot's digest, also as claims digest. */
-  private writeSnapshotEvidence(seqno: number): void {
+  /** A snapshot file was written (or may be): record its evidence from a fresh call. */
+  requestEvidence(): void {
+    this.host.clock.defer(() => {
+      if (!this.host.stopped() && this.host.isPrimary()) this.writeDueEvidence();
+    });
+  }
+
+  /**
+   * The transactions recording the digests of snapshots whose files are written (each also as its
+   * claims digest, so that a receipt for it binds the digest). Any transaction after the snapshot
+   * point may be the evidence: the file is written over many turns while writes go on.
+   */
+  private writeDueEvidence(): void {
     const { replica, proposer, snapshots } = this.host;
-    const evidence = snapshots.evidenceFor(seqno);
-    if (evidence === undefined) return;
-    const tx = replica.store.beginTx();
-    tx.map(Tables.snapshotEvidence, json).put(SINGLETON_KEY, evidence.record);
-    const committed = tx.commit();
-    assert(committed && committed.version === seqno + 1, 'snapshot evidence directly follows its signature');
-    proposer.propose(committed.version, committed.writeSet, EntryFlags.SNAPSHOT_EVIDENCE, undefined, evidence.digest);
-    this.unsignedCount++;
+    if (!this.host.isPrimary()) return;
+    let written = 0;
+    for (let evidence = snapshots.dueEvidence(); evidence !== undefined; evidence = snapshots.dueEvidence()) {
+      // The evidence follows every transaction already in the pipeline, like any other.
+      const tx = replica.store.beginTx();
+      tx.map(Tables.snapshotEvidence, json).put(SINGLETON_KEY, evidence.record);
+      const committed = tx.commit();
+      assert(committed !== undefined, 'a snapshot evidence transaction writes');
+      try {
+        proposer.propose(committed.version, committed.writeSet, EntryFlags.SNAPSHOT_EVIDENCE, undefined, evidence.digest);
+      } catch (e) {
+        // Refused like any transaction (too many pending, no longer primary): the next signature tries again.
+        if (!isCovenantError(e)) throw e;
+        break;
+      }
+      snapshots.evidenceProposed(evidence.record.seqno, committed.version);
+      this.unsignedCount++;
+      written++;
+    }
+    if (written === 0) return;
     // Signed by the next signature, started from a fresh call so a snapshot can never recurse.
     this.host.clock.defer(() => {
       if (!this.host.stopped() && this.host.isPrimary() && this.unsignedCount > 0) this.scheduleNext();

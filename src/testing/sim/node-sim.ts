@@ -43,6 +43,8 @@ export interface NodeSimOptions {
   readonly durability?: 'Synced' | 'Replicated';
   /** Probability per step that every node loses power at once (unsynced writes lost). Default 0. */
   readonly powerCutProbability?: number;
+  /** snapshots.tx_count of every node (default 1,000,000: no snapshots). */
+  readonly snapshotTxCount?: number;
 }
 
 export interface NodeSimReport {
@@ -107,7 +109,7 @@ export function writeFile(disk: MemoryDisk, path: string, text: string): void {
 }
 
 /** The raw configuration of host `index` (what its configuration file would say). */
-export function rawConfigOf(index: number, type: 'Start' | 'Join', durability: 'Synced' | 'Replicated'): Record<string, any> {
+export function rawConfigOf(index: number, type: 'Start' | 'Join', durability: 'Synced' | 'Replicated', snapshotTxCount = 1_000_000): Record<string, any> {
   const dir = `/sim/n${index}`;
   return {
     command: {
@@ -121,7 +123,7 @@ export function rawConfigOf(index: number, type: 'Start' | 'Join', durability: '
     rpc_interfaces: { primary: { bind_address: `127.0.0.${index + 1}:443` } },
     node_to_node_interface: { bind_address: `127.0.0.${index + 1}:444` },
     ledger: { directory: `${dir}/ledger`, chunk_size: '16KB', durability },
-    snapshots: { directory: `${dir}/snapshots`, tx_count: 1_000_000 },
+    snapshots: { directory: `${dir}/snapshots`, tx_count: snapshotTxCount },
     consensus: { election_timeout: '300ms', message_timeout: '50ms' },
     ledger_signatures: { tx_count: 20, delay: '30ms' },
     logging: { level: 'fail' },
@@ -157,7 +159,7 @@ export class NodeSim {
 
   /** The configuration host `index` starts with (a scenario adds its own sections). */
   protected configFor(index: number, type: 'Start' | 'Join'): NodeConfig {
-    return simConfig(rawConfigOf(index, type, this.options.durability ?? 'Synced'));
+    return simConfig(rawConfigOf(index, type, this.options.durability ?? 'Synced', this.options.snapshotTxCount));
   }
 
   /** Starts the service on n0 and joins the others while it opens (asynchronous: certificates). */

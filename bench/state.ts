@@ -1,0 +1,151 @@
+/**
+ * `npm run bench -- --state N`: a state that grows. Three nodes with the default snapshot settings;
+ * `connections` clients write N fresh records (ids 0..N-1, 200-byte messages) to the primary, and
+ * every `--report-every` seconds (and at the end) one JSON line reports, for the interval: committed
+ * write throughput, latency p50/p99/max (sent → answered), refused writes (non-2xx) and connection
+ * errors, the view of every node (a change is an election), each node's RSS, its latest snapshot
+ * (size and generation time, from GET /node/metrics, else the newest committed file's size), and its
+ * event loop's largest delay since the last report (GET /node/metrics `event_loop`).
+ *
+ * COVENANT_NODE_CLI=<another build's dist/src/cli/main.js> runs the same load against that build's
+ * nodes (figures its /node/metrics lacks are null).
+ *
+ *   npm run bench -- --state 1000000 [--connections 64] [--report-every 10]
+ */
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { startNetwork, type TestNetwork } from '../src/testing/network.js';
+import type { StartedNode } from '../src/testing/node-process.js';
+import { buildRequest, percentile, runLoad, type LoadTarget } from './load.js';
+import { rssMb } from './proc.js';
+
+export interface StateArgs {
+  readonly records: number;
+  readonly connections: number;
+  readonly reportEveryS: number;
+}
+
+const MESSAGE = 'x'.repeat(200);
+
+interface NodeFigures {
+  view: number | null;
+  rss_mb: number;
+  snapshot_bytes: number | null;
+  snapshot_seqno: number | null;
+  snapshot_generation_ms: number | null;
+  snapshot_slices: number | null;
+  snapshots_written: number | null;
+  event_loop_max_ms: number | null;
+}
+
+function newestCommittedSnapshot(node: StartedNode): { seqno: number; bytes: number } | undefined {
+  const dir = join(node.dir, 'snapshots');
+  if (!existsSync(dir)) return undefined;
+  let best: { seqno: number; bytes: number } | undefined;
+  for (const name of readdirSync(dir)) {
+    const m = /^snapshot_(\d+)_\d+\.committed$/.exec(name);
+    if (!m) continue;
+    const seqno = Number(m[1]);
+    if (best === undefined || seqno > best.seqno) best = { seqno, bytes: statSync(join(dir, name)).size };
+  }
+  return best;
+}
+
+async function figuresOf(node: StartedNode): Promise<NodeFigures> {
+  const consensus = await node.client.request('GET', '/node/consensus', { timeoutMs: 5000 }).catch(() => undefined);
+  const metrics = await node.client.request('GET', '/node/metrics', { timeoutMs: 5000 }).catch(() => undefined);
+  const last = metrics?.body?.snapshots?.last as { seqno: number; size_bytes: number; generation_ms: number; slices: number } | undefined;
+  const file = newestCommittedSnapshot(node);
+  return {
+    view: (consensus?.body?.current_view as number | undefined) ?? null,
+    rss_mb: Math.round(rssMb(node.process.pid!)),
+    snapshot_bytes: last?.size_bytes ?? file?.bytes ?? null,
+    snapshot_seqno: last?.seqno ?? file?.seqno ?? null,
+    snapshot_generation_ms: last?.generation_ms ?? null,
+    snapshot_slices: last?.slices ?? null,
+    snapshots_written: (metrics?.body?.snapshots?.written as number | undefined) ?? null,
+    event_loop_max_ms: (metrics?.body?.event_loop?.recent?.max_ms as number | undefined) ?? null,
+  };
+}
+
+/** A network, started again when its opening failed (member JavaScript out of its time budget on a loaded machine). */
+async function startBenchNetwork(): Promise<TestNetwork> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startNetwork(3, { logging: { level: 'fail' } });
+    } catch (e) {
+      if (attempt === 5) throw e;
+      console.log(JSON.stringify({ bench: 'state', note: `starting the network failed (${(e as Error).message.split('\n')[0]}); again` }));
+    }
+  }
+}
+
+export async function stateBench(args: StateArgs): Promise<void> {
+  const network = await startBenchNetwork();
+  try {
+    const primary = await network.primary();
+    const [host, port] = primary.address.split(':') as [string, string];
+    const target: LoadTarget = { host, port: Number(port), ca: primary.serviceCertificatePem, cert: primary.user.certificatePem, key: primary.user.privateKeyPem };
+    const started = performance.now();
+    let answered = 0;
+    let refused = 0;
+    let latencies: number[] = [];
+    let intervalStart = started;
+    let intervalAnswered = 0;
+    const initialViews = await Promise.all(network.nodes.map(async (n) => (await figuresOf(n)).view));
+    let reporting = Promise.resolve();
+    const report = async (final: boolean) => {
+      const now = performance.now();
+      const sorted = latencies.sort((a, b) => a - b);
+      latencies = [];
+      const nodes = await Promise.all(network.nodes.map(figuresOf));
+      const line = {
+        bench: 'state',
+        final,
+        records: answered - refused,
+        elapsed_s: Math.round((now - started) / 100) / 10,
+        writes_per_s: Math.round(((answered - intervalAnswered) / (now - intervalStart)) * 1000),
+        latency_p50_ms: Math.round(percentile(sorted, 50) * 10) / 10,
+        latency_p99_ms: Math.round(percentile(sorted, 99) * 10) / 10,
+        latency_max_ms: Math.round((sorted.at(-1) ?? NaN) * 10) / 10,
+        refused_writes: refused,
+        view_changes: nodes.map((n, i) => (n.view === null || initialViews[i] === null ? null : n.view - initialViews[i]!)),
+        nodes,
+      };
+      intervalStart = now;
+      intervalAnswered = answered;
+      console.log(JSON.stringify(line));
+    };
+    const timer = setInterval(() => {
+      reporting = reporting.then(() => report(false));
+    }, args.reportEveryS * 1000);
+    const result = await runLoad(target, {
+      connections: args.connections,
+      durationMs: 24 * 3600 * 1000,
+      maxRequests: args.records,
+      request: (i) => buildRequest('POST', '/app/log/private', host, JSON.stringify({ id: i, msg: MESSAGE })),
+      onResponse: (status, _headers, sentAtMs) => {
+        answered++;
+        if (status < 200 || status >= 300) refused++;
+        latencies.push(performance.now() - sentAtMs);
+      },
+    });
+    clearInterval(timer);
+    await reporting;
+    await report(true);
+    console.log(
+      JSON.stringify({
+        bench: 'state-summary',
+        records: args.records,
+        answered: result.requests,
+        refused_writes: result.non2xx,
+        connection_errors: result.errors,
+        writes_per_s: Math.round(result.requestsPerSecond),
+        latency_p50_ms: Math.round(result.latencyP50Ms * 10) / 10,
+        latency_p99_ms: Math.round(result.latencyP99Ms * 10) / 10,
+      }),
+    );
+  } finally {
+    await network.stopAll();
+  }
+}
