@@ -48,6 +48,10 @@ export interface ApplicationFrontend {
   metrics(): unknown;
   /** Checks a set_js_app bundle; throws an Error naming what is wrong. */
   checkBundle(bundle: unknown): void;
+  /** GET /node/historical_cache. */
+  historicalCacheReport(): unknown;
+  /** GET /node/index/strategies: the installed bundle's indexes and their progress. */
+  indexStrategies(): unknown[];
 }
 
 export class NodeServer {
@@ -75,7 +79,9 @@ export class NodeServer {
         node,
         openApi,
         primaryAddress: (interfaceName) => this.primaryAddress(interfaceName),
-        ...(application ? { jsMetrics: () => application.metrics() } : {}),
+        ...(application
+          ? { jsMetrics: () => application.metrics(), historicalCache: () => application.historicalCacheReport(), indexStrategies: () => application.indexStrategies() }
+          : {}),
       }),
       ...downloadRoutes(
         downloadDepsOf(options.config, {
