@@ -140,6 +140,16 @@ describe('the historical cache', () => {
     assert.equal(flood.report().refused_queue_full_total, 50);
   });
 
+  test('prefetch reads the entries a request is about to read in one go', async () => {
+    const reads: number[] = [];
+    const cache = new HistoricalCache(source(reads), { entriesMax: 50, bytesMax: 1 <<20 }, nullLogger);
+    cache.entry(3);
+    cache.prefetch([3, 5, 9, 12]);
+    await turn();
+    assert.deepEqual(reads, [3, 5, 9, 12], 'each once');
+    for (const s of [3, 5, 9, 12]) assert.equal(cache.entry(s)?.seqno, s);
+  });
+
   test('an entry the files do not hold answers its error once read', async () => {
     const cache = new HistoricalCache(source([], new Set([4])), { entriesMax: 5, bytesMax: 1 << 20 }, nullLogger);
     assert.equal(cache.entry(4), undefined);

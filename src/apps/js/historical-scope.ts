@@ -108,6 +108,8 @@ export class RequestHistory implements HistoricalScope {
     if (answer.seqnos.length > INDEX_QUERY_SEQNOS_MAX) {
       throw new CovenantError('InvalidInput', `${answer.seqnos.length} seqnos wrote the key in [${from}, ${to}]: ask at most ${INDEX_QUERY_SEQNOS_MAX} at once (a narrower range)`, 400);
     }
+    // The handler reads these states next (the audit trail): their entries are read in one go.
+    this.cache.prefetch(answer.seqnos.slice(0, HISTORICAL_STATES_PER_REQUEST_MAX));
     return answer.seqnos;
   }
 }

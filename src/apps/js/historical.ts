@@ -120,6 +120,16 @@ export class HistoricalCache {
     return undefined;
   }
 
+  /** Queues the entries of `seqnos` not cached (a request about to read them), as far as the queue has room. */
+  prefetch(seqnos: readonly number[]): void {
+    for (const seqno of seqnos) {
+      if (this.entries.has(seqno) || this.queue.has(seqno)) continue;
+      if (this.queue.size >= HISTORICAL_FETCHES_QUEUED_MAX) return;
+      this.queue.set(seqno, undefined);
+    }
+    if (this.queue.size > 0) this.schedule();
+  }
+
   private schedule(): void {
     if (this.scheduled) return;
     this.scheduled = true;

@@ -8,8 +8,8 @@
  * the last one indexed, at most INDEX_ENTRIES_PER_TURN per turn of the event loop, and follows
  * commit. Entries the files do not hold (a node that started from a snapshot without the older
  * chunks in a read-only ledger directory) are skipped: the index then covers from the first entry
- * it read after the last one missing (`first_seqno`), and a query reaching before it is refused. An index stops at
- * INDEX_SEQNOS_MAX seqnos (reported `full`): its memory is bounded.
+ * it read after the last one missing (`first_seqno`), and a query reaching before it is refused. The indexes stop at
+ * INDEX_SEQNOS_MAX seqnos together (each then reported `full`): their memory is bounded.
  */
 import { isCovenantError } from '../../base/errors.js';
 import type { Logger } from '../../base/log.js';
@@ -43,6 +43,8 @@ export class IndexingService {
   /** The first seqno the ledger files gave (0 before any). */
   private firstSeqno = 0;
   private timer: NodeJS.Timeout | undefined;
+  /** Seqnos held by every index together (bounded by INDEX_SEQNOS_MAX). */
+  private seqnosHeld = 0;
   entriesRead = 0;
 
   constructor(
@@ -60,6 +62,7 @@ export class IndexingService {
     this.strategies = new Map(indexes.map((definition) => [definition.name, { definition, seqnosByKey: new Map(), seqnos: 0, full: false, upTo: 0 }]));
     this.indexedUpTo = 0;
     this.firstSeqno = 0;
+    this.seqnosHeld = 0;
   }
 
   start(): void {
@@ -137,7 +140,7 @@ export class IndexingService {
     const map = writes.get(strategy.definition.map);
     if (map === undefined) return;
     for (const key of map.keys()) {
-      if (strategy.seqnos >= INDEX_SEQNOS_MAX) {
+      if (this.seqnosHeld >= INDEX_SEQNOS_MAX) {
         strategy.full = true;
         this.logger.info('index full: it no longer follows commit', { index: strategy.definition.name, seqnos: strategy.seqnos });
         return;
@@ -146,6 +149,7 @@ export class IndexingService {
       if (list === undefined) strategy.seqnosByKey.set(key, (list = []));
       list.push(seqno);
       strategy.seqnos++;
+      this.seqnosHeld++;
     }
   }
 

@@ -56,7 +56,7 @@ export const HISTORICAL_STATES_PER_REQUEST_MAX = 256;
 export const INDEX_ENTRIES_PER_TURN = 256;
 /** How often the indexing loop runs, in milliseconds (each run reads at most INDEX_ENTRIES_PER_TURN entries). */
 export const INDEX_INTERVAL_MS = 10;
-/** Seqnos one index holds (about 8 bytes each in arrays, plus its keys): beyond it the index stops, reported full. */
+/** Seqnos the indexes of a node hold together (about 8 bytes each in arrays, plus their keys): beyond it they stop, reported full. */
 export const INDEX_SEQNOS_MAX = 10_000_000;
 /** Indexes one bundle declares: each is maintained over every committed entry. */
 export const BUNDLE_INDEXES_MAX = 16;
