@@ -135,14 +135,16 @@ describe('the historical cache', () => {
     assert.ok(cache.entry(8) !== undefined && cache.entry(1) === undefined, 'the oldest went first');
 
     const flood = new HistoricalCache(source([]), { entriesMax: 5, bytesMax: 1 << 20 }, nullLogger);
-    for (let s = 1; s <= HISTORICAL_FETCHES_QUEUED_MAX + 50; s++) flood.entry(s);
-    assert.equal(flood.report().queued_fetches, HISTORICAL_FETCHES_QUEUED_MAX);
-    assert.equal(flood.report().refused_queue_full_total, 50);
+    for (let s = 1; s <= HISTORICAL_FETCHES_QUEUED_MAX; s++) flood.entry(s);
+    assert.throws(() => flood.entry(HISTORICAL_FETCHES_QUEUED_MAX + 1), (e: CovenantError) => e.code === 'HistoricalFetchesBusy' && e.status === 503);
+    flood.prefetch([HISTORICAL_FETCHES_QUEUED_MAX + 2]);
+    assert.equal(flood.report().queued_fetches, HISTORICAL_FETCHES_QUEUED_MAX, 'a prefetch does not go beyond the bound either');
+    assert.equal(flood.report().refused_queue_full_total, 1);
   });
 
   test('prefetch reads the entries a request is about to read in one go', async () => {
     const reads: number[] = [];
-    const cache = new HistoricalCache(source(reads), { entriesMax: 50, bytesMax: 1 <<20 }, nullLogger);
+    const cache = new HistoricalCache(source(reads), { entriesMax: 50, bytesMax: 1 << 20 }, nullLogger);
     cache.entry(3);
     cache.prefetch([3, 5, 9, 12]);
     await turn();

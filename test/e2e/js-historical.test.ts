@@ -181,7 +181,7 @@ describe('historical endpoints and indexes of an application', () => {
       for (let i = f; !stop; i += 8) {
         const txId = old[i % old.length]!;
         const a = await node.client.request('GET', `/app/records/${KEYS[i % KEYS.length]}/at`, { identity: node.user, headers: { 'x-covenant-transaction-id': txId } });
-        assert.ok(a.status === 200 || a.status === 202, a.text);
+        assert.ok(a.status === 200 || a.status === 202 || (a.status === 503 && a.body.error.code === 'HistoricalFetchesBusy'), a.text);
         if (a.status === 200) answered++;
         else pending++;
       }

@@ -5,9 +5,9 @@
  * `historical_cache` configuration), with the receipt of each transaction a request named.
  *
  * A request never reads the ledger files itself: it asks for the entries it needs, and those not
- * cached are queued (at most HISTORICAL_FETCHES_QUEUED_MAX) and read in the background, at most
- * HISTORICAL_FETCHES_PER_TURN per turn of the event loop, while the request is answered 202 with
- * Retry-After. A transaction's receipt is built from the entry read (its proof must fold to the
+ * cached are queued (at most HISTORICAL_FETCHES_QUEUED_MAX; beyond, 503 HistoricalFetchesBusy) and
+ * read in the background, at most HISTORICAL_FETCHES_PER_TURN per turn of the event loop, while
+ * the request is answered 202 with Retry-After. A transaction's receipt is built from the entry read (its proof must fold to the
  * signed root: the entry read is the one the service signed).
  */
 import { CovenantError, isCovenantError } from '../../base/errors.js';
@@ -112,7 +112,13 @@ export class HistoricalCache {
     if (!this.queue.has(seqno)) {
       if (this.queue.size >= HISTORICAL_FETCHES_QUEUED_MAX) {
         this.refusedQueueFull++;
-        return undefined;
+        throw new CovenantError(
+          'HistoricalFetchesBusy',
+          `${this.queue.size} ledger entries are queued to be read for historical requests (at most ${HISTORICAL_FETCHES_QUEUED_MAX}): retry in ${HISTORICAL_RETRY_AFTER_SECONDS} s`,
+          503,
+          undefined,
+          HISTORICAL_RETRY_AFTER_SECONDS,
+        );
       }
       this.queue.set(seqno, txId);
     } else if (txId !== undefined) this.queue.set(seqno, txId);

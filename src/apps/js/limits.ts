@@ -46,7 +46,7 @@ export const EXCEPTION_MESSAGE_CHARS_MAX = 1000;
 
 /** Ledger entries the historical cache reads per turn of the event loop: reads are synchronous file reads, so few at once. */
 export const HISTORICAL_FETCHES_PER_TURN = 16;
-/** Entries waiting to be read for historical requests; beyond it a request is answered 202 without queueing (it asks again). */
+/** Entries waiting to be read for historical requests; beyond it a request needing another is refused (503 HistoricalFetchesBusy, Retry-After). */
 export const HISTORICAL_FETCHES_QUEUED_MAX = 1024;
 /** Retry-After of a historical request whose entries are being read: they are read within a few turns. */
 export const HISTORICAL_RETRY_AFTER_SECONDS = 1;
