@@ -326,6 +326,8 @@ export class JsAppFrontend implements ApplicationFrontend {
         interpreter.call(endpoint.properties.js_module, endpoint.properties.js_function, requestJson, body, seed),
       );
     } catch (e) {
+      // A historical read that is not ready stops the handler: the request is answered 202, not failed.
+      if (e instanceof ScriptFailure && scope.historical?.notReady !== undefined) throw scriptError(e.kind, e.message);
       this.failures++;
       if (e instanceof ScriptFailure) {
         this.logger.info('application handler failed', { endpoint: `${endpoint.method} ${endpoint.path}`, kind: e.kind, reason: e.message });

@@ -36,6 +36,8 @@ export interface RequestScope {
 export interface HistoricalScope {
   /** `{transactionId, receipt}` of the transaction the request names, as JSON. */
   readonly stateJson: string;
+  /** Set once a read needed what is not read yet: the request is answered 202, its handler's failure is not one. */
+  readonly notReady: string | undefined;
   /** The value of `key` in `map` right after the committed transaction at `seqno`. */
   get(seqno: number, map: string, key: string): Uint8Array | undefined;
   /** The id (`view.seqno`) of the committed transaction at `seqno`, once its entry is read. */
