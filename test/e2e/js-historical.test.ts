@@ -17,7 +17,7 @@ import { deployApp } from '../../src/cli/app.js';
 import { isChunkFileName, parseChunkName, parseSnapshotFileName } from '../../src/ledger/index.js';
 import { verifyReceipt, type Receipt } from '../../src/merkle/index.js';
 import { joinOptionsOf, memberConnectionOf, removeDir, restartNode, startJoiningNode, startNode, type StartedNode } from '../../src/testing/node-process.js';
-import { until, waitCommitted } from '../../src/testing/network.js';
+import { startNetwork, until, waitCommitted, type TestNetwork } from '../../src/testing/network.js';
 
 const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
 const FIXTURE = join(ROOT, 'test', 'e2e', 'fixtures', 'js-history');
@@ -255,4 +255,30 @@ describe('historical endpoints and indexes of an application', () => {
     }
   });
 
+});
+
+describe('a historical endpoint on a backup', () => {
+  let network: TestNetwork;
+
+  before(async () => {
+    network = await startNetwork(3, CONFIG);
+  });
+
+  after(async () => {
+    await network?.stopAll();
+  });
+
+  test('a backup answers from its own ledger files and index, as the primary would', async () => {
+    const primary = await network.primary();
+    await deployApp(readBundleDirectory(FIXTURE), [memberConnectionOf(primary)], () => undefined);
+    const model = new Model();
+    await writeSome(primary, model, 12, 'replicated');
+    const backup = network.nodes.find((n) => n !== primary)!;
+    await waitCommitted(backup, model.writes.at(-1)!.txId);
+    const executions = async () => (await backup.client.request('GET', '/node/js_metrics')).body.executions as number;
+    const before = await executions();
+    await checkReads(backup, model, model.writes.filter((_w, i) => i % 3 === 0));
+    await checkTrails(backup, model);
+    assert.ok((await executions()) > before, 'the backup ran the historical handlers itself');
+  });
 });

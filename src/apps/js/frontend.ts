@@ -10,10 +10,11 @@
  * request asks for x-covenant-consistency: linearizable).
  */
 import { randomBytes } from 'node:crypto';
+import { assert } from '../../base/assert.js';
 import { CovenantError } from '../../base/errors.js';
 import { formatTxId, type TxId } from '../../base/ids.js';
 import type { Logger } from '../../base/log.js';
-import { jsonCodec, stringKeyCodec, type Codec, type StoreView, type Tx } from '../../kv/index.js';
+import { jsonCodec, stringKeyCodec, type Codec, type StoreView, type Tx, type WriteSet } from '../../kv/index.js';
 import { CONSISTENCY_HEADER } from '../../http/forwarding.js';
 import type { Caller, HttpMethod, RequestContext, Route, RouteResponse } from '../../http/route.js';
 import { Router, type MatchResult } from '../../http/router.js';
@@ -39,7 +40,7 @@ export interface JsAppNode extends NodeTransactions {
   appFrontendOpen(): boolean;
   appFrontendClosedReason(): string;
   /** The writes of the committed entry at `seqno`, from the ledger files (historical endpoints, indexes). */
-  historicalEntryAt(seqno: number): { view: number; writes: import('../../kv/index.js').WriteSet };
+  historicalEntryAt(seqno: number): { view: number; writes: WriteSet };
   /** The JSON receipt of a committed transaction (GET /node/receipt's `receipt`), or 'pending'. */
   receipt(txId: TxId): Promise<unknown>;
 }
@@ -282,6 +283,7 @@ export class JsAppFrontend implements ApplicationFrontend {
     if (status !== 'Committed') return historicalPending(header, `transaction ${header} is ${status}`);
     const target = this.history.entry(txId.seqno, txId);
     if (target === undefined) return historicalPending(header, `transaction ${header} is being read from the ledger files`);
+    assert(target.view === txId.view, () => `committed transaction ${header} is the ledger entry at its seqno (view ${target.view})`);
     const history = new RequestHistory(target, this.history, this.indexing, this.node.commitTxId().seqno);
     const run = (tx: Tx) => {
       const scope = { ...this.scopeOf(tx, undefined), historical: history };
