@@ -1,6 +1,11 @@
 // The service's built-in message log written as an application bundle: the same routes, the same
 // answers, and the same maps ("records" encrypted, "public:records" in clear; key: the id in
 // decimal, value: {"msg": ...} as JSON), so the two can take over from each other.
+//
+// A public record's write also binds a claim into its transaction's receipt: the SHA-256 of
+// {"id":<id>,"msg":<msg>} as JSON.stringify writes it (README.md shows the round trip). A private
+// record binds none: the claims digest is in clear in the ledger, and the digest of a short
+// private message would let whoever reads the ledger files test guesses of it.
 import { badRequest, idOf, notFound } from './validation.js';
 
 const MAPS = { private: 'records', public: 'public:records' };
@@ -18,6 +23,7 @@ function post(scope, request) {
   if (!Number.isSafeInteger(body.id) || body.id < 0) return badRequest('InvalidInput', 'body "id": expected a non-negative integer');
   if (typeof body.msg !== 'string') return badRequest('InvalidInput', 'body "msg": expected a string');
   covenant.kv[MAPS[scope]].set(covenant.strToBuf(String(body.id)), covenant.jsonCompatibleToBuf({ msg: body.msg }));
+  if (scope === 'public') covenant.rpc.setClaimsDigest(covenant.crypto.sha256(covenant.jsonCompatibleToBuf({ id: body.id, msg: body.msg })));
   return { body: true };
 }
 

@@ -55,6 +55,35 @@ interface Covenant {
     /** 32 bytes bound into the transaction's Merkle leaf (readwrite endpoints). */
     setClaimsDigest(digest: ArrayBuffer): void;
   };
+  /**
+   * Historical endpoints only: the committed transaction named by x-covenant-transaction-id, its
+   * receipt (as GET /node/receipt's `receipt`) and the state right after it. Undefined elsewhere.
+   */
+  readonly historicalState: CovenantHistoricalState | undefined;
+  readonly historical: {
+    /** The state right after the committed transaction at `seqno` (historical endpoints; at most 256 per request). */
+    getStateAt(seqno: number): CovenantPastState;
+  };
+  readonly indexing: {
+    /** The committed seqnos in [from, to] that wrote `key`, by an index of app.json (strategy seqnos_by_key). */
+    seqnosByKey(index: string, key: ArrayBuffer, from: number, to: number): number[];
+  };
+}
+
+/** A read-only view of a past state: get and has only (a map not indexed answers only for the keys its transaction wrote). */
+interface CovenantPastKvMap {
+  get(key: ArrayBuffer): ArrayBuffer | undefined;
+  has(key: ArrayBuffer): boolean;
+}
+
+interface CovenantPastState {
+  /** `<view>.<seqno>`. */
+  readonly transactionId: string;
+  readonly kv: { readonly [name: string]: CovenantPastKvMap };
+}
+
+interface CovenantHistoricalState extends CovenantPastState {
+  readonly receipt: unknown;
 }
 
 type CovenantCaller =

@@ -132,7 +132,9 @@ program
   .requiredOption('--service-cert <file>', 'service certificate (the newest one)')
   .option('--endorsements <file>', 'the service\'s chain of endorsements (GET /node/service/endorsements), for a receipt kept from before a recovery')
   .option('--endorsements-from <host:port>', 'fetch that chain from a node, whose TLS certificate the service certificate must have issued')
-  .action(async (file: string, opts: { serviceCert: string; endorsements?: string; endorsementsFrom?: string }) => {
+  .option('--claims <file>', 'the application\'s claim (its bytes): the receipt must bind their SHA-256 as its claims digest')
+  .option('--claims-digest <hex>', 'the claims digest (64 hex digits) the receipt must bind')
+  .action(async (file: string, opts: { serviceCert: string; endorsements?: string; endorsementsFrom?: string; claims?: string; claimsDigest?: string }) => {
     let endorsements: unknown;
     if (opts.endorsementsFrom !== undefined) {
       try {
@@ -149,6 +151,8 @@ program
         serviceCertificateFile: opts.serviceCert,
         ...(opts.endorsements !== undefined ? { endorsementsFile: opts.endorsements } : {}),
         ...(endorsements !== undefined ? { endorsements } : {}),
+        ...(opts.claims !== undefined ? { claimsFile: opts.claims } : {}),
+        ...(opts.claimsDigest !== undefined ? { claimsDigest: opts.claimsDigest } : {}),
       },
       consoleOutput(),
     );

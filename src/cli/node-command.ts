@@ -299,6 +299,7 @@ export async function runNodeCommand(configPath: string): Promise<void> {
       node,
       logger: trusted.child({ component: 'app' }),
       bearer: (request) => appAuthenticator.authenticate('user_cert_or_jwt', { headers: request.headers, clientCertificateDer: undefined }),
+      historicalCache: config.historical_cache,
     });
     server = new NodeServer({
       node,

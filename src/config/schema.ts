@@ -170,6 +170,12 @@ export function nodeConfigSchema(baseDir: string) {
         max_committed_ledger_chunks: z.int().min(1).optional(),
       })
       .prefault({}),
+    historical_cache: z
+      .strictObject({
+        max_entries: z.int().min(1).max(1_000_000).default(1000),
+        max_size: sizeBytes(1).prefault('64MB'),
+      })
+      .prefault({}),
     ledger_signatures: z
       .strictObject({ tx_count: z.int().min(1).default(5000), delay: positiveDurationMs().prefault('100ms') })
       .prefault({}),

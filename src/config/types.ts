@@ -135,6 +135,14 @@ export interface FilesCleanupConfig {
   max_committed_ledger_chunks?: number | undefined;
 }
 
+/** The historical cache of application historical endpoints (docs/apps.md). */
+export interface HistoricalCacheConfig {
+  /** Ledger entries cached (each decoded, private part in clear). */
+  max_entries: number;
+  /** Bytes the cached entries hold, estimated. */
+  max_size: number;
+}
+
 export interface LedgerSignaturesConfig {
   tx_count: number;
   /** Milliseconds. */
@@ -208,6 +216,7 @@ export interface NodeConfig {
   ledger: LedgerConfig;
   snapshots: SnapshotsConfig;
   files_cleanup: FilesCleanupConfig;
+  historical_cache: HistoricalCacheConfig;
   ledger_signatures: LedgerSignaturesConfig;
   consensus: ConsensusConfig;
   /** Milliseconds; 0 disables the removal of silent Pending nodes. */

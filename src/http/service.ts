@@ -51,6 +51,10 @@ export interface ApplicationFrontend {
   metrics(): unknown;
   /** Checks a set_js_app bundle; throws an Error naming what is wrong. */
   checkBundle(bundle: unknown): void;
+  /** GET /node/historical_cache. */
+  historicalCacheReport(): unknown;
+  /** GET /node/index/strategies: the installed bundle's indexes and their progress. */
+  indexStrategies(): unknown[];
 }
 
 export class NodeServer {
@@ -83,7 +87,9 @@ export class NodeServer {
         node,
         openApi,
         primaryAddress: (interfaceName) => this.primaryAddress(interfaceName),
-        ...(application ? { jsMetrics: () => application.metrics() } : {}),
+        ...(application
+          ? { jsMetrics: () => application.metrics(), historicalCache: () => application.historicalCacheReport(), indexStrategies: () => application.indexStrategies() }
+          : {}),
       }),
       ...downloadRoutes(
         downloadDepsOf(options.config, {

@@ -382,6 +382,10 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
   coseReceipt(txId: TxId): Promise<Uint8Array | 'pending'> {
     return this.parts.receipts.coseReceipt(txId);
   }
+  historicalEntryAt(seqno: number): { view: number; writes: WriteSet } {
+    return this.parts.receipts.historicalEntryAt(seqno);
+  }
+
   historicalWrites(txId: TxId): WriteSet | 'pending' {
     return this.parts.receipts.historicalWrites(txId);
   }

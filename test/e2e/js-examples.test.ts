@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -135,6 +135,65 @@ describe('the logging example answers as the built-in message log', () => {
     // The bundle serves them: the built-in log would not list its openapi summary.
     const api = await node.client.request('GET', '/node/api');
     assert.equal(api.body.paths['/app/log/private'].post['x-covenant-mode'], 'readwrite');
+  });
+
+  test('a public record binds its claim: covenant receipt verify --claims accepts it offline and refuses an altered claim or receipt', async () => {
+    const bundle = readBundleDirectory(join(EXAMPLES, 'logging'));
+    await deployApp(bundle, [memberConnectionOf(node)], () => undefined);
+    const as = { identity: node.user };
+    const written = await node.client.request('POST', '/app/log/public', { ...as, body: { id: 300, msg: 'bound' } });
+    assert.equal(written.status, 200, written.text);
+    const privateWrite = await node.client.request('POST', '/app/log/private', { ...as, body: { id: 300, msg: 'not bound' } });
+    const txId = written.headers['x-covenant-transaction-id'] as string;
+    const privateTxId = privateWrite.headers['x-covenant-transaction-id'] as string;
+    await waitCommitted({ address: node.address, client: node.client }, privateTxId);
+    const receiptOf = (path: string, id: string) =>
+      until(`${path} of ${id}`, async () => {
+        const answer = await node.client.request('GET', `${path}?transaction_id=${id}`);
+        return answer.status === 200 ? answer : undefined;
+      });
+    const json = await receiptOf('/node/receipt', txId);
+    const cose = await receiptOf('/node/receipt/cose', txId);
+    const claim = Buffer.from(JSON.stringify({ id: 300, msg: 'bound' }));
+    const digest = createHash('sha256').update(claim).digest('hex');
+    assert.equal(json.body.receipt.leaf_components.claims_digest, digest);
+    assert.equal((await receiptOf('/node/receipt', privateTxId)).body.receipt.leaf_components.claims_digest, '0'.repeat(64), 'a private record binds no claim');
+
+    const file = (name: string, bytes: string | Uint8Array) => {
+      const path = join(node.dir, name);
+      writeFileSync(path, bytes);
+      return path;
+    };
+    const receiptFile = file('claimed.json', json.text);
+    const coseFile = file('claimed.cose', cose.bytes);
+    const claimFile = file('claim.json', claim);
+    const otherClaimFile = file('other-claim.json', JSON.stringify({ id: 300, msg: 'bount' }));
+    const altered = JSON.parse(json.text);
+    altered.receipt.leaf_components.claims_digest = createHash('sha256').update(readFileSync(otherClaimFile)).digest('hex');
+    const alteredFile = file('altered.json', JSON.stringify(altered));
+    const serviceCert = join(node.dir, 'service_cert.pem');
+    const verify = async (...args: string[]) => {
+      const run = await promisify(execFile)(process.execPath, [CLI_ENTRY, 'receipt', 'verify', ...args, '--service-cert', serviceCert]).then(
+        (r) => ({ code: 0, out: r.stdout + r.stderr }),
+        (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, out: e.stdout + e.stderr }),
+      );
+      return run;
+    };
+    const ok = await verify(receiptFile, '--claims', claimFile);
+    assert.equal(ok.code, 0, ok.out);
+    assert.match(ok.out, new RegExp(`binds claims digest ${digest}`));
+    assert.equal((await verify(coseFile, '--claims', claimFile)).code, 0);
+    assert.equal((await verify(receiptFile, '--claims-digest', digest.toUpperCase())).code, 0);
+    const wrongClaim = await verify(receiptFile, '--claims', otherClaimFile);
+    assert.equal(wrongClaim.code, 1, wrongClaim.out);
+    assert.match(wrongClaim.out, /does not bind that claim/);
+    assert.equal((await verify(coseFile, '--claims', otherClaimFile)).code, 1);
+    // A receipt whose claims digest was altered to match the other claim fails its proof.
+    const forged = await verify(alteredFile, '--claims', otherClaimFile);
+    assert.equal(forged.code, 1, forged.out);
+    assert.match(forged.out, /signature does not verify/);
+    assert.equal((await verify(receiptFile, '--claims-digest', 'abc')).code, 2);
+    assert.equal((await verify(receiptFile, '--claims', claimFile, '--claims-digest', digest)).code, 2);
   });
 
   test('covenant app bundle writes the set_js_app proposal of a folder', async () => {

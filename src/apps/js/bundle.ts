@@ -4,7 +4,7 @@
  * to `covenant`. This file checks the shape; src/apps/js/engine.ts checks that it compiles.
  */
 import { z } from 'zod';
-import { BUNDLE_ENDPOINTS_MAX, BUNDLE_MODULES_MAX, BUNDLE_NAME_CHARS_MAX } from './limits.js';
+import { BUNDLE_ENDPOINTS_MAX, BUNDLE_INDEXES_MAX, BUNDLE_MODULES_MAX, BUNDLE_NAME_CHARS_MAX } from './limits.js';
 
 export const AUTHN_POLICIES = ['user_cert', 'member_cert', 'any_cert', 'jwt', 'no_auth'] as const;
 export type AuthnPolicy = (typeof AUTHN_POLICIES)[number];
@@ -37,9 +37,13 @@ const endpointSchema = z
 
 const methodsSchema = z.record(z.string(), endpointSchema);
 
+/** An indexing strategy: `seqnos_by_key` over one map (docs/apps.md "Indexing strategies"). */
+const indexSchema = z.object({ strategy: z.literal('seqnos_by_key'), map: z.string().min(1).max(BUNDLE_NAME_CHARS_MAX) }).strict();
+
 const metadataSchema = z
   .object({
     endpoints: z.record(z.string(), methodsSchema),
+    indexes: z.record(z.string().regex(IDENTIFIER, 'an index name is a JavaScript identifier'), indexSchema).optional(),
   })
   .strict();
 
@@ -54,6 +58,13 @@ const bundleSchema = z
 
 export type EndpointProperties = z.infer<typeof endpointSchema>;
 
+/** An index the bundle declares. */
+export interface AppIndex {
+  readonly name: string;
+  readonly strategy: 'seqnos_by_key';
+  readonly map: string;
+}
+
 /** One endpoint of a bundle, as the frontend serves it. */
 export interface AppEndpoint {
   /** The bundle's path template, e.g. `/records/{id}` (served as `/app/records/{id}`). */
@@ -66,6 +77,8 @@ export interface AppBundle {
   readonly endpoints: readonly AppEndpoint[];
   /** Module name (normalised: no leading `/` or `./`) → source text. */
   readonly modules: ReadonlyMap<string, string>;
+  /** The indexes the node maintains for the application (app.json `indexes`). */
+  readonly indexes: readonly AppIndex[];
 }
 
 /** A bundle that cannot be installed; the message names the key, module or function at fault. */
@@ -165,7 +178,6 @@ export function parseBundle(value: unknown): AppBundle {
       if (!(ENDPOINT_METHODS as readonly string[]).includes(method)) {
         throw new BundleError(`${where}: method "${method}" is not one of ${ENDPOINT_METHODS.join(', ')}`);
       }
-      if (properties.mode === 'historical') throw new BundleError(`${where}: mode "historical" is not supported by this version of the service`);
       let moduleName: string;
       try {
         moduleName = normaliseModuleName(properties.js_module);
@@ -177,5 +189,10 @@ export function parseBundle(value: unknown): AppBundle {
       if (endpoints.length > BUNDLE_ENDPOINTS_MAX) throw new BundleError(`the bundle has more than ${BUNDLE_ENDPOINTS_MAX} endpoints`);
     }
   }
-  return { endpoints, modules };
+  const indexes = Object.entries(parsed.data.metadata.indexes ?? {}).map(([name, index]) => ({ name, strategy: index.strategy, map: index.map }));
+  if (indexes.length > BUNDLE_INDEXES_MAX) throw new BundleError(`metadata.indexes: at most ${BUNDLE_INDEXES_MAX} indexes`);
+  for (const index of indexes) {
+    if (index.map.startsWith('svc.')) throw new BundleError(`metadata.indexes.${index.name}.map: map "${index.map}" is private to the service`);
+  }
+  return { endpoints, modules, indexes };
 }

@@ -10,21 +10,28 @@
  * request asks for x-covenant-consistency: linearizable).
  */
 import { randomBytes } from 'node:crypto';
+import { assert } from '../../base/assert.js';
 import { CovenantError } from '../../base/errors.js';
 import { formatTxId, type TxId } from '../../base/ids.js';
 import type { Logger } from '../../base/log.js';
-import { jsonCodec, stringKeyCodec, type Codec, type StoreView, type Tx } from '../../kv/index.js';
+import { jsonCodec, stringKeyCodec, type Codec, type StoreView, type Tx, type WriteSet } from '../../kv/index.js';
 import { CONSISTENCY_HEADER } from '../../http/forwarding.js';
 import type { Caller, HttpMethod, RequestContext, Route, RouteResponse } from '../../http/route.js';
 import { Router, type MatchResult } from '../../http/router.js';
 import type { ApplicationFrontend } from '../../http/service.js';
+import { parseTxId } from '../../base/ids.js';
 import type { NodeTransactions } from '../../node/api.js';
+import { transactionInvalid } from '../../node/errors.js';
 import { SINGLETON_KEY, Tables } from '../../node/tables.js';
 import { authenticate, type AuthnDeps } from './authn.js';
 import { BUILT_IN_APP_PATHS, parseBundle, type AppBundle, type AppEndpoint } from './bundle.js';
 import { AppEngine, EngineUnavailable, runtimeOptionsOf } from './engine.js';
 import type { RequestScope } from './host.js';
 import { ScriptFailure, type RuntimeOptions, type ScriptResponse } from './interpreter.js';
+import { HistoricalCache, historicalPending, type HistoricalCacheLimits } from './historical.js';
+import { RequestHistory } from './historical-scope.js';
+import { IndexingService } from './indexing.js';
+import { INDEX_INTERVAL_MS } from './limits.js';
 
 export const TRANSACTION_ID_HEADER = 'x-covenant-transaction-id';
 
@@ -32,6 +39,10 @@ export const TRANSACTION_ID_HEADER = 'x-covenant-transaction-id';
 export interface JsAppNode extends NodeTransactions {
   appFrontendOpen(): boolean;
   appFrontendClosedReason(): string;
+  /** The writes of the committed entry at `seqno`, from the ledger files (historical endpoints, indexes). */
+  historicalEntryAt(seqno: number): { view: number; writes: WriteSet };
+  /** The JSON receipt of a committed transaction (GET /node/receipt's `receipt`), or 'pending'. */
+  receipt(txId: TxId): Promise<unknown>;
 }
 
 /** Stored values as the store holds them: the same object until the key is written again. */
@@ -80,13 +91,40 @@ export class JsAppFrontend implements ApplicationFrontend {
   private executions = 0;
   private failures = 0;
   private executionTimeMsTotal = 0;
+  private readonly history: HistoricalCache;
+  readonly indexing: IndexingService;
 
   constructor(
     private readonly node: JsAppNode,
     private readonly engine: AppEngine,
     private readonly authn: AuthnDeps,
     private readonly logger: Logger,
-  ) {}
+    historicalLimits: HistoricalCacheLimits,
+  ) {
+    this.history = new HistoricalCache(node, historicalLimits, logger);
+    this.indexing = new IndexingService(
+      { historicalEntryAt: (seqno) => node.historicalEntryAt(seqno), commitSeqno: () => node.commitTxId().seqno },
+      logger,
+      INDEX_INTERVAL_MS,
+      () => this.installed()?.bundle?.indexes ?? [],
+    );
+    this.indexing.start();
+  }
+
+  /** GET /node/historical_cache. */
+  historicalCacheReport(): Record<string, number> {
+    return this.history.report();
+  }
+
+  /** GET /node/index/strategies. */
+  indexStrategies(): Record<string, unknown>[] {
+    return this.indexing.report();
+  }
+
+  /** Stops the background work (the node is stopping). */
+  close(): void {
+    this.indexing.stop();
+  }
 
   match(method: HttpMethod, path: string): MatchResult | undefined {
     if (!path.startsWith('/app/') || BUILT_IN_APP_PATHS.has(path.slice(4))) return undefined;
@@ -183,6 +221,7 @@ export class JsAppFrontend implements ApplicationFrontend {
     }
     const requestJson = requestJsonOf(endpoint, ctx, (table, id) => this.node.executeRead((tx) => tx.map(table, certificateCodec).get(id) as string | undefined));
     const consistency = ctx.headers[CONSISTENCY_HEADER];
+    if (endpoint.properties.mode === 'historical') return this.historical(raw, endpoint, ctx, requestJson);
     if (endpoint.properties.mode === 'readwrite') return this.write(raw, endpoint, ctx, requestJson, consistency);
     if (consistency !== undefined && consistency !== 'linearizable') {
       throw new CovenantError('InvalidHeaderValue', `${CONSISTENCY_HEADER} must be "linearizable" on a readonly endpoint (got "${String(consistency).slice(0, 64)}")`, 400);
@@ -227,6 +266,40 @@ export class JsAppFrontend implements ApplicationFrontend {
     }
   }
 
+  /**
+   * A historical endpoint: the committed transaction named by x-covenant-transaction-id, its
+   * receipt and the state right after it (historical-scope.ts); 202 until the entries it needs are
+   * read from the ledger files, TransactionInvalid (404) for a transaction that never committed.
+   */
+  private historical(raw: Uint8Array, endpoint: AppEndpoint, ctx: RequestContext, requestJson: string): RouteResponse {
+    const header = ctx.headers[TRANSACTION_ID_HEADER];
+    if (typeof header !== 'string') {
+      throw new CovenantError('MissingRequiredHeader', `the ${TRANSACTION_ID_HEADER} header names the transaction a historical endpoint reads (<view>.<seqno>)`, 400);
+    }
+    const txId = parseTxId(header);
+    if (!txId) throw new CovenantError('InvalidHeaderValue', `${TRANSACTION_ID_HEADER} "${header.slice(0, 64)}" is not a transaction id <view>.<seqno>`, 400);
+    const status = this.node.statusOf(txId);
+    if (status === 'Invalid') throw transactionInvalid(header);
+    if (status !== 'Committed') return historicalPending(header, `transaction ${header} is ${status}`);
+    const target = this.history.entry(txId.seqno, txId);
+    if (target === undefined) return historicalPending(header, `transaction ${header} is being read from the ledger files`);
+    assert(target.view === txId.view, () => `committed transaction ${header} is the ledger entry at its seqno (view ${target.view})`);
+    const history = new RequestHistory(target, this.history, this.indexing, this.node.commitTxId().seqno);
+    const run = (tx: Tx) => {
+      const scope = { ...this.scopeOf(tx, undefined), historical: history };
+      try {
+        return this.run(raw, endpoint, scope, requestJson, ctx.rawBody, txId.seqno, tx);
+      } catch (e) {
+        if (history.notReady !== undefined || history.failure !== undefined) return undefined;
+        throw e;
+      }
+    };
+    const { result } = this.node.executeReadAt(run);
+    if (history.notReady !== undefined) return historicalPending(header, `${history.notReady} is being read`);
+    if (history.failure !== undefined) throw history.failure;
+    return responseOf(result!, txId);
+  }
+
   private scopeOf(reader: Pick<StoreView, 'map'>, tx: Tx | undefined): RequestScope {
     return {
       reader,
@@ -255,6 +328,8 @@ export class JsAppFrontend implements ApplicationFrontend {
         interpreter.call(endpoint.properties.js_module, endpoint.properties.js_function, requestJson, body, seed),
       );
     } catch (e) {
+      // A historical read that is not ready stops the handler: the request is answered 202, not failed.
+      if (e instanceof ScriptFailure && scope.historical?.notReady !== undefined) throw scriptError(e.kind, e.message);
       this.failures++;
       if (e instanceof ScriptFailure) {
         this.logger.info('application handler failed', { endpoint: `${endpoint.method} ${endpoint.path}`, kind: e.kind, reason: e.message });

@@ -28,6 +28,22 @@ export interface RequestScope {
   readonly nowMs: () => number;
   applyWrites: boolean;
   claimsDigest: Uint8Array | undefined;
+  /** Present for a historical endpoint: the transaction it names, and reads of past states. */
+  readonly historical?: HistoricalScope;
+}
+
+/** What a historical endpoint reads (historical-scope.ts). Each read may throw HistoricalNotReady. */
+export interface HistoricalScope {
+  /** `{transactionId, receipt}` of the transaction the request names, as JSON. */
+  readonly stateJson: string;
+  /** Set once a read needed what is not read yet: the request is answered 202, its handler's failure is not one. */
+  readonly notReady: string | undefined;
+  /** The value of `key` in `map` right after the committed transaction at `seqno`. */
+  get(seqno: number, map: string, key: string): Uint8Array | undefined;
+  /** The id (`view.seqno`) of the committed transaction at `seqno`, once its entry is read. */
+  transactionIdAt(seqno: number): string;
+  /** The seqnos in [from, to] that wrote `key`, by the index named. */
+  seqnosByKey(index: string, key: string, from: number, to: number): number[];
 }
 
 class HostError extends Error {}
@@ -124,6 +140,16 @@ export function createHostFunctions(currentScope: () => RequestScope | undefined
     checkReadable(name);
     return scope().reader.map(name, stringKeyCodec, bytesCodec) as MapReader<string, Uint8Array>;
   };
+  const historical = (): HistoricalScope => {
+    const h = scope().historical;
+    if (h === undefined) throw new HostError('covenant.historical and covenant.indexing are available only to a historical endpoint');
+    return h;
+  };
+  const integer = (c: QuickJSContext, h: QuickJSHandle | undefined, what: string): number => {
+    const n = h === undefined || c.typeof(h) !== 'number' ? Number.NaN : c.getNumber(h);
+    if (!Number.isSafeInteger(n) || n < 0) throw new HostError(`${what} must be a non-negative integer`);
+    return n;
+  };
   const writer = (name: string): TxMap<string, Uint8Array> => {
     checkWritable(name);
     const s = scope();
@@ -193,5 +219,18 @@ export function createHostFunctions(currentScope: () => RequestScope | undefined
       return undefined;
     },
     __host_time: (c) => c.newNumber(scope().nowMs()),
+    __historical_state: (c) => {
+      const h = scope().historical;
+      return h === undefined ? c.undefined : c.newString(h.stateJson);
+    },
+    __hkv_get: (c, [seqno, map, key]) => {
+      const name = text(c, map);
+      checkReadable(name);
+      const value = historical().get(integer(c, seqno, 'a seqno'), name, keyOf(bytes(c, key)));
+      return value === undefined ? c.undefined : buffer(c, value);
+    },
+    __historical_txid: (c, [seqno]) => c.newString(historical().transactionIdAt(integer(c, seqno, 'a seqno'))),
+    __index_seqnos: (c, [index, key, from, to]) =>
+      c.newString(JSON.stringify(historical().seqnosByKey(text(c, index), keyOf(bytes(c, key)), integer(c, from, 'from'), integer(c, to, 'to')))),
   };
 }

@@ -19,6 +19,8 @@ export interface JsApplicationOptions {
   readonly logger: Logger;
   /** The service's bearer-token check (a 401 CovenantError when the token is refused). */
   readonly bearer: (request: AuthnRequest) => Caller | Promise<Caller>;
+  /** The historical cache's bounds (configuration `historical_cache`). */
+  readonly historicalCache: { readonly max_entries: number; readonly max_size: number };
 }
 
 const anyJson = jsonCodec<unknown>();
@@ -36,5 +38,6 @@ export async function createJsApplication(options: JsApplicationOptions): Promis
       bearer: options.bearer,
     },
     options.logger,
+    { entriesMax: options.historicalCache.max_entries, bytesMax: options.historicalCache.max_size },
   );
 }

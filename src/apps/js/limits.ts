@@ -44,6 +44,27 @@ export const RANDOM_BYTES_MAX = 65_536;
 /** Longest exception message answered to a client (the start of a long message is what helps). */
 export const EXCEPTION_MESSAGE_CHARS_MAX = 1000;
 
+/** Ledger entries the historical cache reads per turn of the event loop: reads are synchronous file reads, so few at once. */
+export const HISTORICAL_FETCHES_PER_TURN = 16;
+/** Entries waiting to be read for historical requests; beyond it a request needing another is refused (503 HistoricalFetchesBusy, Retry-After). */
+export const HISTORICAL_FETCHES_QUEUED_MAX = 1024;
+/** Retry-After of a historical request whose entries are being read: they are read within a few turns. */
+export const HISTORICAL_RETRY_AFTER_SECONDS = 1;
+/** States one historical request may read (covenant.historical.getStateAt): each may cost a ledger read. */
+export const HISTORICAL_STATES_PER_REQUEST_MAX = 256;
+/** Committed entries an index reads per turn of its loop: each is a synchronous file read and decryption. */
+export const INDEX_ENTRIES_PER_TURN = 256;
+/** How often the indexing loop runs, in milliseconds (each run reads at most INDEX_ENTRIES_PER_TURN entries). */
+export const INDEX_INTERVAL_MS = 10;
+/** Seqnos the indexes of a node hold together (about 8 bytes each in arrays, plus their keys): beyond it they stop, reported full. */
+export const INDEX_SEQNOS_MAX = 10_000_000;
+/** Indexes one bundle declares: each is maintained over every committed entry. */
+export const BUNDLE_INDEXES_MAX = 16;
+/** Seqnos one covenant.indexing query answers (the audit trail of one key is read in ranges). */
+export const INDEX_QUERY_SEQNOS_MAX = 10_000;
+
+assert(HISTORICAL_FETCHES_PER_TURN <= HISTORICAL_FETCHES_QUEUED_MAX, 'a turn reads at most the queue');
+assert(HISTORICAL_STATES_PER_REQUEST_MAX <= HISTORICAL_FETCHES_QUEUED_MAX, 'one request\'s states fit the fetch queue');
 assert(DEFAULT_HEAP_BYTES_MAX <= HEAP_BYTES_MAX_LIMIT, 'the default heap fits the largest allowed');
 assert(DEFAULT_STACK_BYTES_MAX <= STACK_BYTES_MAX_LIMIT, 'the default stack fits the largest allowed');
 assert(DEFAULT_EXECUTION_TIME_MS_MAX <= EXECUTION_TIME_MS_MAX_LIMIT, 'the default time fits the largest allowed');

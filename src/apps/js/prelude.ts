@@ -21,6 +21,10 @@ export const HOST_FUNCTION_NAMES = [
   '__set_apply_writes',
   '__set_claims_digest',
   '__host_time',
+  '__historical_state',
+  '__hkv_get',
+  '__historical_txid',
+  '__index_seqnos',
 ] as const;
 
 export const PRELUDE = `(() => {
@@ -62,6 +66,25 @@ export const PRELUDE = `(() => {
     set: () => false,
     defineProperty: () => false,
   });
+
+  // A read-only view of the state right after the committed transaction at seqno: get and has.
+  const historicalOnly = (what) => () => { throw new TypeError('a historical state is read-only and read key by key: ' + what + ' is not available'); };
+  const makeHistoricalMap = (seqno, name) => Object.freeze({
+    get: (k) => h.__hkv_get(seqno, name, buf(k, 'key')),
+    has: (k) => h.__hkv_get(seqno, name, buf(k, 'key')) !== undefined,
+    set: historicalOnly('set'),
+    delete: historicalOnly('delete'),
+    clear: historicalOnly('clear'),
+    forEach: historicalOnly('forEach'),
+    get size() { return historicalOnly('size')(); },
+  });
+  const historicalKv = (seqno) => new Proxy(Object.freeze({}), {
+    get: (_target, name) => (typeof name === 'string' ? makeHistoricalMap(seqno, mapName(name)) : undefined),
+    set: () => false,
+    defineProperty: () => false,
+  });
+  const txidOf = (text) => { const [view, seqno] = text.split('.').map(Number); return { view, seqno }; };
+  const historicalStateAt = (seqno) => Object.freeze({ transactionId: h.__historical_txid(seqno), kv: historicalKv(seqno) });
 
   // UTF-8 in the sandbox for short strings (a call to the host costs more than encoding them here).
   const SHORT = 24;
@@ -135,6 +158,18 @@ export const PRELUDE = `(() => {
         const [view, seqno] = h.__commit_txid().split('.').map(Number);
         return { view, seqno };
       },
+    }),
+    get historicalState() {
+      const text = h.__historical_state();
+      if (text === undefined) return undefined;
+      const state = parse(text);
+      return Object.freeze({ transactionId: state.transactionId, receipt: state.receipt, kv: historicalKv(txidOf(state.transactionId).seqno) });
+    },
+    historical: Object.freeze({
+      getStateAt: (seqno) => historicalStateAt(seqno),
+    }),
+    indexing: Object.freeze({
+      seqnosByKey: (index, key, from, to) => parse(h.__index_seqnos(String(index), buf(key, 'key'), from, to)),
     }),
     rpc: Object.freeze({
       setApplyWrites: (apply) => { h.__set_apply_writes(apply === true); },

@@ -38,9 +38,11 @@ export interface OperatorFrontendOptions {
   readonly primaryAddress: (interfaceName?: string) => string | undefined;
   /** GET /node/js_metrics: the figures of the hosted JavaScript application, when the node hosts one. */
   readonly jsMetrics?: () => unknown;
+  readonly historicalCache?: () => unknown;
+  readonly indexStrategies?: () => unknown[];
 }
 
-export function operatorRoutes({ node, openApi, primaryAddress, jsMetrics }: OperatorFrontendOptions): Route[] {
+export function operatorRoutes({ node, openApi, primaryAddress, jsMetrics, historicalCache, indexStrategies }: OperatorFrontendOptions): Route[] {
   const nodeSummaries = (): NodeSummary[] => node.listNodes();
   const routes: Route[] = [
     {
@@ -296,15 +298,15 @@ export function operatorRoutes({ node, openApi, primaryAddress, jsMetrics }: Ope
     {
       method: 'GET',
       path: '/node/historical_cache',
-      // Historical queries (GET /app/log/*/historical) read the ledger files directly and cache nothing.
-      summary: 'State of the historical query cache (always empty: historical queries read the ledger files directly)',
-      handler: () => json(200, { store_count: 0, entry_count: 0, estimated_size_bytes: 0 }),
+      // The built-in log's historical route reads the ledger files directly; application historical endpoints use the cache.
+      summary: 'The historical cache of application historical endpoints: entries and estimated bytes held, their bounds, fetches queued, done and refused, entries evicted',
+      handler: () => json(200, historicalCache ? historicalCache() : { store_count: 0, entry_count: 0, estimated_size_bytes: 0 }),
     },
     {
       method: 'GET',
       path: '/node/index/strategies',
-      summary: 'Indexing strategies installed on this node',
-      handler: () => json(200, { strategies: [] }),
+      summary: "The installed application's indexing strategies on this node, with their progress (indexed_up_to, first_seqno, state, keys, seqnos)",
+      handler: () => json(200, { strategies: indexStrategies ? indexStrategies() : [] }),
     },
     {
       method: 'GET',

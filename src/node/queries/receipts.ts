@@ -125,6 +125,21 @@ export class Receipts {
   }
 
   /**
+   * The writes of the committed entry at `seqno`, whatever its view (historical endpoints and
+   * application indexes, which find seqnos in the index): as historicalWrites, for a seqno at or
+   * below commit.
+   */
+  historicalEntryAt(seqno: number): { view: number; writes: WriteSet } {
+    const commit = this.host.replica.commitSeqno;
+    if (!Number.isSafeInteger(seqno) || seqno < 1 || seqno > commit) throw nodeError('HistoricalDataUnavailable', `seqno ${seqno} is not committed (commit is at ${commit})`);
+    if (!this.host.secrets.held) {
+      throw nodeError('LedgerSecretUnavailable', 'this node does not hold the ledger secret yet: private writes cannot be read');
+    }
+    const entry = this.host.replica.readEntryFrame(seqno);
+    return { view: entry.view, writes: decodeWriteSetParts(entry.publicBytes, this.host.replica.privatePlainOf(entry)) };
+  }
+
+  /**
    * The ledger entry of a committed transaction; 'pending' until it commits, TransactionInvalid
    * if it never will; with `unknownBeyondLast`, TransactionUnknown for a seqno beyond the last
    * this node holds (a transaction can be committed soon only once some node replicated it here).
