@@ -53,6 +53,10 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
     from = snapshot.seqno;
   }
   replica.replay(from);
+  // The store starts from the snapshot, but consensus serves what the ledger holds: when its files
+  // hold every entry from the first (a Recover node's old ledger), the log starts at 0 and the
+  // primary replicates entries below the snapshot to a backup that lags behind it, from disk.
+  if (ctx.startupSnapshot !== undefined && replica.ledger.firstSeqno <= 1) ctx.startupSnapshot = undefined;
   ctx.createConsensus({ lastSeqno: last, view: Math.max(state.view, replica.ledger.lastView), votedFor: ctx.driver.hardVotedFor, commitSeqno: replica.commitSeqno });
   ctx.transition('restart', FLOW_TRIGGERS.restart);
   ctx.startBackgroundWork();
