@@ -439,8 +439,8 @@ export class NodeComposition {
     for (const id of ids) {
       const peer = peers.find((p) => p.id === id);
       // The peer's next seqno (its own last one + 1, from its refusal), against where the log
-      // starts: not the startup seqno, since a restarted node's log starts at the snapshot it
-      // restarted from (newer) or at the first entry of its ledger (older, src/node/flows/restart.ts).
+      // starts: not the startup seqno, since a restarted node's log starts where its ledger files
+      // do, which may be below or above the startup seqno (src/node/flows/restart.ts).
       this.logger.fail(
         `peer ${id} needs entries from seqno ${peer ? peer.nextSeqno : '?'} on, before this node's first entry ` +
           `(${(status?.startSeqno ?? 0) + 1}, it started from a snapshot): it cannot catch up by replication. ` +
