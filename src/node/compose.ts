@@ -437,12 +437,16 @@ export class NodeComposition {
    * operator sees it here and in GET /node/consensus (acks[id].needs_snapshot).
    */
   private reportSnapshotsNeeded(ids: readonly string[]): void {
-    const peers = this.driver.raft?.status().peers ?? [];
+    const status = this.driver.raft?.status();
+    const peers = status?.peers ?? [];
     for (const id of ids) {
       const peer = peers.find((p) => p.id === id);
+      // The peer's next seqno (its own last one + 1, from its refusal), against where the log
+      // starts: not the startup seqno, since a restarted node's log starts where its ledger files
+      // do, which may be below or above the startup seqno (src/node/flows/restart.ts).
       this.logger.fail(
-        `peer ${id} needs entries from seqno ${peer ? peer.matchSeqno + 1 : '?'} on, before this node's first entry ` +
-          `(${this.replica.startupSeqno + 1}, it started from a snapshot): it cannot catch up by replication. ` +
+        `peer ${id} needs entries from seqno ${peer ? peer.nextSeqno : '?'} on, before this node's first entry ` +
+          `(${(status?.startSeqno ?? 0) + 1}, it started from a snapshot): it cannot catch up by replication. ` +
           'Stop it and join it again from a recent snapshot (command.type Join), or remove it from the network.',
       );
     }

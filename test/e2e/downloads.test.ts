@@ -6,7 +6,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { removeDir, startNode, type StartedNode } from '../../src/testing/node-process.js';
 import { startNetwork, until } from '../../src/testing/network.js';
@@ -20,19 +20,29 @@ describe('downloads', () => {
   let chunks: string[];
   let chunk: string;
   let chunkBytes: Buffer;
-  const snapshotBytes = Buffer.from(Array.from({ length: 3000 }, (_, i) => (i * 7) % 256));
+  let snapshotName: string;
+  let snapshotSeqno: number;
+  let snapshotBytes: Buffer;
+  let uncommittedName: string;
 
   before(async () => {
     node = await startNode({ configPatch: { ledger: { chunk_size: '2KB' }, ledger_signatures: { tx_count: 5, delay: '20ms' } } });
     chunks = await writeUntilCommittedChunks(node, 60, 3);
     chunk = chunks[1]!;
     chunkBytes = readFileSync(join(node.dir, 'ledger', chunk));
-    // Snapshot generation does not exist yet: committed and uncommitted files stand in for it.
+    // A real snapshot, committed once its evidence is; beside it an older committed file that is
+    // corrupt (never served) and an uncommitted one (never listed).
     const snapshots = join(node.dir, 'snapshots');
-    mkdirSync(snapshots, { recursive: true });
-    writeFileSync(join(snapshots, 'snapshot_10_12.committed'), snapshotBytes);
-    writeFileSync(join(snapshots, 'snapshot_5_7.committed'), Buffer.from('older'));
-    writeFileSync(join(snapshots, 'snapshot_20_22'), Buffer.from('not committed'));
+    assert.equal((await node.client.request('POST', '/node/snapshot:create')).status, 200);
+    snapshotName = await until('a committed snapshot', async () => {
+      await node.client.request('POST', '/app/log/public', { body: { id: 1000, msg: 'evidence' }, identity: node.user });
+      return (existsSync(snapshots) ? readdirSync(snapshots) : []).find((n) => n.endsWith('.committed'));
+    }, 30_000, 50);
+    snapshotSeqno = Number(/^snapshot_(\d+)_/.exec(snapshotName)![1]);
+    snapshotBytes = readFileSync(join(snapshots, snapshotName));
+    writeFileSync(join(snapshots, 'snapshot_1_2.committed'), Buffer.from('older, and corrupt'));
+    uncommittedName = `snapshot_${snapshotSeqno + 10}_${snapshotSeqno + 12}`;
+    writeFileSync(join(snapshots, uncommittedName), Buffer.from('not committed'));
   });
 
   after(async () => {
@@ -208,17 +218,19 @@ describe('downloads', () => {
     for (const method of ['GET', 'HEAD']) {
       const latest = await rawRequest(node, method, '/node/snapshot');
       assert.equal(latest.status, 308);
-      assert.equal(latest.headers.location, '/node/snapshot/snapshot_10_12.committed', 'uncommitted snapshot_20_22 is ignored');
+      assert.equal(latest.headers.location, `/node/snapshot/${snapshotName}`, 'the uncommitted one is ignored');
     }
-    assert.equal((await rawRequest(node, 'GET', '/node/snapshot?since=9')).headers.location, '/node/snapshot/snapshot_10_12.committed');
-    assert.equal((await rawRequest(node, 'GET', '/node/snapshot?since=10')).status, 404);
+    assert.equal((await rawRequest(node, 'GET', `/node/snapshot?since=${snapshotSeqno - 1}`)).headers.location, `/node/snapshot/${snapshotName}`);
+    assert.equal((await rawRequest(node, 'GET', `/node/snapshot?since=${snapshotSeqno}`)).status, 404);
+    // A committed snapshot that does not verify is never served.
+    assert.equal((await rawRequest(node, 'GET', '/node/snapshot/snapshot_1_2.committed')).status, 500);
     assert.equal((await rawRequest(node, 'GET', '/node/snapshot?since=zero')).status, 400);
 
-    const path = '/node/snapshot/snapshot_10_12.committed';
+    const path = `/node/snapshot/${snapshotName}`;
     const whole = await rawRequest(node, 'GET', path, { 'want-repr-digest': 'sha-512=1' });
     assert.equal(whole.status, 200);
     assert.deepEqual(whole.body, snapshotBytes);
-    assert.equal(whole.headers['x-covenant-snapshot-name'], 'snapshot_10_12.committed');
+    assert.equal(whole.headers['x-covenant-snapshot-name'], snapshotName);
     assert.equal(whole.headers.etag, etagOf(snapshotBytes));
     assert.equal(whole.headers['repr-digest'], `sha-512=:${b64('sha512', snapshotBytes)}:`);
 
@@ -230,10 +242,10 @@ describe('downloads', () => {
     assert.equal(part.status, 206);
     assert.deepEqual(part.body, snapshotBytes.subarray(-100));
     assert.equal(part.headers.etag, etagOf(snapshotBytes.subarray(-100)));
-    assert.equal((await rawRequest(node, 'GET', path, { range: 'bytes=5000-' })).status, 416);
+    assert.equal((await rawRequest(node, 'GET', path, { range: `bytes=${snapshotBytes.length + 100}-` })).status, 416);
     assert.equal((await rawRequest(node, 'GET', path, { 'if-none-match': etagOf(snapshotBytes) })).status, 304);
 
-    for (const name of ['snapshot_20_22', 'snapshot_11_12.committed', '..%2Fnode.json', 'snapshot_10_12.committed%2F..', chunk]) {
+    for (const name of [uncommittedName, `snapshot_${snapshotSeqno + 1}_${snapshotSeqno + 2}.committed`, '..%2Fnode.json', `${snapshotName}%2F..`, chunk]) {
       assert.equal((await rawRequest(node, 'GET', `/node/snapshot/${name}`)).status, 404, name);
     }
   });

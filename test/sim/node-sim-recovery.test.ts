@@ -29,6 +29,16 @@ test('fixed seeds: a service with snapshots and several chunks is recovered from
   assert.deepEqual([...survivors].sort(), ['all', 'minority'], 'both kinds of disaster ran');
 });
 
+// Seed 108 found a restarted Recover node, primary again, that never caught up a backup partitioned
+// after the recovery: its consensus log started at its newest snapshot, above the backup's last
+// entry, though its ledger held every entry (fixed: the log starts where the ledger does).
+test('seed 108: a Recover node restarted from a newer snapshot, primary again, catches up a backup that lagged behind it', async () => {
+  const report = await runRecoverySim({ seed: 108, nodes: 3, steps: 400, stepsAfterRecovery: 400, livenessStepsMax: 2000 });
+  assert.ok(report.snapshotSeqno > 0, 'the kept Recover node started from a snapshot');
+  assert.ok(report.crashes > 0, 'nodes crashed and restarted');
+  assert.ok(report.committedSeqno > report.recoveredSeqno + 50, 'the new service committed its own workload');
+});
+
 test('the old-epoch checker catches a node of the new service that serves other bytes at an old seqno', async () => {
   await assert.rejects(
     runRecoverySim({ seed: 1, nodes: 3, steps: STEPS, stepsAfterRecovery: STEPS, livenessStepsMax: 2000, bug: 'drop-old-entry' }),

@@ -6,11 +6,13 @@
  * network with a join request; the primary then catches it up. A Start node has no one to ask:
  * it binds the ports it had (the command prefers them), where its peers know it. Edges: restart.
  */
+import { errorMessage } from '../../base/errors.js';
 import { nodeError } from '../errors.js';
 import type { NodeAddresses } from '../api.js';
 import { requestJoin } from '../join/joiner.js';
 import type { JoinClient } from '../join.js';
 import { FLOW_TRIGGERS } from '../lifecycle.js';
+import { listCommittedSnapshots, verifySnapshotFile, type StartupSnapshot } from '../snapshots.js';
 import type { FlowContext } from './context.js';
 import { joinerHost, joinRequestOf } from './join.js';
 
@@ -53,6 +55,7 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
     from = snapshot.seqno;
   }
   replica.replay(from);
+  if (ctx.startupSnapshot !== undefined) ctx.startupSnapshot = logStartOf(ctx, ctx.startupSnapshot);
   ctx.createConsensus({ lastSeqno: last, view: Math.max(state.view, replica.ledger.lastView), votedFor: ctx.driver.hardVotedFor, commitSeqno: replica.commitSeqno });
   ctx.transition('restart', FLOW_TRIGGERS.restart);
   ctx.startBackgroundWork();
@@ -67,4 +70,37 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
   // The answer names the trusted nodes as they are now (peers that joined while this node was down).
   if (announced.response.network_info) ctx.peers.setBootstrap(announced.response.network_info.peers);
   ctx.logger.info(`node ${ctx.identity.nodeId} announced its addresses to the network again`);
+}
+
+/**
+ * Where the restarted node's consensus log starts: the store starts from `newest` (the newest
+ * valid snapshot, the least to replay), but consensus serves what the ledger files hold, so that
+ * as primary it replicates entries below that snapshot, read from disk, to a backup that lags
+ * behind it. A ledger that holds every entry from the first (a Recover node's old ledger) gives a
+ * log from 0 (undefined: the genesis configuration); a ledger that starts after an older snapshot
+ * (the one the node joined from) gives a log from that snapshot, whose metadata holds the view
+ * history and configurations as of its seqno (or, if retention removed it, from the oldest valid
+ * snapshot of this service the ledger holds the entries after). With none older, the log starts at `newest`, and a
+ * backup behind it must join again from a snapshot (docs/snapshots.md).
+ */
+function logStartOf(ctx: FlowContext, newest: StartupSnapshot): StartupSnapshot | undefined {
+  const before = ctx.replica.ledger.firstSeqno - 1;
+  if (before <= 0) return undefined;
+  // A snapshot of a previous service holds its configurations, not this service's.
+  if (before >= newest.seqno || before < ctx.replica.serviceStartSeqno) return newest;
+  const { directory, read_only_directory: readOnly } = ctx.init.config.snapshots;
+  const disk = ctx.init.disk;
+  // Oldest first: the lower the log starts, the further behind a backup it can still catch up.
+  const candidates = listCommittedSnapshots(disk, readOnly === undefined ? [directory] : [directory, readOnly]).reverse();
+  for (const candidate of candidates) {
+    if (candidate.seqno < before || candidate.seqno >= newest.seqno) continue;
+    const path = disk.join(candidate.directory, candidate.name);
+    try {
+      return verifySnapshotFile(candidate.name, disk.readAll(path), ctx.service.certificatePem);
+    } catch (e) {
+      ctx.logger.fail(`invalid snapshot ${path}: ${errorMessage(e)}`);
+    }
+  }
+  ctx.logger.info(`no valid snapshot from seqno ${before} on, where the ledger starts, older than ${newest.seqno}: consensus serves entries from ${newest.seqno + 1} on`);
+  return newest;
 }
