@@ -33,7 +33,7 @@ describe('downloads', () => {
     // A real snapshot, committed once its evidence is; beside it an older committed file that is
     // corrupt (never served) and an uncommitted one (never listed).
     const snapshots = join(node.dir, 'snapshots');
-    assert.equal((await node.client.request('POST', '/node/snapshot:create')).status, 200);
+    assert.equal((await node.client.request('POST', '/node/snapshot:create')).status, 204);
     snapshotName = await until('a committed snapshot', async () => {
       await node.client.request('POST', '/app/log/public', { body: { id: 1000, msg: 'evidence' }, identity: node.user });
       return (existsSync(snapshots) ? readdirSync(snapshots) : []).find((n) => n.endsWith('.committed'));

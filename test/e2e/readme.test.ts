@@ -25,7 +25,8 @@ function walkThrough(): string[] {
   let pending = '';
   for (const line of block.split('\n')) {
     if (pending === '' && (line.trim() === '' || line.trim().startsWith('#'))) continue;
-    pending += line.endsWith('\\') ? `${line.slice(0, -1)}\n` : line;
+    // A continued line keeps its backslash: bash joins it, as a terminal would.
+    pending += line.endsWith('\\') ? `${line}\n` : line;
     if (!line.endsWith('\\')) {
       commands.push(pending);
       pending = '';
@@ -33,6 +34,9 @@ function walkThrough(): string[] {
   }
   return commands;
 }
+
+/** How long the whole block may take (it waits for one commit, which takes well under a second). */
+const WALK_THROUGH_MS_MAX = 120_000;
 
 interface Ran {
   readonly command: string;
@@ -53,7 +57,13 @@ async function runInBash(commands: readonly string[], cwd: string): Promise<Ran[
   let err = '';
   child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
   child.stderr!.on('data', (c: Buffer) => (err += c.toString()));
-  assert.equal(await waitForExit(child), 0, err);
+  // The block waits for a commit in a loop: should the service never commit, the test ends, not hangs.
+  const deadline = setTimeout(() => child.kill('SIGKILL'), WALK_THROUGH_MS_MAX);
+  try {
+    assert.equal(await waitForExit(child), 0, `the walk-through did not finish within ${WALK_THROUGH_MS_MAX} ms:\n${out}\n${err}`);
+  } finally {
+    clearTimeout(deadline);
+  }
   return commands.map((command, i) => {
     const begin = out.indexOf(`@@begin ${i}\n`);
     const end = /@@end (\d+) (\d+)\n/g;
@@ -102,7 +112,7 @@ test("the README's curl walk-through runs as written against a sandbox", async (
         if (body.msg === undefined) assert.match(JSON.stringify(body), /Retry|Pending|NotReady|Loading/i);
         else assert.equal(body.msg, 'hello');
       }],
-      [/\/node\/receipt\?/, (r) => assert.ok(json(r).signature, r.output)],
+      [/\/node\/receipt\?/, (r) => assert.ok(json(r).receipt.signature, r.output)],
       [/receipt\/cose/, () => assert.ok(statSync(join(dir, 'r.cose')).size > 0)],
       [/receipt verify/, (r) => assert.match(r.output, /verif/i)],
     ];
