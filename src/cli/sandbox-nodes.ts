@@ -339,8 +339,12 @@ export class SandboxNodes {
   async foreground(networkFile?: string): Promise<void> {
     const children = this.children.filter((c) => c !== undefined);
     for (const signal of STOP_SIGNALS) process.removeListener(signal, this.stopEarly);
+    // In the foreground until a signal, even once every node it started has died: signal listeners
+    // keep no process alive, and nodes added to the sandbox (or restarted by hand) are still its own to stop.
+    const keepAlive = setInterval(() => undefined, 60_000);
     await new Promise<void>((resolvePromise) => {
       const stop = (signal: string) => {
+        clearInterval(keepAlive);
         const added = networkFile === undefined ? [] : this.addedNodes(networkFile);
         this.print(`\n${signal}: stopping ${children.length + added.length} node(s)`);
         this.stopAll();
