@@ -100,8 +100,11 @@ test('a real Prometheus scrapes three nodes: series exist and move, the primary 
       assert.equal(write.status, 200);
     }
     await until('the commit to advance in Prometheus', async () => ((await commitOf()) >= before + 20 ? true : undefined), 30_000, 500);
-    const routes = await query(port, 'covenant_http_request_duration_seconds_count{route="/app/log/private", method="POST", status="200"}');
-    assert.ok(routes.some((s) => Number(s.value[1]) >= 20), 'request counts per route and status');
+    // The commit counts signatures too: the scrape that saw it may predate the last writes' answers.
+    await until('request counts per route and status', async () => {
+      const routes = await query(port, 'covenant_http_request_duration_seconds_count{route="/app/log/private", method="POST", status="200"}');
+      return routes.some((s) => Number(s.value[1]) >= 20) ? true : undefined;
+    }, 30_000, 500);
     assert.ok((await query(port, 'covenant_ledger_fsync_duration_seconds_count > 0')).length >= 1, 'fsync durations');
     assert.equal((await query(port, 'covenant_service_is_open == 1')).length, 3);
     assert.ok((await query(port, 'process_resident_memory_bytes')).length === 3, 'process metrics');
