@@ -211,7 +211,10 @@ export class Replica {
     if (plain !== undefined) this.appliedInClear++;
     else if (decoded.privateBytes.byteLength > 0) this.appliedDecrypted++;
     this.applyEntry(decoded, plain);
-    this.observer?.afterEntry(decoded);
+    // A previous service's entries (a joiner after a recovery replicates them) hold that service's
+    // snapshot points and evidence, not this service's: their commit evidence derives from secrets
+    // this node may not hold, and its store lacks their private domain.
+    if (decoded.seqno >= this.serviceStartSeqno) this.observer?.afterEntry(decoded);
   }
 
   /** Applies a ledger entry written by a primary (replicated, or replayed at restart) to the store and the tree. */

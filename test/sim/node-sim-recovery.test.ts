@@ -31,7 +31,11 @@ test('fixed seeds: a service with snapshots and several chunks is recovered from
 
 // Seed 108 found a restarted Recover node, primary again, that never caught up a backup partitioned
 // after the recovery: its consensus log started at its newest snapshot, above the backup's last
-// entry, though its ledger held every entry (fixed: the log starts where the ledger does).
+// entry, though its ledger held every entry (fixed: the log starts where the ledger does). Once it
+// did, the backup (joined from the snapshot before the recovery) replicated the previous service's
+// entries and took their snapshot point and evidence for its own: it built a receipt from the
+// commit evidence of a secret it did not hold, which failed an invariant (fixed: a previous
+// service's entries are not this service's snapshot points or evidence).
 test('seed 108: a Recover node restarted from a newer snapshot, primary again, catches up a backup that lagged behind it', async () => {
   const report = await runRecoverySim({ seed: 108, nodes: 3, steps: 400, stepsAfterRecovery: 400, livenessStepsMax: 2000 });
   assert.ok(report.snapshotSeqno > 0, 'the kept Recover node started from a snapshot');
