@@ -17,14 +17,11 @@ import { ACCEPT_BALLOT, propose, vote } from '../src/cli/member.js';
 import { memberConnectionOf, type StartedNode } from '../src/testing/node-process.js';
 import { startNetwork, until } from '../src/testing/network.js';
 import { buildRequest, runLoad, type LoadTarget } from './load.js';
+import { numberArg } from './args.js';
 
-const arg = (name: string, fallback: number) => {
-  const at = process.argv.indexOf(name);
-  return at === -1 ? fallback : Number(process.argv[at + 1]) || fallback;
-};
-const durationMs = arg('--duration', 4) * 1000;
-const rounds = arg('--rounds', 2);
-const connections = arg('--connections', 32);
+const durationMs = numberArg('--duration', 4) * 1000;
+const rounds = numberArg('--rounds', 2);
+const connections = numberArg('--connections', 32);
 const MESSAGE = 'x'.repeat(200);
 const BUNDLE = readBundleDirectory(join(fileURLToPath(new URL('../..', import.meta.url)), 'examples', 'logging'));
 

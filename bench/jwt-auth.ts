@@ -12,14 +12,11 @@ import { SignJWT } from 'jose';
 import { runLoad } from './load.js';
 import { removeDir, startNode } from '../src/testing/node-process.js';
 import { mustApply } from '../src/testing/jwt.js';
+import { numberArg } from './args.js';
 
-const arg = (name: string, fallback: number) => {
-  const at = process.argv.indexOf(name);
-  return at === -1 ? fallback : Number(process.argv[at + 1]) || fallback;
-};
-const durationMs = arg('--duration', 4) * 1000;
-const rounds = arg('--rounds', 2);
-const connections = arg('--connections', 32);
+const durationMs = numberArg('--duration', 4) * 1000;
+const rounds = numberArg('--rounds', 2);
+const connections = numberArg('--connections', 32);
 
 const node = await startNode({ configPatch: { logging: { level: 'fail' } } });
 try {

@@ -10,14 +10,11 @@
 import { runLoad, type LoadTarget } from './load.js';
 import { startNetwork } from '../src/testing/network.js';
 import type { StartedNode } from '../src/testing/node-process.js';
+import { numberArg } from './args.js';
 
-const arg = (name: string, fallback: number) => {
-  const at = process.argv.indexOf(name);
-  return at === -1 ? fallback : Number(process.argv[at + 1]) || fallback;
-};
-const durationMs = arg('--duration', 4) * 1000;
-const rounds = arg('--rounds', 2);
-const connections = arg('--connections', 32);
+const durationMs = numberArg('--duration', 4) * 1000;
+const rounds = numberArg('--rounds', 2);
+const connections = numberArg('--connections', 32);
 
 type Mode = 'default' | 'linearizable' | 'linearizable-via-backup';
 

@@ -7,18 +7,14 @@
  *
  *   node dist/bench/metrics-cost.js [--duration 8] [--rounds 4] [--connections 64]
  */
+import { numberArg } from './args.js';
 import { buildRequest, runLoad, type LoadTarget } from './load.js';
 import { startNetwork } from '../src/testing/network.js';
 import type { StartedNode } from '../src/testing/node-process.js';
 
-function arg(name: string, fallback: number): number {
-  const i = process.argv.indexOf(`--${name}`);
-  return i === -1 ? fallback : Number(process.argv[i + 1]);
-}
-
-const durationMs = arg('duration', 8) * 1000;
-const rounds = arg('rounds', 4);
-const connections = arg('connections', 64);
+const durationMs = numberArg('--duration', 8) * 1000;
+const rounds = numberArg('--rounds', 4);
+const connections = numberArg('--connections', 64);
 
 function targetOf(node: StartedNode): LoadTarget {
   const i = node.address.lastIndexOf(':');

@@ -29,15 +29,12 @@ import { memberConnectionOf, type StartedNode } from '../src/testing/node-proces
 import { startNetwork, until } from '../src/testing/network.js';
 import { Prng } from '../src/testing/prng.js';
 import { buildRequest, runLoad, type LoadTarget } from './load.js';
+import { numberArg } from './args.js';
 
-const arg = (name: string, fallback: number) => {
-  const at = process.argv.indexOf(name);
-  return at === -1 ? fallback : Number(process.argv[at + 1]) || fallback;
-};
-const durationMs = arg('--duration', 4) * 1000;
-const rounds = arg('--rounds', 2);
-const connections = arg('--connections', 32);
-const accounts = arg('--accounts', 1000);
+const durationMs = numberArg('--duration', 4) * 1000;
+const rounds = numberArg('--rounds', 2);
+const connections = numberArg('--connections', 32);
+const accounts = numberArg('--accounts', 1000);
 const BATCH = 25;
 const BUNDLE = readBundleDirectory(join(fileURLToPath(new URL('../..', import.meta.url)), 'examples', 'smallbank'));
 

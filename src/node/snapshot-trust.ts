@@ -64,11 +64,14 @@ export function snapshotEndorsedBy(bytes: Uint8Array, parts: SnapshotFileParts, 
   return out;
 }
 
-/** Writes `bytes` as `directory/name` through a temporary file and a rename (a crash leaves the old file or the new). */
-export function replaceSnapshotFile(disk: Disk, directory: string, name: string, bytes: Uint8Array): string {
+/**
+ * Writes `bytes` as `directory/name` through a temporary file (`name` + `tmpSuffix`) and a rename:
+ * a crash leaves the old file or the new, never a part.
+ */
+export function replaceSnapshotFile(disk: Disk, directory: string, name: string, bytes: Uint8Array, tmpSuffix = '.endorsing'): string {
   disk.ensureDirectory(directory);
   const path = disk.join(directory, name);
-  const tmp = disk.join(directory, `${name}.endorsing`);
+  const tmp = disk.join(directory, `${name}${tmpSuffix}`);
   if (disk.exists(tmp)) disk.remove(tmp);
   const file = disk.createFile(tmp);
   try {

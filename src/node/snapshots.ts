@@ -37,7 +37,7 @@ import {
 } from '../ledger/index.js';
 import type { Configuration } from '../consensus/index.js';
 import { retryLater } from './errors.js';
-import { verifySnapshotReceipt } from './snapshot-trust.js';
+import { replaceSnapshotFile, verifySnapshotReceipt } from './snapshot-trust.js';
 import { snapshotsUnevidencedMax } from './limits.js';
 import { canonicalTreeOf, SnapshotGenerator, type GenerationHandle, type SnapshotGenerationMetrics } from './snapshot-generation.js';
 import { isUncommittedSnapshotName, uncommittedSnapshotName } from './snapshot-names.js';
@@ -573,21 +573,8 @@ export class SnapshotManager {
   adoptFetchedSnapshot(name: string, bytes: Uint8Array, serviceCertificatePem: string): StartupSnapshot {
     const found = verifySnapshotFile(name, bytes, serviceCertificatePem);
     const disk = this.#host.disk;
-    disk.ensureDirectory(this.#directory);
     const path = disk.join(this.#directory, name);
-    if (!disk.exists(path)) {
-      const tmp = disk.join(this.#directory, `${name}${DOWNLOAD_SUFFIX}`);
-      if (disk.exists(tmp)) disk.remove(tmp);
-      const file = disk.createFile(tmp);
-      try {
-        file.append([bytes]);
-        file.sync();
-      } finally {
-        file.close();
-      }
-      disk.rename(tmp, path);
-      disk.syncDirectory(this.#directory);
-    }
+    if (!disk.exists(path)) replaceSnapshotFile(disk, this.#directory, name, bytes, DOWNLOAD_SUFFIX);
     return { ...found, path };
   }
 }
