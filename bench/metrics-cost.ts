@@ -2,8 +2,8 @@
  * What Prometheus scraping costs the write path: three nodes under the built-in load generator
  * (private 200-byte writes over 1,000 ids to the primary), rounds without and with a scraper that
  * fetches every node's GET /node/metrics in the text format once a second, alternately (A B B A ...).
- * Prints one JSON line per round (writes/s, latency, the scrapes' size and time) and a summary with
- * the ratio of the means.
+ * After one unmeasured warm-up round, prints one JSON line per round (writes/s, latency, the
+ * scrapes' size and time) and a summary with the ratio of the means.
  *
  *   node dist/bench/metrics-cost.js [--duration 8] [--rounds 4] [--connections 64]
  */
@@ -64,6 +64,8 @@ try {
   const target = targetOf(primary);
   const message = 'm'.repeat(200);
   const requests = Array.from({ length: 1000 }, (_, id) => buildRequest('POST', '/app/log/private', target.host, JSON.stringify({ id, msg: message })));
+  // One round unmeasured first: the nodes' JIT and caches warm up (the first round ran 20-30% slower).
+  await runLoad(target, { connections, durationMs, request: (i) => requests[i % requests.length]! });
   const results: { scraped: boolean; writesPerSecond: number }[] = [];
   for (let round = 0; round < rounds; round++) {
     // A B B A: without, with, with, without, ...
