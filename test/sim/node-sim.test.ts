@@ -88,30 +88,38 @@ class SnapshottingSim extends NodeSim {
   }
 }
 
+/**
+ * Three nodes run 300 steps; a fourth joins from the primary's newest committed snapshot (the
+ * operator copies it into the new node's snapshots folder) and runs 50 steps with them.
+ */
+async function joinFromSnapshot(sim: SnapshottingSim) {
+  await sim.setUp();
+  for (let i = 0; i < 300; i++) await sim.advanceSettled(false);
+  const primary = sim.hosts.find((h) => h.node?.isPrimary())!;
+  const raw = rawConfigOf(3, 'Join', 'Synced');
+  raw.snapshots.tx_count = 25;
+  const joiner = await sim.addJoiner(3, primary, raw, {
+    prepare: (host) => {
+      const from = primary.startConfig.snapshots.directory;
+      const to = host.startConfig.snapshots.directory;
+      const newest = primary.disk.listDirectory(from).filter((n) => n.endsWith('.committed')).sort((x, y) => Number(y.split('_')[1]) - Number(x.split('_')[1]))[0]!;
+      host.disk.ensureDirectory(to);
+      const copy = host.disk.createFile(host.disk.join(to, newest));
+      copy.append([primary.disk.readAll(primary.disk.join(from, newest))]);
+      copy.sync();
+      copy.close();
+    },
+  });
+  const startupSeqno = joiner.node!.parts.replica.startupSeqno;
+  assert.ok(startupSeqno > 0, 'the joiner started from a snapshot');
+  for (let i = 0; i < 50; i++) await sim.advanceSettled(false);
+  return { primary, joiner, startupSeqno };
+}
+
 test('a node that joined from a snapshot restarts twice in a row (its node state keeps where its ledger starts)', async () => {
   const sim = new SnapshottingSim({ seed: 4, nodes: 3, steps: 0, livenessStepsMax: 0 });
   try {
-    await sim.setUp();
-    for (let i = 0; i < 300; i++) await sim.advanceSettled(false);
-    const primary = sim.hosts.find((h) => h.node?.isPrimary())!;
-    const raw = rawConfigOf(3, 'Join', 'Synced');
-    raw.snapshots.tx_count = 25;
-    // The operator copies the primary's newest committed snapshot into the new node's snapshots folder.
-    const joiner = await sim.addJoiner(3, primary, raw, {
-      prepare: (host) => {
-        const from = primary.startConfig.snapshots.directory;
-        const to = host.startConfig.snapshots.directory;
-        const newest = primary.disk.listDirectory(from).filter((n) => n.endsWith('.committed')).sort((x, y) => Number(y.split('_')[1]) - Number(x.split('_')[1]))[0]!;
-        host.disk.ensureDirectory(to);
-        const copy = host.disk.createFile(host.disk.join(to, newest));
-        copy.append([primary.disk.readAll(primary.disk.join(from, newest))]);
-        copy.sync();
-        copy.close();
-      },
-    });
-    const startupSeqno = joiner.node!.parts.replica.startupSeqno;
-    assert.ok(startupSeqno > 0, 'the joiner started from a snapshot');
-    for (let i = 0; i < 50; i++) await sim.advanceSettled(false);
+    const { primary, joiner, startupSeqno } = await joinFromSnapshot(sim);
     // Crashed, restarted, and crashed again before anything else rewrote its node state.
     sim.crash(joiner);
     sim.restart(joiner);
@@ -173,26 +181,7 @@ function committedSnapshotSeqnos(host: { disk: { listDirectory(d: string): strin
 test('a node that joined from a snapshot, restarted from a newer one and made primary, catches up a backup that lags behind the newer snapshot, from its ledger', async () => {
   const sim = new SnapshottingSim({ seed: 4, nodes: 3, steps: 0, livenessStepsMax: 0 });
   try {
-    await sim.setUp();
-    for (let i = 0; i < 300; i++) await sim.advanceSettled(false);
-    const primary = sim.hosts.find((h) => h.node?.isPrimary())!;
-    const raw = rawConfigOf(3, 'Join', 'Synced');
-    raw.snapshots.tx_count = 25;
-    const joiner = await sim.addJoiner(3, primary, raw, {
-      prepare: (host) => {
-        const from = primary.startConfig.snapshots.directory;
-        const to = host.startConfig.snapshots.directory;
-        const newest = primary.disk.listDirectory(from).filter((n) => n.endsWith('.committed')).sort((x, y) => Number(y.split('_')[1]) - Number(x.split('_')[1]))[0]!;
-        host.disk.ensureDirectory(to);
-        const copy = host.disk.createFile(host.disk.join(to, newest));
-        copy.append([primary.disk.readAll(primary.disk.join(from, newest))]);
-        copy.sync();
-        copy.close();
-      },
-    });
-    const startupSeqno = joiner.node!.parts.replica.startupSeqno;
-    assert.ok(startupSeqno > 0, 'the joiner started from a snapshot');
-    for (let i = 0; i < 50; i++) await sim.advanceSettled(false);
+    const { joiner, startupSeqno } = await joinFromSnapshot(sim);
     // A backup stops while the service goes on, until the joiner has written a snapshot past it.
     const lagging = sim.hosts.find((h) => h !== joiner && h.node !== undefined && !h.node.isPrimary())!;
     const laggingLast = lagging.node!.parts.replica.ledger.lastSeqno;
