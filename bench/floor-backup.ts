@@ -21,7 +21,7 @@ import { readFileSync } from 'node:fs';
 import { LedgerEncryptor } from '../src/kv/encryption.js';
 import { decodeWriteSetParts, type Write } from '../src/kv/write-set.js';
 import { decodeEntry, peekFrameSizeBytes } from '../src/ledger/entry.js';
-import { entryLeaf } from '../src/ledger/sealing.js';
+import { entryLeaf } from '../src/ledger/framing.js';
 import { HistoryTree } from '../src/merkle/index.js';
 import { DEFAULT_MAX_FRAME_BYTES } from '../src/node/channels.js';
 import { encodeFrame, FrameDecoder } from '../src/platform/node-channels.js';

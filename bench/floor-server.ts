@@ -3,8 +3,8 @@
  * Covenant's design must do whatever its implementation, with Covenant's own parts:
  *
  * - parse and check the JSON body, and encode the write (one key, one value) as a write set;
- * - seal its entry on the sealing worker (AES-GCM of the private write set, commit evidence, the
- *   frame, the Merkle leaf: `WorkerEntrySealer`, as a primary does);
+ * - frame its entry on the framing worker (AES-GCM of the private write set, commit evidence, the
+ *   frame, the Merkle leaf: `WorkerEntryFramer`, as a primary does);
  * - add the leaf to the Merkle tree and append the entry to a file (one `writev` per batch);
  * - answer at the end of the event-loop turn with a transaction id.
  *
@@ -26,10 +26,10 @@ import tls from 'node:tls';
 import { utf8 } from '../src/base/bytes.js';
 import { encodeWriteSet, type Write } from '../src/kv/write-set.js';
 import { HistoryTree, NO_CLAIMS_DIGEST } from '../src/merkle/index.js';
-import type { SealJob } from '../src/ledger/index.js';
+import type { FrameJob } from '../src/ledger/index.js';
 import { DEFAULT_MAX_FRAME_BYTES } from '../src/node/channels.js';
 import { encodeFrame, FrameDecoder } from '../src/platform/node-channels.js';
-import { WorkerEntrySealer } from '../src/platform/worker-sealer.js';
+import { WorkerEntryFramer } from '../src/platform/worker-framer.js';
 import { EntriesFile, FLOOR_FRAME_KIND } from './floor-file.js';
 import { ownArguments, serveReference } from './reference-server.js';
 
@@ -86,15 +86,15 @@ const writeEntries = (): void => {
   const message = encodeFrame(FLOOR_FRAME_KIND, Buffer.concat(parts));
   for (const backup of backups) backup.socket.write(message);
 };
-const sealer = new WorkerEntrySealer<SealJob>(
+const framer = new WorkerEntryFramer<FrameJob>(
   secretHex === undefined ? randomBytes(32) : Buffer.from(secretHex, 'hex'),
-  (job, sealed) => {
-    tree.append(sealed.leaf);
-    unwritten.push(sealed.bytes);
+  (job, framed) => {
+    tree.append(framed.leaf);
+    unwritten.push(framed.bytes);
     if (backups.length > 0) {
       const length = Buffer.allocUnsafe(4);
       length.writeUInt32LE(job.privatePlain.byteLength, 0);
-      unsent.push(length, job.privatePlain, sealed.bytes);
+      unsent.push(length, job.privatePlain, framed.bytes);
     }
     if (!writeScheduled) {
       writeScheduled = true;
@@ -103,7 +103,7 @@ const sealer = new WorkerEntrySealer<SealJob>(
   },
   {
     onFailure: (e) => {
-      process.stderr.write(`floor server: the sealing worker failed: ${e.message}\n`);
+      process.stderr.write(`floor server: the framing worker failed: ${e.message}\n`);
       process.exit(1);
     },
   },
@@ -149,7 +149,7 @@ serveReference((req, res) => {
     const writes = new Map<string, ReadonlyMap<string, Write>>([['records', new Map([[String(body.id), utf8.encode(JSON.stringify({ msg: body.msg }))]])]]);
     const encoded = encodeWriteSet(writes);
     seqno++;
-    sealer.submit({ view: VIEW, seqno, flags: 0, claimsDigest: NO_CLAIMS_DIGEST, publicBytes: encoded.publicBytes, privatePlain: encoded.privateBytes });
+    framer.submit({ view: VIEW, seqno, flags: 0, claimsDigest: NO_CLAIMS_DIGEST, publicBytes: encoded.publicBytes, privatePlain: encoded.privateBytes });
     held.push([res, `${VIEW}.${seqno}`]);
     if (held.length === 1) setImmediate(answerHeld);
   });

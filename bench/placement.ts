@@ -3,10 +3,10 @@
  * instead of leaving them to the scheduler, with `taskset` (util-linux). Core 0 runs the loaded
  * server's request (main) thread and its small helpers (V8's, libuv's); core 1 runs that
  * server's busiest helper when it has one that works alongside the request thread (a node's or
- * the floor's sealing worker), every other server process (backups), and `ab`. The bare server
+ * the floor's framing worker), every other server process (backups), and `ab`. The bare server
  * is placed the same way (it has no such helper: all of it on core 0, `ab` on core 1).
  *
- * Why: on two cores shared by a primary, its backups, its sealing worker and `ab`, a thread the
+ * Why: on two cores shared by a primary, its backups, its framing worker and `ab`, a thread the
  * request thread wakes is queued on the request thread's core, and the scheduler leaves it there
  * while the other core idles (docs/performance.md). Placement measures the same code without
  * that effect of putting three nodes on two cores; it is a diagnostic reading beside the

@@ -16,11 +16,11 @@
  * by the mean of the bare measurements just before and just after it; the reported ratio is the
  * median over the rounds, and every round is printed, with the CPU time (user + system, from
  * /proc) each server process spent per request, and [in brackets] its main thread alone (the rest
- * is the sealing worker, V8's helper threads and libuv's): a measure of cost that drifts less than
+ * is the framing worker, V8's helper threads and libuv's): a measure of cost that drifts less than
  * throughput.
  *
  * Between the two stands the floor (floor-server.ts): a server doing per write only what any
- * ledger of this design must (seal the entry on the sealing worker, add its leaf to the Merkle
+ * ledger of this design must (frame the entry on the framing worker, add its leaf to the Merkle
  * tree, append it to a file), measured the same way with the headline generator (ab when
  * installed). What separates a node from the floor is its store, routing, authentication,
  * consensus and signatures; what separates the floor from the bare server is the ledger itself.
@@ -620,7 +620,7 @@ async function main(): Promise<void> {
   const withAb = abAvailable();
   if (!withAb) console.log('ab not found (Debian: apt-get install apache2-utils): measuring with the built-in load generator only');
   if (args.pin && !placementAvailable()) throw new Error('--pin needs taskset (util-linux) and at least two cores');
-  if (args.pin) console.log(`--pin: in the ab measurements, each loaded server's request thread runs on core ${REQUEST_CORE}; its sealing worker, backups and ab on core ${OTHER_CORE}`);
+  if (args.pin) console.log(`--pin: in the ab measurements, each loaded server's request thread runs on core ${REQUEST_CORE}; its framing worker, backups and ab on core ${OTHER_CORE}`);
   const single = await startNode({ configPatch: { logging: { level: 'fail' } } });
   const baseline = await startReference(args, single.dir, 'baseline-server.js', { name: 'baseline' });
   const floor = await startReference(args, single.dir, 'floor-server.js', { name: 'floor', extraArguments: [join(single.dir, 'floor_entries')] });

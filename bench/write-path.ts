@@ -3,10 +3,10 @@
  * files, real keys) executes logging-app writes — KV transaction, write-set encoding, encryption,
  * commit evidence, Merkle leaf, entry framing, consensus, ledger append and signatures — in bursts
  * of `--burst` writes per event-loop turn, the way concurrent requests arrive. Prints µs of CPU per
- * write for the main thread and for the whole process. Entries are sealed on a worker thread as in
- * a node process (`--sealing inline` seals on the main thread instead).
+ * write for the main thread and for the whole process. Entries are framed on a worker thread as in
+ * a node process (`--framing inline` frames on the main thread instead).
  *
- *   node dist/bench/write-path.js [--writes 200000] [--burst 64] [--sealing worker|inline]
+ *   node dist/bench/write-path.js [--writes 200000] [--burst 64] [--framing worker|inline]
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -15,7 +15,7 @@ import { loadNodeConfig } from '../src/config/index.js';
 import { jsonCodec } from '../src/kv/index.js';
 import { CovenantNode } from '../src/node/node.js';
 import { FsDisk } from '../src/platform/fs-disk.js';
-import { workerEntrySealer } from '../src/platform/worker-sealer.js';
+import { workerEntryFramer } from '../src/platform/worker-framer.js';
 import { systemClock } from '../src/platform/clock.js';
 import { prepareStartNode, removeDir } from '../src/testing/node-process.js';
 import { cpuUs } from './proc.js';
@@ -26,9 +26,9 @@ function arg(name: string, fallback: number): number {
   return i === -1 ? fallback : Number(process.argv[i + 1]);
 }
 
-const sealingAt = process.argv.indexOf('--sealing');
-const SEALING = sealingAt === -1 ? 'worker' : process.argv[sealingAt + 1];
-if (SEALING !== 'worker' && SEALING !== 'inline') throw new Error('--sealing takes worker or inline');
+const framingAt = process.argv.indexOf('--framing');
+const FRAMING = framingAt === -1 ? 'worker' : process.argv[framingAt + 1];
+if (FRAMING !== 'worker' && FRAMING !== 'inline') throw new Error('--framing takes worker or inline');
 
 const WRITES = arg('writes', 200_000);
 const BURST = arg('burst', 64);
@@ -50,9 +50,9 @@ const node = new CovenantNode({
   readTextFile: (path) => readFileSync(path, 'utf8'),
   writeTextFile: () => undefined,
   writeSecretFile: () => undefined,
-  ...(SEALING === 'worker'
+  ...(FRAMING === 'worker'
     ? {
-        createEntrySealer: workerEntrySealer({
+        createEntryFramer: workerEntryFramer({
           onFailure: (e) => {
             throw e;
           },
@@ -93,7 +93,7 @@ console.log(
   JSON.stringify({
     bench: 'write-path',
     node_flags: process.execArgv.join(' '),
-    sealing: SEALING,
+    framing: FRAMING,
     writes: WRITES,
     burst: BURST,
     writesPerSecond: Math.round((WRITES / elapsedMs) * 1000),

@@ -17,8 +17,8 @@ import { cryptoRandom } from '../platform/crypto-random.js';
 import { createTlsNodeChannels } from '../platform/node-channels.js';
 import { createJoinClient } from '../platform/join-client.js';
 import { fetchSnapshot } from '../platform/snapshot-fetch.js';
-import { workerEntrySealer } from '../platform/worker-sealer.js';
-import type { EntryLeafReader, EntrySealerFactory } from '../ledger/index.js';
+import { workerEntryFramer } from '../platform/worker-framer.js';
+import type { EntryLeafReader, EntryFramerFactory } from '../ledger/index.js';
 import { WorkerEntryLeafReader } from '../platform/worker-leaf-reader.js';
 import { WorkerEntryReplayer } from '../platform/worker-entry-replayer.js';
 import type { Logger } from '../base/log.js';
@@ -98,27 +98,27 @@ function virtualHostData(): { hostData?: string } {
 }
 
 /**
- * Transactions are sealed on a worker thread (src/platform/worker-sealer.ts) unless
- * COVENANT_SEALING=inline asks for the request thread (a diagnostic: docs/configuration.md).
- * COVENANT_BUGGIFY_SEAL_DELAY_MS delays the worker's answers, for tests only.
+ * Transactions are framed on a worker thread (src/platform/worker-framer.ts) unless
+ * COVENANT_FRAMING=inline asks for the request thread (a diagnostic: docs/configuration.md).
+ * COVENANT_BUGGIFY_FRAME_DELAY_MS delays the worker's answers, for tests only.
  */
-function sealingOption(logger: Logger): { createEntrySealer?: EntrySealerFactory } {
-  const mode = process.env['COVENANT_SEALING'] ?? 'worker';
+function framingOption(logger: Logger): { createEntryFramer?: EntryFramerFactory } {
+  const mode = process.env['COVENANT_FRAMING'] ?? 'worker';
   if (mode === 'inline') return {};
   if (mode !== 'worker') {
-    process.stderr.write(`covenant node: COVENANT_SEALING must be "worker" or "inline", not "${mode}"\n`);
+    process.stderr.write(`covenant node: COVENANT_FRAMING must be "worker" or "inline", not "${mode}"\n`);
     process.exit(2);
   }
-  const delay = process.env['COVENANT_BUGGIFY_SEAL_DELAY_MS'];
+  const delay = process.env['COVENANT_BUGGIFY_FRAME_DELAY_MS'];
   if (delay !== undefined && !/^\d{1,6}$/.test(delay)) {
-    process.stderr.write(`covenant node: COVENANT_BUGGIFY_SEAL_DELAY_MS must be a number of milliseconds, not "${delay}"\n`);
+    process.stderr.write(`covenant node: COVENANT_BUGGIFY_FRAME_DELAY_MS must be a number of milliseconds, not "${delay}"\n`);
     process.exit(2);
   }
   return {
-    createEntrySealer: workerEntrySealer({
+    createEntryFramer: workerEntryFramer({
       ...(delay ? { answerDelayMs: Number(delay) } : {}),
       onFailure: (e) => {
-        logger.fatal(`the sealing worker failed: ${errorMessage(e)}`);
+        logger.fatal(`the framing worker failed: ${errorMessage(e)}`);
         process.exit(1);
       },
     }),
@@ -224,7 +224,7 @@ export async function runNodeCommand(configPath: string): Promise<void> {
     writeTextFile: (path, text) => writeFileAtomic(path, text),
     writeSecretFile,
     ...virtualHostData(),
-    ...sealingOption(logger),
+    ...framingOption(logger),
     ...maxEntryOption(),
     ...entryLeafReaderOption(),
     // Snapshots are encoded, written and synced off the request thread (docs/snapshots.md, "Generation").

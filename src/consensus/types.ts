@@ -32,7 +32,7 @@ export interface Entry {
   readonly bytes: Uint8Array;
   /**
    * Bytes the node layer sends to peers with the entry and never persists (a primary attaches the
-   * entry's private write set in clear: see CovenantNode.proposeSealed). Consensus carries it as
+   * entry's private write set in clear: see CovenantNode.proposeFramed). Consensus carries it as
    * it carries the entry; entries read back from storage have none.
    */
   readonly sidecar?: Uint8Array;

@@ -2,10 +2,10 @@
  * Snapshot bytes: the whole state at one version (layout in docs/kv.md).
  *
  *   header = magic "CVKS" format:u8=1 seqno:u64 view:u32 bodyDigest:32 (SHA-256 of body)
- *   body   = publicLength:u64 publicPart privateLength:u64 privateSealed
+ *   body   = publicLength:u64 publicPart privateLength:u64 privateEncrypted
  *
- * publicPart and the plaintext of privateSealed are write-set parts (write-set.ts) holding only
- * values: the writes that build the state from empty. privateSealed is AES-256-GCM under the
+ * publicPart and the plaintext of privateEncrypted are write-set parts (write-set.ts) holding only
+ * values: the writes that build the state from empty. privateEncrypted is AES-256-GCM under the
  * snapshot key of the ledger secret for seqno, IV from (view, seqno), with the first 17 header
  * bytes as additional data. The body digest lets anyone check integrity without the secret.
  */
@@ -66,16 +66,16 @@ export function encodeSnapshot(input: SnapshotInput, encryptor: LedgerEncryptor)
   writeU64(aad, input.version, 5);
   aad.writeUInt32LE(input.view, 13);
   const publicPart = encodeSortedPart(input.publicMaps);
-  const privateSealed = encryptor.encryptSnapshot(input.view, input.version, encodeSortedPart(input.privateMaps), aad);
-  const bodyLength = 16 + publicPart.byteLength + privateSealed.byteLength;
+  const privateEncrypted = encryptor.encryptSnapshot(input.view, input.version, encodeSortedPart(input.privateMaps), aad);
+  const bodyLength = 16 + publicPart.byteLength + privateEncrypted.byteLength;
   const out = Buffer.allocUnsafe(SNAPSHOT_HEADER_BYTES + bodyLength);
   out.set(aad, 0);
   let offset = SNAPSHOT_HEADER_BYTES;
   writeU64(out, publicPart.byteLength, offset);
   out.set(publicPart, offset + 8);
   offset += 8 + publicPart.byteLength;
-  writeU64(out, privateSealed.byteLength, offset);
-  out.set(privateSealed, offset + 8);
+  writeU64(out, privateEncrypted.byteLength, offset);
+  out.set(privateEncrypted, offset + 8);
   const digest = createHash('sha256').update(out.subarray(SNAPSHOT_HEADER_BYTES)).digest();
   out.set(digest, AAD_BYTES);
   return out;
@@ -110,11 +110,11 @@ export function decodeSnapshot(bytes: Uint8Array, encryptor: LedgerEncryptor | u
   const publicPart = body.subarray(8, 8 + publicLength);
   const privateLength = readU64(body, 8 + publicLength, 'private section length');
   if (privateLength !== body.byteLength - 16 - publicLength) throw malformedSnapshot('private section length does not match the body');
-  const privateSealed = body.subarray(16 + publicLength);
+  const privateEncrypted = body.subarray(16 + publicLength);
   const publicMaps = asSnapshotError(() => decodeWriteSet(publicPart, { domain: 'public', valuesOnly: true }));
   let privateMaps: WriteSet | undefined;
   if (encryptor !== undefined) {
-    const plain = encryptor.decryptSnapshot(header.view, header.seqno, privateSealed, buf.subarray(0, AAD_BYTES));
+    const plain = encryptor.decryptSnapshot(header.view, header.seqno, privateEncrypted, buf.subarray(0, AAD_BYTES));
     privateMaps = asSnapshotError(() => decodeWriteSet(plain, { domain: 'private', valuesOnly: true }));
   }
   return { version: header.seqno, view: header.view, publicMaps, privateMaps };

@@ -13,7 +13,7 @@ import { assert } from '../base/index.js';
 import type { Disk } from './disk.js';
 import { checkEntry, decodeEntry, ENTRY_HEADER_BYTES, peekFrameSizeBytes, type DecodedEntry } from './entry.js';
 import { asFileCorruption, LedgerError } from './errors.js';
-import { entryLeaf } from './sealing.js';
+import { entryLeaf } from './framing.js';
 
 /** A stretch of one chunk file holding some of the entries asked for, from a frame boundary. */
 export interface EntrySpan {

@@ -54,17 +54,17 @@ export {
   type SnapshotMeta,
 } from './snapshot-file.js';
 export {
-  EntrySeal,
+  EntryFraming,
   entryLeaf,
-  inlineEntrySealer,
-  InlineEntrySealer,
-  sealedFrameBytes,
-  type EntrySealer,
-  type EntrySealerFactory,
-  type SealCompletion,
-  type SealedEntry,
-  type SealJob,
-} from './sealing.js';
+  inlineEntryFramer,
+  InlineEntryFramer,
+  framedEntryBytes,
+  type EntryFramer,
+  type EntryFramerFactory,
+  type FrameCompletion,
+  type FramedEntry,
+  type FrameJob,
+} from './framing.js';
 export {
   inlineSnapshotWriter,
   snapshotFileBytesOf,

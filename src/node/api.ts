@@ -8,7 +8,7 @@ import type { TxId } from '../base/ids.js';
 import type { Logger } from '../base/log.js';
 import type { NodeConfig } from '../config/index.js';
 import type { StoreView, Tx, WriteSet } from '../kv/index.js';
-import type { Disk, EntryLeafReader, EntryReplayer, EntrySealerFactory, SnapshotWriter } from '../ledger/index.js';
+import type { Disk, EntryLeafReader, EntryReplayer, EntryFramerFactory, SnapshotWriter } from '../ledger/index.js';
 import type { KeyPair } from '../crypto/index.js';
 import type { Receipt, SignatureReceipt } from '../merkle/index.js';
 import type { QuoteInfo } from '../attestation/virtual.js';
@@ -41,10 +41,10 @@ export interface NodeInit {
   /** Virtual attestation: the host data this node reports (stands for its security policy digest). */
   readonly hostData?: string;
   /**
-   * Seals the primary's transactions into ledger entries (src/ledger/sealing.ts). Default: on
-   * the calling thread; node processes pass a worker-thread sealer (src/platform/worker-sealer.ts).
+   * Frames the primary's transactions into ledger entries (src/ledger/framing.ts). Default: on
+   * the calling thread; node processes pass a worker-thread framer (src/platform/worker-framer.ts).
    */
-  readonly createEntrySealer?: EntrySealerFactory;
+  readonly createEntryFramer?: EntryFramerFactory;
   /**
    * Re-reads the Merkle leaves of ledger entries for receipts of compacted transactions, off the
    * request thread (src/ledger/entry-leaves.ts). Default: on the calling thread through `disk`
@@ -67,7 +67,7 @@ export interface NodeInit {
    */
   readonly snapshotWriter?: { readonly writer: SnapshotWriter; readonly kind: 'worker' | 'inline' };
   /**
-   * Largest ledger entry (sealed frame) the node records; a larger transaction is refused (413
+   * Largest ledger entry (framed frame) the node records; a larger transaction is refused (413
    * TransactionTooLarge). Default MAX_ENTRY_BYTES, what one node-to-node frame can carry; tests
    * lower it.
    */

@@ -29,7 +29,7 @@ export interface DriverHost {
   ledgerLastSeqno(): number;
   commitSeqno(): number;
   forgetProposals(): void;
-  /** Drops what the sealer holds if this node can no longer propose it (before consensus rewrites the store). */
+  /** Drops what the framer holds if this node can no longer propose it (before consensus rewrites the store). */
   abandonIfDeposed(): void;
   rollbackTo(seqno: number): void;
   applyReplicated(entry: Entry): void;

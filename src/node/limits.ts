@@ -13,7 +13,7 @@ export const tickDurationMs = 10;
 
 /**
  * Uncommitted entries the primary's consensus core holds, counting the transactions still in the
- * sealing pipeline (checkProposal counts them): beyond it new transactions are refused (503
+ * framing pipeline (checkProposal counts them): beyond it new transactions are refused (503
  * TooManyPendingTransactions) until commit catches up.
  */
 export const consensusUncommittedEntriesMax = 50_000;
@@ -31,7 +31,7 @@ export const replayUncommittedVersionsMax = 50_000;
 /** Rounds of Ready handling in one pump: each round may produce more work, and one pump must end. */
 export const pumpRoundsMax = 1000;
 
-/** Write-set bytes in the sealing pipeline from which a signature due by its delay waits for the worker. */
+/** Write-set bytes in the framing pipeline from which a signature due by its delay waits for the worker. */
 export const signatureWaitsForBytesMin = 256 * 1024;
 export const signatureWaitPollMs = 5;
 
@@ -103,11 +103,11 @@ export const joinRequestsPerAddressBurst = 20;
 export const joinRateAddressesMax = 1024;
 
 // The store refuses new versions beyond DEFAULT_UNCOMMITTED_VERSIONS_MAX uncommitted ones. Consensus
-// must refuse first (with a retryable 503), counting what is still being sealed: a refusal by the
+// must refuse first (with a retryable 503), counting what is still being framed: a refusal by the
 // store after consensus accepted would be an assertion in the middle of the write path.
 assert(
   consensusUncommittedEntriesMax < DEFAULT_UNCOMMITTED_VERSIONS_MAX,
-  'consensus bounds uncommitted entries (sealing included) below the store bound on uncommitted versions',
+  'consensus bounds uncommitted entries (framing included) below the store bound on uncommitted versions',
 );
 assert(replayUncommittedVersionsMax < DEFAULT_UNCOMMITTED_VERSIONS_MAX, 'replay compacts before the store bound');
 // An append batch of several entries holds at most appendBatchBytesMax of frames, and each frame's

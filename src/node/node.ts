@@ -6,7 +6,7 @@
  *  - lifecycle (the state and its table), identity/ (node keys, service identity, ledger secrets),
  *    persistence (the node state file), replica (store, tree, ledger, commit seqnos),
  *  - driver (the consensus core and the order of a step's side effects), write/ (transactions,
- *    the proposer and its sealing pipeline, signatures), peers (node-to-node channels),
+ *    the proposer and its framing pipeline, signatures), peers (node-to-node channels),
  *  - join/ (the joiner's requests, the primary's admission chain), tasks/ (primary-only work),
  *    queries/ (receipts and operator reports), flows/ (one start-up flow per command.type).
  *

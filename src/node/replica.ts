@@ -170,7 +170,7 @@ export class Replica {
   installSnapshot(snapshot: StartupSnapshot, startLedger: boolean): void {
     const started = this.init.clock.monotonicMs();
     const secrets = this.init.secrets;
-    this.store = Store.fromSnapshot(snapshot.parts.kv, secrets.covers(snapshot.seqno) ? secrets.sealFor(snapshot.seqno).encryptor : undefined);
+    this.store = Store.fromSnapshot(snapshot.parts.kv, secrets.covers(snapshot.seqno) ? secrets.framingFor(snapshot.seqno).encryptor : undefined);
     for (const watch of this.storeWatchers) watch(this.store);
     this.tree = treeOfSnapshot(snapshot.parts.meta, this.store);
     if (startLedger) this.ledger.startAt(snapshot.seqno);
@@ -204,7 +204,7 @@ export class Replica {
     // Checked against the tree before the entry's own leaf joins it.
     if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) this.checkSignature(decoded.publicBytes, decoded.seqno);
     const sidecar = entry.sidecar;
-    // The primary's private write set in clear, as it sealed it: a copy, so that the values the
+    // The primary's private write set in clear, as it framed it: a copy, so that the values the
     // store keeps do not hold the whole received message (copyValue: the sidecar is a Buffer, whose
     // slice() would be a view of it). Anything else is decrypted.
     const plain = sidecar !== undefined && sidecar.byteLength + AES_GCM_TAG_BYTES === decoded.privateBytes.byteLength ? copyValue(sidecar) : undefined;
@@ -230,12 +230,12 @@ export class Replica {
   /** The private write set of an entry, decrypted with the secret of its seqno (empty when it wrote no private map). */
   privatePlainOf(entry: DecodedEntry): Uint8Array {
     if (entry.privateBytes.length === 0) return new Uint8Array(0);
-    return this.init.secrets.sealFor(entry.seqno).encryptor.decryptPrivate(entry.view, entry.seqno, entry.privateBytes);
+    return this.init.secrets.framingFor(entry.seqno).encryptor.decryptPrivate(entry.view, entry.seqno, entry.privateBytes);
   }
 
   /** The commit evidence of a transaction, from the secret of its seqno. */
   commitEvidence(view: number, seqno: number): string {
-    return this.init.secrets.sealFor(seqno).commitEvidence(view, seqno);
+    return this.init.secrets.framingFor(seqno).commitEvidence(view, seqno);
   }
 
   /** A backup checks each signature transaction against its own Merkle tree before accepting it. */
@@ -333,7 +333,7 @@ export class Replica {
   persist(frames: readonly Uint8Array[], truncateAfterSeqno: number | undefined): void {
     const cut = truncateAfterSeqno !== undefined && truncateAfterSeqno < this.ledger.lastSeqno;
     if (cut) this.ledger.truncate(truncateAfterSeqno);
-    // Each frame was made by this node's sealer, or decoded (crc included) to be applied.
+    // Each frame was made by this node's framer, or decoded (crc included) to be applied.
     if (frames.length > 0) this.ledger.append(frames, { crcChecked: true });
     if (this.init.durability === 'Synced' && (cut || frames.length > 0)) this.ledger.sync();
   }

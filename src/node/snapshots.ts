@@ -61,7 +61,7 @@ export interface SnapshotHost {
   readonly clock: Clock;
   store(): Store;
   tree(): HistoryTree;
-  /** The encryptor of the secret that applies at `seqno` (a snapshot at seqno is sealed under it). */
+  /** The encryptor of the secret that applies at `seqno` (a snapshot at seqno is framed under it). */
   encryptor(seqno: number): LedgerEncryptor;
   serviceCertificatePem(): string;
   genesisConfiguration(): Configuration;

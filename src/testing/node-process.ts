@@ -39,7 +39,7 @@ export interface StartNodeOptions {
   readonly configPatch?: Record<string, unknown>;
   readonly dir?: string;
   readonly readyTimeoutMs?: number;
-  /** Extra environment of the node process (e.g. COVENANT_SEALING). */
+  /** Extra environment of the node process (e.g. COVENANT_FRAMING). */
   readonly env?: Record<string, string>;
   /**
    * Whether member0 opens the service to users once the node is up (default true), as the

@@ -200,15 +200,15 @@ describe('a three-node network', () => {
 
 describe('a primary deposed while alive', () => {
   test('drops what it could not propose; every acknowledged write ends Committed or Invalid; nodes converge', async () => {
-    // The sealing worker answers late, so that the old primary still has transactions on their
+    // The framing worker answers late, so that the old primary still has transactions on their
     // way to consensus when it learns of the new view (the pipeline must be abandoned, not proposed).
-    process.env['COVENANT_BUGGIFY_SEAL_DELAY_MS'] = '150';
-    const network = await startNetwork(3, FAST).finally(() => delete process.env['COVENANT_BUGGIFY_SEAL_DELAY_MS']);
+    process.env['COVENANT_BUGGIFY_FRAME_DELAY_MS'] = '150';
+    const network = await startNetwork(3, FAST).finally(() => delete process.env['COVENANT_BUGGIFY_FRAME_DELAY_MS']);
     const stopLoad = { value: false };
     try {
       const old = await network.primary();
       const oldId = (await old.client.request('GET', '/node/state')).body.node_id as string;
-      // Writes keep coming to the old primary before, during and after its freeze: its sealing
+      // Writes keep coming to the old primary before, during and after its freeze: its framing
       // pipeline holds transactions when it finds out that it is no longer primary.
       const acknowledged: string[] = [];
       let next = 0;

@@ -73,12 +73,12 @@ test('a bad configuration exits non-zero, names the key, and writes nothing', as
   }
 });
 
-test('the sealing and entry-size variables: bad values exit 2 and write nothing; inline sealing runs a node that commits', async () => {
+test('the framing and entry-size variables: bad values exit 2 and write nothing; inline framing runs a node that commits', async () => {
   const { dir, configPath } = await prepareStartNode();
   try {
     const cases: [Record<string, string>, RegExp][] = [
-      [{ COVENANT_SEALING: 'threads' }, /COVENANT_SEALING must be "worker" or "inline", not "threads"/],
-      [{ COVENANT_BUGGIFY_SEAL_DELAY_MS: 'soon' }, /COVENANT_BUGGIFY_SEAL_DELAY_MS must be a number of milliseconds/],
+      [{ COVENANT_FRAMING: 'threads' }, /COVENANT_FRAMING must be "worker" or "inline", not "threads"/],
+      [{ COVENANT_BUGGIFY_FRAME_DELAY_MS: 'soon' }, /COVENANT_BUGGIFY_FRAME_DELAY_MS must be a number of milliseconds/],
       [{ COVENANT_BUGGIFY_MAX_ENTRY_BYTES: '1e6' }, /COVENANT_BUGGIFY_MAX_ENTRY_BYTES must be a number of bytes up to 66060288, not "1e6"/],
     ];
     for (const [env, message] of cases) {
@@ -91,9 +91,9 @@ test('the sealing and entry-size variables: bad values exit 2 and write nothing;
   } finally {
     removeDir(dir);
   }
-  const node = await startNode({ env: { COVENANT_SEALING: 'inline' } });
+  const node = await startNode({ env: { COVENANT_FRAMING: 'inline' } });
   try {
-    const write = await node.client.request('POST', '/app/log/private', { body: { id: 1, msg: 'sealed in line' }, identity: node.user });
+    const write = await node.client.request('POST', '/app/log/private', { body: { id: 1, msg: 'framed in line' }, identity: node.user });
     assert.equal(write.status, 200, write.text);
     const txId = write.headers['x-covenant-transaction-id'] as string;
     for (let i = 0; i < 200; i++) {
@@ -101,7 +101,7 @@ test('the sealing and entry-size variables: bad values exit 2 and write nothing;
       await sleep(25);
     }
     assert.equal((await node.client.request('GET', `/app/tx?transaction_id=${txId}`)).body.status, 'Committed');
-    assert.equal((await node.client.request('GET', '/app/log/private?id=1', { identity: node.user })).body.msg, 'sealed in line');
+    assert.equal((await node.client.request('GET', '/app/log/private?id=1', { identity: node.user })).body.msg, 'framed in line');
   } finally {
     await node.stop();
     removeDir(node.dir);

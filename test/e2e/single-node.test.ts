@@ -499,14 +499,14 @@ test('a transaction whose ledger entry could not be replicated is refused with 4
   }
 });
 
-test('a signature due while a large write set is being sealed waits for the sealing worker instead of holding the node', async () => {
+test('a signature due while a large write set is being framed waits for the framing worker instead of holding the node', async () => {
   // The worker answers each batch 1 s late; the signature is due 100 ms after the write, and may
   // wait for the worker half an election timeout (2 s). Had it drained the pipeline at once, the
   // request thread would have blocked until the worker answered, and the GET below, sent 300 ms
   // after the write, would have been answered after the signature had committed the write.
   const node = await startNode({
     configPatch: { ledger_signatures: { tx_count: 1000, delay: '100ms' }, consensus: { election_timeout: '4s', message_timeout: '200ms' } },
-    env: { COVENANT_BUGGIFY_SEAL_DELAY_MS: '1000' },
+    env: { COVENANT_BUGGIFY_FRAME_DELAY_MS: '1000' },
   });
   try {
     const write = await node.client.request('POST', '/app/log/private', { body: { id: 1, msg: 'L'.repeat(300 * 1024) }, identity: node.user });
@@ -516,7 +516,7 @@ test('a signature due while a large write set is being sealed waits for the seal
     await new Promise((resolve) => setTimeout(resolve, 300));
     const during = await node.client.request('GET', '/node/commit');
     assert.equal(during.status, 200, during.text);
-    assert.ok(Number(String(during.body.transaction_id).split('.')[1]) < seqno, `answered while the write was still being sealed (${during.text})`);
+    assert.ok(Number(String(during.body.transaction_id).split('.')[1]) < seqno, `answered while the write was still being framed (${during.text})`);
     // Once the worker answers, the signature follows and commits the write.
     await until('the large write to commit', async () => ((await node.client.request('GET', `/app/tx?transaction_id=${txId}`)).body.status === 'Committed' ? true : undefined));
     assert.equal((await node.client.request('GET', '/app/log/private?id=1', { identity: node.user })).body.msg.length, 300 * 1024);

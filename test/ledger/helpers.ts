@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { encodeEntry, EntryFlags, type SealJob } from '../../src/ledger/index.js';
+import { encodeEntry, EntryFlags, type FrameJob } from '../../src/ledger/index.js';
 
 export const SIG = EntryFlags.SIGNATURE;
 export const END = EntryFlags.SIGNATURE | EntryFlags.CHUNK_END;
@@ -33,8 +33,8 @@ export function entries(first: number, last: number, ends: readonly number[] = [
   return out;
 }
 
-/** Any job a sealer may be given: views fit an AES-GCM IV (32 bits), write sets of any size. */
-export const sealJobArb: fc.Arbitrary<SealJob> = fc.record({
+/** Any job a framer may be given: views fit an AES-GCM IV (32 bits), write sets of any size. */
+export const frameJobArb: fc.Arbitrary<FrameJob> = fc.record({
   view: fc.integer({ min: 0, max: 0xffff_ffff }),
   seqno: fc.maxSafeNat(),
   flags: fc.integer({ min: 0, max: 15 }),

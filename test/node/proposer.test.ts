@@ -1,22 +1,22 @@
-/** The proposer: transactions reach consensus sealed and in seqno order; refusals leave nothing; a deposed primary's pipeline is dropped. */
+/** The proposer: transactions reach consensus framed and in seqno order; refusals leave nothing; a deposed primary's pipeline is dropped. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MemoryLogger } from '../../src/base/log.js';
 import { CovenantError } from '../../src/base/errors.js';
 import { Store, type WriteSet } from '../../src/kv/index.js';
 import { HistoryTree } from '../../src/merkle/index.js';
-import { EntryFlags, decodeEntry, type EntrySealer, type SealJob, type SealedEntry, EntrySeal } from '../../src/ledger/index.js';
+import { EntryFlags, decodeEntry, type EntryFramer, type FrameJob, type FramedEntry, EntryFraming } from '../../src/ledger/index.js';
 import type { Entry, Raft } from '../../src/consensus/index.js';
 import { LedgerSecrets } from '../../src/node/identity/ledger-secrets.js';
 import { Proposer, type ProposerHost } from '../../src/node/write/proposer.js';
 import { isNodeError } from '../../src/node/errors.js';
 
-/** A sealer that holds jobs until drained (a worker thread, made synchronous for the test). */
-function queuedSealerFactory(queues: { jobs: SealJob[] }[]) {
-  return <J extends SealJob>(secret: Uint8Array, complete: (job: J, sealed: SealedEntry) => void): EntrySealer<J> => {
-    const seal = new EntrySeal(secret);
+/** A framer that holds jobs until drained (a worker thread, made synchronous for the test). */
+function queuedFramerFactory(queues: { jobs: FrameJob[] }[]) {
+  return <J extends FrameJob>(secret: Uint8Array, complete: (job: J, framed: FramedEntry) => void): EntryFramer<J> => {
+    const frame = new EntryFraming(secret);
     const queue = { jobs: [] as J[] };
-    queues.push(queue as { jobs: SealJob[] });
+    queues.push(queue as { jobs: FrameJob[] });
     return {
       submit: (job) => void queue.jobs.push(job),
       get pending() {
@@ -26,7 +26,7 @@ function queuedSealerFactory(queues: { jobs: SealJob[] }[]) {
         return queue.jobs.reduce((n, j) => n + j.privatePlain.byteLength + j.publicBytes.byteLength, 0);
       },
       drain: () => {
-        for (const job of queue.jobs.splice(0)) complete(job, seal.seal(job));
+        for (const job of queue.jobs.splice(0)) complete(job, frame.frame(job));
       },
       close: () => void queue.jobs.splice(0),
     };
@@ -47,14 +47,14 @@ function setup(options: { entryBytesMax?: number; chunkSizeBytes?: number; refus
     },
     propose: (entry: Entry) => void proposed.push(entry),
   } as unknown as Raft;
-  const queues: { jobs: SealJob[] }[] = [];
+  const queues: { jobs: FrameJob[] }[] = [];
   const host: ProposerHost = {
     logger: new MemoryLogger(),
     replica: { store, tree, ledger: { writeChunkSizeBytes: 0 } } as unknown as ProposerHost['replica'],
     secrets,
     chunkSizeBytes: options.chunkSizeBytes ?? 1024 * 1024,
     entryBytesMax: options.entryBytesMax ?? 1024 * 1024,
-    createEntrySealer: queuedSealerFactory(queues),
+    createEntryFramer: queuedFramerFactory(queues),
     raft: () => raft,
     isPrimary: () => state.primary,
     schedulePump: () => undefined,
@@ -72,13 +72,13 @@ function setup(options: { entryBytesMax?: number; chunkSizeBytes?: number; refus
   return { store, tree, proposer, proposed, state, queues, commit };
 }
 
-test('pipelined transactions are proposed in seqno order once sealed, with their leaves in the tree and private write sets beside them', () => {
+test('pipelined transactions are proposed in seqno order once framed, with their leaves in the tree and private write sets beside them', () => {
   const s = setup();
   for (const v of ['a', 'b', 'c']) {
     const c = s.commit(v);
     assert.deepEqual(s.proposer.propose(c.version, c.writeSet, 0, undefined), { view: 2, seqno: c.version });
   }
-  assert.equal(s.proposed.length, 0, 'nothing proposed before sealing');
+  assert.equal(s.proposed.length, 0, 'nothing proposed before framing');
   s.proposer.drain();
   assert.deepEqual(s.proposed.map((e) => e.seqno), [1, 2, 3]);
   assert.deepEqual(s.proposed.map((e) => decodeEntry(e.bytes).seqno), [1, 2, 3]);
@@ -98,7 +98,7 @@ test('a transaction consensus refuses, or too large to replicate, leaves the sto
   assert.equal(large.store.version, 0);
 });
 
-test('a primary deposed while transactions are being sealed drops them from the store, and their completions propose nothing', () => {
+test('a primary deposed while transactions are being framed drops them from the store, and their completions propose nothing', () => {
   const s = setup();
   const a = s.commit('a');
   s.proposer.propose(a.version, a.writeSet, 0, undefined);

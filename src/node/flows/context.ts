@@ -53,7 +53,7 @@ export interface FlowContext {
   /** What this node's sealing key derives from, when sealing_recovery is configured (and the node can read its virtual CPU key). */
   sealingInputs(): SealingInputs | undefined;
   rpcInterfacesRecord(): NodeInfo['rpc_interfaces'];
-  /** Installs ledger secrets (the chain) and seals new entries under the newest. */
+  /** Installs ledger secrets (the chain) and frames new entries under the newest. */
   installLedgerSecrets(records: readonly LedgerSecretRecord[]): void;
   installLedgerSecret(fromSeqno: number, secret: Uint8Array): void;
   /** Creates the consensus core: from genesis, the startup snapshot, or the node's own ledger. */

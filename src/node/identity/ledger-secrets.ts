@@ -6,7 +6,7 @@
  * private entry still decrypts with the secret of its own seqno.
  */
 import { assert } from '../../base/assert.js';
-import { EntrySeal } from '../../ledger/index.js';
+import { EntryFraming } from '../../ledger/index.js';
 
 /** A ledger secret as the node state file and the join answer carry it. */
 export interface LedgerSecretRecord {
@@ -18,7 +18,7 @@ export interface LedgerSecretRecord {
 interface ChainLink {
   readonly fromSeqno: number;
   readonly secret: Uint8Array;
-  readonly seal: EntrySeal;
+  readonly framing: EntryFraming;
 }
 
 export class LedgerSecrets {
@@ -29,7 +29,7 @@ export class LedgerSecrets {
     const last = this.chain.at(-1);
     assert(last === undefined || fromSeqno > last.fromSeqno, `ledger secrets chain in seqno order (${fromSeqno} after ${last?.fromSeqno})`);
     assert(secret.byteLength === 32, 'a ledger secret is 32 bytes');
-    this.chain.push({ fromSeqno, secret, seal: new EntrySeal(secret) });
+    this.chain.push({ fromSeqno, secret, framing: new EntryFraming(secret) });
   }
 
   /**
@@ -38,7 +38,7 @@ export class LedgerSecrets {
    */
   installOlder(olderFirst: readonly { fromSeqno: number; secret: Uint8Array }[]): void {
     const first = this.chain[0];
-    const links = olderFirst.map((s) => ({ fromSeqno: s.fromSeqno, secret: s.secret, seal: new EntrySeal(s.secret) }));
+    const links = olderFirst.map((s) => ({ fromSeqno: s.fromSeqno, secret: s.secret, framing: new EntryFraming(s.secret) }));
     for (let i = 0; i < links.length; i++) {
       const next = links[i + 1] ?? first;
       assert(next === undefined || links[i]!.fromSeqno < next.fromSeqno, 'older ledger secrets come before the chain, in seqno order');
@@ -70,20 +70,20 @@ export class LedgerSecrets {
     return this.chain.length > 0;
   }
 
-  /** The newest secret: new entries are sealed under it. */
-  get latest(): { readonly fromSeqno: number; readonly secret: Uint8Array; readonly seal: EntrySeal } {
+  /** The newest secret: new entries are framed under it. */
+  get latest(): { readonly fromSeqno: number; readonly secret: Uint8Array; readonly framing: EntryFraming } {
     const last = this.chain.at(-1);
     assert(last, 'a ledger secret is installed');
     return last;
   }
 
-  /** The seal (encryptor and commit-evidence derivation) of the secret that applies at `seqno`. */
-  sealFor(seqno: number): EntrySeal {
-    return this.linkFor(seqno).seal;
+  /** The framing (encryptor and commit-evidence derivation) of the secret that applies at `seqno`. */
+  framingFor(seqno: number): EntryFraming {
+    return this.linkFor(seqno).framing;
   }
 
-  /** The secret that applies at `seqno`, with its seal. */
-  linkFor(seqno: number): { readonly fromSeqno: number; readonly secret: Uint8Array; readonly seal: EntrySeal } {
+  /** The secret that applies at `seqno`, with its framing. */
+  linkFor(seqno: number): { readonly fromSeqno: number; readonly secret: Uint8Array; readonly framing: EntryFraming } {
     assert(this.chain.length > 0, 'a ledger secret is installed');
     for (let i = this.chain.length - 1; i > 0; i--) if (this.chain[i]!.fromSeqno <= seqno) return this.chain[i]!;
     return this.chain[0]!;

@@ -62,7 +62,7 @@ export class OperatorQueries {
     const inLog = raft.entry(seqno)?.view;
     if (inLog !== undefined) return { view: inLog, seqno };
     const summary = raft.summary();
-    // Beyond the log: a primary's transaction still being sealed, proposed in its current view.
+    // Beyond the log: a primary's transaction still being framed, proposed in its current view.
     return { view: seqno > summary.lastSeqno ? summary.view : this.viewOf(seqno), seqno };
   }
 

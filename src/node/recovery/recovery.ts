@@ -320,7 +320,7 @@ export class Recovery {
     // Nothing reads this store's older versions: each batch is folded into its state at once and
     // compacted, so that no write set outlives its batch (few survive a young collection).
     const options = { checkpointInterval: recoveryReadBatchEntriesMax };
-    const store = snapshot !== undefined ? Store.fromSnapshot(snapshot.parts.kv, this.host.secrets.sealFor(snapshot.seqno).encryptor, options) : new Store(options);
+    const store = snapshot !== undefined ? Store.fromSnapshot(snapshot.parts.kv, this.host.secrets.framingFor(snapshot.seqno).encryptor, options) : new Store(options);
     logger.info(`reading the private domain of the ledger: entries ${from + 1}..${lastSeqno}`);
     const progress = new ReadProgress('reading the private ledger', lastSeqno, logger, clock);
     const replayer = this.host.entryReplayer;

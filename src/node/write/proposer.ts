@@ -1,8 +1,8 @@
 /**
  * The primary's proposer: hands each transaction committed locally in the store to consensus,
- * sealed into its ledger entry (encrypted, framed, hashed) by the sealer, then proposed and added
- * to the Merkle tree, in seqno order. Ordinary transactions go through the sealer's pipeline
- * (possibly on another thread); anything else first waits for the pipeline to empty and is sealed
+ * framed into its ledger entry (encrypted, framed, hashed) by the framer, then proposed and added
+ * to the Merkle tree, in seqno order. Ordinary transactions go through the framer's pipeline
+ * (possibly on another thread); anything else first waits for the pipeline to empty and is framed
  * in line, so that signatures sign every earlier entry and reconfigurations take effect at once.
  * It also decides where ledger chunks end (the primary marks chunk ends in the entries, so that
  * committed chunks are byte-identical on every node) and keeps recent proposals for resending.
@@ -15,14 +15,14 @@ import { encodeWriteSet, type WriteSet } from '../../kv/index.js';
 import {
   type DecodedEntry,
   EntryFlags,
-  type EntrySeal,
-  type EntrySealer,
-  type EntrySealerFactory,
-  type SealJob,
-  type SealedEntry,
+  type EntryFraming,
+  type EntryFramer,
+  type EntryFramerFactory,
+  type FrameJob,
+  type FramedEntry,
   decodeEntry,
-  inlineEntrySealer,
-  sealedFrameBytes,
+  inlineEntryFramer,
+  framedEntryBytes,
   shouldEndChunk,
 } from '../../ledger/index.js';
 import type { Configuration, Entry, EntryKind, Raft } from '../../consensus/index.js';
@@ -33,12 +33,12 @@ import { ProposalWindow } from '../proposal-window.js';
 import type { Replica } from '../replica.js';
 import { configurationOf } from '../tables.js';
 
-/** A transaction on its way from the KV store to consensus through the sealer. */
-interface NodeSealJob extends SealJob {
+/** A transaction on its way from the KV store to consensus through the framer. */
+interface NodeFrameJob extends FrameJob {
   readonly kind: EntryKind;
   readonly configuration: Configuration | undefined;
   readonly retiredCommitted: string[] | undefined;
-  /** Sealing epoch at submission: jobs of an abandoned epoch complete into nothing. */
+  /** Framing epoch at submission: jobs of an abandoned epoch complete into nothing. */
   readonly epoch: number;
 }
 
@@ -49,7 +49,7 @@ export interface ProposerHost {
   readonly secrets: LedgerSecrets;
   readonly chunkSizeBytes: number;
   readonly entryBytesMax: number;
-  readonly createEntrySealer: EntrySealerFactory | undefined;
+  readonly createEntryFramer: EntryFramerFactory | undefined;
   /** The consensus core (the driver owns it). */
   raft(): Raft;
   isPrimary(): boolean;
@@ -68,16 +68,16 @@ function proposalBytes(entry: Entry): number {
 }
 
 export class Proposer {
-  /** Seals the primary's ordinary transactions, possibly on another thread. */
-  private sealer: EntrySealer<NodeSealJob> | undefined;
-  /** The seal of the secret the sealer seals under. */
-  private sealerSeal: EntrySeal | undefined;
+  /** Frames the primary's ordinary transactions, possibly on another thread. */
+  private framer: EntryFramer<NodeFrameJob> | undefined;
+  /** The framing of the secret the framer frames under. */
+  private framerFraming: EntryFraming | undefined;
   /** Bumped when the pipeline is abandoned: jobs of an earlier epoch complete into nothing. */
-  private sealEpoch = 0;
-  /** Jobs of the current epoch in the sealer, their view, and the seqno of the oldest. */
-  private sealInFlight = 0;
-  private sealView = 0;
-  private sealPendingFromSeqno = 0;
+  private frameEpoch = 0;
+  /** Jobs of the current epoch in the framer, their view, and the seqno of the oldest. */
+  private frameInFlight = 0;
+  private frameView = 0;
+  private framePendingFromSeqno = 0;
   private chunkBytes = 0;
   private forceChunkEnd = false;
   private closed = false;
@@ -93,44 +93,44 @@ export class Proposer {
 
   constructor(private readonly host: ProposerHost) {}
 
-  /** (Re)creates the sealer for the newest ledger secret. */
+  /** (Re)creates the framer for the newest ledger secret. */
   useLatestSecret(): void {
     this.useSecret(this.host.secrets.latest);
   }
 
-  private useSecret(link: { readonly secret: Uint8Array; readonly seal: EntrySeal }): void {
-    this.sealer?.close();
-    const factory = this.host.createEntrySealer ?? inlineEntrySealer;
-    this.sealer = factory<NodeSealJob>(link.secret, (job, sealed) => this.onSealed(job, sealed));
-    this.sealerSeal = link.seal;
+  private useSecret(link: { readonly secret: Uint8Array; readonly framing: EntryFraming }): void {
+    this.framer?.close();
+    const factory = this.host.createEntryFramer ?? inlineEntryFramer;
+    this.framer = factory<NodeFrameJob>(link.secret, (job, framed) => this.onFramed(job, framed));
+    this.framerFraming = link.framing;
   }
 
   /**
-   * The sealer seals under the secret that applies at `seqno`: a rekey installs a secret from the
+   * The framer frames under the secret that applies at `seqno`: a rekey installs a secret from the
    * seqno after its own transaction, and the first entry under it waits for the entries before.
    */
-  private sealFor(seqno: number): EntrySeal {
+  private framingFor(seqno: number): EntryFraming {
     const link = this.host.secrets.linkFor(seqno);
-    if (link.seal !== this.sealerSeal) {
-      if (this.sealer !== undefined) this.drain();
+    if (link.framing !== this.framerFraming) {
+      if (this.framer !== undefined) this.drain();
       this.useSecret(link);
     }
-    return link.seal;
+    return link.framing;
   }
 
-  private get activeSealer(): EntrySealer<NodeSealJob> {
-    assert(this.sealer, 'the sealer exists once a ledger secret is installed');
-    return this.sealer;
+  private get activeFramer(): EntryFramer<NodeFrameJob> {
+    assert(this.framer, 'the framer exists once a ledger secret is installed');
+    return this.framer;
   }
 
-  /** Waits for every job in the sealer (each is proposed, or dropped if this node was deposed). */
+  /** Waits for every job in the framer (each is proposed, or dropped if this node was deposed). */
   drain(): void {
-    this.activeSealer.drain();
+    this.activeFramer.drain();
   }
 
-  /** Write-set bytes waiting in the sealer. */
+  /** Write-set bytes waiting in the framer. */
   get pendingBytes(): number {
-    return this.sealer?.pendingBytes ?? 0;
+    return this.framer?.pendingBytes ?? 0;
   }
 
   /** Requests that the next signature ends the current ledger chunk (trigger_ledger_chunk, snapshots). */
@@ -175,19 +175,19 @@ export class Proposer {
     // A primary whose removal is in its log refuses all but signatures once the removal commits
     // (it hands over). A transaction waiting in the pipeline at that moment could not be proposed,
     // and its seqno would go to the next signature of the same view: from the removal on, every
-    // transaction is sealed in line, so a refusal reaches its own client.
+    // transaction is framed in line, so a refusal reaches its own client.
     const pipelined = kind === 'normal' && retiredCommitted === undefined && !retiring;
     if (!pipelined) {
       this.drain();
       // Draining found that this node is no longer primary, and dropped this transaction too.
       if (this.host.replica.store.version < seqno) throw notPrimary('this node stopped being primary: the transaction was not recorded');
     }
-    const seal = this.sealFor(seqno);
+    const framing = this.framingFor(seqno);
     const encoded = encodeWriteSet(writeSet);
-    const entryBytes = sealedFrameBytes(encoded.publicBytes.byteLength, encoded.privateBytes.byteLength);
+    const entryBytes = framedEntryBytes(encoded.publicBytes.byteLength, encoded.privateBytes.byteLength);
     this.checkProposal(raft, kind, seqno, entryBytes);
     const entryFlags = this.chunkFlags(flags | (configuration ? EntryFlags.RECONFIGURATION : 0), kind, entryBytes);
-    const job: NodeSealJob = {
+    const job: NodeFrameJob = {
       view,
       seqno,
       flags: entryFlags,
@@ -197,17 +197,17 @@ export class Proposer {
       kind,
       configuration,
       retiredCommitted,
-      epoch: this.sealEpoch,
+      epoch: this.frameEpoch,
     };
     if (pipelined) {
-      if (this.sealInFlight === 0) {
-        this.sealPendingFromSeqno = seqno;
-        this.sealView = view;
+      if (this.frameInFlight === 0) {
+        this.framePendingFromSeqno = seqno;
+        this.frameView = view;
       }
-      this.sealInFlight++;
-      this.activeSealer.submit(job);
+      this.frameInFlight++;
+      this.activeFramer.submit(job);
     } else {
-      this.proposeSealed(job, seal.seal(job));
+      this.proposeFramed(job, framing.frame(job));
     }
     return { view, seqno };
   }
@@ -215,7 +215,7 @@ export class Proposer {
   /** Refuses (rolling the store back) what consensus would refuse, and entries too large to replicate. */
   private checkProposal(raft: Raft, kind: EntryKind, seqno: number, entryBytes: number): void {
     try {
-      raft.checkProposal(kind, this.sealInFlight);
+      raft.checkProposal(kind, this.frameInFlight);
       const max = this.host.entryBytesMax;
       if (entryBytes > max) {
         // Recorded, it could never be replicated (nor caught up from the ledger): commit would stop.
@@ -230,7 +230,7 @@ export class Proposer {
     }
   }
 
-  /** The entry's flags with CHUNK_END when this signature ends the chunk; counts the chunk's bytes (sizes are known before sealing, so chunk ends are decided in seqno order). */
+  /** The entry's flags with CHUNK_END when this signature ends the chunk; counts the chunk's bytes (sizes are known before framing, so chunk ends are decided in seqno order). */
   private chunkFlags(flags: number, kind: EntryKind, entryBytes: number): number {
     let entryFlags = flags;
     if (kind === 'signature') {
@@ -246,27 +246,27 @@ export class Proposer {
     return entryFlags;
   }
 
-  /** A job out of the sealer: proposed if this node still can, else the pipeline is abandoned. */
-  private onSealed(job: NodeSealJob, sealed: SealedEntry): void {
-    if (job.epoch !== this.sealEpoch || this.closed) return;
-    // Jobs complete in seqno order: this one is the oldest in flight (sealPendingFromSeqno).
+  /** A job out of the framer: proposed if this node still can, else the pipeline is abandoned. */
+  private onFramed(job: NodeFrameJob, framed: FramedEntry): void {
+    if (job.epoch !== this.frameEpoch || this.closed) return;
+    // Jobs complete in seqno order: this one is the oldest in flight (framePendingFromSeqno).
     if (!this.canProposeInView(job.view)) {
-      this.abandonSealing();
+      this.abandonFraming();
       return;
     }
-    this.sealInFlight--;
-    this.sealPendingFromSeqno = job.seqno + 1;
+    this.frameInFlight--;
+    this.framePendingFromSeqno = job.seqno + 1;
     try {
-      this.proposeSealed(job, sealed);
+      this.proposeFramed(job, framed);
     } catch (e) {
       // Still primary in the job's view, yet refused: the next entry would take this seqno in this
       // view, under a transaction id a client already holds. checkProposal at execution, and
-      // sealing in line while retiring, leave consensus no reason to refuse.
+      // framing in line while retiring, leave consensus no reason to refuse.
       assert(false, () => `consensus refused pipelined transaction ${job.view}.${job.seqno}: ${errorMessage(e)}`);
     }
   }
 
-  private proposeSealed(job: NodeSealJob, sealed: SealedEntry): void {
+  private proposeFramed(job: NodeFrameJob, framed: FramedEntry): void {
     const { view, seqno, kind, configuration, retiredCommitted } = job;
     const plain = job.privatePlain;
     // One object of one shape per entry (absent fields undefined): spreading optional fields in
@@ -275,7 +275,7 @@ export class Proposer {
       view,
       seqno,
       kind,
-      bytes: sealed.bytes,
+      bytes: framed.bytes,
       configuration,
       retiredCommitted,
       // Backups apply the private write set from here instead of decrypting it (Replica.applyReplicated).
@@ -288,8 +288,8 @@ export class Proposer {
       throw e;
     }
     this.recentProposals.push(entry);
-    this.host.replica.tree.append(sealed.leaf);
-    if (this.host.snapshotWantsEntry(job.flags)) this.host.snapshotAfterEntry(decodeEntry(sealed.bytes));
+    this.host.replica.tree.append(framed.leaf);
+    if (this.host.snapshotWantsEntry(job.flags)) this.host.snapshotAfterEntry(decodeEntry(framed.bytes));
     this.host.schedulePump();
   }
 
@@ -299,29 +299,29 @@ export class Proposer {
 
   /** Before consensus rewrites the store (a new primary's entries): drops what this node can no longer propose. */
   abandonIfDeposed(): void {
-    if (this.sealInFlight > 0 && !this.canProposeInView(this.sealView)) this.abandonSealing();
+    if (this.frameInFlight > 0 && !this.canProposeInView(this.frameView)) this.abandonFraming();
   }
 
   /**
-   * This node can no longer propose what is in the sealer (it lost its primacy): those
+   * This node can no longer propose what is in the framer (it lost its primacy): those
    * transactions leave the store, and their completions are ignored. Their clients hold
    * transaction ids of a view that has ended; GET /app/tx reports them Invalid.
    */
-  private abandonSealing(): void {
-    const fromSeqno = this.sealPendingFromSeqno;
+  private abandonFraming(): void {
+    const fromSeqno = this.framePendingFromSeqno;
     const store = this.host.replica.store;
-    this.sealEpoch++;
-    this.sealInFlight = 0;
+    this.frameEpoch++;
+    this.frameInFlight = 0;
     if (store.version >= fromSeqno) {
-      this.host.logger.info(`dropping transactions ${fromSeqno}..${store.version} not yet in consensus: no longer primary in view ${this.sealView}`);
+      this.host.logger.info(`dropping transactions ${fromSeqno}..${store.version} not yet in consensus: no longer primary in view ${this.frameView}`);
       store.rollback(fromSeqno - 1);
     }
-    this.sealPendingFromSeqno = store.version + 1;
+    this.framePendingFromSeqno = store.version + 1;
   }
 
   close(): void {
     this.closed = true;
-    this.sealer?.close();
+    this.framer?.close();
   }
 }
 

@@ -59,7 +59,7 @@ export class Signatures {
     } else if (this.timer === undefined) {
       this.timer = this.host.clock.setTimer(delay, () => {
         this.timer = undefined;
-        this.signWhenSealed(this.host.clock.nowMs() + this.host.config.consensus.election_timeout / 2);
+        this.signWhenFramed(this.host.clock.nowMs() + this.host.config.consensus.election_timeout / 2);
       });
     }
   }
@@ -99,18 +99,18 @@ export class Signatures {
   }
 
   /**
-   * The signature the delay calls for. A signature drains the sealing pipeline first, blocking the
-   * request thread while the worker seals what is in it: with a large write set there (tens of
+   * The signature the delay calls for. A signature drains the framing pipeline first, blocking the
+   * request thread while the worker frames what is in it: with a large write set there (tens of
    * megabytes take it hundreds of milliseconds), the signature waits for the worker instead,
    * polling, for at most `waitUntilMs` (half an election timeout), so that commit is delayed by
    * that much at worst and never starved by a stream of large writes.
    */
-  private signWhenSealed(waitUntilMs: number): void {
+  private signWhenFramed(waitUntilMs: number): void {
     if (this.unsignedCount === 0 || !this.host.isPrimary()) return;
     if (this.host.proposer.pendingBytes >= signatureWaitsForBytesMin && this.host.clock.nowMs() < waitUntilMs) {
       this.timer = this.host.clock.setTimer(signatureWaitPollMs, () => {
         this.timer = undefined;
-        this.signWhenSealed(waitUntilMs);
+        this.signWhenFramed(waitUntilMs);
       });
       return;
     }

@@ -1,13 +1,13 @@
 /**
- * Sealing a transaction into its ledger entry: everything between a committed write set and the
+ * Framing a transaction into its ledger entry: everything between a committed write set and the
  * bytes consensus replicates: AES-GCM of the private write set, the commit evidence and its
  * digest, the entry frame, and the entry's Merkle leaf (docs/architecture.md, decision 8).
  *
  * This is the costliest part of the primary's write path that needs no node state beyond the
- * ledger secret, so it can run beside the request thread: an EntrySealer takes jobs in seqno
- * order and hands back sealed entries in the same order. InlineEntrySealer seals at once on the
- * calling thread (in-process tests, and every entry that must be sealed in line);
- * src/platform/worker-sealer.ts seals batches on a worker thread.
+ * ledger secret, so it can run beside the request thread: an EntryFramer takes jobs in seqno
+ * order and hands back framed entries in the same order. InlineEntryFramer frames at once on the
+ * calling thread (in-process tests, and every entry that must be framed in line);
+ * src/platform/worker-framer.ts frames batches on a worker thread.
  */
 import { assert } from '../base/assert.js';
 import { sha256 } from '../crypto/index.js';
@@ -15,8 +15,8 @@ import { LedgerEncryptor, AES_GCM_TAG_BYTES } from '../kv/index.js';
 import { createCommitEvidenceFormatter, leafDigest } from '../merkle/index.js';
 import { ENTRY_OVERHEAD_BYTES, encodeEntry, entryWriteSets, writeSetDigest, type DecodedEntry } from './entry.js';
 
-/** A committed transaction to seal: its id, entry flags, claims digest and clear write sets. */
-export interface SealJob {
+/** A committed transaction to frame: its id, entry flags, claims digest and clear write sets. */
+export interface FrameJob {
   readonly view: number;
   readonly seqno: number;
   readonly flags: number;
@@ -26,7 +26,7 @@ export interface SealJob {
   readonly privatePlain: Uint8Array;
 }
 
-export interface SealedEntry {
+export interface FramedEntry {
   /** The entry frame as the ledger stores it and consensus replicates it. */
   readonly bytes: Uint8Array;
   /** The entry's Merkle leaf. */
@@ -38,13 +38,13 @@ export function entryLeaf(entry: Pick<DecodedEntry, 'publicBytes' | 'privateByte
   return leafDigest(writeSetDigest(entry), entry.commitEvidenceDigest, entry.claimsDigest);
 }
 
-/** Size of the frame a job seals into, known before sealing (chunk ends are decided from it). */
-export function sealedFrameBytes(publicBytes: number, privatePlainBytes: number): number {
+/** Size of the frame a job frames into, known before framing (chunk ends are decided from it). */
+export function framedEntryBytes(publicBytes: number, privatePlainBytes: number): number {
   return ENTRY_OVERHEAD_BYTES + publicBytes + (privatePlainBytes > 0 ? privatePlainBytes + AES_GCM_TAG_BYTES : 0);
 }
 
-/** Seals jobs under one ledger secret. Deterministic: any thread holding the secret seals alike. */
-export class EntrySeal {
+/** Frames jobs under one ledger secret. Deterministic: any thread holding the secret frames alike. */
+export class EntryFraming {
   readonly #encryptor: LedgerEncryptor;
   readonly #commitEvidence: (view: number, seqno: number) => string;
 
@@ -62,8 +62,8 @@ export class EntrySeal {
     return this.#commitEvidence(view, seqno);
   }
 
-  /** Seals a job; `into` receives the frame when given (exactly sealedFrameBytes of the job). */
-  seal(job: SealJob, into?: Uint8Array): SealedEntry {
+  /** Frames a job; `into` receives the frame when given (exactly framedEntryBytes of the job). */
+  frame(job: FrameJob, into?: Uint8Array): FramedEntry {
     const { view, seqno, flags, claimsDigest, publicBytes, privatePlain } = job;
     const privateBytes = privatePlain.byteLength > 0 ? this.#encryptor.encryptPrivate(view, seqno, privatePlain) : new Uint8Array(0);
     const commitEvidenceDigest = sha256(this.commitEvidence(view, seqno));
@@ -78,10 +78,10 @@ export class EntrySeal {
 }
 
 /**
- * Seals jobs in submission order and reports each sealed entry, in the same order, to the
+ * Frames jobs in submission order and reports each framed entry, in the same order, to the
  * completion callback given at creation. `J` lets the caller carry its own fields on a job.
  */
-export interface EntrySealer<J extends SealJob = SealJob> {
+export interface EntryFramer<J extends FrameJob = FrameJob> {
   /** Queues a job; its completion may run before submit returns (inline) or later. */
   submit(job: J): void;
   /** Jobs submitted and not yet completed. */
@@ -94,21 +94,21 @@ export interface EntrySealer<J extends SealJob = SealJob> {
   close(): void;
 }
 
-export type SealCompletion<J extends SealJob = SealJob> = (job: J, sealed: SealedEntry) => void;
+export type FrameCompletion<J extends FrameJob = FrameJob> = (job: J, framed: FramedEntry) => void;
 
-/** Creates the sealer of a ledger secret; the node calls it once the secret is known. */
-export type EntrySealerFactory = <J extends SealJob>(ledgerSecret: Uint8Array, complete: SealCompletion<J>) => EntrySealer<J>;
+/** Creates the framer of a ledger secret; the node calls it once the secret is known. */
+export type EntryFramerFactory = <J extends FrameJob>(ledgerSecret: Uint8Array, complete: FrameCompletion<J>) => EntryFramer<J>;
 
-/** Seals on the calling thread: each completion runs inside submit. */
-export class InlineEntrySealer<J extends SealJob> implements EntrySealer<J> {
-  readonly #seal: EntrySeal;
+/** Frames on the calling thread: each completion runs inside submit. */
+export class InlineEntryFramer<J extends FrameJob> implements EntryFramer<J> {
+  readonly #framing: EntryFraming;
   #closed = false;
 
   constructor(
     ledgerSecret: Uint8Array,
-    private readonly complete: SealCompletion<J>,
+    private readonly complete: FrameCompletion<J>,
   ) {
-    this.#seal = new EntrySeal(ledgerSecret);
+    this.#framing = new EntryFraming(ledgerSecret);
   }
 
   get pending(): number {
@@ -120,8 +120,8 @@ export class InlineEntrySealer<J extends SealJob> implements EntrySealer<J> {
   }
 
   submit(job: J): void {
-    assert(!this.#closed, 'the sealer is open');
-    this.complete(job, this.#seal.seal(job));
+    assert(!this.#closed, 'the framer is open');
+    this.complete(job, this.#framing.frame(job));
   }
 
   drain(): void {}
@@ -131,4 +131,4 @@ export class InlineEntrySealer<J extends SealJob> implements EntrySealer<J> {
   }
 }
 
-export const inlineEntrySealer: EntrySealerFactory = (secret, complete) => new InlineEntrySealer(secret, complete);
+export const inlineEntryFramer: EntryFramerFactory = (secret, complete) => new InlineEntryFramer(secret, complete);

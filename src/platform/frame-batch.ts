@@ -1,7 +1,7 @@
 /**
- * The wire format between the request thread and the sealing worker: a batch of jobs, and the
- * batch of sealed entries that answers it, each packed into one transferable ArrayBuffer (one
- * copy of the write sets in; the frames are sealed in place in the answer; no structured clone of
+ * The wire format between the request thread and the framing worker: a batch of jobs, and the
+ * batch of framed entries that answers it, each packed into one transferable ArrayBuffer (one
+ * copy of the write sets in; the frames are framed in place in the answer; no structured clone of
  * many small objects).
  * A large part (a write set or a frame of TRANSFERRED_PART_BYTES or more that is a whole
  * ArrayBuffer of its own) is not copied: it travels beside the packed buffer, transferred, and
@@ -10,14 +10,14 @@
  * Job:    view f64 | seqno f64 | flags u32 | public length u32 | private length u32 |
  *         transferred u32 (bit 0 public, bit 1 private) | claims digest (32) |
  *         public bytes (unless transferred) | private bytes in clear (unless transferred)
- * Sealed: frame length u32 (bit 31: the frame is transferred) | leaf (32) | frame bytes (unless transferred)
+ * Framed: frame length u32 (bit 31: the frame is transferred) | leaf (32) | frame bytes (unless transferred)
  * All numbers little-endian. Transferred parts follow the order in which the packed buffer names them.
  */
 import { assert } from '../base/assert.js';
-import { sealedFrameBytes, type EntrySeal, type SealJob, type SealedEntry } from '../ledger/index.js';
+import { framedEntryBytes, type EntryFraming, type FrameJob, type FramedEntry } from '../ledger/index.js';
 
 const JOB_HEADER_BYTES = 64;
-const SEALED_HEADER_BYTES = 36;
+const FRAMED_HEADER_BYTES = 36;
 const DIGEST_BYTES = 32;
 const PUBLIC_TRANSFERRED = 1;
 const PRIVATE_TRANSFERRED = 2;
@@ -48,7 +48,7 @@ function transferable(bytes: Uint8Array, taken: readonly ArrayBuffer[]): ArrayBu
 }
 
 /** Packs jobs; their large parts are transferred with the batch (and detached here once posted). */
-export function packJobs(jobs: readonly SealJob[]): PackedBatch {
+export function packJobs(jobs: readonly FrameJob[]): PackedBatch {
   const transferred: ArrayBuffer[] = [];
   // Per job, its public then its private part's transferred buffer (undefined: copied).
   const moved: (ArrayBuffer | undefined)[] = [];
@@ -132,10 +132,10 @@ class BatchReader {
 }
 
 /** The jobs of a packed batch, as views of its buffers. */
-export function unpackJobs(batch: PackedBatch): SealJob[] {
+export function unpackJobs(batch: PackedBatch): FrameJob[] {
   const reader = new BatchReader(batch);
   const { view } = reader;
-  const jobs: SealJob[] = [];
+  const jobs: FrameJob[] = [];
   while (!reader.done) {
     const at = reader.header(JOB_HEADER_BYTES, 'a job');
     const moved = view.getUint32(at + 28, true);
@@ -153,19 +153,19 @@ export function unpackJobs(batch: PackedBatch): SealJob[] {
 }
 
 /**
- * Seals jobs straight into the batch that answers them: each frame is encoded in place in the
- * packed buffer (its size is known from the job, sealedFrameBytes), so there is no frame of its
- * own to allocate and no copy into the batch. A frame of TRANSFERRED_PART_BYTES or more is sealed
+ * Frames jobs straight into the batch that answers them: each frame is encoded in place in the
+ * packed buffer (its size is known from the job, framedEntryBytes), so there is no frame of its
+ * own to allocate and no copy into the batch. A frame of TRANSFERRED_PART_BYTES or more is framed
  * into a buffer of its own, transferred with the batch.
  */
-export function sealPacked(jobs: readonly SealJob[], seal: EntrySeal): PackedBatch {
+export function framePacked(jobs: readonly FrameJob[], frame: EntryFraming): PackedBatch {
   const sizes: number[] = [];
   let total = 0;
   for (const job of jobs) {
-    const size = sealedFrameBytes(job.publicBytes.byteLength, job.privatePlain.byteLength);
+    const size = framedEntryBytes(job.publicBytes.byteLength, job.privatePlain.byteLength);
     assert(size < FRAME_TRANSFERRED, 'a frame is shorter than 2 GiB');
     sizes.push(size);
-    total += SEALED_HEADER_BYTES + (size >= TRANSFERRED_PART_BYTES ? 0 : size);
+    total += FRAMED_HEADER_BYTES + (size >= TRANSFERRED_PART_BYTES ? 0 : size);
   }
   const buffer = new ArrayBuffer(total);
   const bytes = new Uint8Array(buffer);
@@ -175,9 +175,9 @@ export function sealPacked(jobs: readonly SealJob[], seal: EntrySeal): PackedBat
   for (let i = 0; i < jobs.length; i++) {
     const size = sizes[i]!;
     const moved = size >= TRANSFERRED_PART_BYTES;
-    const frameAt = at + SEALED_HEADER_BYTES;
+    const frameAt = at + FRAMED_HEADER_BYTES;
     const into = moved ? new Uint8Array(size) : new Uint8Array(buffer, frameAt, size);
-    const { leaf } = seal.seal(jobs[i]!, into);
+    const { leaf } = frame.frame(jobs[i]!, into);
     assert(leaf.byteLength === DIGEST_BYTES, 'a leaf has 32 bytes');
     view.setUint32(at, size | (moved ? FRAME_TRANSFERRED : 0), true);
     bytes.set(leaf, at + 4);
@@ -187,15 +187,15 @@ export function sealPacked(jobs: readonly SealJob[], seal: EntrySeal): PackedBat
   return { packed: buffer, transferred };
 }
 
-/** The sealed entries of a packed batch, as views of its buffers (which the entries then share). */
-export function unpackSealed(batch: PackedBatch): SealedEntry[] {
+/** The framed entries of a packed batch, as views of its buffers (which the entries then share). */
+export function unpackFramed(batch: PackedBatch): FramedEntry[] {
   const reader = new BatchReader(batch);
-  const entries: SealedEntry[] = [];
+  const entries: FramedEntry[] = [];
   while (!reader.done) {
-    const at = reader.header(SEALED_HEADER_BYTES, 'a sealed entry');
+    const at = reader.header(FRAMED_HEADER_BYTES, 'a framed entry');
     const word = reader.view.getUint32(at, true);
     const leaf = new Uint8Array(batch.packed, at + 4, DIGEST_BYTES);
-    entries.push({ leaf, bytes: reader.part((word & FRAME_TRANSFERRED) !== 0, word & ~FRAME_TRANSFERRED, 'a sealed entry') });
+    entries.push({ leaf, bytes: reader.part((word & FRAME_TRANSFERRED) !== 0, word & ~FRAME_TRANSFERRED, 'a framed entry') });
   }
   reader.finish();
   return entries;

@@ -1,5 +1,5 @@
 /**
- * The worker-thread sealer (src/platform/worker-sealer.ts) against the inline one: same bytes,
+ * The worker-thread framer (src/platform/worker-framer.ts) against the inline one: same bytes,
  * same order, completions after the turn, a synchronous drain, nothing after close, and a failed
  * worker reported, also to a drain blocked waiting for it, and a worker that ends without answering
  * found by that drain at once.
@@ -8,47 +8,47 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import fc from 'fast-check';
-import { EntrySeal, type SealJob, type SealedEntry } from '../../src/ledger/index.js';
-import { WorkerEntrySealer } from '../../src/platform/worker-sealer.js';
-import { packJobs, sealPacked, TRANSFERRED_PART_BYTES, unpackJobs, unpackSealed } from '../../src/platform/seal-batch.js';
-import { sealJobArb } from '../ledger/helpers.js';
+import { EntryFraming, type FrameJob, type FramedEntry } from '../../src/ledger/index.js';
+import { WorkerEntryFramer } from '../../src/platform/worker-framer.js';
+import { packJobs, framePacked, TRANSFERRED_PART_BYTES, unpackJobs, unpackFramed } from '../../src/platform/frame-batch.js';
+import { frameJobArb } from '../ledger/helpers.js';
 
 const SECRET = new Uint8Array(32).fill(3);
 
-function jobs(count: number, seed: number): SealJob[] {
-  return fc.sample(sealJobArb, { numRuns: count, seed });
+function jobs(count: number, seed: number): FrameJob[] {
+  return fc.sample(frameJobArb, { numRuns: count, seed });
 }
 
-function sealer(completed: [SealJob, SealedEntry][], onFailure: (e: Error) => void = (e) => assert.fail(e)): WorkerEntrySealer<SealJob> {
-  return new WorkerEntrySealer<SealJob>(SECRET, (job, sealed) => completed.push([job, sealed]), { onFailure });
+function framer(completed: [FrameJob, FramedEntry][], onFailure: (e: Error) => void = (e) => assert.fail(e)): WorkerEntryFramer<FrameJob> {
+  return new WorkerEntryFramer<FrameJob>(SECRET, (job, framed) => completed.push([job, framed]), { onFailure });
 }
 
-function assertSealedLikeInline(completed: [SealJob, SealedEntry][], submitted: SealJob[]): void {
-  const inline = new EntrySeal(SECRET);
+function assertFramedLikeInline(completed: [FrameJob, FramedEntry][], submitted: FrameJob[]): void {
+  const inline = new EntryFraming(SECRET);
   assert.equal(completed.length, submitted.length);
-  completed.forEach(([job, sealed], i) => {
+  completed.forEach(([job, framed], i) => {
     assert.equal(job, submitted[i], `job ${i} completes in submission order`);
-    const expected = inline.seal(job);
-    assert.deepEqual(sealed.bytes, expected.bytes, `entry ${i} has the inline sealer's bytes`);
-    assert.deepEqual(sealed.leaf, expected.leaf);
+    const expected = inline.frame(job);
+    assert.deepEqual(framed.bytes, expected.bytes, `entry ${i} has the inline framer's bytes`);
+    assert.deepEqual(framed.leaf, expected.leaf);
   });
 }
 
 test('batches round-trip through their packed form', () => {
   fc.assert(
-    fc.property(fc.array(sealJobArb, { maxLength: 20 }), (batch) => {
+    fc.property(fc.array(frameJobArb, { maxLength: 20 }), (batch) => {
       assert.deepEqual(
         unpackJobs(packJobs(batch)).map((j) => ({ ...j, claimsDigest: [...j.claimsDigest], publicBytes: [...j.publicBytes], privatePlain: [...j.privatePlain] })),
         batch.map((j) => ({ ...j, claimsDigest: [...j.claimsDigest], publicBytes: [...j.publicBytes], privatePlain: [...j.privatePlain] })),
       );
-      // Sealed in place in the answer: the same frames and leaves as sealed one by one.
-      const seal = new EntrySeal(SECRET);
-      const sealed = batch.map((j) => seal.seal(j));
-      const packed = sealPacked(batch, seal);
+      // Framed in place in the answer: the same frames and leaves as framed one by one.
+      const frame = new EntryFraming(SECRET);
+      const framed = batch.map((j) => frame.frame(j));
+      const packed = framePacked(batch, frame);
       assert.deepEqual(packed.transferred, []);
       assert.deepEqual(
-        unpackSealed(packed).map((s) => [[...s.bytes], [...s.leaf]]),
-        sealed.map((s) => [[...s.bytes], [...s.leaf]]),
+        unpackFramed(packed).map((s) => [[...s.bytes], [...s.leaf]]),
+        framed.map((s) => [[...s.bytes], [...s.leaf]]),
       );
     }),
     { numRuns: 50 },
@@ -56,7 +56,7 @@ test('batches round-trip through their packed form', () => {
 });
 
 /** Large parts: whole buffers of their own (transferred), and views into a larger buffer (copied). */
-function largeJobs(): SealJob[] {
+function largeJobs(): FrameJob[] {
   const big = (bytes: number, fill: number) => new Uint8Array(bytes).fill(fill);
   const digest = new Uint8Array(32).fill(9);
   return [
@@ -66,7 +66,7 @@ function largeJobs(): SealJob[] {
   ];
 }
 
-const copyOf = (job: SealJob): SealJob => ({ ...job, publicBytes: job.publicBytes.slice(), privatePlain: job.privatePlain.slice() });
+const copyOf = (job: FrameJob): FrameJob => ({ ...job, publicBytes: job.publicBytes.slice(), privatePlain: job.privatePlain.slice() });
 
 test('large write sets and frames travel transferred beside the batch, and come back whole', () => {
   const batch = largeJobs();
@@ -80,13 +80,13 @@ test('large write sets and frames travel transferred beside the batch, and come 
     unpacked.map((j) => ({ ...j, claimsDigest: [...j.claimsDigest], publicBytes: Buffer.from(j.publicBytes).toString('hex'), privatePlain: Buffer.from(j.privatePlain).toString('hex') })),
     copies.map((j) => ({ ...j, claimsDigest: [...j.claimsDigest], publicBytes: Buffer.from(j.publicBytes).toString('hex'), privatePlain: Buffer.from(j.privatePlain).toString('hex') })),
   );
-  const seal = new EntrySeal(SECRET);
-  const sealed = copies.map((j) => seal.seal(j));
-  const back = sealPacked(copies, seal);
+  const frame = new EntryFraming(SECRET);
+  const framed = copies.map((j) => frame.frame(j));
+  const back = framePacked(copies, frame);
   assert.equal(back.transferred.length, 3, 'every frame over the bound is a whole buffer of its own');
   assert.deepEqual(
-    unpackSealed(back).map((e) => [Buffer.from(e.bytes).toString('hex'), [...e.leaf]]),
-    sealed.map((e) => [Buffer.from(e.bytes).toString('hex'), [...e.leaf]]),
+    unpackFramed(back).map((e) => [Buffer.from(e.bytes).toString('hex'), [...e.leaf]]),
+    framed.map((e) => [Buffer.from(e.bytes).toString('hex'), [...e.leaf]]),
   );
   // The same large bytes given twice travel transferred once and copied the second time.
   const twice = { view: 2, seqno: 13, flags: 0, claimsDigest: new Uint8Array(32), publicBytes: copies[0]!.privatePlain, privatePlain: copies[0]!.privatePlain };
@@ -97,9 +97,9 @@ test('large write sets and frames travel transferred beside the batch, and come 
   assert.throws(() => unpackJobs({ packed: packed.packed, transferred: packed.transferred.slice(1) }), /transferred part/);
 });
 
-test('through the worker, large jobs seal as in line; once posted, their transferred parts are detached here', async () => {
-  const completed: [SealJob, SealedEntry][] = [];
-  const s = sealer(completed);
+test('through the worker, large jobs frame as in line; once posted, their transferred parts are detached here', async () => {
+  const completed: [FrameJob, FramedEntry][] = [];
+  const s = framer(completed);
   try {
     const submitted = largeJobs();
     const copies = submitted.map(copyOf);
@@ -113,21 +113,21 @@ test('through the worker, large jobs seal as in line; once posted, their transfe
     s.drain();
     assert.equal(completed.length, 3);
     assert.equal(s.pendingBytes, 0);
-    const inline = new EntrySeal(SECRET);
-    completed.forEach(([job, sealed], i) => {
+    const inline = new EntryFraming(SECRET);
+    completed.forEach(([job, framed], i) => {
       assert.equal(job, submitted[i]);
-      assert.deepEqual(sealed.bytes, inline.seal(copies[i]!).bytes, `entry ${i} has the inline sealer's bytes`);
+      assert.deepEqual(framed.bytes, inline.frame(copies[i]!).bytes, `entry ${i} has the inline framer's bytes`);
     });
   } finally {
     s.close();
   }
 });
 
-test('the worker seals what the inline sealer seals, in order, after the turn that submitted it', async () => {
-  const completed: [SealJob, SealedEntry][] = [];
-  const s = sealer(completed);
+test('the worker frames what the inline framer frames, in order, after the turn that submitted it', async () => {
+  const completed: [FrameJob, FramedEntry][] = [];
+  const s = framer(completed);
   try {
-    const submitted: SealJob[] = [];
+    const submitted: FrameJob[] = [];
     // Several turns, one of them larger than a batch.
     for (const [turn, count] of [10, 300, 1, 57].entries()) {
       for (const job of jobs(count, turn + 1)) {
@@ -140,15 +140,15 @@ test('the worker seals what the inline sealer seals, in order, after the turn th
     const deadline = Date.now() + 20_000;
     while (s.pending > 0 && Date.now() < deadline) await nextTurn();
     assert.equal(s.pending, 0);
-    assertSealedLikeInline(completed, submitted);
+    assertFramedLikeInline(completed, submitted);
   } finally {
     s.close();
   }
 });
 
 test('drain completes every submitted job before it returns, posted or not', async () => {
-  const completed: [SealJob, SealedEntry][] = [];
-  const s = sealer(completed);
+  const completed: [FrameJob, FramedEntry][] = [];
+  const s = framer(completed);
   try {
     const submitted = jobs(200, 9);
     for (const job of submitted.slice(0, 150)) s.submit(job);
@@ -156,7 +156,7 @@ test('drain completes every submitted job before it returns, posted or not', asy
     for (const job of submitted.slice(150)) s.submit(job); // these are not
     s.drain();
     assert.equal(s.pending, 0);
-    assertSealedLikeInline(completed, submitted);
+    assertFramedLikeInline(completed, submitted);
     // Answers already taken by drain are not delivered a second time.
     await nextTurn();
     await new Promise((resolve) => setTimeout(resolve, 50));
@@ -167,21 +167,21 @@ test('drain completes every submitted job before it returns, posted or not', asy
 });
 
 test('after close nothing completes and submit is refused', async () => {
-  const completed: [SealJob, SealedEntry][] = [];
-  const s = sealer(completed);
+  const completed: [FrameJob, FramedEntry][] = [];
+  const s = framer(completed);
   for (const job of jobs(50, 4)) s.submit(job);
   await nextTurn();
   s.close();
   await new Promise((resolve) => setTimeout(resolve, 100));
   assert.equal(completed.length, 0);
   assert.equal(s.pending, 0);
-  assert.throws(() => s.submit(jobs(1, 5)[0]!), /the sealer is open/);
-  s.drain(); // a closed sealer has nothing to drain
+  assert.throws(() => s.submit(jobs(1, 5)[0]!), /the framer is open/);
+  s.drain(); // a closed framer has nothing to drain
 });
 
 test('a worker that fails is reported once', async () => {
   const failures: Error[] = [];
-  const s = sealer([], (e) => failures.push(e));
+  const s = framer([], (e) => failures.push(e));
   try {
     // A view beyond 32 bits cannot form an AES-GCM IV: the worker's assertion fails.
     s.submit({ view: 2 ** 33, seqno: 1, flags: 0, claimsDigest: new Uint8Array(32), publicBytes: new Uint8Array(0), privatePlain: new Uint8Array([1]) });
@@ -196,13 +196,13 @@ test('a worker that fails is reported once', async () => {
 
 test('drain reports the worker failing on a posted batch with the worker\'s reason, not as a timeout', async () => {
   const failures: Error[] = [];
-  const s = sealer([], (e) => failures.push(e));
+  const s = framer([], (e) => failures.push(e));
   try {
     s.submit({ view: 2 ** 33, seqno: 1, flags: 0, claimsDigest: new Uint8Array(32), publicBytes: new Uint8Array(0), privatePlain: new Uint8Array([1]) });
     await nextTurn(); // posted to the worker
     // Blocked in drain, the thread cannot receive the worker's 'error' event: the failure must
     // come through the answer itself (a timeout would say "did not answer").
-    assert.throws(() => s.drain(), /the sealing worker failed: .*view/);
+    assert.throws(() => s.drain(), /the framing worker failed: .*view/);
     assert.equal(failures.length, 1, 'reported once, by drain');
     await new Promise((resolve) => setTimeout(resolve, 100));
     assert.equal(failures.length, 1, 'the worker ending afterwards is not reported again');
@@ -213,8 +213,8 @@ test('drain reports the worker failing on a posted batch with the worker\'s reas
 
 test('drain learns at once that the worker ended without answering, not from its 30 s timeout', async () => {
   const failures: Error[] = [];
-  const completed: [SealJob, SealedEntry][] = [];
-  const s = new WorkerEntrySealer<SealJob>(SECRET, (job, sealed) => completed.push([job, sealed]), {
+  const completed: [FrameJob, FramedEntry][] = [];
+  const s = new WorkerEntryFramer<FrameJob>(SECRET, (job, framed) => completed.push([job, framed]), {
     onFailure: (e) => failures.push(e),
     vanishAtBatch: 2,
   });
@@ -226,7 +226,7 @@ test('drain learns at once that the worker ended without answering, not from its
     for (const job of submitted.slice(10)) s.submit(job);
     await nextTurn(); // batch 2: the worker ends on it
     // The drain timeout would say "did not answer ... within 30000 ms".
-    assert.throws(() => s.drain(), /the sealing worker ended without answering 1 batch/);
+    assert.throws(() => s.drain(), /the framing worker ended without answering 1 batch/);
     assert.equal(failures.length, 1, 'reported once, by drain');
     assert.equal(completed.length, 10, 'only the answered batch completed');
     await new Promise((resolve) => setTimeout(resolve, 100));

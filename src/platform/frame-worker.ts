@@ -1,13 +1,13 @@
 /**
- * The sealing worker thread (see worker-sealer.ts): seals each batch it receives, in order, and
- * answers with the sealed batch (or with the reason it could not seal it, and ends), then bumps the
+ * The framing worker thread (see worker-framer.ts): frames each batch it receives, in order, and
+ * answers with the framed batch (or with the reason it could not frame it, and ends), then bumps the
  * shared counter of answered batches so that a request thread blocked in drain() wakes up.
  */
 import { workerData, type MessagePort } from 'node:worker_threads';
-import { EntrySeal } from '../ledger/index.js';
-import { sealPacked, unpackJobs, type PackedBatch } from './seal-batch.js';
+import { EntryFraming } from '../ledger/index.js';
+import { framePacked, unpackJobs, type PackedBatch } from './frame-batch.js';
 
-export interface SealWorkerData {
+export interface FrameWorkerData {
   readonly port: MessagePort;
   /**
    * Int32Array over a SharedArrayBuffer: [0] counts the batches answered (and is bumped once more
@@ -15,22 +15,22 @@ export interface SealWorkerData {
    */
   readonly answered: Int32Array;
   readonly ledgerSecret: Uint8Array;
-  /** Test-only fault injection: answer each batch this much later (WorkerSealerOptions). */
+  /** Test-only fault injection: answer each batch this much later (WorkerFramerOptions). */
   readonly answerDelayMs: number;
   /** Test-only fault injection: end without answering on receiving this batch (0: never). */
   readonly vanishAtBatch: number;
 }
 
-export interface SealBatchMessage {
+export interface FrameBatchMessage {
   readonly id: number;
   readonly jobs: PackedBatch;
 }
 
-/** The sealed batch, or why it could not be sealed (the worker then ends). */
-export type SealedBatchMessage = { readonly id: number; readonly sealed: PackedBatch } | { readonly id: number; readonly error: string };
+/** The framed batch, or why it could not be framed (the worker then ends). */
+export type FramedBatchMessage = { readonly id: number; readonly framed: PackedBatch } | { readonly id: number; readonly error: string };
 
-const { port, answered, ledgerSecret, answerDelayMs, vanishAtBatch } = workerData as SealWorkerData;
-const seal = new EntrySeal(ledgerSecret);
+const { port, answered, ledgerSecret, answerDelayMs, vanishAtBatch } = workerData as FrameWorkerData;
+const frame = new EntryFraming(ledgerSecret);
 let received = 0;
 
 // However the worker ends (an uncaught error, process.exit), a request thread blocked in drain()
@@ -41,17 +41,17 @@ process.on('exit', () => {
   Atomics.notify(answered, 0);
 });
 
-function answer(message: SealedBatchMessage): void {
-  port.postMessage(message, 'sealed' in message ? [message.sealed.packed, ...message.sealed.transferred] : []);
+function answer(message: FramedBatchMessage): void {
+  port.postMessage(message, 'framed' in message ? [message.framed.packed, ...message.framed.transferred] : []);
   Atomics.add(answered, 0, 1);
   Atomics.notify(answered, 0);
 }
 
-port.on('message', (message: SealBatchMessage) => {
+port.on('message', (message: FrameBatchMessage) => {
   if (++received === vanishAtBatch) process.exit(1);
-  let sealed: PackedBatch;
+  let framed: PackedBatch;
   try {
-    sealed = sealPacked(unpackJobs(message.jobs), seal);
+    framed = framePacked(unpackJobs(message.jobs), frame);
   } catch (e) {
     // Answered like a batch, so that a request thread blocked in drain() learns it at once; the
     // error then ends the worker.
@@ -59,6 +59,6 @@ port.on('message', (message: SealBatchMessage) => {
     throw e;
   }
   // Equal delays fire in order, so answers keep the order of the batches.
-  if (answerDelayMs > 0) setTimeout(() => answer({ id: message.id, sealed }), answerDelayMs);
-  else answer({ id: message.id, sealed });
+  if (answerDelayMs > 0) setTimeout(() => answer({ id: message.id, framed }), answerDelayMs);
+  else answer({ id: message.id, framed });
 });
