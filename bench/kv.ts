@@ -22,7 +22,7 @@ function seeded(): Store {
   const tx = store.beginTx();
   const records = tx.map('records', uintKeyCodec, bytesCodec);
   for (let k = 0; k < KEYS; k++) records.put(k, value);
-  tx.commit();
+  tx.apply();
   store.compact(store.version);
   return store;
 }
@@ -37,7 +37,7 @@ function primary(count: number, stage: Stage, keep?: Entry[]): void {
   for (let i = 0; i < count; i++) {
     const tx = store.beginTx();
     tx.map('records', uintKeyCodec, bytesCodec).put(i % KEYS, value);
-    const { version, writeSet } = tx.commit()!;
+    const { version, writeSet } = tx.apply()!;
     if (stage !== 'commit') {
       const { publicBytes, privateBytes } = encodeWriteSet(writeSet);
       if (stage === 'commit+encode+encrypt') {

@@ -63,7 +63,7 @@ export interface GovRequest {
 
 export interface GovOutcome<T> {
   readonly body: T;
-  /** Effects to run once the transaction has committed locally. */
+  /** Effects to run once the transaction has been applied locally. */
   readonly effects: readonly GovEffect[];
   /** Who signed the request (for logs). */
   readonly memberId: string;

@@ -13,7 +13,7 @@
  * next to commits).
  *
  * Transactions run synchronously (docs/architecture.md, decision 2): a Tx reads the state it began at and
- * buffers its writes; commit applies them as the next version in one step. Nothing is written
+ * buffers its writes; apply() applies them as the next version in one step. Nothing is written
  * until then, so a handler that throws simply drops its Tx.
  */
 import { assert, type Seqno, type View } from '../base/index.js';
@@ -34,32 +34,32 @@ const EMPTY_FLAT: readonly never[] = [];
 /** Every this many versions the whole state is retained; others are rebuilt from their writes. */
 export const CHECKPOINT_INTERVAL = 64;
 
-/** Versions kept above the committed one before local commits are refused (see StoreOptions). */
+/** Versions kept above the committed one before local applications are refused (see StoreOptions). */
 export const DEFAULT_UNCOMMITTED_VERSIONS_MAX = 100_000;
 
 export interface StoreOptions {
   /**
    * Bound on versions held above committedVersion. A primary that runs this far ahead of
-   * consensus gets UncommittedHistoryFull from tx.commit() until commit catches up.
+   * consensus gets UncommittedHistoryFull from tx.apply() until commit catches up.
    */
   uncommittedVersionsMax?: number;
   /** Every this many versions the whole state is retained (default CHECKPOINT_INTERVAL; tests use small ones). */
   checkpointInterval?: number;
 }
 
-export interface CommitResult {
+export interface AppliedTx {
   /** The seqno the transaction was applied as. */
   readonly version: Seqno;
   /** Its writes in canonical order; encode with encodeWriteSet. */
   readonly writeSet: WriteSet;
 }
 
-export type CommitListener = (version: Seqno, writes: WriteSet) => void;
-export type MapCommitListener = (version: Seqno, writes: ReadonlyMap<string, Write>) => void;
+export type AppliedListener = (version: Seqno, writes: WriteSet) => void;
+export type MapAppliedListener = (version: Seqno, writes: ReadonlyMap<string, Write>) => void;
 export type RollbackListener = (version: Seqno) => void;
 
 // Module-private access between Tx and Store (TX_WRITES and TX_WRITE: see map-handles.ts).
-const STORE_COMMIT = Symbol('commit');
+const STORE_APPLY = Symbol("apply");
 const VIEW_STATE = Symbol('state');
 
 /** A read-only view of the store at one version. */
@@ -136,7 +136,7 @@ export class Tx {
   }
 
   [TX_WRITE](name: string, key: string, value: Write): void {
-    assert(!this.#finished, 'write to a transaction that has already committed');
+    assert(!this.#finished, 'write to a transaction that has already been applied');
     this.#writes ??= new Map();
     let writes = this.#writes.get(name);
     if (writes === undefined) {
@@ -151,11 +151,11 @@ export class Tx {
    * undefined (consuming no version) when the transaction wrote nothing. Throws
    * TransactionConflict if the store moved since beginTx: the caller interleaved transactions.
    */
-  commit(): CommitResult | undefined {
-    assert(!this.#finished, 'transaction committed twice');
+  apply(): AppliedTx | undefined {
+    assert(!this.#finished, 'transaction applied twice');
     this.#finished = true;
     if (this.#writes === undefined) return undefined;
-    return this.#store[STORE_COMMIT](this.#writes, this.#generation, this.startVersion);
+    return this.#store[STORE_APPLY](this.#writes, this.#generation, this.startVersion);
   }
 }
 
@@ -174,12 +174,12 @@ export class Store {
   #checkpoints: { readonly version: Seqno; readonly state: KvState }[] = [];
   #version: Seqno = 0;
   #committedVersion: Seqno = 0;
-  /** Changes on every commit, applied write set and rollback: a Tx from another generation conflicts. */
+  /** Changes on every applied transaction, applied write set and rollback: a Tx from another generation conflicts. */
   #generation = 0;
   readonly #uncommittedVersionsMax: number;
   readonly #checkpointInterval: number;
-  #commitListeners: readonly CommitListener[] = [];
-  #mapListeners = new Map<string, readonly MapCommitListener[]>();
+  #appliedListeners: readonly AppliedListener[] = [];
+  #mapListeners = new Map<string, readonly MapAppliedListener[]>();
   #rollbackListeners: readonly RollbackListener[] = [];
 
   constructor(options: StoreOptions = {}) {
@@ -221,7 +221,7 @@ export class Store {
     return new StoreView(this.#version, this.#folded());
   }
 
-  [STORE_COMMIT](txWrites: Map<string, Map<string, Write>>, generation: number, startVersion: Seqno): CommitResult {
+  [STORE_APPLY](txWrites: Map<string, Map<string, Write>>, generation: number, startVersion: Seqno): AppliedTx {
     if (generation !== this.#generation) {
       throw transactionConflict(`transaction began at version ${startVersion} but the store moved on (now at ${this.#version})`);
     }
@@ -268,7 +268,7 @@ export class Store {
     if (version % this.#checkpointInterval === 0) this.#checkpoints.push({ version, state: this.#folded() });
     this.#version = version;
     this.#generation++;
-    for (const listener of this.#commitListeners) listener(version, writes);
+    for (const listener of this.#appliedListeners) listener(version, writes);
     if (this.#mapListeners.size > 0) {
       for (const [name, mapWrites] of writes) {
         const listeners = this.#mapListeners.get(name);
@@ -336,16 +336,16 @@ export class Store {
     this.#generation++;
   }
 
-  /** Called after every local commit and applied write set; listeners must not commit. Returns an unsubscribe. */
-  onCommit(listener: CommitListener): () => void {
-    this.#commitListeners = [...this.#commitListeners, listener];
+  /** Called after every applied transaction and applied write set (local application, not consensus commit); listeners must not apply transactions. Returns an unsubscribe. */
+  onApplied(listener: AppliedListener): () => void {
+    this.#appliedListeners = [...this.#appliedListeners, listener];
     return () => {
-      this.#commitListeners = this.#commitListeners.filter((l) => l !== listener);
+      this.#appliedListeners = this.#appliedListeners.filter((l) => l !== listener);
     };
   }
 
-  /** Called after a commit that wrote to map `name`, with that map's writes. */
-  onMapCommit(name: string, listener: MapCommitListener): () => void {
+  /** Called after an applied transaction or write set that wrote to map `name`, with that map's writes. */
+  onMapApplied(name: string, listener: MapAppliedListener): () => void {
     this.#mapListeners.set(name, [...(this.#mapListeners.get(name) ?? []), listener]);
     return () => {
       const remaining = (this.#mapListeners.get(name) ?? []).filter((l) => l !== listener);

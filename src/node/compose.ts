@@ -359,12 +359,12 @@ export class NodeComposition {
     this.replica.watchStore((store) => {
       this.peers.markDirty();
       store.onRollback(() => this.peers.markDirty());
-      store.onMapCommit(Tables.nodesInfo, () => this.peers.markDirty());
+      store.onMapApplied(Tables.nodesInfo, () => this.peers.markDirty());
       // A new or changed auto-refresh issuer (or its CA bundle): the primary fetches its keys now.
-      store.onMapCommit(Tables.jwtIssuers, () => this.jwtKeyRefresh.trigger());
-      store.onMapCommit(Tables.caCertBundles, () => this.jwtKeyRefresh.trigger());
+      store.onMapApplied(Tables.jwtIssuers, () => this.jwtKeyRefresh.trigger());
+      store.onMapApplied(Tables.caCertBundles, () => this.jwtKeyRefresh.trigger());
       // trigger_snapshot: the primary snapshots at the next signature.
-      store.onMapCommit(Tables.snapshotRequests, () => {
+      store.onMapApplied(Tables.snapshotRequests, () => {
         if (this.isPrimary()) this.snapshots.request();
       });
       // What recovery shares and sealed shares cover: the primary issues new ones when it changes.

@@ -137,11 +137,11 @@ test('a ledger that starts after a snapshot verifies with it: signatures and the
   const store = new Store();
   const tx = store.beginTx();
   tx.map('public:records', stringCodec).put('k', 'v');
-  tx.commit();
+  tx.apply();
   while (store.version < 20) {
     const pad = store.beginTx();
     pad.map('public:records', stringCodec).put('k', `v${store.version}`);
-    pad.commit();
+    pad.apply();
   }
   const kv = store.serializeSnapshot(new LedgerEncryptor(new Uint8Array(32).fill(1)), 2);
   const snapshot = encodeSnapshotFile(kv, {

@@ -161,7 +161,7 @@ test('snapshot inspect prints the header and the public maps with their key coun
   tx.map('public:svc.gov.members.certs', stringCodec).put('m2', 'cert');
   tx.map('public:records', stringCodec).put('1', 'hello');
   tx.map('records', stringCodec).put('1', 'secret text');
-  tx.commit();
+  tx.apply();
   const path = join(work, 'snapshot_1_3.committed');
   writeFileSync(path, store.serializeSnapshot(new LedgerEncryptor(new Uint8Array(32).fill(3)), 4));
   const run = await covenant(['snapshot', 'inspect', path]);

@@ -37,7 +37,7 @@ export async function fixture(options: { members?: number; recoveryMembers?: num
     write(fn) {
       const tx = store.beginTx();
       const result = fn(tx);
-      tx.commit();
+      tx.apply();
       return result;
     },
     read(fn) {

@@ -146,7 +146,7 @@ test('transactions are serialisable: primary and backup match a sequential model
                 throw new Error('handler failed');
               });
             } else if (command.end === 'commit') {
-              const result = tx.commit();
+              const result = tx.apply();
               if (!wrote) {
                 assert.equal(result, undefined);
               } else {
@@ -164,13 +164,13 @@ test('transactions are serialisable: primary and backup match a sequential model
             const second = primary.beginTx();
             const model = cloneState(history[version()]!);
             const secondWrote = runOps(second, model, command.second);
-            const result = second.commit();
+            const result = second.apply();
             if (secondWrote) {
               history.push(model);
               replicate(result!.version, result!.writeSet);
             }
-            if (firstWrote && secondWrote) assert.throws(() => first.commit(), { code: KvErrorCode.TransactionConflict });
-            else if (!firstWrote) assert.equal(first.commit(), undefined);
+            if (firstWrote && secondWrote) assert.throws(() => first.apply(), { code: KvErrorCode.TransactionConflict });
+            else if (!firstWrote) assert.equal(first.apply(), undefined);
             break;
           }
           case 'rollback': {
@@ -241,7 +241,7 @@ test('every retained version reads as the model, across checkpoints, rollbacks a
               m.set(key, value);
             }
           }
-          assert.equal(tx.commit()!.version, version + 1);
+          assert.equal(tx.apply()!.version, version + 1);
           history.push(model);
         } else if (step.kind === 'rollback') {
           const target = Math.max(committed, version - step.back);

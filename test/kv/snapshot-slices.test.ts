@@ -18,7 +18,7 @@ function write(store: Store, map: string, key: string, value: string | null): vo
   const tx = store.beginTx();
   if (value === null) tx.map(map, stringCodec).remove(key);
   else tx.map(map, stringCodec).put(key, value);
-  tx.commit();
+  tx.apply();
 }
 
 test('sliced packing gives the bytes and digest of the one-call snapshot, for any slice size', () => {
@@ -82,10 +82,10 @@ test('entries spread over several chunks, one larger than a chunk, keep their by
   let tx = store.beginTx();
   tx.map('blobs', bytesCodec).put('big', big);
   for (let i = 0; i < 3000; i++) tx.map('public:blobs', bytesCodec).put(`b${i}`, new Uint8Array(1000).fill(i % 251));
-  tx.commit();
+  tx.apply();
   tx = store.beginTx();
   tx.map('blobs', bytesCodec).put('small', new Uint8Array([1, 2, 3]));
-  tx.commit();
+  tx.apply();
   const packer = store.snapshotPacker(VIEW);
   while (!packer.step(500));
   const packed = packer.result();

@@ -14,11 +14,11 @@ function storeWith(entries: [string, string, string][], options: { reverse?: boo
     const tx = store.beginTx();
     if (options.noise) tx.map(map, stringCodec).put(`${key}-noise`, 'transient');
     tx.map(map, stringCodec).put(key, value);
-    tx.commit();
+    tx.apply();
     if (options.noise) {
       const cleanup = store.beginTx();
       cleanup.map(map, stringCodec).remove(`${key}-noise`);
-      cleanup.commit();
+      cleanup.apply();
     }
   }
   return store;
@@ -29,7 +29,7 @@ function advanceTo(store: Store, version: number): void {
   while (store.version < version) {
     const tx = store.beginTx();
     tx.map('public:pad', stringCodec).put('p', 'p');
-    tx.commit();
+    tx.apply();
   }
 }
 
@@ -74,7 +74,7 @@ test('a restored store continues from the snapshot version', () => {
   const restored = Store.fromSnapshot(store.serializeSnapshot(encryptor, 1), encryptor);
   const tx = restored.beginTx();
   tx.map('records', stringCodec).put('k2', 'v2');
-  assert.equal(tx.commit()!.version, store.version + 1);
+  assert.equal(tx.apply()!.version, store.version + 1);
   restored.rollback(store.version);
   assert.equal(restored.current().map('records', stringCodec).has('k2'), false);
 });

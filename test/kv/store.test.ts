@@ -15,7 +15,7 @@ import { dumpView } from './helpers.js';
 function put(store: Store, map: string, key: string, value: string) {
   const tx = store.beginTx();
   tx.map(map, stringCodec).put(key, value);
-  return tx.commit()!;
+  return tx.apply()!;
 }
 
 test('a transaction reads its own writes and commits them as the next version', () => {
@@ -37,7 +37,7 @@ test('a transaction reads its own writes and commits them as the next version', 
   assert.deepEqual(tx.map('records', uintKeyCodec, jsonCodec()).get(1), { msg: 'one' });
   // Nothing is visible outside the transaction before commit.
   assert.equal(store.current().map('records', uintKeyCodec, jsonCodec()).get(1), undefined);
-  const result = tx.commit()!;
+  const result = tx.apply()!;
   assert.equal(result.version, 1);
   assert.equal(store.version, 1);
   assert.deepEqual(store.current().map('records', uintKeyCodec, jsonCodec()).get(1), { msg: 'one' });
@@ -53,7 +53,7 @@ test('a read-only transaction consumes no version', () => {
   put(store, 'm', 'k', 'v');
   const tx = store.beginTx();
   assert.equal(tx.map('m', stringCodec).get('k'), 'v');
-  assert.equal(tx.commit(), undefined);
+  assert.equal(tx.apply(), undefined);
   assert.equal(store.version, 1);
 });
 
@@ -76,7 +76,7 @@ test('a transaction begun before another commit conflicts', () => {
   const early = store.beginTx();
   early.map('m', stringCodec).put('a', '1');
   put(store, 'm', 'b', '2');
-  assert.throws(() => early.commit(), { code: KvErrorCode.TransactionConflict, status: 409 });
+  assert.throws(() => early.apply(), { code: KvErrorCode.TransactionConflict, status: 409 });
   assert.equal(store.version, 1);
   assert.equal(store.current().map('m', stringCodec).has('a'), false);
   // Also after a rollback back to the same version number: it read a state that no longer exists.
@@ -85,7 +85,7 @@ test('a transaction begun before another commit conflicts', () => {
   put(store, 'm', 'x', 'y');
   store.rollback(1);
   assert.equal(store.version, stale.startVersion);
-  assert.throws(() => stale.commit(), { code: KvErrorCode.TransactionConflict });
+  assert.throws(() => stale.apply(), { code: KvErrorCode.TransactionConflict });
 });
 
 test('committing twice or writing after commit is a programmer error', () => {
@@ -93,8 +93,8 @@ test('committing twice or writing after commit is a programmer error', () => {
   const tx = store.beginTx();
   const m = tx.map('m', stringCodec);
   m.put('a', '1');
-  tx.commit();
-  assert.throws(() => tx.commit(), InvariantError);
+  tx.apply();
+  assert.throws(() => tx.apply(), InvariantError);
   assert.throws(() => m.put('b', '2'), InvariantError);
 });
 
@@ -112,7 +112,7 @@ test('forEach visits keys in UTF-8 byte order including the transaction writes, 
   const setup = store.beginTx();
   const m = setup.map('m', stringCodec);
   for (const key of ['b', '\u{1f600}', 'a', '\ufffd', 'd']) m.put(key, key);
-  setup.commit();
+  setup.apply();
   const tx = store.beginTx();
   const view = tx.map('m', stringCodec);
   view.put('c', 'c');
@@ -175,7 +175,7 @@ test('compaction over many versions keeps reads and rollback correct', () => {
   assert.equal(store.current().map('m', stringCodec).get('k'), 'v4996');
 });
 
-test('local commits are refused once too many versions await consensus commit', () => {
+test('local applications are refused once too many versions await consensus commit', () => {
   const store = new Store({ uncommittedVersionsMax: 3 });
   for (let i = 0; i < 3; i++) put(store, 'm', 'k', `${i}`);
   assert.throws(() => put(store, 'm', 'k', 'x'), { code: KvErrorCode.UncommittedHistoryFull, status: 503 });
@@ -189,11 +189,11 @@ test('removing the last key drops the map', () => {
   put(store, 'm', 'k', 'v');
   const tx = store.beginTx();
   tx.map('m', stringCodec).remove('k');
-  tx.commit();
+  tx.apply();
   assert.deepEqual(store.current().mapNames(), []);
 });
 
-test('hooks see every local commit and applied write set, per store and per map', () => {
+test('hooks see every applied transaction and write set, per store and per map', () => {
   const primary = new Store();
   const backup = new Store();
   const seen: [string, number, string[]][] = [];
@@ -201,10 +201,10 @@ test('hooks see every local commit and applied write set, per store and per map'
     ['primary', primary],
     ['backup', backup],
   ] as const) {
-    store.onCommit((version, writes) => seen.push([name, version, [...writes.keys()]]));
+    store.onApplied((version, writes) => seen.push([name, version, [...writes.keys()]]));
   }
   const nodeWrites: [number, string[]][] = [];
-  const unsubscribe = backup.onMapCommit('public:nodes', (version, writes) => nodeWrites.push([version, [...writes.keys()]]));
+  const unsubscribe = backup.onMapApplied('public:nodes', (version, writes) => nodeWrites.push([version, [...writes.keys()]]));
   const replicate = (writeSet: WriteSet, version: number) => {
     const { publicBytes, privateBytes } = encodeWriteSet(writeSet);
     backup.applyWriteSet(version, publicBytes, privateBytes);
@@ -212,7 +212,7 @@ test('hooks see every local commit and applied write set, per store and per map'
   const tx = primary.beginTx();
   tx.map('public:nodes', stringCodec).put('n1', 'Trusted');
   tx.map('records', stringCodec).put('r', 'x');
-  const r1 = tx.commit()!;
+  const r1 = tx.apply()!;
   replicate(r1.writeSet, r1.version);
   const r2 = put(primary, 'records', 'r', 'y');
   replicate(r2.writeSet, r2.version);
@@ -248,7 +248,7 @@ test('a public-only replay leaves private maps out', () => {
   const tx = primary.beginTx();
   tx.map('public:a', stringCodec).put('k', 'pub');
   tx.map('secret', stringCodec).put('k', 'priv');
-  const { version, writeSet } = tx.commit()!;
+  const { version, writeSet } = tx.apply()!;
   const replay = new Store();
   replay.applyWriteSet(version, encodeWriteSet(writeSet).publicBytes);
   assert.deepEqual(replay.current().mapNames(), ['public:a']);
@@ -270,7 +270,7 @@ test('recovery installs the private maps of a replay at the committed version, u
     const tx = primary.beginTx();
     if (value === null) tx.map(map, stringCodec).remove(key);
     else tx.map(map, stringCodec).put(key, value);
-    const { version, writeSet } = tx.commit()!;
+    const { version, writeSet } = tx.apply()!;
     entries.push({ version, ...encodeWriteSet(writeSet) });
   }
   // A recovering node: the previous service's entries in the public domain only, its own in both;
@@ -288,7 +288,7 @@ test('recovery installs the private maps of a replay at the committed version, u
   live.installPrivateMaps(replay.current());
   assert.equal(live.version, 6);
   assert.deepEqual(dumpView(live.current()), dumpView(primary.current()), 'the remove above the committed version still removes r1');
-  assert.throws(() => open.commit(), { code: KvErrorCode.TransactionConflict });
+  assert.throws(() => open.apply(), { code: KvErrorCode.TransactionConflict });
   assert.deepEqual(dumpView(live.readAt(5)), dumpView(primary.readAt(5)));
   live.rollback(4);
   assert.deepEqual(dumpView(live.current()), dumpView(primary.readAt(4)), 'a rollback keeps the installed private maps');

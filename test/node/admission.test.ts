@@ -50,7 +50,7 @@ function service(status: ServiceStatus, checks: readonly AdmissionCheck[] = ADMI
   const write = (fn: (tx: Tx) => void) => {
     const tx = store.beginTx();
     fn(tx);
-    tx.commit();
+    tx.apply();
   };
   write((tx) => {
     tx.map(Tables.hostData, json).put(TRUSTED_HOST_DATA, { measurement: MEASUREMENT });

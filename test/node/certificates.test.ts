@@ -55,7 +55,7 @@ async function parts() {
     const tx = store.beginTx();
     tx.map(Tables.serviceInfo, json).put(SINGLETON_KEY, { status: 'Open', cert: service, recovery_count: 0, service_data: null });
     tx.map(Tables.nodesEndorsedCertificates, json).put(identity.nodeId, node);
-    const version = tx.commit()!.version;
+    const version = tx.apply()!.version;
     if (commit) store.compact(version);
   };
   return { clock, logger, service, identity, store, certificates, counts, write, start };

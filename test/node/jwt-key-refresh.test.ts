@@ -35,7 +35,7 @@ function setup() {
     const out = fn(tx);
     if (write) {
       writes++;
-      tx.commit();
+      tx.apply();
     }
     return out;
   };

@@ -67,7 +67,7 @@ function setup(options: { entryBytesMax?: number; chunkSizeBytes?: number; refus
   const commit = (value: string): { version: number; writeSet: WriteSet } => {
     const tx = store.beginTx();
     tx.map('records', codec).put('k', value);
-    return tx.commit()!;
+    return tx.apply()!;
   };
   return { store, tree, proposer, proposed, state, queues, commit };
 }

@@ -21,7 +21,7 @@ function write(store: Store, records: readonly ServiceEndorsementRecord[], other
   const map = tx.map(Tables.serviceEndorsements, jsonCodec<ServiceEndorsementRecord>());
   for (const r of records) map.put(String(r.endorsing_service_created_seqno), r);
   if (other) tx.map(Tables.appPublicLog, jsonCodec<string>()).put('1', 'unrelated');
-  assert.ok(tx.commit());
+  assert.ok(tx.apply());
 }
 
 test('a signature at seqno s needs the endorsements of every service that began after s, oldest first', () => {
@@ -74,7 +74,7 @@ test('a record whose key is not its seqno is a broken invariant', () => {
   const store = new Store();
   const tx = store.beginTx();
   tx.map(Tables.serviceEndorsements, jsonCodec<ServiceEndorsementRecord>()).put('7', record(8));
-  tx.commit();
+  tx.apply();
   const endorsements = new ServiceEndorsements();
   endorsements.watch(store);
   assert.throws(() => endorsements.forSignature(1), /invariant/);

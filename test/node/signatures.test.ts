@@ -41,7 +41,7 @@ function setup(options: { txCount: number; delayMs: number; electionTimeoutMs?: 
   const write = () => {
     const tx = store.beginTx();
     tx.map('t', { encode: (v: string) => new TextEncoder().encode(v), decode: (b: Uint8Array) => new TextDecoder().decode(b) }).put('k', 'v');
-    tx.commit();
+    tx.apply();
     signatures.afterWrite();
   };
   const signed = () => proposed.filter((p) => (p.flags & EntryFlags.SIGNATURE) !== 0).map((p) => p.seqno);

@@ -35,7 +35,7 @@ async function committedSnapshot(service: ServiceIdentity, salt = ''): Promise<U
   while (store.version < SEQNO) {
     const tx = store.beginTx();
     tx.map('public:records', stringCodec).put('k', `v${store.version}${salt}`);
-    tx.commit();
+    tx.apply();
   }
   const kv = store.serializeSnapshot(new LedgerEncryptor(new Uint8Array(32).fill(1)), 2);
   const file = encodeSnapshotFile(kv, {

@@ -36,7 +36,7 @@ export class ServiceEndorsements {
     const invalidate = () => {
       if (this.store === store) this.sorted = undefined;
     };
-    store.onMapCommit(Tables.serviceEndorsements, invalidate);
+    store.onMapApplied(Tables.serviceEndorsements, invalidate);
     store.onRollback(invalidate);
   }
 

@@ -117,8 +117,8 @@ export class Recovery {
 
   /** Wires the store's listeners (on the store and any store that replaces it). */
   watch(store: Store): void {
-    store.onMapCommit(Tables.serviceInfo, () => this.onServiceRecord());
-    store.onMapCommit(Tables.recoveredLedgerSecrets, (version, writes) => {
+    store.onMapApplied(Tables.serviceInfo, () => this.onServiceRecord());
+    store.onMapApplied(Tables.recoveredLedgerSecrets, (version, writes) => {
       const raw = writes.get(SINGLETON_KEY);
       if (raw === undefined || raw === null) return;
       // A record an earlier recovery wrote (a joiner of a second recovery replicates it with the

@@ -42,10 +42,10 @@ export class Rekey {
   constructor(private readonly host: RekeyHost) {}
 
   watch(store: Store): void {
-    store.onMapCommit(Tables.ledgerRekeyRequests, () => {
+    store.onMapApplied(Tables.ledgerRekeyRequests, () => {
       if (this.host.isPrimary()) this.host.defer(() => this.rekey());
     });
-    store.onMapCommit(Tables.ledgerSecrets, (_version, writes) => {
+    store.onMapApplied(Tables.ledgerSecrets, (_version, writes) => {
       for (const raw of writes.values()) if (raw !== null) this.install(json.decode(raw) as RekeyRecord);
     });
     store.onRollback((version) => {

@@ -90,7 +90,7 @@ export class ShareIssuer<I extends IssueInputs = MemberShareInputs, P = unknown>
 
   /** Triggers on every commit to a table the kind covers, on `store` (and any store that replaces it). */
   watch(store: Store): void {
-    for (const table of this.kind.coveredTables) store.onMapCommit(table, () => this.trigger());
+    for (const table of this.kind.coveredTables) store.onMapApplied(table, () => this.trigger());
   }
 
   /** Something the shares cover may have changed: checks (and issues) soon. */

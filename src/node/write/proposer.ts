@@ -1,5 +1,5 @@
 /**
- * The primary's proposer: hands each transaction committed locally in the store to consensus,
+ * The primary's proposer: hands each transaction applied locally in the store to consensus,
  * framed into its ledger entry (encrypted, framed, hashed) by the framer, then proposed and added
  * to the Merkle tree, in seqno order. Ordinary transactions go through the framer's pipeline
  * (possibly on another thread); anything else first waits for the pipeline to empty and is framed
@@ -162,7 +162,7 @@ export class Proposer {
   }
 
   /**
-   * Proposes the transaction the store committed locally at `seqno`. If consensus refuses it (no
+   * Proposes the transaction the store applied at `seqno`. If consensus refuses it (no
    * longer primary, too many pending entries, too large), the store is rolled back so nothing
    * half-written remains.
    */

@@ -153,7 +153,7 @@ export class Signatures {
       tx.map(SNAPSHOT_MARKER_TABLE, json).put(SINGLETON_KEY, seqno);
       proposer.forceLedgerChunk();
     }
-    const committed = tx.commit();
+    const committed = tx.apply();
     assert(committed && committed.version === seqno, 'signature transaction takes the next seqno');
     proposer.propose(seqno, committed.writeSet, EntryFlags.SIGNATURE, undefined);
     this.unsignedCount = 0;
@@ -182,7 +182,7 @@ export class Signatures {
       // The evidence follows every transaction already in the pipeline, like any other.
       const tx = replica.store.beginTx();
       tx.map(Tables.snapshotEvidence, json).put(SINGLETON_KEY, evidence.record);
-      const committed = tx.commit();
+      const committed = tx.apply();
       assert(committed !== undefined, 'a snapshot evidence transaction writes');
       try {
         proposer.propose(committed.version, committed.writeSet, EntryFlags.SNAPSHOT_EVIDENCE, undefined, evidence.digest);

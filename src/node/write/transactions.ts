@@ -67,7 +67,7 @@ export class Transactions {
     const tx = replica.store.beginTx();
     const result = fn(tx);
     if (tx.wroteTo(Tables.nodesInfo)) this.recordConfigurationChange(tx);
-    const committed = tx.commit();
+    const committed = tx.apply();
     if (committed === undefined) return { result, txId: undefined };
     const txId = proposer.propose(committed.version, committed.writeSet, 0, undefined, options?.claimsDigest);
     // A membership change commits only through a signature; until it does, elections need the
@@ -106,7 +106,7 @@ export class Transactions {
       const info = nodes.get(id) as NodeInfo | undefined;
       if (info) nodes.put(id, { ...info, retired_committed: true });
     }
-    const committed = tx.commit();
+    const committed = tx.apply();
     if (!committed) return;
     this.host.proposer.propose(committed.version, committed.writeSet, 0, [...nodeIds]);
     this.host.signatures.afterWrite();
