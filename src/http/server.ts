@@ -21,6 +21,7 @@ import { checkRequestHead, handleClientError, refuseConnect, type ClientErrorCon
 import { PipeliningGate, tooManyPipelinedRequests, type PipeliningMetrics } from './pipelining.js';
 import { clientRequestCostBytes, waitingWorkExhausted, type ReleaseWaitingWork, type WaitingWorkBudget } from './waiting-work.js';
 import { pipelinedRequestsPerSessionDefault } from '../node/node.js';
+import { RequestRateLimiter, tooManyRequests, type RequestRateLimits, type RequestRateMetrics } from './request-rate.js';
 
 export interface TlsIdentity {
   readonly keyPem: string;
@@ -61,6 +62,8 @@ export interface RpcInterfaceOptions extends SessionLimits {
   readonly maxPipelinedRequests?: number;
   /** The node-wide budget every request waits in, shared by the node's interfaces; absent: none. */
   readonly waitingWork?: WaitingWorkBudget;
+  /** The rate at which one client address may send requests (request-rate.ts); absent: none. */
+  readonly requestRate?: RequestRateLimits;
 }
 
 const ANONYMOUS: Caller = { kind: 'anonymous' };
@@ -74,6 +77,7 @@ export class RpcInterface {
   private readonly features: ReadonlySet<string>;
   private readonly sessions: SessionTable;
   private readonly pipelining: PipeliningGate;
+  private readonly requestRate: RequestRateLimiter | undefined;
   /** What each request in progress took from the waiting-work budget, given back with its answer. */
   private readonly waiting = new WeakMap<ServerResponse, ReleaseWaitingWork>();
   private held: { res: ServerResponse; response: RouteResponse; isHead: boolean }[] = [];
@@ -83,6 +87,7 @@ export class RpcInterface {
     this.features = new Set(options.enabledFeatures);
     const sessions = (this.sessions = new SessionTable(options, options.logger, options.name));
     this.pipelining = new PipeliningGate(options.maxPipelinedRequests ?? pipelinedRequestsPerSessionDefault);
+    this.requestRate = options.requestRate === undefined ? undefined : new RequestRateLimiter(options.requestRate);
     this.server = https.createServer(
       {
         key: options.tls.keyPem,
@@ -113,8 +118,9 @@ export class RpcInterface {
   }
 
   /** Session counts for GET /node/metrics. */
-  sessionMetrics(): SessionMetrics & { pipelining: PipeliningMetrics } {
-    return { ...this.sessions.metrics(), pipelining: this.pipelining.metrics() };
+  sessionMetrics(): SessionMetrics & { pipelining: PipeliningMetrics; request_rate?: RequestRateMetrics } {
+    const rate = this.requestRate?.metrics();
+    return { ...this.sessions.metrics(), pipelining: this.pipelining.metrics(), ...(rate !== undefined ? { request_rate: rate } : {}) };
   }
 
   get name(): string {
@@ -188,13 +194,23 @@ export class RpcInterface {
   }
 
   /**
-   * The request's place in its connection's pipeline and its bytes in the node's waiting work,
-   * both given back with its answer; false when it was refused (answered 503) for want of either.
+   * The request's place in its connection's pipeline, a token of its address's request rate and
+   * its bytes in the node's waiting work, the first and last given back with its answer; false
+   * when it was refused (answered 503, or 429 beyond the rate) for want of one of them.
    */
   private admit(req: IncomingMessage, res: ServerResponse): boolean {
     if (!this.pipelining.arrived(req.socket, res)) {
       this.fail(res, tooManyPipelinedRequests(this.options.maxPipelinedRequests ?? pipelinedRequestsPerSessionDefault), undefined);
       return false;
+    }
+    const rate = this.requestRate;
+    if (rate !== undefined) {
+      const waitMs = rate.take(req.socket.remoteAddress);
+      if (waitMs > 0) {
+        this.pipelining.holdBackFor(req.socket, waitMs);
+        this.fail(res, tooManyRequests(this.options.requestRate!, waitMs), undefined);
+        return false;
+      }
     }
     const budget = this.options.waitingWork;
     if (budget === undefined) return true;

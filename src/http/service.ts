@@ -22,6 +22,7 @@ import { RpcInterface, type TlsIdentity } from './server.js';
 import { PrimaryForwarder } from './forwarding.js';
 import { WaitingWorkBudget } from './waiting-work.js';
 import { waitingWorkBytesDefault } from '../node/node.js';
+import { requestRateLimitsOf } from './request-rate-config.js';
 import { EventLoopDelayMonitor } from '../platform/event-loop-delay.js';
 
 export interface NodeServerOptions {
@@ -145,6 +146,7 @@ export class NodeServer {
           tlsHandshakeTimeoutMs: iface.tls_handshake_timeout,
           firstRequestTimeoutMs: iface.first_request_timeout,
           ...(iface.max_pipelined_requests !== undefined ? { maxPipelinedRequests: iface.max_pipelined_requests } : {}),
+          requestRate: requestRateLimitsOf(iface),
           waitingWork: this.waitingWork,
           authenticator,
           forwarder: this.forwarder,

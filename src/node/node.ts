@@ -56,6 +56,10 @@ export { RejoinRequested } from './flows/recover-sealing.js';
 export {
   forwardedRequestsPendingMax,
   pipelinedRequestsPerSessionDefault,
+  requestBurstPerAddressFactor,
+  requestRateAddressesMax,
+  requestRateExemptAddressesDefault,
+  requestsPerSecondPerAddressDefault,
   waitingRequestHeadFactor,
   waitingRequestOverheadBytes,
   waitingWorkBytesDefault,
