@@ -17,6 +17,7 @@ import type { NodeOperatorQueries } from '../node/api.js';
 import { GovTables, PROPOSAL_STATES } from '../gov/index.js';
 import type { SessionMetrics } from './sessions.js';
 import type { WaitingWorkMetrics } from './waiting-work.js';
+import type { RequestRateMetrics } from './request-rate.js';
 
 /** The content type of the text exposition format (Prometheus asks for it, OpenMetrics or not). */
 export const PROMETHEUS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
@@ -29,7 +30,7 @@ export function wantsPrometheusText(accept: string | undefined): boolean {
 /** What the scrape reads from the node, besides its operator queries. */
 export interface MetricsSources {
   readonly node: NodeOperatorQueries;
-  readonly sessions: () => Record<string, SessionMetrics>;
+  readonly sessions: () => Record<string, SessionMetrics & { readonly request_rate?: RequestRateMetrics }>;
   /** The node-wide budget of waiting requests (src/http/waiting-work.ts). */
   readonly waitingWork: () => WaitingWorkMetrics;
   readonly ledgerDirectory: string;
@@ -151,11 +152,17 @@ export class NodeMetrics {
       ['peak', 'The most client sessions open at once since start'],
       ['dropped', 'Connections closed at accept (cap or address share exhausted) since start'],
       ['timed_out', 'Connections closed for want of a TLS handshake or a first request in time, since start'],
+      ['evicted', 'Sessions closed to make room for a client on an address holding fewer, since start'],
     ] as const) {
       gauge(`covenant_http_sessions_${field}`, help, ['interface'], (g, s) => {
         for (const [name, metrics] of Object.entries(s.sessions())) g.labels(name).set(metrics[field]);
       });
     }
+    gauge('covenant_http_requests_rate_limited', 'Requests refused beyond their address\'s rate (429 TooManyRequests) since start', ['interface'], (g, s) => {
+      for (const [name, metrics] of Object.entries(s.sessions())) {
+        if (metrics.request_rate !== undefined) g.labels(name).set(metrics.request_rate.refused);
+      }
+    });
     gauge('covenant_http_waiting_work_bytes', 'Bytes of requests waiting (bodies, linearizable reads, commits, forwards) against the node-wide budget', [], (g, s) => g.set(s.waitingWork().used_bytes));
     gauge('covenant_http_waiting_work_max_bytes', 'The node-wide budget of waiting requests (max_waiting_work_size)', [], (g, s) => g.set(s.waitingWork().max_bytes));
     gauge('covenant_http_waiting_work_refused', 'Requests refused for want of budget (503 WaitingWorkBudgetExhausted) since start', [], (g, s) => g.set(s.waitingWork().refused));

@@ -2,9 +2,10 @@
  * The rate at which one client address may send requests to one RPC interface: a token bucket per
  * address, refilled at `perSecond` up to `burst` tokens, one token per request, checked as soon as
  * a request's head is read (before it is routed, authenticated, read or executed). A request beyond
- * it is answered 429 TooManyRequests with Retry-After, and its connection is not read again until
- * the bucket has a token: a client flooding the node at a high rate is pushed back by TCP rather
- * than served (the waiting-work budget bounds the memory such a flood holds, this bounds the CPU).
+ * it is answered 429 TooManyRequests with Retry-After, and its connection is not read again for
+ * that long: a client flooding the node at a high rate is pushed back by TCP rather than answered
+ * one refusal per request (the waiting-work budget bounds the memory such a flood holds, this
+ * bounds the CPU).
  *
  * The addresses tracked are bounded: a new one beyond the bound makes the least recently seen be
  * forgotten (it starts again with a full bucket, as an address never seen would: the bound is on

@@ -167,7 +167,7 @@ export class RpcInterface {
       const startedMs = performance.now();
       res.once('finish', () => observe(this.options.name, routePath, req.method ?? '', res.statusCode, (performance.now() - startedMs) / 1000));
     }
-    if (!this.sessions.requestArrived(req.socket)) {
+    if (!this.sessions.requestArrived(req.socket, res)) {
       const max = this.options.maxOpenSessions;
       this.fail(res, new CovenantError('SessionCapExhausted', `this interface serves at most ${max} client sessions at once: retry shortly`, 503), undefined);
       return;
@@ -207,8 +207,11 @@ export class RpcInterface {
     if (rate !== undefined) {
       const waitMs = rate.take(req.socket.remoteAddress);
       if (waitMs > 0) {
-        this.pipelining.holdBackFor(req.socket, waitMs);
-        this.fail(res, tooManyRequests(this.options.requestRate!, waitMs), undefined);
+        // Not read again for as long as the answer tells the client to wait: what it pipelines
+        // meanwhile waits in TCP's buffers instead of costing the node one refusal each.
+        const refusal = tooManyRequests(this.options.requestRate!, waitMs);
+        this.pipelining.holdBackFor(req.socket, refusal.retryAfterSeconds! * 1000);
+        this.fail(res, refusal, undefined);
         return false;
       }
     }
