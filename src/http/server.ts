@@ -20,7 +20,8 @@ import { SessionTable, type SessionLimits, type SessionMetrics } from './session
 import { checkRequestHead, handleClientError, refuseConnect, type ClientErrorContext } from './protocol-checks.js';
 import { PipeliningGate, tooManyPipelinedRequests, type PipeliningMetrics } from './pipelining.js';
 import { clientRequestCostBytes, waitingWorkExhausted, type ReleaseWaitingWork, type WaitingWorkBudget } from './waiting-work.js';
-import { pipelinedRequestsPerSessionDefault } from '../node/node.js';
+import { pipelinedRequestsPerSessionDefault, requestsPerTurnMax, requestTurnMs } from '../node/node.js';
+import { RequestTurnBudget } from './turn-budget.js';
 import { RequestRateLimiter, tooManyRequests, type RequestRateLimits, type RequestRateMetrics } from './request-rate.js';
 
 export interface TlsIdentity {
@@ -64,6 +65,8 @@ export interface RpcInterfaceOptions extends SessionLimits {
   readonly waitingWork?: WaitingWorkBudget;
   /** The rate at which one client address may send requests (request-rate.ts); absent: none. */
   readonly requestRate?: RequestRateLimits;
+  /** The request work one event-loop turn may do, shared by the node's interfaces; absent: this interface's own. */
+  readonly turnBudget?: RequestTurnBudget;
 }
 
 const ANONYMOUS: Caller = { kind: 'anonymous' };
@@ -78,6 +81,7 @@ export class RpcInterface {
   private readonly sessions: SessionTable;
   private readonly pipelining: PipeliningGate;
   private readonly requestRate: RequestRateLimiter | undefined;
+  private readonly turns: RequestTurnBudget;
   /** What each request in progress took from the waiting-work budget, given back with its answer. */
   private readonly waiting = new WeakMap<ServerResponse, ReleaseWaitingWork>();
   private held: { res: ServerResponse; response: RouteResponse; isHead: boolean }[] = [];
@@ -88,6 +92,7 @@ export class RpcInterface {
     const sessions = (this.sessions = new SessionTable(options, options.logger, options.name));
     this.pipelining = new PipeliningGate(options.maxPipelinedRequests ?? pipelinedRequestsPerSessionDefault);
     this.requestRate = options.requestRate === undefined ? undefined : new RequestRateLimiter(options.requestRate);
+    this.turns = options.turnBudget ?? new RequestTurnBudget(requestsPerTurnMax, requestTurnMs);
     this.server = https.createServer(
       {
         key: options.tls.keyPem,
@@ -173,10 +178,21 @@ export class RpcInterface {
       return;
     }
     if (!this.admit(req, res)) return;
+    // Routed and executed in this turn if it has room, else in a later one (turn-budget.ts).
+    this.turns.run(() => this.routeAndRun(req, res, (path) => (routePath = path)));
+  }
+
+  /** Matches the route, authenticates the caller, reads the body and runs the handler (or forwards). */
+  private routeAndRun(req: IncomingMessage, res: ServerResponse, matched: (routePath: string) => void): void {
+    if (req.socket.destroyed) {
+      // Deferred, and its client went away meanwhile: no answer can reach it, nothing is run.
+      this.answered(res);
+      return;
+    }
     let request: RoutedRequest;
     try {
       request = this.route(req, res);
-      routePath = request.route.path;
+      matched(request.route.path);
     } catch (e) {
       this.fail(res, toCovenantError(e), e);
       return;

@@ -246,6 +246,16 @@ assert(
 );
 assert(requestRateAddressesMax >= 1024, 'the addresses tracked exceed what a handful of attackers hold, so a flooding address stays tracked');
 /**
+ * Request work one turn of the event loop may do (src/http/turn-budget.ts): once a turn has started
+ * requestsPerTurnMax requests or spent requestTurnMs since its first, the rest wait for later turns,
+ * so that node-to-node messages and consensus ticks are never held behind thousands of requests
+ * (160 connections of pipelined committed writes once cost a primary its view). A committed write
+ * costs 50 to 200 µs of a loaded core: 256 of them fill about the time bound.
+ */
+export const requestsPerTurnMax = 256;
+export const requestTurnMs = 20;
+
+/**
  * Verdicts kept on the committed snapshots a node serves (one per file version): far above
  * files_cleanup.max_snapshots' default (10), so that a node serving its snapshots checks each once.
  */
@@ -286,3 +296,5 @@ assert(snapshotSliceMs < eventLoopTurnMsBound / 2, 'a slice of a snapshot fits w
 assert(snapshotSliceCheckEntries * 0.02 < eventLoopTurnMsBound - snapshotSliceMs, 'between two looks at the clock a slice cannot overrun the turn bound (even at 20 µs per entry)');
 assert(snapshotSliceCheckEntries <= snapshotSliceEntriesMax, 'a slice checks the clock before its entry bound');
 assert(snapshotsUnevidencedMax >= 1, 'a node can hold the snapshot it is writing');
+assert(requestTurnMs < eventLoopTurnMsBound / 2, 'a turn of requests fits well within the turn bound');
+assert(requestsPerTurnMax >= pipelinedRequestsPerSessionDefault, 'one connection\'s whole pipeline can run in one turn');

@@ -60,6 +60,8 @@ export {
   requestRateAddressesMax,
   requestRateExemptAddressesDefault,
   requestsPerSecondPerAddressDefault,
+  requestsPerTurnMax,
+  requestTurnMs,
   waitingRequestHeadFactor,
   waitingRequestOverheadBytes,
   waitingWorkBytesDefault,
