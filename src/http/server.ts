@@ -179,7 +179,7 @@ export class RpcInterface {
     }
     if (!this.admit(req, res)) return;
     // Routed and executed in this turn if it has room, else in a later one (turn-budget.ts).
-    this.turns.run(() => this.routeAndRun(req, res, (path) => (routePath = path)));
+    this.turns.run(() => this.routeAndRun(req, res, (path) => (routePath = path)), req.socket);
   }
 
   /** Matches the route, authenticates the caller, reads the body and runs the handler (or forwards). */

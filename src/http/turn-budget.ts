@@ -4,8 +4,10 @@
  * committed writes made one turn execute thousands of them, and the node-to-node messages and
  * consensus ticks waiting behind that turn came too late (a primary lost its view to its own
  * clients). Here, once a turn has started `requestsMax` requests or spent `turnMs` since its first
- * one, the requests that follow are deferred to later turns, in order of arrival, the same number
- * per turn: between two batches the event loop runs its timers and reads the other nodes' messages.
+ * one, the requests that follow are deferred to later turns, the same number per turn: between two
+ * batches the event loop runs its timers and reads the other nodes' messages. Deferred requests are
+ * taken one connection at a time, in turn (each connection's own in order of arrival): a client
+ * with one request waits for one batch, not behind everything a flood pipelined before it.
  *
  * The deferred requests were admitted (their place in their connection's pipeline and their bytes
  * in the waiting-work budget are taken), so their number is bounded by those limits, not here.
@@ -22,6 +24,8 @@ export interface TurnBudgetMetrics {
   readonly waiting: number;
   /** The most requests waiting at once, since start. */
   readonly peak_waiting: number;
+  /** The most requests started in one turn, since start (at most requests_per_turn_max). */
+  readonly peak_per_turn: number;
 }
 
 export class RequestTurnBudget {
@@ -30,11 +34,16 @@ export class RequestTurnBudget {
   private turnStartedMs = 0;
   /** A reset (and drain) is scheduled at the end of the current turn. */
   private endOfTurnScheduled = false;
-  private readonly queue: (() => void)[] = [];
-  /** Index of the queue's head (the queue is compacted as it drains). */
-  private head = 0;
+  /**
+   * Deferred work by connection. A Map iterates in insertion order and visits entries set during
+   * the iteration: taking one request of a connection and setting it again at the end makes one
+   * loop a round robin.
+   */
+  private readonly queues = new Map<object, (() => void)[]>();
+  private waitingCount = 0;
   private deferredCount = 0;
   private peakWaiting = 0;
+  private peakPerTurn = 0;
 
   constructor(
     readonly requestsMax: number,
@@ -46,16 +55,20 @@ export class RequestTurnBudget {
   }
 
   /**
-   * Runs `work` (one request's routing and execution) in this turn if the turn still has room,
-   * else in a later one, after the requests deferred before it.
+   * Runs `work` (one request's routing and execution) in this turn if the turn still has room and
+   * nothing waits, else in a later one: after the requests `connection` deferred before it, and
+   * after one request of each other connection with some waiting.
    */
-  run(work: () => void): void {
-    if (this.waiting() === 0 && this.hasRoom()) {
+  run(work: () => void, connection: object): void {
+    if (this.waitingCount === 0 && this.hasRoom()) {
       this.count();
       work();
       return;
     }
-    this.queue.push(work);
+    const queue = this.queues.get(connection);
+    if (queue === undefined) this.queues.set(connection, [work]);
+    else queue.push(work);
+    this.waitingCount++;
     this.deferredCount++;
     if (this.waiting() > this.peakWaiting) this.peakWaiting = this.waiting();
     this.scheduleEndOfTurn();
@@ -68,6 +81,7 @@ export class RequestTurnBudget {
   private count(): void {
     if (this.started === 0) this.turnStartedMs = this.nowMs();
     this.started++;
+    if (this.started > this.peakPerTurn) this.peakPerTurn = this.started;
     this.scheduleEndOfTurn();
   }
 
@@ -77,26 +91,26 @@ export class RequestTurnBudget {
     setImmediate(this.endOfTurn);
   }
 
-  /** After the event loop's I/O of this turn: a new turn's budget, spent first on the requests deferred. */
+  /** After the event loop's I/O of this turn: a new turn's budget, spent first on the requests deferred, one connection at a time. */
   private readonly endOfTurn = (): void => {
     this.endOfTurnScheduled = false;
     this.started = 0;
-    while (this.waiting() > 0 && this.hasRoom()) {
-      const work = this.queue[this.head]!;
-      this.queue[this.head++] = undefined as unknown as () => void;
+    for (const [connection, queue] of this.queues) {
+      if (!this.hasRoom()) break;
+      const work = queue.shift()!;
+      this.waitingCount--;
+      // To the end of the round, or out of it once empty.
+      this.queues.delete(connection);
+      if (queue.length > 0) this.queues.set(connection, queue);
       this.count();
       work();
     }
-    if (this.head > 1024 && this.head * 2 > this.queue.length) {
-      this.queue.splice(0, this.head);
-      this.head = 0;
-    }
     // The requests left, and the count of this batch, wait for the next turn's I/O to pass.
-    if (this.waiting() > 0 || this.started > 0) this.scheduleEndOfTurn();
+    if (this.waitingCount > 0 || this.started > 0) this.scheduleEndOfTurn();
   };
 
   private waiting(): number {
-    return this.queue.length - this.head;
+    return this.waitingCount;
   }
 
   metrics(): TurnBudgetMetrics {
@@ -106,6 +120,7 @@ export class RequestTurnBudget {
       deferred: this.deferredCount,
       waiting: this.waiting(),
       peak_waiting: this.peakWaiting,
+      peak_per_turn: this.peakPerTurn,
     };
   }
 }
