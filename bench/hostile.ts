@@ -9,12 +9,19 @@
  *      GETs with x-covenant-consistency: linearizable and a `--header-kb` header unanswered;
  *   4. pipelined committed writes: the same with POSTs asking x-covenant-consistency: committed;
  *   5. idle node-to-node connections: `--n2n-connections` TCP connections to the primary's
- *      node-to-node port that never authenticate.
+ *      node-to-node port that never authenticate;
+ *   6. a flood at a high request rate: `--rate-connections` connections, each keeping `--rate-depth`
+ *      GET /node/commit (cheap, unauthenticated) unanswered, a new one sent for every answer.
  * Prints per phase the longest gap between the client's answers, its failures, the primary's
  * VmRSS and open descriptors before and after, whether it kept its view, and what the attackers
  * got. Run after a build:
  *   node dist/bench/hostile.js [--connections 1200] [--pipelines 640] [--depth 100] [--header-kb 14]
- *     [--n2n-connections 3000] [--seconds 15] [--addresses 4] [--phases tcp,tls,reads,writes,n2n] [--nodes 3]
+ *     [--n2n-connections 3000] [--rate-connections 64] [--rate-depth 16] [--seconds 15] [--addresses 4]
+ *     [--phases tcp,tls,reads,writes,n2n,rate] [--nodes 3] [--rate-per-address N]
+ * `--rate-per-address` sets rpc_interfaces.primary.max_requests_per_second_per_address (default:
+ * the node's own default; the normal client connects from 127.0.0.1, exempt by default).
+ * Against another build's node (the attackers and the client stay this build's):
+ *   COVENANT_NODE_CLI=<other checkout>/dist/src/cli/main.js node dist/bench/hostile.js --phases rate
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -32,9 +39,11 @@ const pipelines = arg('--pipelines', 640);
 const depth = arg('--depth', 100);
 const headerKb = arg('--header-kb', 14);
 const n2nConnections = arg('--n2n-connections', 3000);
+const rateConnections = arg('--rate-connections', 64);
+const rateDepth = arg('--rate-depth', 16);
 const seconds = arg('--seconds', 15);
 const phasesAt = args.indexOf('--phases');
-const phases = new Set(phasesAt === -1 ? ['tcp', 'tls', 'reads', 'writes', 'n2n'] : args[phasesAt + 1]!.split(','));
+const phases = new Set(phasesAt === -1 ? ['tcp', 'tls', 'reads', 'writes', 'n2n', 'rate'] : args[phasesAt + 1]!.split(','));
 // With one address the attack meets max_sessions_per_address; with four it reaches max_open_sessions.
 const ATTACKERS = ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5'].slice(0, arg('--addresses', 4));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -95,7 +104,12 @@ async function phase(primary: StartedNode, name: string, attack: Attack): Promis
   );
 }
 
-const network = await startNetwork(arg('--nodes', 3), { logging: { level: 'fail' }, output_files: { node_to_node_address_file: 'node_to_node_address.json' } });
+const ratePerAddress = arg('--rate-per-address', 0);
+const network = await startNetwork(arg('--nodes', 3), {
+  logging: { level: 'fail' },
+  output_files: { node_to_node_address_file: 'node_to_node_address.json' },
+  ...(ratePerAddress > 0 ? { rpc_interfaces: { primary: { max_requests_per_second_per_address: ratePerAddress } } } : {}),
+});
 try {
   const primary = await network.primary();
   const user = { cert: primary.user.certificatePem, key: primary.user.privateKeyPem };
@@ -124,6 +138,12 @@ try {
       const n2n = hostPort(n2nAddress(p));
       return idleFlood(n2n.host, n2n.port, { connections: n2nConnections, localAddresses: ATTACKERS });
     });
+  }
+  if (phases.has('rate')) {
+    const commit = Buffer.from(`GET /node/commit HTTP/1.1\r\nhost: ${primary.address}\r\n\r\n`);
+    await phase(primary, 'high request rate', () =>
+      pipelineFlood({ host, port, ca: primary.serviceCertificatePem }, { connections: rateConnections, depth: rateDepth, request: commit, localAddresses: ATTACKERS }),
+    );
   }
   await phase(primary, 'no attack, after', () => undefined);
 } finally {

@@ -3,10 +3,14 @@
  * (private 200-byte writes over 1,000 ids to the primary), rounds without and with a scraper that
  * fetches every node's GET /node/metrics in the text format once a second, alternately (A B B A ...).
  * After one unmeasured warm-up round, prints one JSON line per round (writes/s, latency, the
- * scrapes' size and time) and a summary with the ratio of the means.
+ * scrapes' size and time) and a summary with the ratio of the means. Then, with no load, what one
+ * scrape costs the primary in CPU (user + system time from /proc, over `--cpu-scrapes` scrapes in
+ * a row): at one scrape a second, that over 1 s is the share of a core a scraper takes, which does
+ * not depend on how noisy the machine's throughput is.
  *
- *   node dist/bench/metrics-cost.js [--duration 8] [--rounds 4] [--connections 64]
+ *   node dist/bench/metrics-cost.js [--duration 8] [--rounds 4] [--connections 64] [--cpu-scrapes 300]
  */
+import { readFileSync } from 'node:fs';
 import { numberArg } from './args.js';
 import { buildRequest, runLoad, type LoadTarget } from './load.js';
 import { startNetwork } from '../src/testing/network.js';
@@ -15,6 +19,21 @@ import type { StartedNode } from '../src/testing/node-process.js';
 const durationMs = numberArg('--duration', 8) * 1000;
 const rounds = numberArg('--rounds', 4);
 const connections = numberArg('--connections', 64);
+const cpuScrapes = numberArg('--cpu-scrapes', 300);
+
+/** User + system CPU time of a process so far, in ms (/proc/<pid>/stat, clock ticks of 10 ms). */
+function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+/** CPU ms one text scrape costs `node`, scraped `count` times in a row without load. */
+async function cpuPerScrape(node: StartedNode, count: number): Promise<{ cpu_ms_per_scrape: number; scrapes: number }> {
+  const pid = node.process.pid!;
+  const before = cpuMs(pid);
+  for (let i = 0; i < count; i++) await node.client.request('GET', '/node/metrics', { headers: { accept: 'text/plain' } });
+  return { cpu_ms_per_scrape: +((cpuMs(pid) - before) / count).toFixed(2), scrapes: count };
+}
 
 function targetOf(node: StartedNode): LoadTarget {
   const i = node.address.lastIndexOf(':');
@@ -90,6 +109,14 @@ try {
   const without = mean(results.filter((r) => !r.scraped).map((r) => r.writesPerSecond));
   const withScraper = mean(results.filter((r) => r.scraped).map((r) => r.writesPerSecond));
   process.stdout.write(JSON.stringify({ summary: true, without_scraper: Math.round(without), with_scraper: Math.round(withScraper), ratio: +(withScraper / without).toFixed(3) }) + '\n');
+  if (cpuScrapes > 0) {
+    // The same without the scrape's own work: a JSON GET /node/commit over the same client.
+    const pid = primary.process.pid!;
+    const before = cpuMs(pid);
+    for (let i = 0; i < cpuScrapes; i++) await primary.client.request('GET', '/node/commit');
+    const requestMs = (cpuMs(pid) - before) / cpuScrapes;
+    process.stdout.write(JSON.stringify({ idle_primary: true, ...(await cpuPerScrape(primary, cpuScrapes)), cpu_ms_per_plain_request: +requestMs.toFixed(2) }) + '\n');
+  }
 } finally {
   await network.stopAll();
 }

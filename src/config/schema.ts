@@ -44,6 +44,14 @@ function uniqueNames(items: readonly { name: string }[], ctx: z.core.$Refinement
 
 const RPC_INTERFACE_DEFAULTS = { maxBodySize: '1MB', maxOpenSessions: 1000, tlsHandshakeTimeout: '10s', firstRequestTimeout: '10s' } as const;
 
+/** An IP address (v4 or v6), as a client's source address appears. */
+function ipAddress() {
+  return z
+    .string()
+    .refine((text) => isIpv4(text) || isIpv6(text), { message: 'not an IP address (examples: "127.0.0.1", "::1")' })
+    .meta({ description: 'an IPv4 or IPv6 address' });
+}
+
 /** The smallest max_waiting_work_size (waitingWorkBytesMin in src/node/limits.ts, which asserts why). */
 export const WAITING_WORK_SIZE_MIN_BYTES = 1024 * 1024;
 /**
@@ -109,6 +117,12 @@ export function nodeConfigSchema(baseDir: string) {
     first_request_timeout: positiveDurationMs().prefault(RPC_INTERFACE_DEFAULTS.firstRequestTimeout),
     /** Absent: pipelinedRequestsPerSessionDefault (src/node/limits.ts). */
     max_pipelined_requests: z.int().min(1).optional(),
+    /** Absent: requestsPerSecondPerAddressDefault (src/node/limits.ts). */
+    max_requests_per_second_per_address: z.number().positive().max(1e9).optional(),
+    /** Absent: requestBurstPerAddressFactor seconds of the rate (src/node/limits.ts). */
+    max_request_burst_per_address: z.int().min(1).optional(),
+    /** Absent: requestRateExemptAddressesDefault (src/node/limits.ts). */
+    request_rate_exempt_addresses: z.array(ipAddress()).max(256).optional(),
   };
   const namedRpcInterfaces = z
     .record(z.string().min(1), z.strictObject(rpcInterfaceFields))

@@ -88,6 +88,12 @@ export interface RpcInterfaceConfig {
   first_request_timeout: number;
   /** Requests one connection may have in flight (pipelined); absent: the node's default (32). */
   max_pipelined_requests?: number | undefined;
+  /** Requests per second one client address may send (token bucket refill); absent: the node's default. */
+  max_requests_per_second_per_address?: number | undefined;
+  /** Requests one client address may send at once beyond its rate (bucket size); absent: twice the rate. */
+  max_request_burst_per_address?: number | undefined;
+  /** Client addresses not rate-limited; absent: the loopback addresses. */
+  request_rate_exempt_addresses?: string[] | undefined;
 }
 
 export interface NodeToNodeInterfaceConfig {

@@ -22,6 +22,8 @@ interface ConnectionPipeline {
   inFlight: number;
   /** Stopped reading by this gate (Node may also pause the socket for its own reasons). */
   paused: boolean;
+  /** Stopped reading until this timer fires: its address sent requests beyond its rate. */
+  rateHold: NodeJS.Timeout | undefined;
 }
 
 /** Counts of the gate (GET /node/metrics). */
@@ -60,11 +62,15 @@ export class PipeliningGate {
   arrived(socket: Socket, res: ServerResponse): boolean {
     let pipeline = this.connections.get(socket);
     if (pipeline === undefined) {
-      const created: ConnectionPipeline = { inFlight: 0, paused: false };
+      const created: ConnectionPipeline = { inFlight: 0, paused: false, rateHold: undefined };
       this.connections.set(socket, (pipeline = created));
       // Node resumes a socket it paused itself (its answers piled up) once they drain: ours stays paused.
       socket.on('resume', () => {
-        if (created.paused) socket.pause();
+        if (created.paused || created.rateHold !== undefined) socket.pause();
+      });
+      socket.once('close', () => {
+        if (created.rateHold !== undefined) clearTimeout(created.rateHold);
+        created.rateHold = undefined;
       });
     }
     if (pipeline.inFlight >= this.maxInFlight) {
@@ -81,7 +87,7 @@ export class PipeliningGate {
       current.inFlight--;
       if (current.paused && current.inFlight <= this.resumeAt && !socket.destroyed) {
         current.paused = false;
-        socket.resume();
+        if (current.rateHold === undefined) socket.resume();
       }
     };
     res.once('finish', done);
@@ -105,6 +111,22 @@ export class PipeliningGate {
     pipeline.paused = true;
     this.pausedCount++;
     socket.pause();
+  }
+
+  /**
+   * A request on `socket` was refused because its address exceeds its request rate: the
+   * connection is not read for `ms` (what it sends meanwhile waits in TCP's buffers, costing the
+   * node nothing), then read again unless the gate holds it for its pipeline.
+   */
+  holdBackFor(socket: Socket, ms: number): void {
+    const pipeline = this.connections.get(socket);
+    if (pipeline === undefined || pipeline.rateHold !== undefined || socket.destroyed) return;
+    socket.pause();
+    pipeline.rateHold = setTimeout(() => {
+      pipeline.rateHold = undefined;
+      if (!pipeline.paused && !socket.destroyed) socket.resume();
+    }, ms);
+    pipeline.rateHold.unref();
   }
 
   metrics(): PipeliningMetrics {

@@ -9,14 +9,14 @@
  * the node when scraped, so it costs nothing between scrapes.
  */
 import { X509Certificate } from 'node:crypto';
-import { readdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { jsonCodec } from '../kv/index.js';
 import type { NodeOperatorQueries } from '../node/api.js';
 import { GovTables, PROPOSAL_STATES } from '../gov/index.js';
 import type { SessionMetrics } from './sessions.js';
 import type { WaitingWorkMetrics } from './waiting-work.js';
+import type { RequestRateMetrics } from './request-rate.js';
+import { LedgerFolderStats, SnapshotFolderStats } from './metrics-files.js';
 
 /** The content type of the text exposition format (Prometheus asks for it, OpenMetrics or not). */
 export const PROMETHEUS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
@@ -29,7 +29,7 @@ export function wantsPrometheusText(accept: string | undefined): boolean {
 /** What the scrape reads from the node, besides its operator queries. */
 export interface MetricsSources {
   readonly node: NodeOperatorQueries;
-  readonly sessions: () => Record<string, SessionMetrics>;
+  readonly sessions: () => Record<string, SessionMetrics & { readonly request_rate?: RequestRateMetrics }>;
   /** The node-wide budget of waiting requests (src/http/waiting-work.ts). */
   readonly waitingWork: () => WaitingWorkMetrics;
   readonly ledgerDirectory: string;
@@ -42,10 +42,39 @@ const LATENCY_BUCKETS_SECONDS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05
 const DISK_BUCKETS_SECONDS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
 const anyJson = jsonCodec<any>();
 
-/** A committed snapshot's name: snapshot_<seqno>_<evidence seqno>.committed. */
-const COMMITTED_SNAPSHOT = /^snapshot_(\d+)_(\d+)\.committed$/;
-/** A ledger chunk file: ledger_<first>[-<last>][.committed][.recovery]. */
-const LEDGER_CHUNK = /^ledger_\d+/;
+/**
+ * The node's reports read once per scrape, however many gauges use them (each report reads the
+ * store; the network report parses the service certificate).
+ */
+type NetworkReport = ReturnType<NodeOperatorQueries['networkReport']>;
+type ConsensusReport = ReturnType<NodeOperatorQueries['consensusReport']>;
+type NodeStateReport = ReturnType<NodeOperatorQueries['stateReport']>;
+
+class ScrapeReads {
+  private network: NetworkReport | undefined;
+  private consensus: ConsensusReport | undefined;
+  private state: NodeStateReport | undefined;
+  private sessionsRead: ReturnType<MetricsSources['sessions']> | undefined;
+  private ledger: ReturnType<LedgerFolderStats['read']> | undefined;
+
+  constructor(readonly sources: MetricsSources) {}
+
+  networkReport(): NetworkReport {
+    return (this.network ??= this.sources.node.networkReport());
+  }
+  consensusReport(): ConsensusReport {
+    return (this.consensus ??= this.sources.node.consensusReport());
+  }
+  stateReport(): NodeStateReport {
+    return (this.state ??= this.sources.node.stateReport());
+  }
+  sessions(): ReturnType<MetricsSources['sessions']> {
+    return (this.sessionsRead ??= this.sources.sessions());
+  }
+  ledgerFiles(stats: LedgerFolderStats | undefined): ReturnType<LedgerFolderStats['read']> | undefined {
+    return (this.ledger ??= stats?.read());
+  }
+}
 
 /** The registry of one node process; also the ledger files' DiskTimings (src/platform/fs-disk.ts). */
 export class NodeMetrics {
@@ -57,6 +86,14 @@ export class NodeMetrics {
   private readonly appendedBytes: Counter;
   private readonly syncSeconds: Histogram;
   private sources: MetricsSources | undefined;
+  /** What the scrape in progress read from the node (undefined between scrapes). */
+  private reads: ScrapeReads | undefined;
+  private ledgerFiles: LedgerFolderStats | undefined;
+  private snapshotFiles: SnapshotFolderStats | undefined;
+  /** Changes of primary as of a view whose first entry was already in the history (the count moves only with a new view). */
+  private primaryChanges: { view: number; count: number } | undefined;
+  /** Expiry of the certificates last parsed, by PEM (they change with a renewal, not between scrapes). */
+  private readonly expiries = new Map<string, number | undefined>();
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
@@ -77,6 +114,8 @@ export class NodeMetrics {
   /** The node and its files, once they exist (before, the scraped figures are absent). */
   attach(sources: MetricsSources): void {
     this.sources = sources;
+    this.ledgerFiles = new LedgerFolderStats(sources.ledgerDirectory);
+    this.snapshotFiles = new SnapshotFolderStats(sources.snapshotsDirectory);
   }
 
   requestDone(interfaceName: string, route: string, method: string, status: number, seconds: number): void {
@@ -98,8 +137,34 @@ export class NodeMetrics {
     this.syncSeconds.observe(seconds);
   }
 
-  text(): Promise<string> {
-    return this.registry.metrics();
+  async text(): Promise<string> {
+    const reads = this.sources === undefined ? undefined : new ScrapeReads(this.sources);
+    this.reads = reads;
+    try {
+      return await this.registry.metrics();
+    } finally {
+      if (this.reads === reads) this.reads = undefined;
+    }
+  }
+
+  /** Changes of primary over the service's life: the view history is walked only when the view moved since it was last complete. */
+  private primaryChangesNow(s: ScrapeReads): number {
+    const view = s.consensusReport().current_view;
+    if (this.primaryChanges !== undefined && this.primaryChanges.view === view) return this.primaryChanges.count;
+    const history = s.sources.node.viewHistory();
+    const count = Math.max(0, history.length - 1);
+    const lastView = Number(history[history.length - 1]?.split('.')[0] ?? 0);
+    // Until the new view's first entry is in the history, the count may still move: walk again next time.
+    this.primaryChanges = lastView === view ? { view, count } : undefined;
+    return count;
+  }
+
+  private expiryOf(pem: string): number | undefined {
+    if (this.expiries.has(pem)) return this.expiries.get(pem);
+    const expiry = expiryOf(pem);
+    if (this.expiries.size >= 8) this.expiries.clear();
+    this.expiries.set(pem, expiry);
+    return expiry;
   }
 
   /** Gauges whose value is read from the node at scrape time. */
@@ -107,7 +172,7 @@ export class NodeMetrics {
     const registers = [this.registry];
     // eslint-disable-next-line @typescript-eslint/no-this-alias -- prom-client calls collect with the gauge as `this`
     const self = this;
-    const gauge = <L extends string>(name: string, help: string, labelNames: readonly L[], collect: (g: Gauge<L>, s: MetricsSources) => void) =>
+    const gauge = <L extends string>(name: string, help: string, labelNames: readonly L[], collect: (g: Gauge<L>, s: ScrapeReads) => void) =>
       new Gauge<L>({
         name,
         help,
@@ -115,27 +180,28 @@ export class NodeMetrics {
         registers,
         collect: function (this: Gauge<L>) {
           this.reset();
-          if (self.sources !== undefined) collect(this, self.sources);
+          const reads = self.reads ?? (self.sources === undefined ? undefined : new ScrapeReads(self.sources));
+          if (reads !== undefined) collect(this, reads);
         },
       });
-    gauge('covenant_node_is_primary', 'Whether this node is the primary (1) or not (0)', [], (g, s) => g.set(s.node.isPrimary() ? 1 : 0));
-    gauge('covenant_node_state', "This node's lifecycle state: 1 for the current one", ['state'], (g, s) => g.labels(s.node.state).set(1));
-    gauge('covenant_service_is_open', 'Whether the service is Open (1) or not (0)', [], (g, s) => g.set(s.node.networkReport().service_status === 'Open' ? 1 : 0));
-    gauge('covenant_service_status', "The service's status as this node knows it: 1 for the current one", ['status'], (g, s) => g.labels(s.node.networkReport().service_status).set(1));
-    gauge('covenant_service_recovery_count', 'Disaster recoveries the service went through', [], (g, s) => g.set(s.node.networkReport().recovery_count));
-    gauge('covenant_consensus_view', 'The current view (Raft term); it rises with every election', [], (g, s) => g.set(s.node.consensusReport().current_view));
+    gauge('covenant_node_is_primary', 'Whether this node is the primary (1) or not (0)', [], (g, s) => g.set(s.sources.node.isPrimary() ? 1 : 0));
+    gauge('covenant_node_state', "This node's lifecycle state: 1 for the current one", ['state'], (g, s) => g.labels(s.sources.node.state).set(1));
+    gauge('covenant_service_is_open', 'Whether the service is Open (1) or not (0)', [], (g, s) => g.set(s.networkReport().service_status === 'Open' ? 1 : 0));
+    gauge('covenant_service_status', "The service's status as this node knows it: 1 for the current one", ['status'], (g, s) => g.labels(s.networkReport().service_status).set(1));
+    gauge('covenant_service_recovery_count', 'Disaster recoveries the service went through', [], (g, s) => g.set(s.networkReport().recovery_count));
+    gauge('covenant_consensus_view', 'The current view (Raft term); it rises with every election', [], (g, s) => g.set(s.consensusReport().current_view));
     gauge('covenant_consensus_primary_changes', 'Views that have entries in the ledger, less one: changes of primary over the service\'s life', [], (g, s) =>
-      g.set(Math.max(0, s.node.viewHistory().length - 1)),
+      g.set(self.primaryChangesNow(s)),
     );
-    gauge('covenant_consensus_commit_seqno', 'The highest committed seqno this node knows', [], (g, s) => g.set(s.node.consensusReport().commit_seqno));
-    gauge('covenant_consensus_last_seqno', 'The last seqno in this node\'s ledger', [], (g, s) => g.set(s.node.consensusReport().last_seqno));
-    gauge('covenant_ledger_last_signed_seqno', 'The seqno of the last signature transaction', [], (g, s) => g.set(s.node.stateReport().last_signed_seqno));
+    gauge('covenant_consensus_commit_seqno', 'The highest committed seqno this node knows', [], (g, s) => g.set(s.consensusReport().commit_seqno));
+    gauge('covenant_consensus_last_seqno', 'The last seqno in this node\'s ledger', [], (g, s) => g.set(s.consensusReport().last_seqno));
+    gauge('covenant_ledger_last_signed_seqno', 'The seqno of the last signature transaction', [], (g, s) => g.set(s.stateReport().last_signed_seqno));
     gauge('covenant_ledger_unsigned_entries', 'Entries after the last signature (the signature interval in entries, as it stands)', [], (g, s) =>
-      g.set(Math.max(0, s.node.consensusReport().last_seqno - s.node.stateReport().last_signed_seqno)),
+      g.set(Math.max(0, s.consensusReport().last_seqno - s.stateReport().last_signed_seqno)),
     );
     gauge('covenant_governance_proposals', 'Governance proposals by state', ['state'], (g, s) => {
       const counts = new Map<string, number>(PROPOSAL_STATES.map((state) => [state, 0]));
-      s.node.executeRead((tx) => tx.map(GovTables.proposalsInfo, anyJson).forEach((info: { state?: string }) => {
+      s.sources.node.executeRead((tx) => tx.map(GovTables.proposalsInfo, anyJson).forEach((info: { state?: string }) => {
         const state = String(info?.state ?? 'Unknown');
         counts.set(state, (counts.get(state) ?? 0) + 1);
       }));
@@ -143,7 +209,7 @@ export class NodeMetrics {
     });
     gauge('covenant_nodes', 'Nodes of the service by status (Pending nodes await members\' trust)', ['status'], (g, s) => {
       const counts = new Map<string, number>();
-      for (const n of s.node.listNodes()) counts.set(n.status, (counts.get(n.status) ?? 0) + 1);
+      for (const n of s.sources.node.listNodes()) counts.set(n.status, (counts.get(n.status) ?? 0) + 1);
       for (const [status, count] of counts) g.labels(status).set(count);
     });
     for (const [field, help] of [
@@ -151,31 +217,35 @@ export class NodeMetrics {
       ['peak', 'The most client sessions open at once since start'],
       ['dropped', 'Connections closed at accept (cap or address share exhausted) since start'],
       ['timed_out', 'Connections closed for want of a TLS handshake or a first request in time, since start'],
+      ['evicted', 'Sessions closed to make room for a client on an address holding fewer, since start'],
     ] as const) {
       gauge(`covenant_http_sessions_${field}`, help, ['interface'], (g, s) => {
         for (const [name, metrics] of Object.entries(s.sessions())) g.labels(name).set(metrics[field]);
       });
     }
-    gauge('covenant_http_waiting_work_bytes', 'Bytes of requests waiting (bodies, linearizable reads, commits, forwards) against the node-wide budget', [], (g, s) => g.set(s.waitingWork().used_bytes));
-    gauge('covenant_http_waiting_work_max_bytes', 'The node-wide budget of waiting requests (max_waiting_work_size)', [], (g, s) => g.set(s.waitingWork().max_bytes));
-    gauge('covenant_http_waiting_work_refused', 'Requests refused for want of budget (503 WaitingWorkBudgetExhausted) since start', [], (g, s) => g.set(s.waitingWork().refused));
-    gauge('covenant_ledger_chunks', 'Ledger chunk files in ledger.directory', [], (g, s) => g.set(listFiles(s.ledgerDirectory).filter((f) => LEDGER_CHUNK.test(f)).length));
-    gauge('covenant_ledger_size_bytes', 'Bytes of the ledger chunk files in ledger.directory', [], (g, s) =>
-      g.set(listFiles(s.ledgerDirectory).filter((f) => LEDGER_CHUNK.test(f)).reduce((sum, f) => sum + fileSize(join(s.ledgerDirectory, f)), 0)),
-    );
-    gauge('covenant_snapshot_last_seqno', 'The seqno of the newest committed snapshot (0: none)', [], (g, s) => g.set(newestSnapshot(s.snapshotsDirectory)?.seqno ?? 0));
-    gauge('covenant_snapshot_size_bytes', 'The size of the newest committed snapshot', [], (g, s) => {
-      const newest = newestSnapshot(s.snapshotsDirectory);
+    gauge('covenant_http_requests_rate_limited', 'Requests refused beyond their address\'s rate (429 TooManyRequests) since start', ['interface'], (g, s) => {
+      for (const [name, metrics] of Object.entries(s.sessions())) {
+        if (metrics.request_rate !== undefined) g.labels(name).set(metrics.request_rate.refused);
+      }
+    });
+    gauge('covenant_http_waiting_work_bytes', 'Bytes of requests waiting (bodies, linearizable reads, commits, forwards) against the node-wide budget', [], (g, s) => g.set(s.sources.waitingWork().used_bytes));
+    gauge('covenant_http_waiting_work_max_bytes', 'The node-wide budget of waiting requests (max_waiting_work_size)', [], (g, s) => g.set(s.sources.waitingWork().max_bytes));
+    gauge('covenant_http_waiting_work_refused', 'Requests refused for want of budget (503 WaitingWorkBudgetExhausted) since start', [], (g, s) => g.set(s.sources.waitingWork().refused));
+    gauge('covenant_ledger_chunks', 'Ledger chunk files in ledger.directory', [], (g, s) => g.set(s.ledgerFiles(self.ledgerFiles)?.chunks ?? 0));
+    gauge('covenant_ledger_size_bytes', 'Bytes of the ledger chunk files in ledger.directory', [], (g, s) => g.set(s.ledgerFiles(self.ledgerFiles)?.sizeBytes ?? 0));
+    gauge('covenant_snapshot_last_seqno', 'The seqno of the newest committed snapshot (0: none)', [], (g) => g.set(self.snapshotFiles?.newest()?.seqno ?? 0));
+    gauge('covenant_snapshot_size_bytes', 'The size of the newest committed snapshot', [], (g) => {
+      const newest = self.snapshotFiles?.newest();
       if (newest !== undefined) g.set(newest.sizeBytes);
     });
     gauge('covenant_snapshot_age_seconds', 'Seconds since the newest committed snapshot was written', [], (g, s) => {
-      const newest = newestSnapshot(s.snapshotsDirectory);
-      if (newest !== undefined) g.set(Math.max(0, (s.node.clock.nowMs() - newest.mtimeMs) / 1000));
+      const newest = self.snapshotFiles?.newest();
+      if (newest !== undefined) g.set(Math.max(0, (s.sources.node.clock.nowMs() - newest.mtimeMs) / 1000));
     });
     gauge('covenant_certificate_expiry_timestamp_seconds', 'When a certificate this node serves stops being valid (Unix seconds)', ['certificate'], (g, s) => {
-      const service = expiryOf(s.node.networkReport().service_certificate);
+      const service = self.expiryOf(s.networkReport().service_certificate);
       if (service !== undefined) g.labels('service').set(service);
-      const own = expiryOf(s.nodeCertificatePem());
+      const own = self.expiryOf(s.sources.nodeCertificatePem());
       if (own !== undefined) g.labels('node').set(own);
     });
     for (const [field, help] of [
@@ -185,45 +255,14 @@ export class NodeMetrics {
       ['consecutive_failures', 'Token signing-key refreshes that failed since the last success'],
     ] as const) {
       gauge(`covenant_jwt_key_refresh_${field}`, `${help}, by issuer (this node refreshes while primary)`, ['issuer'], (g, s) => {
-        for (const [issuer, report] of Object.entries(s.node.jwtRefreshMetrics().issuers)) g.labels(issuer).set(report[field]);
+        for (const [issuer, report] of Object.entries(s.sources.node.jwtRefreshMetrics().issuers)) g.labels(issuer).set(report[field]);
       });
     }
     gauge('covenant_jwt_key_refresh_last_success_timestamp_seconds', 'When an issuer\'s keys were last refreshed (Unix seconds)', ['issuer'], (g, s) => {
-      for (const [issuer, report] of Object.entries(s.node.jwtRefreshMetrics().issuers)) {
+      for (const [issuer, report] of Object.entries(s.sources.node.jwtRefreshMetrics().issuers)) {
         if (report.last_success_at !== undefined) g.labels(issuer).set(Date.parse(report.last_success_at) / 1000);
       }
     });
-  }
-}
-
-function listFiles(directory: string): string[] {
-  try {
-    return readdirSync(directory);
-  } catch {
-    return []; // not created yet
-  }
-}
-
-function fileSize(file: string): number {
-  try {
-    return statSync(file).size;
-  } catch {
-    return 0; // renamed or removed since it was listed
-  }
-}
-
-function newestSnapshot(directory: string): { seqno: number; sizeBytes: number; mtimeMs: number } | undefined {
-  let newest: { seqno: number; name: string } | undefined;
-  for (const name of listFiles(directory)) {
-    const m = COMMITTED_SNAPSHOT.exec(name);
-    if (m !== null && (newest === undefined || Number(m[1]) > newest.seqno)) newest = { seqno: Number(m[1]), name };
-  }
-  if (newest === undefined) return undefined;
-  try {
-    const stat = statSync(join(directory, newest.name));
-    return { seqno: newest.seqno, sizeBytes: stat.size, mtimeMs: stat.mtimeMs };
-  } catch {
-    return undefined; // removed since it was listed
   }
 }
 

@@ -20,7 +20,9 @@ import { SessionTable, type SessionLimits, type SessionMetrics } from './session
 import { checkRequestHead, handleClientError, refuseConnect, type ClientErrorContext } from './protocol-checks.js';
 import { PipeliningGate, tooManyPipelinedRequests, type PipeliningMetrics } from './pipelining.js';
 import { clientRequestCostBytes, waitingWorkExhausted, type ReleaseWaitingWork, type WaitingWorkBudget } from './waiting-work.js';
-import { pipelinedRequestsPerSessionDefault } from '../node/node.js';
+import { pipelinedRequestsPerSessionDefault, requestsPerTurnMax, requestTurnMs } from '../node/node.js';
+import { RequestTurnBudget } from './turn-budget.js';
+import { RequestRateLimiter, tooManyRequests, type RequestRateLimits, type RequestRateMetrics } from './request-rate.js';
 
 export interface TlsIdentity {
   readonly keyPem: string;
@@ -61,6 +63,10 @@ export interface RpcInterfaceOptions extends SessionLimits {
   readonly maxPipelinedRequests?: number;
   /** The node-wide budget every request waits in, shared by the node's interfaces; absent: none. */
   readonly waitingWork?: WaitingWorkBudget;
+  /** The rate at which one client address may send requests (request-rate.ts); absent: none. */
+  readonly requestRate?: RequestRateLimits;
+  /** The request work one event-loop turn may do, shared by the node's interfaces; absent: this interface's own. */
+  readonly turnBudget?: RequestTurnBudget;
 }
 
 const ANONYMOUS: Caller = { kind: 'anonymous' };
@@ -74,6 +80,8 @@ export class RpcInterface {
   private readonly features: ReadonlySet<string>;
   private readonly sessions: SessionTable;
   private readonly pipelining: PipeliningGate;
+  private readonly requestRate: RequestRateLimiter | undefined;
+  private readonly turns: RequestTurnBudget;
   /** What each request in progress took from the waiting-work budget, given back with its answer. */
   private readonly waiting = new WeakMap<ServerResponse, ReleaseWaitingWork>();
   private held: { res: ServerResponse; response: RouteResponse; isHead: boolean }[] = [];
@@ -83,6 +91,8 @@ export class RpcInterface {
     this.features = new Set(options.enabledFeatures);
     const sessions = (this.sessions = new SessionTable(options, options.logger, options.name));
     this.pipelining = new PipeliningGate(options.maxPipelinedRequests ?? pipelinedRequestsPerSessionDefault);
+    this.requestRate = options.requestRate === undefined ? undefined : new RequestRateLimiter(options.requestRate);
+    this.turns = options.turnBudget ?? new RequestTurnBudget(requestsPerTurnMax, requestTurnMs);
     this.server = https.createServer(
       {
         key: options.tls.keyPem,
@@ -113,8 +123,9 @@ export class RpcInterface {
   }
 
   /** Session counts for GET /node/metrics. */
-  sessionMetrics(): SessionMetrics & { pipelining: PipeliningMetrics } {
-    return { ...this.sessions.metrics(), pipelining: this.pipelining.metrics() };
+  sessionMetrics(): SessionMetrics & { pipelining: PipeliningMetrics; request_rate?: RequestRateMetrics } {
+    const rate = this.requestRate?.metrics();
+    return { ...this.sessions.metrics(), pipelining: this.pipelining.metrics(), ...(rate !== undefined ? { request_rate: rate } : {}) };
   }
 
   get name(): string {
@@ -161,16 +172,27 @@ export class RpcInterface {
       const startedMs = performance.now();
       res.once('finish', () => observe(this.options.name, routePath, req.method ?? '', res.statusCode, (performance.now() - startedMs) / 1000));
     }
-    if (!this.sessions.requestArrived(req.socket)) {
+    if (!this.sessions.requestArrived(req.socket, res)) {
       const max = this.options.maxOpenSessions;
       this.fail(res, new CovenantError('SessionCapExhausted', `this interface serves at most ${max} client sessions at once: retry shortly`, 503), undefined);
       return;
     }
     if (!this.admit(req, res)) return;
+    // Routed and executed in this turn if it has room, else in a later one (turn-budget.ts).
+    this.turns.run(() => this.routeAndRun(req, res, (path) => (routePath = path)), req.socket);
+  }
+
+  /** Matches the route, authenticates the caller, reads the body and runs the handler (or forwards). */
+  private routeAndRun(req: IncomingMessage, res: ServerResponse, matched: (routePath: string) => void): void {
+    if (req.socket.destroyed) {
+      // Deferred, and its client went away meanwhile: no answer can reach it, nothing is run.
+      this.answered(res);
+      return;
+    }
     let request: RoutedRequest;
     try {
       request = this.route(req, res);
-      routePath = request.route.path;
+      matched(request.route.path);
     } catch (e) {
       this.fail(res, toCovenantError(e), e);
       return;
@@ -188,13 +210,26 @@ export class RpcInterface {
   }
 
   /**
-   * The request's place in its connection's pipeline and its bytes in the node's waiting work,
-   * both given back with its answer; false when it was refused (answered 503) for want of either.
+   * The request's place in its connection's pipeline, a token of its address's request rate and
+   * its bytes in the node's waiting work, the first and last given back with its answer; false
+   * when it was refused (answered 503, or 429 beyond the rate) for want of one of them.
    */
   private admit(req: IncomingMessage, res: ServerResponse): boolean {
     if (!this.pipelining.arrived(req.socket, res)) {
       this.fail(res, tooManyPipelinedRequests(this.options.maxPipelinedRequests ?? pipelinedRequestsPerSessionDefault), undefined);
       return false;
+    }
+    const rate = this.requestRate;
+    if (rate !== undefined) {
+      const waitMs = rate.take(req.socket.remoteAddress);
+      if (waitMs > 0) {
+        // Not read again for as long as the answer tells the client to wait: what it pipelines
+        // meanwhile waits in TCP's buffers instead of costing the node one refusal each.
+        const refusal = tooManyRequests(this.options.requestRate!, waitMs);
+        this.pipelining.holdBackFor(req.socket, refusal.retryAfterSeconds! * 1000);
+        this.fail(res, refusal, undefined);
+        return false;
+      }
     }
     const budget = this.options.waitingWork;
     if (budget === undefined) return true;

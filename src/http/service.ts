@@ -22,6 +22,9 @@ import { RpcInterface, type TlsIdentity } from './server.js';
 import { PrimaryForwarder } from './forwarding.js';
 import { WaitingWorkBudget } from './waiting-work.js';
 import { waitingWorkBytesDefault } from '../node/node.js';
+import { requestRateLimitsOf } from './request-rate-config.js';
+import { RequestTurnBudget } from './turn-budget.js';
+import { requestsPerTurnMax, requestTurnMs } from '../node/node.js';
 import { EventLoopDelayMonitor } from '../platform/event-loop-delay.js';
 
 export interface NodeServerOptions {
@@ -63,6 +66,8 @@ export class NodeServer {
   private readonly forwarder: PrimaryForwarder;
   /** One budget for the waiting requests of every interface and the requests forwarded to this node. */
   private readonly waitingWork: WaitingWorkBudget;
+  /** One bound on the request work of an event-loop turn, for every interface. */
+  private readonly turnBudget = new RequestTurnBudget(requestsPerTurnMax, requestTurnMs);
 
   private tls: TlsIdentity;
   private readonly eventLoop = new EventLoopDelayMonitor();
@@ -118,6 +123,7 @@ export class NodeServer {
           return json(200, {
             sessions: this.sessionReport(),
             waiting_work: this.waitingWork.metrics(),
+            request_turns: this.turnBudget.metrics(),
             certificates: node.certificateMetrics(),
             event_loop: this.eventLoop.report(),
             snapshots: node.snapshotMetrics(),
@@ -145,6 +151,8 @@ export class NodeServer {
           tlsHandshakeTimeoutMs: iface.tls_handshake_timeout,
           firstRequestTimeoutMs: iface.first_request_timeout,
           ...(iface.max_pipelined_requests !== undefined ? { maxPipelinedRequests: iface.max_pipelined_requests } : {}),
+          requestRate: requestRateLimitsOf(iface),
+          turnBudget: this.turnBudget,
           waitingWork: this.waitingWork,
           authenticator,
           forwarder: this.forwarder,

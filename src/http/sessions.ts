@@ -2,7 +2,10 @@
  * Session accounting and admission for one RPC interface: every TCP connection is counted from
  * accept, handshake finished or not, and sorted against max_open_sessions and its address's share
  * into a session, a connection held only to be answered 503 SessionCapExhausted, or one dropped
- * at once. A session must send its first request in time. The counts feed GET /node/metrics.
+ * at once. When every session is taken, a connection from an address holding fewer of them than
+ * the address holding the most takes the place of that address's oldest idle session (or oldest
+ * session): attackers on several addresses cannot lock out a client on another. A session must
+ * send its first request in time. The counts feed GET /node/metrics.
  */
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
@@ -51,6 +54,8 @@ export interface SessionMetrics {
   readonly dropped: number;
   /** Connections closed for want of a TLS handshake or a first request in time, since start. */
   readonly timed_out: number;
+  /** Sessions closed to make room for a connection from an address holding fewer, since start. */
+  readonly evicted: number;
 }
 
 export interface SessionLimits {
@@ -74,11 +79,20 @@ interface Connection {
   readonly admitted: boolean;
   /** Runs until the first request's head arrives. */
   firstRequestTimer: NodeJS.Timeout | undefined;
+  /** The accepted TCP socket, and the TLS socket on it once the handshake completed. */
+  readonly socket: Socket;
+  tlsSocket: TLSSocket | undefined;
+  /** Requests read and not yet answered (0: the session is idle). */
+  inFlight: number;
+  /** No longer counted (closed, or evicted and closing). */
+  released: boolean;
 }
 
 interface AddressCount {
   admitted: number;
   refusing: number;
+  /** The address's admitted connections, oldest first (a Set keeps insertion order). */
+  readonly sessions: Set<Connection>;
 }
 
 interface SessionCaps {
@@ -101,6 +115,7 @@ export class SessionTable {
   private peakCount = 0;
   private droppedCount = 0;
   private timedOutCount = 0;
+  private evictedCount = 0;
   private readonly caps: SessionCaps | undefined;
   private readonly firstRequestTimeoutMs: number;
 
@@ -133,10 +148,10 @@ export class SessionTable {
       return;
     }
     let count = this.byAddress.get(address);
-    if (count === undefined) this.byAddress.set(address, (count = { admitted: 0, refusing: 0 }));
+    if (count === undefined) this.byAddress.set(address, (count = { admitted: 0, refusing: 0, sessions: new Set() }));
     let admitted = true;
     const caps = this.caps;
-    if (caps !== undefined && (this.admittedCount >= caps.sessions || count.admitted >= caps.perAddress)) {
+    if (caps !== undefined && (count.admitted >= caps.perAddress || (this.admittedCount >= caps.sessions && !this.evictForNewcomer(count)))) {
       if (this.refusingCount >= caps.refusing || count.refusing >= caps.refusingPerAddress) {
         this.droppedCount++;
         if (count.admitted === 0 && count.refusing === 0) this.byAddress.delete(address);
@@ -145,22 +160,62 @@ export class SessionTable {
       }
       admitted = false;
     }
-    const connection: Connection = { address, admitted, firstRequestTimer: undefined };
-    this.count(count, admitted, +1);
+    const connection: Connection = { address, admitted, firstRequestTimer: undefined, socket, tlsSocket: undefined, inFlight: 0, released: false };
+    this.count(count, connection, +1);
     this.sockets.add(socket);
     this.accepted.set(key, connection);
     socket.once('close', () => {
       this.sockets.delete(socket);
       if (this.accepted.get(key) === connection) this.accepted.delete(key);
-      if (connection.firstRequestTimer !== undefined) clearTimeout(connection.firstRequestTimer);
-      const c = this.byAddress.get(address)!;
-      this.count(c, admitted, -1);
-      if (c.admitted === 0 && c.refusing === 0) this.byAddress.delete(address);
+      this.release(connection);
     });
   }
 
-  private count(count: AddressCount, admitted: boolean, delta: 1 | -1): void {
-    if (admitted) {
+  /** Stops counting a connection (closed, or evicted and closing); once. */
+  private release(connection: Connection): void {
+    if (connection.released) return;
+    connection.released = true;
+    if (connection.firstRequestTimer !== undefined) clearTimeout(connection.firstRequestTimer);
+    connection.firstRequestTimer = undefined;
+    const c = this.byAddress.get(connection.address)!;
+    this.count(c, connection, -1);
+    if (c.admitted === 0 && c.refusing === 0) this.byAddress.delete(connection.address);
+  }
+
+  /**
+   * Every session is taken and a connection arrives from the address counted in `newcomer`: when
+   * another address holds at least two more sessions, its oldest idle session (or, with none idle,
+   * its oldest) is closed to make room, and true returned. The cap then shares the sessions out
+   * among addresses rather than serving whoever came first.
+   */
+  private evictForNewcomer(newcomer: AddressCount): boolean {
+    let top: AddressCount | undefined;
+    for (const count of this.byAddress.values()) if (top === undefined || count.admitted > top.admitted) top = count;
+    if (top === undefined || top === newcomer || top.admitted < newcomer.admitted + 2) return false;
+    let victim: Connection | undefined;
+    for (const connection of top.sessions) {
+      victim ??= connection;
+      if (connection.inFlight === 0) {
+        victim = connection;
+        break;
+      }
+    }
+    if (victim === undefined) return false;
+    this.evictedCount++;
+    this.logger.debug('every session is taken: closing the oldest idle session of the address holding the most', {
+      interface: this.interfaceName,
+      address: victim.address,
+      sessions: top.admitted,
+    });
+    this.release(victim);
+    (victim.tlsSocket ?? victim.socket).destroy();
+    return true;
+  }
+
+  private count(count: AddressCount, connection: Connection, delta: 1 | -1): void {
+    if (connection.admitted) {
+      if (delta > 0) count.sessions.add(connection);
+      else count.sessions.delete(connection);
       count.admitted += delta;
       this.admittedCount += delta;
       if (this.admittedCount > this.peakCount) this.peakCount = this.admittedCount;
@@ -180,6 +235,7 @@ export class SessionTable {
     }
     this.accepted.delete(key);
     this.sessions.set(socket, connection);
+    connection.tlsSocket = socket;
     connection.firstRequestTimer = setTimeout(() => {
       connection.firstRequestTimer = undefined;
       this.timedOutCount++;
@@ -190,15 +246,20 @@ export class SessionTable {
   }
 
   /**
-   * A request's head arrived on `socket`: its first-request deadline no longer runs. False when
-   * the connection is one too many, to be answered 503 SessionCapExhausted.
+   * A request's head arrived on `socket`: its first-request deadline no longer runs, and the
+   * session is busy until `res` closes. False when the connection is one too many, to be answered
+   * 503 SessionCapExhausted.
    */
-  requestArrived(socket: Socket): boolean {
+  requestArrived(socket: Socket, res?: { once(event: 'close', listener: () => void): unknown }): boolean {
     const connection = this.sessions.get(socket);
     if (connection === undefined) return true;
     if (connection.firstRequestTimer !== undefined) {
       clearTimeout(connection.firstRequestTimer);
       connection.firstRequestTimer = undefined;
+    }
+    if (res !== undefined) {
+      connection.inFlight++;
+      res.once('close', () => connection.inFlight--);
     }
     return connection.admitted;
   }
@@ -223,6 +284,7 @@ export class SessionTable {
       ...(caps ? { soft_cap: caps.sessions, hard_cap: caps.sessions + caps.refusing, per_address_cap: caps.perAddress } : {}),
       dropped: this.droppedCount,
       timed_out: this.timedOutCount,
+      evicted: this.evictedCount,
     };
   }
 

@@ -113,7 +113,7 @@ function readU32(bytes: Uint8Array, at: number): number {
 /**
  * Serialises one entry. On the primary's hot path: one slab carve, no intermediate copies.
  * `into`, when given, receives the frame instead of a slab carve and must be exactly its size
- * (the sealing worker encodes each frame straight into the batch it answers with).
+ * (the framing worker encodes each frame straight into the batch it answers with).
  */
 export function encodeEntry(fields: EntryFields, into?: Uint8Array): Uint8Array {
   const { view, seqno, flags, claimsDigest, commitEvidenceDigest, publicBytes, privateBytes } = fields;

@@ -197,6 +197,32 @@ export const waitingWorkRetryAfterSeconds = 1;
  */
 export const pipelinedRequestsPerSessionDefault = 32;
 
+/*
+ * Request rate per client address (rpc_interfaces.*.max_requests_per_second_per_address): the
+ * waiting-work budget bounds the memory a flood holds, not the CPU it costs. A flood of cheap
+ * requests at a high rate, answered as fast as they come, took every other client's turn (1 to 2.5
+ * s of latency for them). Beyond its rate an address is answered 429 TooManyRequests and its
+ * connection is not read until its bucket refills. Loopback addresses are exempt by default
+ * (request_rate_exempt_addresses): the sandbox and the benchmarks run every client from there.
+ */
+
+/**
+ * Default rate: a busy remote client (a service's backend sending a thousand requests a second)
+ * is not refused, yet a single address can take only a fraction of a node's capacity (tens of
+ * thousands of small requests a second on a core).
+ */
+export const requestsPerSecondPerAddressDefault = 1000;
+/** Default burst, in seconds of the rate: a client may catch up after a pause this long. */
+export const requestBurstPerAddressFactor = 2;
+/** Client addresses whose rate one interface tracks (the least recently seen is forgotten first). */
+export const requestRateAddressesMax = 4096;
+/**
+ * Client addresses not rate-limited by default: the loopback ones (a sandbox, the benchmarks and
+ * the node host's own tools connect from there; a process on the node's host can do the node
+ * more harm than by flooding it).
+ */
+export const requestRateExemptAddressesDefault: readonly string[] = ['127.0.0.1', '::1'];
+
 /** Requests a backup may have waiting for the primary's answer at once (503 TooManyForwardedRequests beyond). */
 export const forwardedRequestsPendingMax = 10_000;
 
@@ -213,6 +239,22 @@ assert(
   'the default budget admits at least as many header-less waiters as the count caps',
 );
 assert(forwardedRequestsPendingMax >= pipelinedRequestsPerSessionDefault, 'a backup can forward one whole pipeline');
+assert(requestBurstPerAddressFactor >= 1, 'the default burst admits at least one second of requests');
+assert(
+  requestsPerSecondPerAddressDefault * requestBurstPerAddressFactor >= pipelinedRequestsPerSessionDefault,
+  'a client that pipelines a whole connection at once is not refused by the default rate',
+);
+assert(requestRateAddressesMax >= 1024, 'the addresses tracked exceed what a handful of attackers hold, so a flooding address stays tracked');
+/**
+ * Request work one turn of the event loop may do (src/http/turn-budget.ts): once a turn has started
+ * requestsPerTurnMax requests or spent requestTurnMs since its first, the rest wait for later turns,
+ * so that node-to-node messages and consensus ticks are never held behind thousands of requests
+ * (160 connections of pipelined committed writes once cost a primary its view). A committed write
+ * costs 50 to 200 µs of a loaded core: 256 of them fill about the time bound.
+ */
+export const requestsPerTurnMax = 256;
+export const requestTurnMs = 20;
+
 /**
  * Verdicts kept on the committed snapshots a node serves (one per file version): far above
  * files_cleanup.max_snapshots' default (10), so that a node serving its snapshots checks each once.
@@ -254,3 +296,5 @@ assert(snapshotSliceMs < eventLoopTurnMsBound / 2, 'a slice of a snapshot fits w
 assert(snapshotSliceCheckEntries * 0.02 < eventLoopTurnMsBound - snapshotSliceMs, 'between two looks at the clock a slice cannot overrun the turn bound (even at 20 µs per entry)');
 assert(snapshotSliceCheckEntries <= snapshotSliceEntriesMax, 'a slice checks the clock before its entry bound');
 assert(snapshotsUnevidencedMax >= 1, 'a node can hold the snapshot it is writing');
+assert(requestTurnMs < eventLoopTurnMsBound / 2, 'a turn of requests fits well within the turn bound');
+assert(requestsPerTurnMax >= pipelinedRequestsPerSessionDefault, 'one connection\'s whole pipeline can run in one turn');

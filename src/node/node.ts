@@ -56,6 +56,12 @@ export { RejoinRequested } from './flows/recover-sealing.js';
 export {
   forwardedRequestsPendingMax,
   pipelinedRequestsPerSessionDefault,
+  requestBurstPerAddressFactor,
+  requestRateAddressesMax,
+  requestRateExemptAddressesDefault,
+  requestsPerSecondPerAddressDefault,
+  requestsPerTurnMax,
+  requestTurnMs,
   waitingRequestHeadFactor,
   waitingRequestOverheadBytes,
   waitingWorkBytesDefault,
