@@ -36,6 +36,9 @@ import { TokenValidator } from '../jwt/index.js';
 import { CaPinnedJsonFetcher } from '../platform/key-fetcher.js';
 import { COVENANT_VERSION } from './version.js';
 
+/** The exit status of a node stopped by a broken invariant (EX_SOFTWARE, "internal software error"). */
+export const INVARIANT_EXIT_STATUS = 70;
+
 export function writeFileAtomic(path: string, text: string, mode = 0o644): void {
   mkdirSync(dirname(path), { recursive: true });
   const tmp = `${path}.tmp-${process.pid}`;
@@ -309,6 +312,12 @@ export async function runNodeCommand(configPath: string): Promise<void> {
       application,
       tls: { keyPem: node.nodePrivateKeyPem, certificatePem: node.selfSignedCertificatePem },
       metrics,
+      // Fail-stop: going on with a broken invariant could fork the ledger. No orderly stop either:
+      // it would run more of the code whose assumptions just failed.
+      failStop: (error) => {
+        logger.fatal('an invariant broke while a request was executed: the node stops', { reason: error.stack ?? error.message });
+        process.exit(INVARIANT_EXIT_STATUS);
+      },
     });
     const preferPorts = new Map<string, number>();
     for (const [name, iface] of Object.entries(config.rpc_interfaces)) {
