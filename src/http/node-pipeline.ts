@@ -8,7 +8,7 @@ import type { InvariantError } from '../base/assert.js';
 import { CovenantError } from '../base/errors.js';
 import type { Logger } from '../base/log.js';
 import type { NodeConfig } from '../config/index.js';
-import type { JsEngine } from '../gov/index.js';
+import type { JsEngine, SandboxLimits } from '../gov/index.js';
 import type { NodeOperatorQueries, NodeServices, NodeTransactions } from '../node/api.js';
 import { TokenValidator } from '../jwt/index.js';
 import { StoreAuthenticator } from './auth.js';
@@ -19,7 +19,7 @@ import { downloadDepsOf, downloadRoutes } from './frontends/downloads.js';
 import { openApiDocument } from './openapi.js';
 import { RequestPipeline } from './pipeline.js';
 import { PrimaryForwarder } from './forwarding.js';
-import type { HttpMethod, Route } from './route.js';
+import type { HttpMethod, Route, RouteResponse } from './route.js';
 import { Router, type MatchResult } from './router.js';
 import type { WaitingWorkBudget } from './waiting-work.js';
 
@@ -58,6 +58,8 @@ export interface NodePipelineOptions {
   readonly waitingWork?: WaitingWorkBudget;
   /** The governance sandbox to use (several nodes of one process may share one); default: one loaded for this node. */
   readonly governanceSandbox?: Promise<JsEngine>;
+  /** The governance sandbox's budgets; default: DEFAULT_SANDBOX_LIMITS. */
+  readonly governanceSandboxLimits?: SandboxLimits;
 }
 
 export interface NodePipeline {
@@ -69,16 +71,16 @@ export function createNodePipeline(options: NodePipelineOptions): NodePipeline {
   const { node } = options;
   const router = new Router(nodeRoutes(options), options.application ? (method, path) => options.application!.match(method, path) : undefined);
   const tokens = new TokenValidator({ lookup: (kid) => node.jwtSigningKeyRaw(kid), nowMs: () => node.clock.nowMs() });
-  const pipeline = new RequestPipeline({
+  const pipeline: RequestPipeline = new RequestPipeline({
     router,
     authenticator: new StoreAuthenticator({ isUser: (id) => node.isUser(id) }, tokens),
     node,
     // The forwarder runs what is forwarded to this node through this pipeline: each needs the other.
-    forwarder: { forward: (ctx, rawQuery) => forwarder.forward(ctx, rawQuery) },
+    forwarder: { forward: (ctx, rawQuery): Promise<RouteResponse> => forwarder.forward(ctx, rawQuery) },
     logger: options.logger,
     failStop: options.failStop,
   });
-  const forwarder = new PrimaryForwarder(node, () => pipeline, options.logger.child({ component: 'forwarding' }), node.clock, undefined, options.waitingWork);
+  const forwarder: PrimaryForwarder = new PrimaryForwarder(node, () => pipeline, options.logger.child({ component: 'forwarding' }), node.clock, undefined, options.waitingWork);
   return { pipeline, forwarder };
 }
 
@@ -106,6 +108,7 @@ function nodeRoutes(options: NodePipelineOptions): Route[] {
       nowMs: () => node.clock.nowMs(),
       ...(application ? { checkAppBundle: (bundle: unknown) => application.checkBundle(bundle) } : {}),
       ...(options.governanceSandbox ? { sandbox: options.governanceSandbox } : {}),
+      ...(options.governanceSandboxLimits ? { sandboxLimits: options.governanceSandboxLimits } : {}),
     }),
     ...statementRoutes({ node, primaryAddress }),
     ...options.appRoutes(node).map((route) => whileAppOpen(route, node)),
