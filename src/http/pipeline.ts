@@ -160,7 +160,7 @@ export class RequestPipeline {
       interfaceName: head.interfaceName,
       state,
     });
-    if (node === undefined) return finish(route.handler(ctx), state);
+    if (node === undefined) return run(route, ctx, state);
     if ((mode === 'readwrite' || linearizable) && !node.isPrimary()) {
       // Only the primary executes writes and confirms reads; a request forwarded once is not forwarded again.
       if (head.forwardedCaller !== undefined) throw notPrimary('the node the request was forwarded to is no longer primary');
@@ -168,8 +168,8 @@ export class RequestPipeline {
       if (forwarder !== undefined) return forwarder.forward(ctx, head.rawQuery);
     }
     if (mode === 'readwrite' && consistency !== 'default') return this.executeCommitted(route, ctx, state, node);
-    if (linearizable) return node.confirmLinearizableRead().then(() => finish(route.handler(ctx), state));
-    return finish(route.handler(ctx), state);
+    if (linearizable) return node.confirmLinearizableRead().then(() => run(route, ctx, state));
+    return run(route, ctx, state);
   }
 
   /** A write answered once its transaction is committed (refused before it runs when too many wait already). */
@@ -180,7 +180,7 @@ export class RequestPipeline {
       if (txId === undefined) return response;
       return node.awaitCommit(txId).then(() => response);
     };
-    const answer = finish(route.handler(ctx), state);
+    const answer = run(route, ctx, state);
     return answer instanceof Promise ? answer.then(waitForCommit) : Promise.resolve(waitForCommit(answer));
   }
 
@@ -254,6 +254,17 @@ function badConsistency(value: unknown, allowed: string): CovenantError {
 function namedTxId(response: RouteResponse): TxId | undefined {
   const named = response.headers?.[TRANSACTION_ID_HEADER];
   return typeof named === 'string' ? parseTxId(named) : undefined;
+}
+
+/** Runs the handler: its answer, or its error's, with the transaction id of what it read or wrote. */
+function run(route: Route, ctx: RequestContext, state: PipelineState): RouteResponse | Promise<RouteResponse> {
+  let answer: RouteResponse | Promise<RouteResponse>;
+  try {
+    answer = route.handler(ctx);
+  } catch (e) {
+    return failedAfter(e, state);
+  }
+  return finish(answer, state);
 }
 
 /** The answer with the transaction id of what the request read or wrote, unless the handler named one. */
