@@ -38,6 +38,7 @@ export default tseslint.config(
       'src/node/**/*.ts',
       'src/platform/node-channel*.ts',
       'src/http/forwarding.ts',
+      'src/http/pipeline.ts',
     ],
     rules: {
       'no-restricted-properties': [

@@ -22,6 +22,7 @@ import type { EntryLeafReader, EntryFramerFactory } from '../ledger/index.js';
 import { WorkerEntryLeafReader } from '../platform/worker-leaf-reader.js';
 import { WorkerEntryReplayer } from '../platform/worker-entry-replayer.js';
 import type { Logger } from '../base/log.js';
+import type { InvariantError } from '../base/assert.js';
 import { CovenantNode, RejoinRequested, type NodeAddresses, type RpcInterfaceAddress } from '../node/node.js';
 import type { NodeInit } from '../node/api.js';
 import { DecisionTransport } from '../platform/decision-transport.js';
@@ -35,6 +36,21 @@ import { StoreAuthenticator } from '../http/auth.js';
 import { TokenValidator } from '../jwt/index.js';
 import { CaPinnedJsonFetcher } from '../platform/key-fetcher.js';
 import { COVENANT_VERSION } from './version.js';
+
+/** The exit status of a node stopped by a broken invariant (EX_SOFTWARE, "internal software error"). */
+export const INVARIANT_EXIT_STATUS = 70;
+
+/**
+ * What the node does when an invariant breaks while a request executes: log it as fatal (flushed)
+ * and end the process with INVARIANT_EXIT_STATUS. Going on could fork the ledger; no orderly stop
+ * either: it would run more of the code whose assumptions just failed.
+ */
+export function failStopOf(logger: Pick<Logger, 'fatal'>, exit: (status: number) => void): (error: InvariantError) => void {
+  return (error) => {
+    logger.fatal('an invariant broke while a request was executed: the node stops', { reason: error.stack ?? error.message });
+    exit(INVARIANT_EXIT_STATUS);
+  };
+}
 
 export function writeFileAtomic(path: string, text: string, mode = 0o644): void {
   mkdirSync(dirname(path), { recursive: true });
@@ -309,6 +325,7 @@ export async function runNodeCommand(configPath: string): Promise<void> {
       application,
       tls: { keyPem: node.nodePrivateKeyPem, certificatePem: node.selfSignedCertificatePem },
       metrics,
+      failStop: failStopOf(logger, (status) => process.exit(status)),
     });
     const preferPorts = new Map<string, number>();
     for (const [name, iface] of Object.entries(config.rpc_interfaces)) {

@@ -1,21 +1,21 @@
 /**
- * Forwarding of client requests from a backup to the primary over the node-to-node channel
- * (issue: "writes and anything that needs the primary are forwarded to the primary; the client
- * sees one answer with the transaction id"). The backup authenticates the caller itself; the
- * primary trusts the caller identity because the channel authenticates the backup node.
+ * Forwarding of client requests from a backup to the primary over the node-to-node channel:
+ * writes and anything that needs the primary are forwarded to it, and the client sees one answer
+ * with the transaction id. The request pipeline (pipeline.ts) decides what is forwarded, by the
+ * endpoint's mode; the backup authenticates the caller itself, and the primary, which trusts that
+ * identity because the channel authenticates the backup node, runs the request through the same
+ * pipeline (no second routing).
  */
 import type { Clock, TimerHandle } from '../base/clock.js';
 import { CovenantError, errorMessage } from '../base/errors.js';
 import type { Logger } from '../base/log.js';
 import { FrameKind, forwardedRequestsPendingMax } from '../node/node.js';
 import type { NodeFrames } from '../node/api.js';
-import { notPrimary } from '../node/errors.js';
+import { InvariantError } from '../base/assert.js';
 import { z } from 'zod';
-import { errorHeaders, toCovenantError, zodIssuesMessage } from './errors.js';
-import type { HttpMethod, RequestContext, Route, RouteResponse } from './route.js';
-import type { Router } from './router.js';
-import { buildRequestContext } from './request-context.js';
-import type { RequestForwarder } from './server.js';
+import { zodIssuesMessage } from './errors.js';
+import type { RequestContext, RouteResponse } from './route.js';
+import { CONSISTENCY_HEADER, errorResponse, type RequestForwarder, type RequestPipeline } from './pipeline.js';
 import { forwardedRequestCostBytes, waitingWorkExhausted, type WaitingWorkBudget } from './waiting-work.js';
 
 /**
@@ -72,7 +72,6 @@ function parseFrame<T>(schema: z.ZodType<T>, payload: Uint8Array, what: string, 
  * Headers a handler may read; others stay on the backup. x-covenant-consistency goes along: a
  * write forwarded to the primary waits for its commit there, a linearizable read is confirmed there.
  */
-export const CONSISTENCY_HEADER = 'x-covenant-consistency';
 const FORWARDED_HEADERS = ['content-type', 'authorization', 'if-none-match', 'range', 'want-repr-digest', CONSISTENCY_HEADER];
 
 export class PrimaryForwarder implements RequestForwarder {
@@ -81,7 +80,8 @@ export class PrimaryForwarder implements RequestForwarder {
 
   constructor(
     private readonly node: NodeFrames,
-    private readonly router: () => Router,
+    /** The node's request pipeline, which runs the requests forwarded to this node. */
+    private readonly pipeline: () => RequestPipeline,
     private readonly logger: Logger,
     /** Times out requests the primary does not answer. */
     private readonly clock: Clock,
@@ -95,15 +95,7 @@ export class PrimaryForwarder implements RequestForwarder {
     node.onFrame(FrameKind.ForwardedResponse, (from, payload) => this.onResponse(from, payload));
   }
 
-  shouldForward(route: Route, method: HttpMethod, headers: RequestContext['headers']): boolean {
-    if (this.node.isPrimary()) return false;
-    if (route.forward !== undefined) return route.forward;
-    // Only the primary can confirm that a read reflects every committed write (ReadIndex).
-    if (headers[CONSISTENCY_HEADER] === 'linearizable') return true;
-    return method === 'POST' || method === 'PUT' || method === 'DELETE';
-  }
-
-  forward(route: Route, ctx: RequestContext, rawQuery: string): Promise<RouteResponse> {
+  forward(ctx: RequestContext, rawQuery: string): Promise<RouteResponse> {
     const primary = this.node.primaryId();
     if (!primary || primary === this.node.nodeId) {
       return Promise.reject(new CovenantError('NoPrimary', 'no primary is known at the moment: retry shortly', 503));
@@ -127,7 +119,6 @@ export class PrimaryForwarder implements RequestForwarder {
       caller: ctx.caller,
       interface: ctx.interfaceName,
     };
-    void route;
     return new Promise<RouteResponse>((resolve, reject) => {
       const timer = this.clock.setTimer(this.timeoutMs, () => {
         this.pending.delete(id);
@@ -149,27 +140,25 @@ export class PrimaryForwarder implements RequestForwarder {
     const release = this.waitingWork?.tryTake(forwardedRequestCostBytes(payload.byteLength), `node ${from}`);
     try {
       if (this.waitingWork !== undefined && release === undefined) throw waitingWorkExhausted(this.waitingWork);
-      if (!this.node.isPrimary()) throw notPrimary('the node the request was forwarded to is no longer primary');
-      const match = this.router().match(request.method, request.path);
-      if (match.kind !== 'found') throw new CovenantError('ResourceNotFound', `Unknown path: ${request.path}`, 404);
-      const ctx = buildRequestContext(match.match.route, {
+      const answer = await this.pipeline().handle({
         method: request.method,
         path: request.path,
-        params: match.match.params,
         rawQuery: request.query,
-        rawBody: Buffer.from(request.body, 'base64'),
         headers: request.headers,
-        caller: request.caller,
+        body: Buffer.from(request.body, 'base64'),
         clientCertificateDer: undefined,
         remoteAddress: undefined,
         interfaceName: request.interface,
+        forwardedCaller: request.caller,
       });
-      const answer = await match.match.route.handler(ctx);
       response = toForwardedResponse(request.id, answer);
     } catch (e) {
-      const error = toCovenantError(e);
-      if (error.code === 'InternalError') this.logger.fail(`forwarded request failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
-      response = { id: request.id, status: error.status, headers: errorHeaders(error), kind: 'json', body: error.toBody() };
+      // A broken invariant stopped the node (the pipeline's failStop): nothing is answered.
+      if (e instanceof InvariantError) return;
+      const error = this.pipeline().failure(e);
+      if (error === undefined) return;
+      const { status, headers, body } = errorResponse(error);
+      response = { id: request.id, status, headers: { ...(headers as Record<string, string>) }, kind: 'json', body };
     } finally {
       release?.();
     }

@@ -1,14 +1,14 @@
 /**
  * A request's parts turned into the RequestContext a handler sees: the body read under its size
- * limit, the query and body validated with the route's zod schemas. Also used for requests
- * forwarded from a backup (forwarding.ts).
+ * limit, the query and body validated with the route's zod schemas (the request pipeline's
+ * "validate" step, pipeline.ts).
  */
 import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
 import type { z } from 'zod';
 import { CovenantError } from '../base/errors.js';
 import { parseExternalJson } from '../base/json.js';
-import type { Caller, HttpMethod, RequestContext, Route } from './route.js';
+import type { Caller, HttpMethod, RequestContext, RequestState, Route } from './route.js';
 import { httpErrors, zodIssuesMessage } from './errors.js';
 
 export interface RequestParts {
@@ -22,9 +22,10 @@ export interface RequestParts {
   readonly clientCertificateDer: Buffer | undefined;
   readonly remoteAddress: string | undefined;
   readonly interfaceName: string;
+  readonly state: RequestState;
 }
 
-/** Validates the query and body of a request for its route (also used for forwarded requests). */
+/** Validates the query and body of a request for its route. */
 export function buildRequestContext(route: Route, parts: RequestParts): RequestContext {
   const queryObject: Record<string, string> = {};
   if (parts.rawQuery !== '') {
@@ -68,6 +69,7 @@ export function buildRequestContext(route: Route, parts: RequestParts): RequestC
     clientCertificateDer: parts.clientCertificateDer,
     remoteAddress: parts.remoteAddress,
     interfaceName: parts.interfaceName,
+    state: parts.state,
   };
 }
 

@@ -6,6 +6,8 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import { z } from 'zod';
 import type { CovenantError } from '../base/errors.js';
+import type { StoreView, Tx } from '../kv/index.js';
+import type { WriteOptions, WriteResult } from '../node/api.js';
 
 export type HttpMethod = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'DELETE';
 
@@ -24,6 +26,39 @@ export interface Caller {
   readonly cert?: string;
 }
 
+/**
+ * How the request pipeline (pipeline.ts) runs an endpoint, declared by the endpoint rather than
+ * chosen by its handler:
+ * - `readwrite`: executed on the primary (a backup forwards it); `x-covenant-consistency:
+ *   committed` (or `linearizable`) answers it once its transaction is committed;
+ * - `readonly`: executed on the node that received it, from its current state; with
+ *   `x-covenant-consistency: linearizable`, by the primary (a backup forwards it) from the
+ *   committed state once consensus confirmed the read (ReadIndex);
+ * - `historical`: executed where it arrived, on a past committed transaction it names;
+ * - `operator`: about the node that received it (its state, its files, a join, a redirect):
+ *   executed there, never forwarded, no consistency header.
+ * Default: `readwrite` for POST, PUT and DELETE, `readonly` for GET and HEAD.
+ */
+export type EndpointMode = 'readwrite' | 'readonly' | 'historical' | 'operator';
+
+/** A read function's view of the store: a transaction's maps, or the committed state's. */
+export type StateReader = Pick<StoreView, 'map'>;
+
+/**
+ * The store as the request's mode and consistency give it, provided by the pipeline: a handler
+ * reads and writes through these, and the pipeline knows the transaction the answer names
+ * (x-covenant-transaction-id) and which commit to wait for.
+ */
+export interface RequestState {
+  /**
+   * Reads the node's current state, or (a linearizable read) the committed state confirmed by
+   * consensus. `version`: the version read (a deterministic seed for what runs on it).
+   */
+  read<T>(fn: (reader: StateReader, version: number) => T): T;
+  /** Executes a write transaction on this node (the primary: the pipeline forwarded it otherwise). */
+  write<T>(fn: (tx: Tx) => T, options?: WriteOptions): WriteResult<T>;
+}
+
 export interface RequestContext<Q = Record<string, string>, B = unknown> {
   readonly method: HttpMethod;
   readonly path: string;
@@ -38,6 +73,8 @@ export interface RequestContext<Q = Record<string, string>, B = unknown> {
   /** The remote address of the connection (undefined for a request a backup forwarded, or a closed socket). */
   readonly remoteAddress: string | undefined;
   readonly interfaceName: string;
+  /** Reads and writes as the endpoint's mode and the request's consistency give them. */
+  readonly state: RequestState;
 }
 
 export interface RouteResponse {
@@ -60,16 +97,13 @@ export interface Route<Q = any, B = any> {
   readonly body?: z.ZodType<B>;
   /** The route exists only on interfaces whose enabled_operator_features include this one. */
   readonly feature?: OperatorFeature;
-  /**
-   * Whether a backup forwards this route to the primary. Default: writes (POST, PUT, DELETE) are
-   * forwarded, reads are served locally.
-   */
-  readonly forward?: boolean;
+  /** Where and how the pipeline runs the route (see EndpointMode); default by method. */
+  readonly mode?: EndpointMode;
   /** Response statuses documented in OpenAPI. */
   readonly responses?: Readonly<Record<number, string>>;
   /**
    * Authenticates the caller instead of `auth` (an application endpoint's list of policies): the
-   * server calls it before the body is read, and a backup before it forwards.
+   * pipeline calls it before the body is read, and a backup before it forwards.
    */
   readonly authenticate?: (request: { headers: IncomingHttpHeaders; clientCertificateDer: Buffer | undefined }) => Caller | Promise<Caller>;
   /** An OpenAPI operation fragment merged into the route's operation in /node/api (an application endpoint's `openapi`). */
@@ -96,6 +130,12 @@ export function bytes(status: number, body: Uint8Array, headers?: RouteResponse[
 
 export function stream(status: number, body: Readable, headers?: RouteResponse['headers']): RouteResponse {
   return { status, body, bodyKind: 'stream', ...(headers ? { headers } : {}) };
+}
+
+/** The mode a route runs in: its own, or by method (writes readwrite, reads readonly). */
+export function modeOf(route: Route, method: HttpMethod): EndpointMode {
+  if (route.mode !== undefined) return route.mode;
+  return method === 'POST' || method === 'PUT' || method === 'DELETE' ? 'readwrite' : 'readonly';
 }
 
 export function routeMethods(route: Route): readonly HttpMethod[] {

@@ -1,9 +1,11 @@
 /**
  * One RPC interface: an HTTPS server (HTTP/1.1 keep-alive) that requests client certificates
- * without requiring them, matches the route table, enforces the body limit, validates query and
- * body with zod, authenticates the caller and maps every failure to the JSON error body.
- * A request can never crash the node: every path ends in an answer. Session accounting lives in
- * sessions.ts, the checks of a connection and request head in protocol-checks.ts.
+ * without requiring them, enforces the body limit and writes answers. It is the transport's
+ * adapter to the request pipeline (pipeline.ts), which routes, authenticates, validates, forwards
+ * or executes and maps errors: the head goes to the pipeline before the body is read, the body
+ * after. A request never crashes the node: every path ends in an answer, except a broken invariant,
+ * which stops the node (the pipeline's failStop). Session accounting lives in sessions.ts, the
+ * checks of a connection and request head in protocol-checks.ts.
  */
 import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -12,10 +14,10 @@ import type { AddressInfo, Socket } from 'node:net';
 import { type Readable, pipeline } from 'node:stream';
 import { CovenantError } from '../base/errors.js';
 import type { Logger } from '../base/log.js';
-import type { Router } from './router.js';
-import type { AuthPolicy, Caller, HttpMethod, OperatorFeature, RequestContext, Route, RouteResponse } from './route.js';
-import { errorHeaders, httpErrors, toCovenantError } from './errors.js';
-import { buildRequestContext, readBody } from './request-context.js';
+import type { Caller, HttpMethod, OperatorFeature, RouteResponse } from './route.js';
+import { errorHeaders } from './errors.js';
+import { readBody } from './request-context.js';
+import type { RequestHead, RequestPipeline, RoutedRequest } from './pipeline.js';
 import { SessionTable, type SessionLimits, type SessionMetrics } from './sessions.js';
 import { checkRequestHead, handleClientError, refuseConnect, type ClientErrorContext } from './protocol-checks.js';
 import { PipeliningGate, tooManyPipelinedRequests, type PipeliningMetrics } from './pipelining.js';
@@ -29,34 +31,20 @@ export interface TlsIdentity {
   readonly certificatePem: string;
 }
 
-export interface Authenticator {
-  /**
-   * Returns the caller for a policy or throws a 401 CovenantError; a promise (rejected with the
-   * 401) when the check is asynchronous (a bearer token seen for the first time).
-   */
-  authenticate(policy: AuthPolicy, request: { headers: IncomingMessage['headers']; clientCertificateDer: Buffer | undefined }): Caller | Promise<Caller>;
-}
-
-/** Sends requests that need the primary to it when this node is a backup (see forwarding.ts). */
-export interface RequestForwarder {
-  /** `headers`: a read that asks to be linearizable (x-covenant-consistency) is forwarded too. */
-  shouldForward(route: Route, method: HttpMethod, headers: RequestContext['headers']): boolean;
-  forward(route: Route, ctx: RequestContext, rawQuery: string): Promise<RouteResponse>;
-}
+export type { Authenticator, RequestForwarder } from './pipeline.js';
 
 export interface RpcInterfaceOptions extends SessionLimits {
   readonly name: string;
   readonly host: string;
   readonly port: number;
   readonly tls: TlsIdentity;
-  readonly router: Router;
+  /** Routes, authenticates, validates, forwards or executes, and maps errors (pipeline.ts). */
+  readonly pipeline: RequestPipeline;
   readonly enabledFeatures: readonly OperatorFeature[];
   readonly maxBodySizeBytes: number;
   /** Time from TCP accept to a completed TLS handshake (tls_handshake_timeout). */
   readonly tlsHandshakeTimeoutMs?: number;
-  readonly authenticator: Authenticator;
   readonly logger: Logger;
-  readonly forwarder?: RequestForwarder;
   /** Called once each answer is handed to the socket: route template ('unmatched' if none), method, status, seconds since the request was read. */
   readonly onRequestDone?: (interfaceName: string, route: string, method: string, status: number, seconds: number) => void;
   /** Requests one connection may have read and not yet answered (max_pipelined_requests). */
@@ -68,8 +56,6 @@ export interface RpcInterfaceOptions extends SessionLimits {
   /** The request work one event-loop turn may do, shared by the node's interfaces; absent: this interface's own. */
   readonly turnBudget?: RequestTurnBudget;
 }
-
-const ANONYMOUS: Caller = { kind: 'anonymous' };
 
 /** A client that has not finished the TLS handshake by then is dropped (Node's own default waits 120 s). */
 export const DEFAULT_TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
@@ -161,9 +147,9 @@ export class RpcInterface {
   }
 
   /**
-   * Routes, authenticates, reads the body and runs the handler. Callbacks rather than async
-   * functions: most handlers answer synchronously, and a request then costs no promise at all.
-   * Every failure, thrown or rejected, ends in fail().
+   * Hands the request to the pipeline: its head first (route, authenticate), then, once read, its
+   * body. Callbacks rather than async functions: most handlers answer synchronously, and a request
+   * then costs no promise at all. Every failure, thrown or rejected, ends in failed().
    */
   private handle(req: IncomingMessage, res: ServerResponse): void {
     let routePath = 'unmatched';
@@ -191,10 +177,11 @@ export class RpcInterface {
     }
     let request: RoutedRequest;
     try {
-      request = this.route(req, res);
+      checkRequestHead(req, res);
+      request = this.options.pipeline.route(this.headOf(req));
       matched(request.route.path);
     } catch (e) {
-      this.fail(res, toCovenantError(e), e);
+      this.failed(res, e);
       return;
     }
     const caller = request.caller;
@@ -202,7 +189,7 @@ export class RpcInterface {
       // A bearer token seen for the first time: its signature is checked before the body is read.
       caller.then(
         (known) => this.readAndDispatch(req, res, { ...request, caller: known }),
-        (e: unknown) => this.fail(res, toCovenantError(e), e),
+        (e: unknown) => this.failed(res, e),
       );
       return;
     }
@@ -257,74 +244,53 @@ export class RpcInterface {
   private readAndDispatch(req: IncomingMessage, res: ServerResponse, request: RoutedRequest<Caller>): void {
     readBody(req, this.options.maxBodySizeBytes, (error, rawBody) => {
       if (error !== undefined) this.fail(res, error, error);
-      else this.dispatch(req, res, request, rawBody);
+      else this.dispatch(res, request, rawBody);
     });
   }
 
-  /** Checks the request head, matches the route, checks its operator feature and authenticates the caller (401 otherwise). */
-  private route(req: IncomingMessage, res: ServerResponse): RoutedRequest {
-    checkRequestHead(req, res);
+  /** The request head as the pipeline takes it. Any other method (OPTIONS, PATCH, ...) matches no route: 404, or 405 naming the path's methods in Allow. */
+  private headOf(req: IncomingMessage): RequestHead {
     const rawUrl = req.url ?? '/';
     const q = rawUrl.indexOf('?');
-    const path = q === -1 ? rawUrl : rawUrl.slice(0, q);
-    // Any other method (OPTIONS, PATCH, ...) matches no route: 404, or 405 naming the path's methods in Allow.
-    const method = (req.method ?? 'GET') as HttpMethod;
-    const result = this.options.router.match(method, path);
-    if (result.kind === 'not-found') throw httpErrors.notFound(path);
-    if (result.kind === 'method-not-allowed') {
-      res.setHeader('allow', result.allowed.join(', '));
-      throw httpErrors.methodNotAllowed(method, path, result.allowed);
-    }
-    const { route, params } = result.match;
-    if (route.feature !== undefined && !this.features.has(route.feature)) {
-      throw new CovenantError(
-        'ResourceNotFound',
-        `${path} requires the ${route.feature} operator feature, which is not enabled on interface ${this.options.name}`,
-        404,
-      );
-    }
-
-    const clientCertificateDer = peerCertificateDer(req.socket as TLSSocket);
-    const policy = route.auth ?? 'none';
-    const caller = route.authenticate
-      ? route.authenticate({ headers: req.headers, clientCertificateDer })
-      : policy === 'none'
-        ? ANONYMOUS
-        : this.options.authenticator.authenticate(policy, { headers: req.headers, clientCertificateDer });
-    const remoteAddress = req.socket.remoteAddress;
-    return { route, params, method, path, rawQuery: q === -1 ? '' : rawUrl.slice(q + 1), caller, clientCertificateDer, remoteAddress };
+    return {
+      method: (req.method ?? 'GET') as HttpMethod,
+      path: q === -1 ? rawUrl : rawUrl.slice(0, q),
+      rawQuery: q === -1 ? '' : rawUrl.slice(q + 1),
+      headers: req.headers,
+      clientCertificateDer: peerCertificateDer(req.socket as TLSSocket),
+      remoteAddress: req.socket.remoteAddress,
+      interfaceName: this.options.name,
+      enabledFeatures: this.features,
+    };
   }
 
-  /** Validates query and body, then forwards the request to the primary or runs its handler. */
-  private dispatch(req: IncomingMessage, res: ServerResponse, request: RoutedRequest<Caller>, rawBody: Buffer): void {
-    const isHead = request.method === 'HEAD';
+  /** The rest of the pipeline, with the body read: validate, forward or execute, consistency, transaction id. */
+  private dispatch(res: ServerResponse, request: RoutedRequest<Caller>, rawBody: Buffer): void {
+    const isHead = request.head.method === 'HEAD';
     try {
-      const { route, method, rawQuery } = request;
-      const ctx = buildRequestContext(route, {
-        method,
-        path: request.path,
-        params: request.params,
-        rawQuery,
-        rawBody,
-        headers: req.headers,
-        caller: request.caller,
-        clientCertificateDer: request.clientCertificateDer,
-        remoteAddress: request.remoteAddress,
-        interfaceName: this.options.name,
-      });
-      const forwarder = this.options.forwarder;
-      const answer = forwarder && forwarder.shouldForward(route, method, ctx.headers) ? forwarder.forward(route, ctx, rawQuery) : route.handler(ctx);
+      const answer = this.options.pipeline.execute(request, rawBody);
       if (answer instanceof Promise) {
         answer.then(
           (response) => this.send(res, response, isHead),
-          (e: unknown) => this.fail(res, toCovenantError(e), e),
+          (e: unknown) => this.failed(res, e),
         );
       } else {
         this.send(res, answer, isHead);
       }
     } catch (e) {
-      this.fail(res, toCovenantError(e), e);
+      this.failed(res, e);
     }
+  }
+
+  /** A request failed: the pipeline's one error mapping says how to answer, or (a broken invariant) that nothing is answered. */
+  private failed(res: ServerResponse, e: unknown): void {
+    const error = this.options.pipeline.failure(e);
+    if (error !== undefined) {
+      this.fail(res, error, e);
+      return;
+    }
+    this.answered(res);
+    res.destroy();
   }
 
   /**
@@ -346,7 +312,7 @@ export class RpcInterface {
         this.sendNow(res, response, isHead);
       } catch (e) {
         // A body that cannot be serialised must not take the other answers (or the node) down.
-        this.fail(res, toCovenantError(e), e);
+        this.failed(res, e);
       }
     }
   };
@@ -402,13 +368,9 @@ export class RpcInterface {
     }
   }
 
-  private fail(res: ServerResponse, error: CovenantError, original: unknown): void {
+  /** Writes an error answer (a transport refusal, or the pipeline's mapping of a failure). */
+  private fail(res: ServerResponse, error: CovenantError, _cause: unknown): void {
     this.answered(res);
-    if (error.status >= 500 && error.code === 'InternalError') {
-      this.options.logger.fail('request failed with an internal error', {
-        reason: original instanceof Error ? (original.stack ?? original.message) : String(original),
-      });
-    }
     if (res.headersSent) {
       res.destroy();
       return;
@@ -439,14 +401,3 @@ function peerCertificateDer(socket: TLSSocket): Buffer | undefined {
   return der ?? undefined;
 }
 
-/** A request matched to its route and authenticated, before its body is read. */
-interface RoutedRequest<C = Caller | Promise<Caller>> {
-  readonly route: Route;
-  readonly params: Record<string, string>;
-  readonly method: HttpMethod;
-  readonly path: string;
-  readonly rawQuery: string;
-  readonly caller: C;
-  readonly clientCertificateDer: Buffer | undefined;
-  readonly remoteAddress: string | undefined;
-}

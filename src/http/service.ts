@@ -1,31 +1,26 @@
 /**
- * Composes the frontends of one node onto its RPC interfaces: the operator frontend (/node), the
- * application (/app), and later governance (/gov). The route table is shared by every interface;
- * operator features decide per interface which download routes exist.
+ * Serves the request pipeline of one node (node-pipeline.ts: every frontend in one route table)
+ * on its RPC interfaces. Every interface shares the pipeline; operator features decide per
+ * interface which download routes exist.
  */
+import type { InvariantError } from '../base/assert.js';
 import type { Logger } from '../base/log.js';
 import type { NodeConfig } from '../config/index.js';
-import { CovenantError } from '../base/errors.js';
-import type { NodeOperatorQueries, NodeServices, NodeTransactions } from '../node/api.js';
-import { TokenValidator } from '../jwt/index.js';
-import { StoreAuthenticator } from './auth.js';
-import { operatorRoutes } from './frontends/operator.js';
-import { governanceRoutes } from './frontends/governance.js';
-import { statementRoutes } from './frontends/statements.js';
-import { downloadDepsOf, downloadRoutes } from './frontends/downloads.js';
-import { openApiDocument } from './openapi.js';
-import { json, type HttpMethod, type OperatorFeature, type Route } from './route.js';
-import { Router, type MatchResult } from './router.js';
+import type { NodeServices, NodeTransactions } from '../node/api.js';
+import { json, type OperatorFeature, type Route } from './route.js';
 import { PROMETHEUS_CONTENT_TYPE, wantsPrometheusText, type NodeMetrics } from './prometheus.js';
 import type { SessionMetrics } from './sessions.js';
 import { RpcInterface, type TlsIdentity } from './server.js';
-import { PrimaryForwarder } from './forwarding.js';
+import type { PrimaryForwarder } from './forwarding.js';
 import { WaitingWorkBudget } from './waiting-work.js';
 import { waitingWorkBytesDefault } from '../node/node.js';
 import { requestRateLimitsOf } from './request-rate-config.js';
 import { RequestTurnBudget } from './turn-budget.js';
 import { requestsPerTurnMax, requestTurnMs } from '../node/node.js';
 import { EventLoopDelayMonitor } from '../platform/event-loop-delay.js';
+import { createNodePipeline, type ApplicationFrontend } from './node-pipeline.js';
+
+export type { ApplicationFrontend } from './node-pipeline.js';
 
 export interface NodeServerOptions {
   readonly node: NodeServices;
@@ -38,31 +33,15 @@ export interface NodeServerOptions {
   readonly tls: TlsIdentity;
   /** Prometheus metrics (GET /node/metrics asked for text); without it, the JSON figures only. */
   readonly metrics?: NodeMetrics;
-}
-
-/**
- * An application deployed by governance, served beside the fixed route table: its routes change
- * when members install another bundle. Kept a separate frontend so that the request pipeline can
- * take it in whole.
- */
-export interface ApplicationFrontend {
-  /** The installed bundle's route for a request under /app; undefined when no bundle answers for the path. */
-  match(method: HttpMethod, path: string): MatchResult | undefined;
-  /** The installed bundle's routes (for GET /node/api). */
-  routes(): readonly Route[];
-  /** GET /node/js_metrics. */
-  metrics(): unknown;
-  /** Checks a set_js_app bundle; throws an Error naming what is wrong. */
-  checkBundle(bundle: unknown): void;
-  /** GET /node/historical_cache. */
-  historicalCacheReport(): unknown;
-  /** GET /node/index/strategies: the installed bundle's indexes and their progress. */
-  indexStrategies(): unknown[];
+  /**
+   * An invariant broke while a request executed: the node must stop at once (log it as fatal, end
+   * the process with a non-zero status), never answer 500 and carry on.
+   */
+  readonly failStop: (error: InvariantError) => void;
 }
 
 export class NodeServer {
   readonly interfaces: RpcInterface[] = [];
-  private readonly router: Router;
   private readonly forwarder: PrimaryForwarder;
   /** One budget for the waiting requests of every interface and the requests forwarded to this node. */
   private readonly waitingWork: WaitingWorkBudget;
@@ -84,57 +63,41 @@ export class NodeServer {
       nodeCertificatePem: () => this.tls.certificatePem,
     });
     this.waitingWork = new WaitingWorkBudget(options.config.max_waiting_work_size ?? waitingWorkBytesDefault);
-    let routes: Route[] = [];
-    const application = options.application;
-    const openApi = () => openApiDocument([...routes, ...(application?.routes() ?? [])], { title: 'Covenant node API', version: node.versionReport().version });
-    routes = [
-      ...operatorRoutes({
-        node,
-        openApi,
-        primaryAddress: (interfaceName) => this.primaryAddress(interfaceName),
-        ...(application
-          ? { jsMetrics: () => application.metrics(), historicalCache: () => application.historicalCacheReport(), indexStrategies: () => application.indexStrategies() }
-          : {}),
-      }),
-      ...downloadRoutes(
-        downloadDepsOf(options.config, {
-          isPrimary: () => node.isPrimary(),
-          primaryAddress: (interfaceName) => this.primaryAddress(interfaceName),
-          requestSnapshot: () => node.requestSnapshot(),
-          servedSnapshotVerdict: (path, name, stamp, read) => node.servedSnapshotVerdict(path, name, stamp, read),
-        }),
-      ),
-      ...governanceRoutes(node, { nowMs: () => node.clock.nowMs(), ...(application ? { checkAppBundle: (bundle: unknown) => application.checkBundle(bundle) } : {}) }),
-      ...statementRoutes({ node, primaryAddress: (interfaceName) => this.primaryAddress(interfaceName) }),
-      ...options.appRoutes(node).map((route) => whileAppOpen(route, node)),
-      {
-        method: 'GET',
-        path: '/node/metrics',
-        summary:
-          "This node's metrics: in the Prometheus text format when Accept asks for text/plain or application/openmetrics-text (docs/operations.md), else as JSON: the client sessions of each RPC interface (open, peak, caps, dropped, timed out, pipelining), its waiting work, the expiry of the certificates it serves, its event-loop delay and the snapshots it wrote",
-        responses: {
-          200: 'Prometheus text; or JSON: session counts by interface name, the waiting-work budget, certificates.node and certificates.service (valid_from, valid_to, seconds_until_expiry), event-loop delay (max, p99, mean) since start and recently, snapshot generation',
-        },
-        handler: async (ctx) => {
-          const metrics = options.metrics;
-          if (metrics !== undefined && wantsPrometheusText(ctx.headers.accept)) {
-            return { status: 200, headers: { 'content-type': PROMETHEUS_CONTENT_TYPE }, body: await metrics.text(), bodyKind: 'text' };
-          }
-          return json(200, {
-            sessions: this.sessionReport(),
-            waiting_work: this.waitingWork.metrics(),
-            request_turns: this.turnBudget.metrics(),
-            certificates: node.certificateMetrics(),
-            event_loop: this.eventLoop.report(),
-            snapshots: node.snapshotMetrics(),
-          });
-        },
+    const metricsRoute: Route = {
+      method: 'GET',
+      path: '/node/metrics',
+      summary:
+        "This node's metrics: in the Prometheus text format when Accept asks for text/plain or application/openmetrics-text (docs/operations.md), else as JSON: the client sessions of each RPC interface (open, peak, caps, dropped, timed out, pipelining), its waiting work, the expiry of the certificates it serves, its event-loop delay and the snapshots it wrote",
+      mode: 'operator',
+      responses: {
+        200: 'Prometheus text; or JSON: session counts by interface name, the waiting-work budget, certificates.node and certificates.service (valid_from, valid_to, seconds_until_expiry), event-loop delay (max, p99, mean) since start and recently, snapshot generation',
       },
-    ];
-    this.router = new Router(routes, application ? (method, path) => application.match(method, path) : undefined);
-    this.forwarder = new PrimaryForwarder(node, () => this.router, options.logger.child({ component: 'forwarding' }), node.clock, undefined, this.waitingWork);
-    const tokens = new TokenValidator({ lookup: (kid) => node.jwtSigningKeyRaw(kid), nowMs: () => node.clock.nowMs() });
-    const authenticator = new StoreAuthenticator({ isUser: (id) => node.isUser(id) }, tokens);
+      handler: async (ctx) => {
+        const metrics = options.metrics;
+        if (metrics !== undefined && wantsPrometheusText(ctx.headers.accept)) {
+          return { status: 200, headers: { 'content-type': PROMETHEUS_CONTENT_TYPE }, body: await metrics.text(), bodyKind: 'text' };
+        }
+        return json(200, {
+          sessions: this.sessionReport(),
+          waiting_work: this.waitingWork.metrics(),
+          request_turns: this.turnBudget.metrics(),
+          certificates: node.certificateMetrics(),
+          event_loop: this.eventLoop.report(),
+          snapshots: node.snapshotMetrics(),
+        });
+      },
+    };
+    const { pipeline, forwarder } = createNodePipeline({
+      node,
+      config: options.config,
+      logger: options.logger,
+      appRoutes: options.appRoutes,
+      ...(options.application ? { application: options.application } : {}),
+      extraRoutes: [metricsRoute],
+      failStop: options.failStop,
+      waitingWork: this.waitingWork,
+    });
+    this.forwarder = forwarder;
     for (const [name, iface] of Object.entries(options.config.rpc_interfaces)) {
       const { host, port } = splitHostPort(iface.bind_address);
       this.interfaces.push(
@@ -143,7 +106,7 @@ export class NodeServer {
           host,
           port,
           tls: options.tls,
-          router: this.router,
+          pipeline,
           enabledFeatures: iface.enabled_operator_features as OperatorFeature[],
           maxBodySizeBytes: iface.max_body_size,
           maxOpenSessions: iface.max_open_sessions,
@@ -154,8 +117,6 @@ export class NodeServer {
           requestRate: requestRateLimitsOf(iface),
           turnBudget: this.turnBudget,
           waitingWork: this.waitingWork,
-          authenticator,
-          forwarder: this.forwarder,
           logger: options.logger.child({ interface: name }),
           ...(options.metrics !== undefined ? { onRequestDone: options.metrics.requestDone.bind(options.metrics) } : {}),
         }),
@@ -189,41 +150,11 @@ export class NodeServer {
     return Object.fromEntries(this.interfaces.map((i) => [i.name, i.sessionMetrics()]));
   }
 
-  /**
-   * The primary's published address on its interface named like `interfaceName` (the one the
-   * request came in on), else on its first interface. Interfaces differ in their operator
-   * features: a download redirected to another interface could find its route switched off.
-   */
-  private primaryAddress(interfaceName?: string): string | undefined {
-    const primary = this.options.node.listNodes().find((n) => n.primary);
-    if (!primary) return undefined;
-    const same = interfaceName === undefined ? undefined : primary.rpc_interfaces[interfaceName];
-    return (same ?? Object.values(primary.rpc_interfaces)[0])?.published_address;
-  }
-
   async close(): Promise<void> {
     this.forwarder.close();
     this.eventLoop.stop();
     await Promise.all(this.interfaces.map((i) => i.close()));
   }
-}
-
-/**
- * An application route that answers only once members have opened the service to users (spec
- * "Service opening"); before, 503 FrontendNotOpen, as GET /node/ready/app says. A backup forwards
- * writes before this check: the primary, which executes them, decides.
- */
-function whileAppOpen(route: Route, node: Pick<NodeOperatorQueries, 'appFrontendOpen' | 'appFrontendClosedReason'>): Route {
-  const handler = route.handler;
-  return {
-    ...route,
-    handler: (ctx) => {
-      if (!node.appFrontendOpen()) {
-        throw new CovenantError('FrontendNotOpen', `the application frontend is not open: ${node.appFrontendClosedReason()}`, 503);
-      }
-      return handler(ctx);
-    },
-  };
 }
 
 export function splitHostPort(address: string): { host: string; port: number } {

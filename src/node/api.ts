@@ -21,6 +21,7 @@ import type { TxStatus } from './tx-status.js';
 import type { SnapshotRequestOutcome } from './snapshots.js';
 import type { SnapshotGenerationMetrics } from './snapshot-generation.js';
 import type { WriteOptions, WriteResult } from './write/transactions.js';
+export type { WriteOptions, WriteResult } from './write/transactions.js';
 
 export interface NodeInit {
   readonly config: NodeConfig;
@@ -132,22 +133,29 @@ export interface NodeTransactions {
   /** A read, with the id of the state it read (x-covenant-transaction-id on a read's answer). */
   executeReadAt<T>(fn: (tx: Tx) => T): { readonly result: T; readonly txId: TxId };
   /**
-   * A linearizable read (x-covenant-consistency: linearizable), on the primary: answered once
-   * consensus confirmed this node still leads a majority after the read arrived and its commit
-   * reached the read's seqno; `fn` then reads the committed state, whose id comes back. Refused
-   * with NotPrimary on a backup, ReadNotConfirmed or TooManyPendingReads (retryable) otherwise.
+   * The first half of a linearizable read (x-covenant-consistency: linearizable), on the primary:
+   * resolves once consensus confirmed this node still leads a majority after the read arrived and
+   * its commit reached the read's seqno; readCommitted then reads. Refused with NotPrimary on a
+   * backup, ReadNotConfirmed or TooManyPendingReads (retryable) otherwise.
    */
-  executeReadLinearizable<T>(fn: (view: StoreView) => T): Promise<{ readonly result: T; readonly txId: TxId }>;
+  confirmLinearizableRead(): Promise<void>;
+  /** Reads the committed state, with its id (synchronous: nothing commits between the two). */
+  readCommitted<T>(fn: (view: StoreView) => T): { readonly result: T; readonly txId: TxId };
   isPrimary(): boolean;
   statusOf(txId: TxId): TxStatus;
   commitTxId(): TxId;
   historicalWrites(txId: TxId): WriteSet | 'pending';
   /**
-   * A write that must be answered only once committed (x-covenant-consistency: committed): runs
-   * `fn` as executeWrite does, then waits until the transaction is Committed, and refuses with a
-   * retryable error if it was rolled back or did not commit in time.
+   * Before a write that is to be answered only once committed (x-covenant-consistency:
+   * committed): refuses (retryable) when too many answers already wait for their commit, so that
+   * such a write is refused before it is executed rather than after.
    */
-  executeWriteCommitted<T>(fn: (tx: Tx) => T, options?: WriteOptions): Promise<WriteResult<T>>;
+  checkCommitWaitRoom(): void;
+  /**
+   * Resolves once the transaction is Committed; refuses with a retryable error naming it if it was
+   * rolled back (TransactionRolledBack) or did not commit in time (CommitWaitTimedOut).
+   */
+  awaitCommit(txId: TxId): Promise<void>;
 }
 
 /** Frames on the node-to-node channels, and where the primary is (request forwarding). */

@@ -275,16 +275,16 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
     return this.parts.transactions.executeRead(fn);
   }
 
-  async executeWriteCommitted<T>(fn: (tx: Tx) => T, options?: WriteOptions): Promise<WriteResult<T>> {
-    const waiters = this.parts.commitWaiters;
-    waiters.checkRoom();
-    const written = this.executeWrite(fn, options);
-    if (written.txId === undefined) return written;
+  checkCommitWaitRoom(): void {
+    this.parts.commitWaiters.checkRoom();
+  }
+
+  async awaitCommit(txId: TxId): Promise<void> {
     // Signed at the end of this turn, with every write of the turn, not after ledger_signatures.delay.
     this.parts.signatures.requestAtTurnEnd();
-    const id = formatTxId(written.txId);
-    const status = await waiters.wait(written.txId, commitWaitTimeoutMs);
-    if (status === 'Committed') return written;
+    const id = formatTxId(txId);
+    const status = await this.parts.commitWaiters.wait(txId, commitWaitTimeoutMs);
+    if (status === 'Committed') return;
     if (status === 'Invalid') {
       throw nodeError('TransactionRolledBack', `transaction ${id} was rolled back (the primary changed before it committed): nothing of it remains; retry the write`, { transaction_id: id });
     }
@@ -296,9 +296,12 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
     return { result: this.parts.transactions.executeRead(fn), txId: this.parts.queries.appliedTxId() };
   }
 
-  async executeReadLinearizable<T>(fn: (view: StoreView) => T): Promise<{ readonly result: T; readonly txId: TxId }> {
+  async confirmLinearizableRead(): Promise<void> {
     await this.parts.linearizableReads.waitForReadIndex();
-    // Synchronous from here: the committed state (at or beyond the read's seqno) and its id.
+  }
+
+  readCommitted<T>(fn: (view: StoreView) => T): { readonly result: T; readonly txId: TxId } {
+    // Synchronous: the committed state (at or beyond a confirmed read's seqno) and its id.
     const store = this.parts.replica.store;
     return { result: fn(store.readAt(store.committedVersion)), txId: this.parts.queries.commitTxId() };
   }

@@ -91,6 +91,7 @@ function context(path: string, params: Record<string, string>, query: Record<str
     clientCertificateDer: undefined,
     remoteAddress: undefined,
     interfaceName: 'test',
+    state: { read: () => assert.fail('a download reads no store'), write: () => assert.fail('a download writes nothing') },
   };
 }
 

@@ -10,6 +10,8 @@ import { nullLogger } from '../../src/base/log.js';
 import { PrimaryForwarder } from '../../src/http/forwarding.js';
 import { Router } from '../../src/http/router.js';
 import { json, type RequestContext, type Route } from '../../src/http/route.js';
+import { RequestPipeline } from '../../src/http/pipeline.js';
+import { InvariantError, assert as invariant } from '../../src/base/assert.js';
 import { FrameKind, type CovenantNode } from '../../src/node/node.js';
 import { systemClock } from '../../src/platform/clock.js';
 import { ManualClock } from '../../src/testing/manual-clock.js';
@@ -33,7 +35,22 @@ function backupNode(primary: string): { node: CovenantNode; handlers: Map<number
   return { node, handlers, sent };
 }
 
-const route: Route = { method: 'POST', path: '/app/log/private', summary: 'writes', handler: () => json(200, true) };
+const route: Route = { method: 'POST', path: '/app/log/private', summary: 'writes', handler: ({ caller }) => json(200, { caller: caller.id }) };
+const broken: Route = { method: 'POST', path: '/broken', summary: 'breaks an invariant', handler: () => {
+    invariant(false, 'never');
+  },
+};
+
+/** The primary's side: the request pipeline that runs what a backup forwarded (a route table without a node). */
+function pipelineOf(failStops: InvariantError[] = []): () => RequestPipeline {
+  const pipeline = new RequestPipeline({
+    router: new Router([route, broken]),
+    authenticator: { authenticate: () => assert.fail('a forwarded request is not authenticated again') },
+    logger: nullLogger,
+    failStop: (e) => failStops.push(e),
+  });
+  return () => pipeline;
+}
 
 function context(): RequestContext {
   return {
@@ -48,6 +65,7 @@ function context(): RequestContext {
     clientCertificateDer: undefined,
     remoteAddress: undefined,
     interfaceName: 'primary',
+    state: { read: () => assert.fail('reads nothing'), write: () => assert.fail('writes nothing') },
   };
 }
 
@@ -60,9 +78,9 @@ const frame = (value: unknown) => Buffer.from(typeof value === 'string' ? value 
 test('malformed forwarded answers are dropped with a logged reason; the right answer from the primary is taken', async () => {
   const { node, handlers, sent } = backupNode('primary-node');
   const lines: string[] = [];
-  const forwarder = new PrimaryForwarder(node, () => new Router([route]), recordingLogger(lines), systemClock, 5_000);
+  const forwarder = new PrimaryForwarder(node, pipelineOf(), recordingLogger(lines), systemClock, 5_000);
   try {
-    const answer = forwarder.forward(route, context(), '');
+    const answer = forwarder.forward(context(), '');
     assert.equal(sent.length, 1);
     assert.equal(sent[0]!.to, 'primary-node');
     assert.equal(sent[0]!.kind, FrameKind.ForwardedRequest);
@@ -84,7 +102,7 @@ test('malformed forwarded answers are dropped with a logged reason; the right an
     assert.equal(response.body, true);
     assert.equal(response.headers?.['x-covenant-transaction-id'], '2.7');
     // An answer without a body (204) has no body field at all.
-    const empty = forwarder.forward(route, context(), '');
+    const empty = forwarder.forward(context(), '');
     const emptyId = (sent[1]!.payload as { id: number }).id;
     onResponse('primary-node', frame({ id: emptyId, status: 204, headers: { 'content-length': 0 }, kind: 'none' }));
     assert.equal((await empty).status, 204);
@@ -96,7 +114,7 @@ test('malformed forwarded answers are dropped with a logged reason; the right an
 test('malformed forwarded requests are dropped with a logged reason and answered by nothing', () => {
   const { node, handlers, sent } = backupNode('primary-node');
   const lines: string[] = [];
-  const forwarder = new PrimaryForwarder(node, () => new Router([route]), recordingLogger(lines), systemClock);
+  const forwarder = new PrimaryForwarder(node, pipelineOf(), recordingLogger(lines), systemClock);
   const onRequest = handlers.get(FrameKind.ForwardedRequest)!;
   const valid = { id: 1, method: 'POST', path: '/app/log/private', query: '', headers: {}, body: '', caller: { kind: 'user', id: 'u' }, interface: 'primary' };
   for (const bad of ['null', 'garbage', { ...valid, id: 0 }, { ...valid, method: 'PATCH' }, { ...valid, caller: null }, { ...valid, headers: { a: 1 } }]) {
@@ -110,9 +128,9 @@ test('malformed forwarded requests are dropped with a logged reason and answered
 test('an unanswered forward times out on the injected clock, without waiting in real time', async () => {
   const { node, handlers, sent } = backupNode('primary-node');
   const clock = new ManualClock();
-  const forwarder = new PrimaryForwarder(node, () => new Router([route]), nullLogger, clock, 10_000);
+  const forwarder = new PrimaryForwarder(node, pipelineOf(), nullLogger, clock, 10_000);
   try {
-    const answer = forwarder.forward(route, context(), '');
+    const answer = forwarder.forward(context(), '');
     const outcome = answer.then(
       () => 'answered',
       (e: { code?: string }) => e.code,
@@ -128,11 +146,45 @@ test('an unanswered forward times out on the injected clock, without waiting in 
     handlers.get(FrameKind.ForwardedResponse)!('primary-node', frame({ id, status: 200, headers: {}, kind: 'json', body: true }));
 
     // An answer in time cancels the timer.
-    const second = forwarder.forward(route, context(), '');
+    const second = forwarder.forward(context(), '');
     const secondId = (sent[1]!.payload as { id: number }).id;
     handlers.get(FrameKind.ForwardedResponse)!('primary-node', frame({ id: secondId, status: 200, headers: {}, kind: 'json', body: true }));
     assert.equal((await second).status, 200);
     assert.deepEqual(clock.pendingDelaysMs(), []);
+  } finally {
+    forwarder.close();
+  }
+});
+
+test('a forwarded request runs through the primary\'s request pipeline with the caller the backup authenticated; a broken invariant there is never answered', async () => {
+  const { node, handlers, sent } = backupNode('primary-node');
+  const failStops: InvariantError[] = [];
+  const forwarder = new PrimaryForwarder(node, pipelineOf(failStops), nullLogger, systemClock);
+  const onRequest = handlers.get(FrameKind.ForwardedRequest)!;
+  const request = { id: 7, method: 'POST', path: '/app/log/private', query: '', headers: {}, body: '', caller: { kind: 'user', id: 'u1' }, interface: 'primary' };
+  const answered = async (count: number) => {
+    for (let i = 0; i < 100 && sent.length < count; i++) await new Promise((resolve) => setImmediate(resolve));
+  };
+  try {
+    onRequest('backup-node', frame(request));
+    await answered(1);
+    assert.deepEqual(sent[0], { to: 'backup-node', kind: FrameKind.ForwardedResponse, payload: { id: 7, status: 200, headers: {}, kind: 'json', body: { caller: 'u1' } } });
+    onRequest('backup-node', frame({ ...request, id: 8, path: '/nowhere' }));
+    await answered(2);
+    assert.equal((sent[1]!.payload as { status: number }).status, 404, 'routed by the same route table');
+    onRequest('backup-node', frame({ ...request, id: 9, path: '/broken' }));
+    onRequest('backup-node', frame({ ...request, id: 10 }));
+    await answered(3);
+    for (let i = 0; i < 10; i++) await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(
+      sent.map((f) => (f.payload as { id: number }).id),
+      [7, 8, 10],
+      'the request that broke an invariant got no answer',
+    );
+    assert.deepEqual(
+      failStops.map((e) => e.message),
+      ['invariant violated: never'],
+    );
   } finally {
     forwarder.close();
   }

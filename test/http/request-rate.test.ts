@@ -13,6 +13,7 @@ import { createSelfSignedCertificate, generateEcKeyPair } from '../../src/crypto
 import { Router } from '../../src/http/router.js';
 import { json, type Route } from '../../src/http/route.js';
 import { RpcInterface, type Authenticator } from '../../src/http/server.js';
+import { RequestPipeline } from '../../src/http/pipeline.js';
 import { RequestRateLimiter, plainAddress, type RequestRateLimits } from '../../src/http/request-rate.js';
 import { requestRateLimitsOf } from '../../src/http/request-rate-config.js';
 import os from 'node:os';
@@ -86,10 +87,9 @@ async function rateLimitedInterface(limits: RequestRateLimits) {
     host: '127.0.0.1',
     port: 0,
     tls: { keyPem: keyPair.privateKeyPem, certificatePem: cert },
-    router: new Router(routes),
+    pipeline: new RequestPipeline({ router: new Router(routes), authenticator: anyone, logger: nullLogger, failStop: (e) => { throw e; } }),
     enabledFeatures: [],
     maxBodySizeBytes: 64,
-    authenticator: anyone,
     logger: nullLogger,
     requestRate: limits,
     maxPipelinedRequests: 64,

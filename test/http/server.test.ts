@@ -14,10 +14,20 @@ import { createSelfSignedCertificate, generateEcKeyPair } from '../../src/crypto
 import { Router } from '../../src/http/router.js';
 import { integerQuery, json, type Route } from '../../src/http/route.js';
 import { RpcInterface, type Authenticator } from '../../src/http/server.js';
+import { RequestPipeline } from '../../src/http/pipeline.js';
+import { InvariantError, assert as invariant } from '../../src/base/assert.js';
 import { listenPreferring } from '../../src/http/service.js';
 import net from 'node:net';
 
 const anyone: Authenticator = { authenticate: () => ({ kind: 'anonymous' }) };
+
+/** Invariants broken while executing a request, as the pipeline handed them to failStop. */
+const failStops: InvariantError[] = [];
+
+/** The route table in a request pipeline without a node (no forwarding, no consistency). */
+function pipelineOf(table: Route[]): RequestPipeline {
+  return new RequestPipeline({ router: new Router(table), authenticator: anyone, logger: nullLogger, failStop: (e) => failStops.push(e) });
+}
 
 const routes: Route[] = [
   { method: ['GET', 'HEAD'], path: '/sync', summary: 'answers at once', handler: () => json(200, { answer: 'sync' }, { 'x-extra': 'yes' }) },
@@ -38,6 +48,23 @@ const routes: Route[] = [
     handler: () => Promise.reject(new CovenantError('Busy', 'come back later', 503, undefined, 2)),
   },
   { method: 'GET', path: '/bug', summary: 'fails unexpectedly', handler: () => Promise.reject(new TypeError('a bug')) },
+  {
+    method: 'GET',
+    path: '/invariant',
+    summary: 'breaks an invariant',
+    handler: () => {
+      invariant(false, 'a request found the store in a state it can never be in');
+    },
+  },
+  {
+    method: 'GET',
+    path: '/invariant-later',
+    summary: 'breaks an invariant later',
+    handler: async () => {
+      await Promise.resolve();
+      invariant(false, 'broken after a turn');
+    },
+  },
   { method: 'GET', path: '/unserialisable', summary: 'answers a BigInt', handler: () => json(200, { big: 1n }) },
   { method: 'GET', path: '/items/{id}', summary: 'echoes the id', handler: ({ params }) => json(200, { id: params.id }) },
   { method: 'GET', path: '/seqno', summary: 'echoes since', query: z.object({ since: integerQuery }).strict(), handler: ({ query }) => json(200, query) },
@@ -56,10 +83,9 @@ before(async () => {
     host: '127.0.0.1',
     port: 0,
     tls: { keyPem: keyPair.privateKeyPem, certificatePem: ca },
-    router: new Router(routes),
+    pipeline: pipelineOf(routes),
     enabledFeatures: [],
     maxBodySizeBytes: 64,
-    authenticator: anyone,
     logger: nullLogger,
   });
   port = (await server.listen()).port;
@@ -126,6 +152,21 @@ test('an answer that cannot be serialised is a 500, and the answers released wit
     [200, 200, 201],
   );
   assert.equal((await call('GET', '/sync')).status, 200, 'the interface still serves');
+});
+
+test('an invariant broken while executing a request is handed to failStop and never answered (no 500), thrown or rejected', async () => {
+  failStops.length = 0;
+  for (const path of ['/invariant', '/invariant-later']) {
+    const outcome = await call('GET', path).then(
+      (answer) => `answered ${answer.status}`,
+      (e: NodeJS.ErrnoException) => e.code ?? e.message,
+    );
+    assert.equal(outcome, 'ECONNRESET', `${path}: the connection ends without an answer`);
+  }
+  assert.deepEqual(
+    failStops.map((e) => e.message),
+    ['invariant violated: a request found the store in a state it can never be in', 'invariant violated: broken after a turn'],
+  );
 });
 
 test('bodies: valid, malformed JSON, wrong shape, over the limit; routing: unknown path and method', async () => {
@@ -223,7 +264,7 @@ test('a preferred port (a restarted node\u2019s previous one) is bound when free
   const keyPair = generateEcKeyPair('P-384');
   const certificatePem = await createSelfSignedCertificate({ keyPair, subjectCommonName: 'test', validityDays: 1, isCa: false });
   const make = () =>
-    new RpcInterface({ name: 'again', host: '127.0.0.1', port: 0, tls: { keyPem: keyPair.privateKeyPem, certificatePem }, router: new Router(routes), enabledFeatures: [], maxBodySizeBytes: 64, authenticator: anyone, logger: nullLogger });
+    new RpcInterface({ name: 'again', host: '127.0.0.1', port: 0, tls: { keyPem: keyPair.privateKeyPem, certificatePem }, pipeline: pipelineOf(routes), enabledFeatures: [], maxBodySizeBytes: 64, logger: nullLogger });
   const blocker = net.createServer();
   await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
   const taken = (blocker.address() as net.AddressInfo).port;
@@ -253,11 +294,10 @@ test('sessions beyond max_open_sessions are answered 503 SessionCapExhausted and
     host: '127.0.0.1',
     port: 0,
     tls: { keyPem: keyPair.privateKeyPem, certificatePem: cert },
-    router: new Router(routes),
+    pipeline: pipelineOf(routes),
     enabledFeatures: [],
     maxBodySizeBytes: 64,
     maxOpenSessions: 2,
-    authenticator: anyone,
     logger: nullLogger,
   });
   const cappedPort = (await capped.listen()).port;
@@ -330,14 +370,13 @@ async function limitedInterface(limits: { maxOpenSessions: number; maxSessionsPe
     host: '127.0.0.1',
     port: 0,
     tls: { keyPem: keyPair.privateKeyPem, certificatePem: cert },
-    router: new Router(routes),
+    pipeline: pipelineOf(routes),
     enabledFeatures: [],
     maxBodySizeBytes: 64,
     maxOpenSessions: limits.maxOpenSessions,
     ...(limits.maxSessionsPerAddress !== undefined ? { maxSessionsPerAddress: limits.maxSessionsPerAddress } : {}),
     tlsHandshakeTimeoutMs: limits.timeoutsMs,
     firstRequestTimeoutMs: limits.timeoutsMs,
-    authenticator: anyone,
     logger: nullLogger,
   });
   const ifacePort = (await iface.listen()).port;

@@ -14,6 +14,7 @@ import { createSelfSignedCertificate, generateEcKeyPair } from '../../src/crypto
 import { Router } from '../../src/http/router.js';
 import { json, type Route } from '../../src/http/route.js';
 import { RpcInterface, type Authenticator } from '../../src/http/server.js';
+import { RequestPipeline } from '../../src/http/pipeline.js';
 
 const anyone: Authenticator = { authenticate: () => ({ kind: 'anonymous' }) };
 const routes: Route[] = [{ method: 'GET', path: '/sync', summary: 'answers at once', handler: () => json(200, { answer: 'sync' }) }];
@@ -60,13 +61,12 @@ test('attackers on two addresses holding every session: a client on a third addr
     host: '127.0.0.1',
     port: 0,
     tls: { keyPem: keyPair.privateKeyPem, certificatePem: cert },
-    router: new Router(routes),
+    pipeline: new RequestPipeline({ router: new Router(routes), authenticator: anyone, logger: nullLogger, failStop: (e) => { throw e; } }),
     enabledFeatures: [],
     maxBodySizeBytes: 64,
     maxOpenSessions: 6,
     maxSessionsPerAddress: 4,
     firstRequestTimeoutMs: 60_000,
-    authenticator: anyone,
     logger: nullLogger,
   });
   const port = (await iface.listen()).port;

@@ -3,11 +3,13 @@
  * the node's fixed route table (docs/apps.md). While no bundle is installed it answers for nothing
  * and the built-in message log is the application; /app/tx, /app/commit and /app/caller stay built in.
  *
- * Each endpoint becomes a Route: authenticated by its policies before its body is read (so a
- * backup authenticates what it forwards), forwarded to the primary when it is `readwrite`, and
- * executed by the engine inside one KV transaction: a write transaction on the primary, or a read
- * of the node's current state (`readonly`; the committed state confirmed by the primary when the
- * request asks for x-covenant-consistency: linearizable).
+ * Each endpoint becomes a Route declaring its mode and its authentication policies; the request
+ * pipeline (src/http/pipeline.ts) authenticates it before its body is read (so a backup
+ * authenticates what it forwards), forwards it to the primary when it is `readwrite` (or asks to
+ * be linearizable), and gives the handler the state its consistency asks for. The engine runs it
+ * inside one KV transaction: a write transaction on the primary, or a read of the state the
+ * pipeline gives (`readonly`: the node's current state, or the committed state confirmed by the
+ * primary for x-covenant-consistency: linearizable).
  */
 import { randomBytes } from 'node:crypto';
 import { assert } from '../../base/assert.js';
@@ -15,7 +17,7 @@ import { CovenantError } from '../../base/errors.js';
 import { formatTxId, type TxId } from '../../base/ids.js';
 import type { Logger } from '../../base/log.js';
 import { jsonCodec, stringKeyCodec, type Codec, type StoreView, type Tx, type WriteSet } from '../../kv/index.js';
-import { CONSISTENCY_HEADER } from '../../http/forwarding.js';
+import { TRANSACTION_ID_HEADER } from '../../http/pipeline.js';
 import type { Caller, HttpMethod, RequestContext, Route, RouteResponse } from '../../http/route.js';
 import { Router, type MatchResult } from '../../http/router.js';
 import type { ApplicationFrontend } from '../../http/service.js';
@@ -32,8 +34,6 @@ import { HistoricalCache, historicalPending, type HistoricalCacheLimits } from '
 import { RequestHistory } from './historical-scope.js';
 import { IndexingService } from './indexing.js';
 import { INDEX_INTERVAL_MS } from './limits.js';
-
-export const TRANSACTION_ID_HEADER = 'x-covenant-transaction-id';
 
 /** What the frontend needs of the node. */
 export interface JsAppNode extends NodeTransactions {
@@ -203,9 +203,7 @@ export class JsAppFrontend implements ApplicationFrontend {
       path: `/app${endpoint.path}`,
       summary: typeof properties.openapi?.summary === 'string' ? properties.openapi.summary : `${properties.js_module} ${properties.js_function} (${properties.mode})`,
       authenticate: (request) => authenticate(policies, request, this.authn),
-      // A write goes to the primary. A readonly GET is served here unless it asks to be
-      // linearizable (the forwarder's own rule); a readonly POST, PUT or DELETE is served here.
-      ...(properties.mode === 'readwrite' ? { forward: true } : endpoint.method === 'GET' ? {} : { forward: false }),
+      mode: properties.mode,
       openapi: { ...(properties.openapi ?? {}), 'x-covenant-authn-policies': policies, 'x-covenant-mode': properties.mode },
       handler: (ctx) => this.execute(raw, endpoint, ctx),
     };
@@ -220,24 +218,14 @@ export class JsAppFrontend implements ApplicationFrontend {
       });
     }
     const requestJson = requestJsonOf(endpoint, ctx, (table, id) => this.node.executeRead((tx) => tx.map(table, certificateCodec).get(id) as string | undefined));
-    const consistency = ctx.headers[CONSISTENCY_HEADER];
     if (endpoint.properties.mode === 'historical') return this.historical(raw, endpoint, ctx, requestJson);
-    if (endpoint.properties.mode === 'readwrite') return this.write(raw, endpoint, ctx, requestJson, consistency);
-    if (consistency !== undefined && consistency !== 'linearizable') {
-      throw new CovenantError('InvalidHeaderValue', `${CONSISTENCY_HEADER} must be "linearizable" on a readonly endpoint (got "${String(consistency).slice(0, 64)}")`, 400);
-    }
-    const read = (reader: Pick<StoreView, 'map'>, seed: number) => this.run(raw, endpoint, this.scopeOf(reader, undefined), requestJson, ctx.rawBody, seed, reader);
-    if (consistency === 'linearizable') {
-      return this.node.executeReadLinearizable((view) => read(view, Number(view.version))).then(({ result, txId }) => responseOf(result, txId));
-    }
-    const { result, txId } = this.node.executeReadAt((tx) => read(tx, Number(tx.startVersion)));
-    return responseOf(result, txId);
+    if (endpoint.properties.mode === 'readwrite') return this.write(raw, endpoint, ctx, requestJson);
+    // The state the pipeline gives: current, or committed and confirmed (linearizable); the answer names it.
+    const result = ctx.state.read((reader, version) => this.run(raw, endpoint, this.scopeOf(reader, undefined), requestJson, ctx.rawBody, version, reader));
+    return responseOf(result, undefined);
   }
 
-  private write(raw: Uint8Array, endpoint: AppEndpoint, ctx: RequestContext, requestJson: string, consistency: unknown): RouteResponse | Promise<RouteResponse> {
-    if (consistency !== undefined && consistency !== 'committed' && consistency !== 'linearizable') {
-      throw new CovenantError('InvalidHeaderValue', `${CONSISTENCY_HEADER} must be "committed" or "linearizable" on a readwrite endpoint (got "${String(consistency).slice(0, 64)}")`, 400);
-    }
+  private write(raw: Uint8Array, endpoint: AppEndpoint, ctx: RequestContext, requestJson: string): RouteResponse {
     let scope: RequestScope | undefined;
     const fn = (tx: Tx): ScriptResponse => {
       scope = this.scopeOf(tx, tx);
@@ -251,18 +239,12 @@ export class JsAppFrontend implements ApplicationFrontend {
         return scope?.claimsDigest;
       },
     };
-    const dropped = (e: unknown): RouteResponse => {
+    try {
+      // The pipeline names the transaction in the answer (and waits for its commit when asked).
+      return responseOf(ctx.state.write(fn, options).result, undefined);
+    } catch (e) {
       if (e instanceof DropWrites) return responseOf(e.response, undefined);
       throw e;
-    };
-    if (consistency !== undefined) {
-      return this.node.executeWriteCommitted(fn, options).then(({ result, txId }) => responseOf(result, txId), dropped);
-    }
-    try {
-      const { result, txId } = this.node.executeWrite(fn, options);
-      return responseOf(result, txId);
-    } catch (e) {
-      return dropped(e);
     }
   }
 

@@ -27,8 +27,12 @@ const anyJson = jsonCodec<unknown>();
 
 /** Loads the engine (once per process) and makes the frontend of one node. */
 export async function createJsApplication(options: JsApplicationOptions): Promise<JsAppFrontend> {
+  return jsApplicationOn(await AppEngine.load(), options);
+}
+
+/** The frontend of one node on an engine already loaded (the simulator's nodes share one). */
+export function jsApplicationOn(engine: AppEngine, options: JsApplicationOptions): JsAppFrontend {
   const { node } = options;
-  const engine = await AppEngine.load();
   return new JsAppFrontend(
     node,
     engine,

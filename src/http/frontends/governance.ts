@@ -2,7 +2,8 @@
  * The governance frontend (/gov): wires src/gov to a node. Writes are COSE_Sign1 envelopes
  * (content-type application/cose) verified and applied inside one synchronous node transaction;
  * a refused request writes nothing and leaves one log line. Every write answer carries
- * x-covenant-transaction-id. Reads are plain JSON and need no authentication: the governance
+ * x-covenant-transaction-id (the request pipeline adds it, and waits for the commit when the
+ * request asks x-covenant-consistency: committed). Reads are plain JSON and need no authentication: the governance
  * tables are public in the ledger anyway.
  *
  * The sandbox engine is loaded asynchronously once; handlers await it (and its worker's readiness)
@@ -10,15 +11,14 @@
  */
 import { CovenantError, isCovenantError } from '../../base/errors.js';
 import { formatTxId } from '../../base/ids.js';
-import { Governance, type GovOutcome, type GovRequest, loadJsEngine, type SandboxLimits } from '../../gov/index.js';
+import { Governance, type GovOutcome, type GovRequest, type JsEngine, loadJsEngine, type SandboxLimits } from '../../gov/index.js';
 import { jsonCodec, type Tx } from '../../kv/index.js';
 import type { NodeGovernanceHost } from '../../node/api.js';
 import { SINGLETON_KEY, Tables, type NodeInfo, type ServiceInfo } from '../../node/tables.js';
 import { isoSeconds } from '../../node/reports.js';
 import { certificateValidity } from '../../crypto/index.js';
 import { json, type RequestContext, type Route } from '../route.js';
-
-export const TRANSACTION_ID_HEADER = 'x-covenant-transaction-id';
+import { TRANSACTION_ID_HEADER } from '../pipeline.js';
 
 export interface GovernanceFrontendOptions {
   /** The node's clock (ms since the Unix epoch), against which created_at is checked. */
@@ -26,13 +26,15 @@ export interface GovernanceFrontendOptions {
   readonly sandboxLimits?: SandboxLimits;
   /** Checks a set_js_app bundle (the application frontend's engine); without it such proposals are refused. */
   readonly checkAppBundle?: (bundle: unknown) => void;
+  /** The sandbox engine to run the constitution in (several nodes of one process may share one); default: one loaded here. */
+  readonly sandbox?: Promise<JsEngine>;
 }
 
 const anyJson = jsonCodec<any>();
 
 export function governanceRoutes(node: NodeGovernanceHost, options: GovernanceFrontendOptions): Route[] {
   // Start loading at once so that the first governance request does not wait for it.
-  const governance: Promise<Governance> = loadJsEngine().then(
+  const governance: Promise<Governance> = (options.sandbox ?? loadJsEngine()).then(
     (engine) =>
       new Governance({
         engine,
@@ -58,7 +60,7 @@ export function governanceRoutes(node: NodeGovernanceHost, options: GovernanceFr
     const req = request(ctx);
     let written: { result: GovOutcome<T>; txId: ReturnType<NodeGovernanceHost['executeWrite']>['txId'] };
     try {
-      written = node.executeWrite((tx) => fn(gov, tx, req));
+      written = ctx.state.write((tx) => fn(gov, tx, req));
     } catch (e) {
       if (isCovenantError(e)) node.logger.info('governance request refused', { path: ctx.path, code: e.code, reason: e.message });
       throw e;
@@ -68,7 +70,7 @@ export function governanceRoutes(node: NodeGovernanceHost, options: GovernanceFr
       if (effect === 'trigger_ledger_chunk') node.forceLedgerChunk();
     }
     node.logger.info('governance request accepted', { path: ctx.path, member_id: result.memberId, ...(txId ? { transaction_id: formatTxId(txId) } : {}) });
-    return json(200, result.body, txId ? { [TRANSACTION_ID_HEADER]: formatTxId(txId) } : undefined);
+    return json(200, result.body);
   };
 
   const read = async <T>(fn: (gov: Governance, tx: Tx) => T) => {

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { CovenantError } from '../../base/errors.js';
-import { formatTxId, parseTxId } from '../../base/ids.js';
+import { parseTxId } from '../../base/ids.js';
 import { jsonCodec } from '../../kv/index.js';
 import type { NodeOperatorQueries } from '../../node/api.js';
 import type { NodeSummary } from '../../node/reports.js';
@@ -56,7 +56,7 @@ export function operatorRoutes({ node, openApi, primaryAddress, jsMetrics, histo
       path: '/node/join',
       summary: 'A joining node asks to be recorded (and, once trusted, receives the network secrets)',
       body: JoinRequestSchema,
-      forward: false,
+      mode: 'operator',
       responses: {
         200: 'Join answer: Pending, or Trusted with the network information',
         308: 'Redirect to the primary',
@@ -175,11 +175,11 @@ export function operatorRoutes({ node, openApi, primaryAddress, jsMetrics, histo
       method: 'DELETE',
       path: '/node/network/nodes/{node_id}',
       summary: 'Deletes a retired node listed in removable_nodes',
-      handler: ({ params }) => {
+      handler: ({ params, state }) => {
         // A direct table write, not a proposal: members already retired the node, and its
         // retirement is committed (retired_committed), so only the record is left to remove.
         const id = params.node_id!;
-        const { txId } = node.executeWrite((tx) => {
+        state.write((tx) => {
           const nodes = tx.map(Tables.nodesInfo, jsonCodec<NodeInfo>());
           const info = nodes.get(id);
           if (!info) throw nodeNotFound(id);
@@ -195,7 +195,7 @@ export function operatorRoutes({ node, openApi, primaryAddress, jsMetrics, histo
           nodes.remove(id);
           tx.map(Tables.nodesEndorsedCertificates, jsonCodec<unknown>()).remove(id);
         });
-        return json(200, { node_id: id, deleted: true }, txId ? { 'x-covenant-transaction-id': formatTxId(txId) } : undefined);
+        return json(200, { node_id: id, deleted: true });
       },
     },
     {

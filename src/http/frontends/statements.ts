@@ -17,7 +17,7 @@ import { COSE_CONTENT_TYPE, GovTables, STATEMENTS_TABLE, verifySignedStatement, 
 import { jsonCodec } from '../../kv/index.js';
 import type { NodeTransactions } from '../../node/api.js';
 import { json, type Route } from '../route.js';
-import { TRANSACTION_ID_HEADER } from './governance.js';
+import { TRANSACTION_ID_HEADER } from '../pipeline.js';
 
 export interface StatementsFrontendOptions {
   readonly node: NodeTransactions;
@@ -35,7 +35,7 @@ export function statementRoutes({ node, primaryAddress }: StatementsFrontendOpti
       method: 'POST',
       path: REGISTER_STATEMENT_PATH,
       summary: 'Registers a signed statement (COSE_Sign1 body) of a member or user (TLS client certificate); its receipt makes it transparent',
-      forward: false,
+      mode: 'operator',
       responses: {
         200: '{"statement_digest", "transaction_id"}: recorded; GET /node/receipt/cose?transaction_id= once committed',
         307: 'Redirect to the primary',
@@ -43,7 +43,7 @@ export function statementRoutes({ node, primaryAddress }: StatementsFrontendOpti
         401: 'Not a member or user certificate',
         415: 'Not application/cose',
       },
-      handler: ({ rawBody, headers, clientCertificateDer, interfaceName }) => {
+      handler: ({ rawBody, headers, clientCertificateDer, interfaceName, state }) => {
         if (!node.isPrimary()) {
           const address = primaryAddress(interfaceName);
           if (!address) throw new CovenantError('NoPrimary', 'no primary is known at the moment: retry shortly', 503);
@@ -59,7 +59,7 @@ export function statementRoutes({ node, primaryAddress }: StatementsFrontendOpti
         const statement = new Uint8Array(rawBody.buffer, rawBody.byteOffset, rawBody.byteLength);
         const verified = verifySignedStatement(statement);
         const digest = toHex(verified.digest);
-        const { txId } = node.executeWrite(
+        const { txId } = state.write(
           (tx) => {
             const known = tx.map(GovTables.membersCerts, anyJson).has(callerId) || tx.map(GovTables.usersCerts, anyJson).has(callerId);
             if (!known) throw new CovenantError('InvalidAuthenticationInfo', `no member or user with certificate id ${callerId} is known to the service`, 401);

@@ -33,6 +33,8 @@ export type CheckerName =
   | 'same-applied-prefix'
   | 'joint-majority'
   | 'linearizable-read'
+  | 'request-answer'
+  | 'acknowledged-write'
   | 'liveness'
   | 'receipts-verify'
   | 'invariant';

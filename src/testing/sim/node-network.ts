@@ -24,6 +24,11 @@ export class SimFrameNetwork {
   private readonly endpoints = new Map<string, SimNodeChannels>();
   private readonly blocked = new Set<string>();
   nowTicks = 0;
+  /**
+   * Kinds of frames never duplicated: those of protocols that, like the TLS channels they run on,
+   * count on each frame arriving at most once (request forwarding). Loss and delay still apply.
+   */
+  neverDuplicated: ReadonlySet<number> = new Set();
   droppedFrames = 0;
   deliveredFrames = 0;
 
@@ -44,7 +49,8 @@ export class SimFrameNetwork {
   }
 
   send(from: string, to: string, kind: number, payload: Uint8Array): void {
-    const delays = deliveryDelays(this.rng, this.faults);
+    const drawn = deliveryDelays(this.rng, this.faults);
+    const delays = this.neverDuplicated.has(kind) ? drawn.slice(0, 1) : drawn;
     if (delays.length === 0) this.droppedFrames++;
     for (const delay of delays) {
       if (this.inFlight.length >= FRAMES_IN_FLIGHT_MAX) {

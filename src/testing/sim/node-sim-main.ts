@@ -3,11 +3,14 @@
  *
  *   npm run sim:node -- [--seed N] [--runs K] [--nodes N] [--steps M]
  *   npm run sim:node -- --recovery [--seed N] [--runs K] [--nodes N] [--steps M] [--bug drop-old-entry|corrupt-receipt]
+ *   npm run sim:node -- --requests [--seed N] [--runs K] [--nodes N] [--steps M]
  *
  * Runs K seeded simulations of N production nodes (seeds N, N+1, ...; see node-sim.ts). With
  * --recovery each run is a disaster recovery (node-sim-recovery.ts): M steps of the old service,
  * the loss of every node, the recovery, M steps of the new service; --bug plants a defect its
- * checkers must catch. A failing run prints its seed, the broken property and the end of its
+ * checkers must catch. With --requests, clients reach the nodes through their request pipelines
+ * (node-sim-requests.ts): governance opens the service and deploys a JavaScript application, then
+ * committed writes and linearizable reads go to any node. A failing run prints its seed, the broken property and the end of its
  * trace, and the exit code is 1.
  */
 import { randomInt } from 'node:crypto';
@@ -15,11 +18,12 @@ import { Violation } from './checker.js';
 import { SimArgs } from './cli-args.js';
 import { runNodeSim } from './node-sim.js';
 import { RECOVERY_BUGS, runRecoverySim, type RecoveryBug } from './node-sim-recovery.js';
+import { runRequestSim } from './node-sim-requests.js';
 
 const args = new SimArgs(
-  'usage: sim:node [--seed N] [--runs K] [--nodes N] [--steps M]\n       sim:node --recovery [--seed N] [--runs K] [--nodes N] [--steps M] [--bug drop-old-entry|corrupt-receipt]\n',
+  'usage: sim:node [--seed N] [--runs K] [--nodes N] [--steps M]\n       sim:node --requests [--seed N] [--runs K] [--nodes N] [--steps M]\n       sim:node --recovery [--seed N] [--runs K] [--nodes N] [--steps M] [--bug drop-old-entry|corrupt-receipt]\n',
 );
-const KNOWN = new Set(['--seed', '--runs', '--nodes', '--steps', '--bug', '--recovery']);
+const KNOWN = new Set(['--seed', '--runs', '--nodes', '--steps', '--bug', '--recovery', '--requests']);
 for (const arg of process.argv.slice(2)) if (arg.startsWith('--') && !KNOWN.has(arg)) args.usage(`unknown option ${arg}`);
 
 function option(name: string, fallback: number, min: number): number {
@@ -28,6 +32,8 @@ function option(name: string, fallback: number, min: number): number {
 }
 
 const recovery = process.argv.includes('--recovery');
+const requests = process.argv.includes('--requests');
+if (recovery && requests) args.usage('--requests and --recovery are two different runs');
 const bugIndex = process.argv.indexOf('--bug');
 const bug: RecoveryBug | undefined = bugIndex === -1 ? undefined : args.list(process.argv[bugIndex + 1], RECOVERY_BUGS, '--bug')[0];
 if (bug !== undefined && !recovery) args.usage('--bug goes with --recovery');
@@ -37,6 +43,7 @@ const nodes = option('--nodes', 3, 1);
 const steps = option('--steps', recovery ? 400 : 2000, 1);
 
 async function run(runSeed: number): Promise<unknown> {
+  if (requests) return runRequestSim({ seed: runSeed, nodes, steps, livenessStepsMax: 2000 });
   if (!recovery) return runNodeSim({ seed: runSeed, nodes, steps, livenessStepsMax: 2000 });
   return runRecoverySim({ seed: runSeed, nodes, steps, stepsAfterRecovery: steps, livenessStepsMax: 2000, ...(bug ? { bug } : {}) });
 }
@@ -44,11 +51,11 @@ async function run(runSeed: number): Promise<unknown> {
 for (let i = 0; i < runs; i++) {
   const started = Date.now();
   try {
-    const { trace: _trace, ...figures } = (await run(seed + i)) as { trace: unknown };
+    const { trace: _trace, governance: _governance, ...figures } = (await run(seed + i)) as { trace: unknown; governance?: unknown };
     console.log(`seed ${seed + i}: ok in ${Date.now() - started} ms ${JSON.stringify(figures)}`);
   } catch (e) {
     if (!(e instanceof Violation)) throw e;
-    const replay = `npm run sim:node -- ${recovery ? '--recovery ' : ''}--seed ${seed + i} --nodes ${nodes} --steps ${steps}${bug ? ` --bug ${bug}` : ''}`;
+    const replay = `npm run sim:node -- ${recovery ? '--recovery ' : ''}${requests ? '--requests ' : ''}--seed ${seed + i} --nodes ${nodes} --steps ${steps}${bug ? ` --bug ${bug}` : ''}`;
     console.log(`seed ${seed + i}: VIOLATION ${e.message}\nreplay: ${replay}`);
     process.exit(1);
   }
