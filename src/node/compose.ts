@@ -117,6 +117,7 @@ export class NodeComposition {
     this.filesCleanup = this.buildFilesCleanup();
     this.peers = new Peers(() => this.identity.nodeId, init.logger);
     this.driver = new ConsensusDriver(this.driverHost());
+    this.replica.whenDurable(() => this.driver.schedulePump());
     this.peers.onFrame(FrameKind.Consensus, (from, payload) => this.driver.onFrame(from, payload));
     this.proposer = this.buildProposer();
     this.queries = this.buildQueries();
@@ -392,6 +393,7 @@ export class NodeComposition {
       },
       applyReplicated: (entry) => this.replica.applyReplicated(entry),
       persistEntries: (frames, truncateAfterSeqno) => this.replica.persist(frames, truncateAfterSeqno),
+      durableSeqno: () => this.replica.durableSeqno,
       persistHardState: () => this.persistState(),
       send: (to, message) => void this.peers.send(to, FrameKind.Consensus, message),
       advanceCommit: (seqno) => {
@@ -543,6 +545,7 @@ export class NodeComposition {
       electionTimeoutMs: election_timeout,
       messageTimeoutMs: message_timeout,
       initial,
+      awaitDurability: this.init.config.ledger.durability === 'Synced',
     });
   }
 
