@@ -399,6 +399,7 @@ export class NodeComposition {
       advanceCommit: (seqno) => {
         if (!this.replica.advanceCommit(seqno)) return;
         this.certificates.onCommit();
+        this.signatures.onCommit(seqno);
         this.commitWaiters.onCommit(seqno);
         this.linearizableReads.onCommit(seqno);
         // Only a primary keeps proposals; a backup need not build the consensus status at each commit.
