@@ -106,6 +106,16 @@ export class ConsensusDriver {
     return this.core;
   }
 
+  /**
+   * The highest seqno every peer has acknowledged (infinity without peers, as on a backup):
+   * no proposal up to it is sent again (a peer that loses them catches up from the ledger).
+   */
+  acknowledgedByEveryPeer(): number {
+    let acknowledged = Number.POSITIVE_INFINITY;
+    for (const peer of this.core?.status().peers ?? []) acknowledged = Math.min(acknowledged, peer.matchSeqno);
+    return acknowledged;
+  }
+
   startTicking(): void {
     const tick = () => {
       if (this.stopped) return;
