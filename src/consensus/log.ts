@@ -124,6 +124,11 @@ export class RaftLog {
     return this.durable;
   }
 
+  /** The caller will say what is durable (markDurable): until then, nothing past `seqno` counts as such. */
+  awaitDurabilityFrom(seqno: Seqno): void {
+    this.durable = Math.min(this.durable, seqno);
+  }
+
   /** Entries up to `seqno` are durable, as far as storage holds this log (never beyond stableSeqno, never back). */
   markDurable(seqno: Seqno): boolean {
     const durable = Math.min(seqno, this.stableSeqno);

@@ -102,6 +102,9 @@ class RaftMachine implements Raft {
     this.commitSeqno = Math.max(initial.commitSeqno ?? startSeqno, startSeqno);
     assert(this.commitSeqno <= this.log.lastSeqno, 'the persisted commit is within the persisted log');
     this.log.compact(this.commitSeqno);
+    // Entries read back from storage may be in a page cache only (a process ended before its sync):
+    // beyond the committed prefix, they count once the caller says they are durable.
+    if (this.options.awaitDurability) this.log.awaitDurabilityFrom(this.commitSeqno);
     this.pending = new PendingReady(this.options.maxOutboxMessages, this.commitSeqno, this.retirementStage());
     this.resetElectionTimeout();
   }

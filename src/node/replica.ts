@@ -346,6 +346,7 @@ export class Replica {
 
   /** Every ledger entry up to here survives a power loss (Replicated durability: every entry written). */
   get durableSeqno(): number {
+    if (this.init.durability === 'Synced') this.groupedSync ??= this.createGroupedSync();
     return this.groupedSync?.durableSeqno ?? this.ledger.lastSeqno;
   }
 
@@ -360,7 +361,9 @@ export class Replica {
   }
 
   private createGroupedSync(): GroupedSync {
-    // What the ledger held before the first persist was read from disk (or written and synced by a start-up flow).
+    // What the ledger holds before the first persist was read from its files, where a process that
+    // ended before its sync may have left it in the page cache only: one sync, once, makes it durable.
+    this.ledger.sync();
     return new GroupedSync(
       {
         startSync: (done) => this.ledger.syncAsync(done),

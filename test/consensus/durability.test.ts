@@ -7,7 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { utf8 } from '../../src/base/index.js';
-import { createRaft, type AppendResponse, type Entry, type Message, type Raft, type Ready } from '../../src/consensus/index.js';
+import { createRaft, type AppendEntries, type AppendResponse, type Entry, type Message, type Raft, type Ready } from '../../src/consensus/index.js';
 import { Prng } from '../../src/testing/prng.js';
 
 class Storage {
@@ -69,8 +69,8 @@ function primary(): { raft: Raft; storage: Storage } {
   return a;
 }
 
-function appendsTo(messages: Message[], to: string): Message[] {
-  return messages.filter((m) => m.type === 'append' && m.to === to && m.entries.length > 0);
+function appendsTo(messages: Message[], to: string): AppendEntries[] {
+  return messages.filter((m): m is AppendEntries => m.type === 'append' && m.to === to && m.entries.length > 0);
 }
 
 function responses(messages: Message[]): AppendResponse[] {
@@ -109,7 +109,7 @@ test('a backup acknowledges an append only once the sync covering it has ended, 
   const [append] = appendsTo(drain(a), 'b');
   assert.ok(append);
   const b = node('b');
-  b.raft.step(append);
+  b.raft.step(append!);
   const before = responses(drain(b));
   assert.deepEqual(before, [], 'no acknowledgement while the entries are only written');
   // A sync that covered the first entry only (more arrived after it started).
@@ -146,7 +146,7 @@ test('an append carrying a read id is answered at once (reads never wait for a d
   const a = primary();
   const [append] = appendsTo(drain(a), 'b');
   const b = node('b');
-  b.raft.step({ ...append!, type: 'append', readId: 7 } as Message);
+  b.raft.step({ ...append!, readId: 7 });
   const now = responses(drain(b));
   assert.equal(now.length, 1);
   assert.equal(now[0]!.readId, 7);
@@ -165,4 +165,29 @@ test('without awaitDurability a backup acknowledges in the Ready that persists t
   const out = responses(drain({ raft: b, storage }));
   assert.equal(out[0]?.lastSeqno, 1);
   assert.throws(() => b.markDurable(1), /markDurable/);
+});
+
+test('entries read back from storage at start count as durable only once the caller says so (a process may have ended before its sync)', () => {
+  const a = primary();
+  a.raft.propose(entry(a.raft, 'normal'));
+  const [append] = appendsTo(drain(a), 'b');
+  // b had written both entries (page cache) when its process ended, before any sync.
+  const storage = new Storage();
+  storage.entries = [...append!.entries];
+  const b = createRaft({
+    selfId: 'b',
+    random: new Prng(3),
+    storage,
+    initial: { configs: CONFIG, lastSeqno: 2, view: 1 },
+    electionTimeoutTicks: 10,
+    heartbeatTicks: 2,
+    maxBatchEntries: 100,
+    maxBatchBytes: 100_000,
+    maxUncommittedEntries: 100,
+    awaitDurability: true,
+  });
+  b.step({ type: 'append', from: 'a', to: 'b', view: 1, prevSeqno: 2, prevView: 1, commitSeqno: 0, entries: [] });
+  assert.deepEqual(responses(drain({ raft: b, storage })), [], 'the heartbeat over entries not known durable is not answered as a match yet');
+  b.markDurable(2);
+  assert.equal(responses(drain({ raft: b, storage }))[0]?.lastSeqno, 2);
 });
