@@ -51,6 +51,10 @@
  * With --recovery it instead measures how fast a Recover node replays a ledger of N transactions
  * (bench/recovery.ts; `npm run bench -- --recovery [--transactions 1000000]`).
  *
+ * With --vs-etcd it instead measures three nodes against three etcd members under autocannon,
+ * default and committed writes against etcd puts (bench/vs-etcd.ts; `npm run bench -- --vs-etcd
+ * [--duration 8] [--rounds 3] [--builds dist,other/dist]`).
+ *
  * With --smallbank it instead drives examples/smallbank on three nodes with the SmallBank mix, in
  * default and committed modes (bench/smallbank.ts; `npm run bench -- --smallbank [--duration 4]
  * [--rounds 2] [--connections 32] [--accounts 1000]`).
@@ -584,6 +588,10 @@ function summary(label: string, alternation: Alternation, rounds: number): strin
 async function main(): Promise<void> {
   if (process.argv.includes('--recovery')) {
     await benchScript('recovery.js', process.argv.slice(2).filter((a) => a !== '--recovery'));
+    return;
+  }
+  if (process.argv.includes('--vs-etcd')) {
+    await benchScript('vs-etcd.js', process.argv.slice(2).filter((a) => a !== '--vs-etcd'));
     return;
   }
   if (process.argv.includes('--smallbank')) {

@@ -6,6 +6,7 @@ export { deepMerge, type DeepPartial } from './merge.js';
 export { defaultNodeConfig, MINIMAL_NODE_CONFIG_INPUT } from './defaults.js';
 export {
   COMMAND_TYPES,
+  ELECTION_TIMEOUT_DEFAULT_MS,
   LOG_FORMATS,
   LOG_LEVELS,
   OPERATOR_FEATURES,

@@ -12,6 +12,10 @@ export const OPERATOR_FEATURES = ['LedgerChunkRead', 'SnapshotRead', 'SnapshotCr
 export const LOG_FORMATS = ['Text', 'Json'] as const;
 /** ledger.durability: when appended entries count as held (docs/configuration.md, "Durability"). */
 export const DURABILITIES = ['Synced', 'Replicated'] as const;
+/** node_certificate.curve_id: the curve of the node's key, hence of its signatures (CCF's names). */
+export const NODE_CURVE_IDS = ['Secp384R1', 'Secp256R1'] as const;
+/** consensus.election_timeout's default (member JavaScript's time budget is asserted well under it: src/node/limits.ts). */
+export const ELECTION_TIMEOUT_DEFAULT_MS = 1000;
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'fail', 'fatal'] as const;
 
 /** A DNS name in a certificate; a leading "*." wildcard label is allowed. */
@@ -139,7 +143,7 @@ export function nodeConfigSchema(baseDir: string) {
     node_certificate: z
       .strictObject({
         subject_alt_names: z.array(subjectAltName()).optional(),
-        curve_id: z.enum(['Secp384R1']).default('Secp384R1'),
+        curve_id: z.enum(NODE_CURVE_IDS).default('Secp384R1'),
         initial_validity_days: validityDays.default(1),
       })
       .prefault({}),
@@ -195,7 +199,7 @@ export function nodeConfigSchema(baseDir: string) {
       .prefault({}),
     consensus: z
       .strictObject({
-        election_timeout: positiveDurationMs().prefault('1000ms'),
+        election_timeout: positiveDurationMs().prefault(`${ELECTION_TIMEOUT_DEFAULT_MS}ms`),
         message_timeout: positiveDurationMs().prefault('100ms'),
       })
       .prefault({}),

@@ -10,6 +10,8 @@ export type { LogLevel };
 export type CommandType = 'Start' | 'Join' | 'Recover';
 export type OperatorFeature = 'LedgerChunkRead' | 'SnapshotRead' | 'SnapshotCreate';
 export type LogFormat = 'Text' | 'Json';
+/** The curve of the node's key: secp384r1 (P-384, ES384 signatures) or secp256r1 (P-256, ES256). */
+export type NodeCurveId = 'Secp384R1' | 'Secp256R1';
 
 export interface MemberConfig {
   certificate_file: string;
@@ -69,7 +71,7 @@ export type CommandConfig =
 export interface NodeCertificateConfig {
   /** "iPAddress:<ip>" or "dNSName:<name>"; when absent, the hosts of the RPC interfaces' published addresses. */
   subject_alt_names?: string[];
-  curve_id: 'Secp384R1';
+  curve_id: NodeCurveId;
   initial_validity_days: number;
 }
 

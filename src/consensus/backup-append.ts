@@ -4,7 +4,7 @@
  */
 import { assert, type Seqno, type View } from '../base/index.js';
 import type { RaftLog } from './log.js';
-import type { AppendEntries } from './types.js';
+import type { AppendEntries, AppendResponse } from './types.js';
 
 /** What to answer the primary, and how far the batch lets this backup commit. */
 export interface AppendOutcome {
@@ -70,4 +70,42 @@ export function appendIsWellFormed(m: AppendEntries): boolean {
     view = e.view;
   }
   return true;
+}
+
+/**
+ * A backup that awaits durability (RaftOptions.awaitDurability) acknowledges only entries on its
+ * disk: a successful answer beyond the durable seqno waits here (the newest one: answers are
+ * cumulative) and leaves, cut down to what is durable, as syncs complete. An answer carrying a
+ * read id goes at once, cut down the same way, so that reads never wait for a disk.
+ */
+export class HeldAcknowledgement {
+  private held: AppendResponse | undefined;
+
+  /** The answer to send now (undefined: held back until markDurable). */
+  offer(response: AppendResponse, durableSeqno: Seqno): AppendResponse | undefined {
+    if (!response.success || response.lastSeqno <= durableSeqno) return response;
+    if (this.held === undefined || this.held.view !== response.view || this.held.to !== response.to || response.lastSeqno >= this.held.lastSeqno) {
+      this.held = response;
+    }
+    // The log matches the primary's up to lastSeqno, hence up to the durable seqno below it.
+    return response.readId !== undefined ? { ...response, lastSeqno: durableSeqno } : undefined;
+  }
+
+  /** What may leave now that entries up to durableSeqno are durable, with the backup's commit as of now. */
+  release(durableSeqno: Seqno, commitSeqno: Seqno, view: View): AppendResponse | undefined {
+    const held = this.held;
+    if (held === undefined) return undefined;
+    if (held.view !== view) {
+      this.held = undefined;
+      return undefined;
+    }
+    if (held.lastSeqno <= durableSeqno) this.held = undefined;
+    const { readId: _readId, ...answer } = held;
+    return { ...answer, lastSeqno: Math.min(held.lastSeqno, durableSeqno), commitSeqno };
+  }
+
+  /** A new view or role: the held answer is for a primary that is no longer. */
+  drop(): void {
+    this.held = undefined;
+  }
 }

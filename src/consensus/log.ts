@@ -60,6 +60,8 @@ export class RaftLog {
   private unstable: Entry[] = [];
   /** Storage holds exactly this log up to here. */
   private stableSeqno: Seqno;
+  /** Entries up to here are durable (at most stableSeqno): see markDurable. */
+  private durable: Seqno;
   /** Entries up to here have been handed to the caller. */
   private handedOutSeqno: Seqno;
   /** Lowest truncation point not yet handed to the caller. */
@@ -96,6 +98,7 @@ export class RaftLog {
       this.unstable.length = 0;
     }
     this.stableSeqno = persistedLastSeqno;
+    this.durable = persistedLastSeqno;
     this.handedOutSeqno = persistedLastSeqno;
   }
 
@@ -114,6 +117,24 @@ export class RaftLog {
 
   get persistedSeqno(): Seqno {
     return this.stableSeqno;
+  }
+
+  /** The entries up to here survive a power loss of this node: what it acknowledges and counts. */
+  get durableSeqno(): Seqno {
+    return this.durable;
+  }
+
+  /** The caller will say what is durable (markDurable): until then, nothing past `seqno` counts as such. */
+  awaitDurabilityFrom(seqno: Seqno): void {
+    this.durable = Math.min(this.durable, seqno);
+  }
+
+  /** Entries up to `seqno` are durable, as far as storage holds this log (never beyond stableSeqno, never back). */
+  markDurable(seqno: Seqno): boolean {
+    const durable = Math.min(seqno, this.stableSeqno);
+    if (durable <= this.durable) return false;
+    this.durable = durable;
+    return true;
   }
 
   /** The view of the entry at seqno, or undefined when the log does not know it. */
@@ -208,6 +229,7 @@ export class RaftLog {
       if (this.inFlight !== undefined) this.inFlight.truncatedAfter = Math.min(this.inFlight.truncatedAfter ?? seqno, seqno);
     }
     this.stableSeqno = Math.min(this.stableSeqno, seqno);
+    this.durable = Math.min(this.durable, seqno);
   }
 
   /** Active configurations given the commit seqno: the last committed one and every later one. */

@@ -108,8 +108,9 @@ export function readRound(s: PrimaryState): void {
 
 /** The seqno the primary may commit up to now, beyond its commit; undefined when there is none. */
 export function commitTarget(s: PrimaryState, configs: readonly Configuration[], bugs: ReadonlySet<KnownBug>): Seqno | undefined {
-  const matchOf = (id: NodeId): Seqno => (id === s.selfId ? s.log.persistedSeqno : (s.progress.get(id)?.match ?? 0));
-  const held = bugs.has('commit-without-quorum') ? s.log.persistedSeqno : jointMatchSeqno(configs, matchOf);
+  // Its own copy counts once durable (at once when the caller does not await durability).
+  const matchOf = (id: NodeId): Seqno => (id === s.selfId ? s.log.durableSeqno : (s.progress.get(id)?.match ?? 0));
+  const held = bugs.has('commit-without-quorum') ? s.log.durableSeqno : jointMatchSeqno(configs, matchOf);
   if (bugs.has('commit-unsigned')) {
     const target = Math.min(held, s.log.lastSeqno);
     return target > s.commitSeqno && s.log.viewAt(target) === s.view ? target : undefined;

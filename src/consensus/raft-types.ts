@@ -17,6 +17,12 @@ export interface RaftOptions {
   readonly maxInflightBatches?: number;
   /** Outgoing messages held between two Ready; beyond this, messages are dropped. Default 65536. */
   readonly maxOutboxMessages?: number;
+  /**
+   * False (default): entries count as held once their Ready is advanced (persisted). True: the
+   * caller makes them durable later, off the step (a grouped, asynchronous sync) and says so with
+   * markDurable; a backup acknowledges, and a primary counts its own copy, only what is durable.
+   */
+  readonly awaitDurability?: boolean;
 }
 
 /** Where this node's log starts and what it had persisted (all optional fields default to genesis). */
@@ -74,6 +80,12 @@ export interface Raft {
   /** The work to do now; call advance(ready) once done, before the next ready(). */
   ready(): Ready;
   advance(ready: Ready): void;
+  /**
+   * With awaitDurability: every entry up to `seqno` persisted by an advanced Ready is now durable
+   * (the caller caps it at any truncation made after its sync began). A backup sends the
+   * acknowledgement it held back; a primary counts its own copy.
+   */
+  markDurable(seqno: Seqno): void;
   status(): RaftStatus;
   /** The cheap subset of status(). */
   summary(): RaftSummary;
@@ -109,6 +121,7 @@ export function resolveRaftOptions(init: RaftOptions): ResolvedRaftOptions {
     maxUncommittedEntries: init.maxUncommittedEntries,
     maxInflightBatches,
     maxOutboxMessages,
+    awaitDurability: init.awaitDurability ?? false,
     heartbeatsBeforeRetransmit: Math.max(2, Math.ceil(init.electionTimeoutTicks / 4 / init.heartbeatTicks)),
   };
 }

@@ -14,7 +14,7 @@
  * - retirement stages, and a retiring primary that hands over to its most up-to-date peer.
  */
 import { assert, type NodeId, type Seqno, type View } from '../base/index.js';
-import { acceptAppend, appendIsWellFormed } from './backup-append.js';
+import { HeldAcknowledgement, acceptAppend, appendIsWellFormed } from './backup-append.js';
 import { notPrimary, tooManyPendingTransactions } from './errors.js';
 import { RaftLog } from './log.js';
 import { acknowledge, mostUpToDate, peerStatuses, peersNeedingSnapshot, rewind, type Progress } from './progress.js';
@@ -77,6 +77,8 @@ class RaftMachine implements Raft {
 
   /** Linearizable reads waiting for a majority's acknowledgement (primary only). */
   private readonly reads = new ReadIndex();
+  /** Backup, awaiting durability: the acknowledgement waiting for a sync. */
+  private readonly heldAck = new HeldAcknowledgement();
 
   /** Outputs not yet handed out. */
   private readonly pending: PendingReady;
@@ -100,6 +102,9 @@ class RaftMachine implements Raft {
     this.commitSeqno = Math.max(initial.commitSeqno ?? startSeqno, startSeqno);
     assert(this.commitSeqno <= this.log.lastSeqno, 'the persisted commit is within the persisted log');
     this.log.compact(this.commitSeqno);
+    // Entries read back from storage may be in a page cache only (a process ended before its sync):
+    // beyond the committed prefix, they count once the caller says they are durable.
+    if (this.options.awaitDurability) this.log.awaitDurabilityFrom(this.commitSeqno);
     this.pending = new PendingReady(this.options.maxOutboxMessages, this.commitSeqno, this.retirementStage());
     this.resetElectionTimeout();
   }
@@ -222,8 +227,21 @@ class RaftMachine implements Raft {
 
   advance(_ready: Ready): void {
     this.log.acknowledge();
+    if (this.options.awaitDurability) return;
     // The primary's own acknowledgement counts only once persisted.
+    this.log.markDurable(this.log.persistedSeqno);
     if (this.role === 'Primary') this.maybeCommit();
+  }
+
+  markDurable(seqno: Seqno): void {
+    assert(this.options.awaitDurability, 'markDurable only when the caller makes entries durable itself');
+    if (!this.log.markDurable(seqno)) return;
+    // The primary's own acknowledgement counts only once durable.
+    if (this.role === 'Primary') this.maybeCommit();
+    else if (this.role === 'Backup') {
+      const answer = this.heldAck.release(this.log.durableSeqno, this.commitSeqno, this.view);
+      if (answer !== undefined) this.pending.send(answer);
+    }
   }
 
   status(): RaftStatus {
@@ -273,7 +291,10 @@ class RaftMachine implements Raft {
       // Unsigned entries of an older view can never commit: the new primary rolled them back.
       this.dropUnsignedSuffix();
     }
-    if (this.role !== 'Backup' || this.primaryId !== primaryId) this.pending.roleChanged = true;
+    if (this.role !== 'Backup' || this.primaryId !== primaryId) {
+      this.pending.roleChanged = true;
+      this.heldAck.drop();
+    }
     this.role = 'Backup';
     this.primaryId = primaryId;
     this.electionElapsedTicks = 0;
@@ -413,7 +434,9 @@ class RaftMachine implements Raft {
       lastSeqno: outcome.lastSeqno,
       commitSeqno: this.commitSeqno,
     };
-    this.pending.send(m.readId !== undefined && m.readId > 0 ? { ...response, readId: m.readId } : response);
+    const answer = m.readId !== undefined && m.readId > 0 ? { ...response, readId: m.readId } : response;
+    const now = this.options.awaitDurability ? this.heldAck.offer(answer, this.log.durableSeqno) : answer;
+    if (now !== undefined) this.pending.send(now);
     if (outcome.commitSeqno !== undefined) this.commitTo(outcome.commitSeqno);
   }
 

@@ -7,7 +7,7 @@ export { Governance, CONSTITUTION_EXPORTS, JOIN_POLICY_EXPORTS, BALLOT_EXPORTS, 
 export type { GovernanceInit, GovRequest, GovOutcome, ProposalSummary, MemberSummary } from './governance.js';
 export { signGovRequest, verifyGovRequest, COSE_CONTENT_TYPE, CREATED_AT_WINDOW_SECONDS, GOV_MESSAGE_TYPES, GovHeader } from './cose-request.js';
 export type { GovMessageType, SignGovRequestOptions, VerifiedGovRequest, VerifyGovRequestOptions } from './cose-request.js';
-export { JsEngine, loadJsEngine, SandboxBudget, SandboxError, DEFAULT_SANDBOX_LIMITS, SANDBOX_REQUEST_TIME_MS_MAX, WASM_MEMORY_BYTES_MAX } from './sandbox.js';
+export { JsEngine, loadJsEngine, SandboxBudget, SandboxError, DEFAULT_SANDBOX_LIMITS, SANDBOX_REQUEST_TIME_MS_MAX, WASM_MEMORY_BYTES_MAX, WORKER_START_WAIT_MS_MAX } from './sandbox.js';
 export type { SandboxLimits, SandboxFailureKind, HostFunctions, LoadedModule, RunOptions, JsEngineOptions } from './sandbox.js';
 export { DEFAULT_CONSTITUTION } from './default-constitution.js';
 export type { GovEffect, CertificateRenewer } from './constitution-host.js';

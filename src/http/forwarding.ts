@@ -9,7 +9,7 @@
 import type { Clock, TimerHandle } from '../base/clock.js';
 import { CovenantError, errorMessage } from '../base/errors.js';
 import type { Logger } from '../base/log.js';
-import { FrameKind, forwardedRequestsPendingMax } from '../node/node.js';
+import { FrameKind, forwardedRequestTimeoutMs, forwardedRequestsPendingMax } from '../node/node.js';
 import type { NodeFrames } from '../node/api.js';
 import { InvariantError } from '../base/assert.js';
 import { z } from 'zod';
@@ -85,7 +85,7 @@ export class PrimaryForwarder implements RequestForwarder {
     private readonly logger: Logger,
     /** Times out requests the primary does not answer. */
     private readonly clock: Clock,
-    private readonly timeoutMs = 10_000,
+    private readonly timeoutMs = forwardedRequestTimeoutMs,
     /** The node's waiting-work budget, which requests forwarded to this node wait in too; absent: none. */
     private readonly waitingWork?: WaitingWorkBudget,
   ) {

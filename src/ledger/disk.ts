@@ -3,9 +3,10 @@
  * this interface: production wires src/platform/fs-disk.ts, tests and the simulator wire
  * src/testing/memory-disk.ts (which can tear unsynced writes on a simulated crash).
  *
- * The interface is synchronous on purpose: the node batches appends so a few large syscalls per
- * batch are cheap, and a synchronous seam keeps the simulator deterministic (no interleaving of
- * file callbacks with other events).
+ * The interface is synchronous on purpose, with one exception: the node batches appends so a few
+ * large syscalls per batch are cheap, and a synchronous seam keeps the simulator deterministic.
+ * The exception is DiskFile.syncAsync, the durability point of the write path, which runs off the
+ * event loop (the simulator's disk completes it on its own clock, with seeded delays).
  *
  * Failures are thrown as `DiskError` (a CovenantError with code `DiskIoFailed`, or `DiskFull`
  * when the device has no space left), never as raw platform errors.
@@ -20,6 +21,13 @@ export interface DiskFile {
   append(parts: readonly Uint8Array[]): void;
   /** Makes every appended byte durable (fdatasync on a real disk). */
   sync(): void;
+  /**
+   * Starts making every byte appended so far durable without holding the caller (fdatasync on
+   * libuv's thread pool on a real disk); `done` runs later, never within this call, once they are
+   * (or with the failure). Bytes appended meanwhile may or may not be covered. Closing the file
+   * while a sync is under way is allowed: the descriptor stays open until the sync ends.
+   */
+  syncAsync(done: (error: DiskError | undefined) => void): void;
   close(): void;
 }
 

@@ -17,7 +17,7 @@ import { ChunkIndex, chunkFileHeader, scanChunk } from './chunk-file.js';
 import { formatChunkName, type ChunkName } from './chunk-name.js';
 import { ChunkReader, entrySpanOf, type Chunk, type WriteChunk } from './chunk-reader.js';
 import type { EntryLeavesRequest, EntrySpan } from './entry-leaves.js';
-import type { Disk } from './disk.js';
+import type { Disk, DiskError } from './disk.js';
 import { EntryFlags, hasFlag, peekFrameView, type DecodedEntry } from './entry.js';
 import { LedgerError } from './errors.js';
 import { checkAppendBatch, checkPendingScan, listChunkFiles, tornTailOf } from './ledger-files.js';
@@ -226,6 +226,37 @@ export class Ledger {
     if (this.#directoryDirty) {
       this.#disk.syncDirectory(this.#directory);
       this.#directoryDirty = false;
+    }
+  }
+
+  /**
+   * sync() off the event loop: one fdatasync per file holding appends, on the disk's own time;
+   * `done` runs once every entry appended before this call is durable (or with the first failure).
+   * Directory changes (a new or renamed chunk: rare) are made durable at once.
+   */
+  syncAsync(done: (error: DiskError | undefined) => void): void {
+    this.#checkOpen();
+    if (this.#directoryDirty) {
+      this.#disk.syncDirectory(this.#directory);
+      this.#directoryDirty = false;
+    }
+    const chunks = this.#chunks.filter((chunk) => chunk.file !== undefined);
+    let left = chunks.length;
+    let failure: DiskError | undefined;
+    if (left === 0) return done(undefined);
+    for (const chunk of chunks) {
+      const file = chunk.file!;
+      const coveredBytes = file.sizeBytes();
+      file.syncAsync((error) => {
+        failure ??= error;
+        // A completed chunk's file is closed once durable (as sync() does): not if it was still
+        // being written when the sync began and grew since (commit() syncs it before its rename).
+        if (error === undefined && chunk.file === file && chunk !== this.#write?.chunk && file.sizeBytes() === coveredBytes) {
+          file.close();
+          chunk.file = undefined;
+        }
+        if (--left === 0) done(failure);
+      });
     }
   }
 

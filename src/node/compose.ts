@@ -15,7 +15,8 @@ import { MAX_ENTRY_BYTES } from './channels.js';
 import { nodeCertificates, type NodeCertificates } from './certificates.js';
 import { ConsensusDriver, type DriverHost } from './driver.js';
 import { FilesCleanup } from './cleanup.js';
-import type { FlowContext, RestoredConsensus } from './flows/context.js';
+import type { FlowContext } from './flows/context.js';
+import { initialConsensusState, type RestoredConsensus } from './consensus-start.js';
 import { LedgerSecrets, type LedgerSecretRecord } from './identity/ledger-secrets.js';
 import { NodeIdentity, subjectAltNamesOf } from './identity/node-identity.js';
 import { ServiceIdentity } from './identity/service-identity.js';
@@ -27,7 +28,7 @@ import { Lifecycle, type LifecycleTrigger } from './lifecycle.js';
 import { blockRebuildsConcurrentMax, commitWaitersMax, linearizableReadsMax, linearizableReadTimeoutMs, rebuiltBlocksCachedMax } from './limits.js';
 import { LinearizableReads } from './queries/linearizable-reads.js';
 import { notPrimary } from './errors.js';
-import { NodeStateFile, boundAddressesOf, type PersistedNodeState } from './persistence.js';
+import { NodeStateFile } from './persistence.js';
 import { FrameKind, Peers, trustedPeersOf } from './peers.js';
 import { OperatorQueries } from './queries/operator-reports.js';
 import { CommitWaiters } from './queries/commit-waiters.js';
@@ -117,6 +118,7 @@ export class NodeComposition {
     this.filesCleanup = this.buildFilesCleanup();
     this.peers = new Peers(() => this.identity.nodeId, init.logger);
     this.driver = new ConsensusDriver(this.driverHost());
+    this.replica.whenDurable(() => this.driver.schedulePump());
     this.peers.onFrame(FrameKind.Consensus, (from, payload) => this.driver.onFrame(from, payload));
     this.proposer = this.buildProposer();
     this.queries = this.buildQueries();
@@ -392,19 +394,17 @@ export class NodeComposition {
       },
       applyReplicated: (entry) => this.replica.applyReplicated(entry),
       persistEntries: (frames, truncateAfterSeqno) => this.replica.persist(frames, truncateAfterSeqno),
+      durableSeqno: () => this.replica.durableSeqno,
       persistHardState: () => this.persistState(),
       send: (to, message) => void this.peers.send(to, FrameKind.Consensus, message),
       advanceCommit: (seqno) => {
         if (!this.replica.advanceCommit(seqno)) return;
         this.certificates.onCommit();
+        this.signatures.onCommit(seqno);
         this.commitWaiters.onCommit(seqno);
         this.linearizableReads.onCommit(seqno);
         // Only a primary keeps proposals; a backup need not build the consensus status at each commit.
-        if (!this.proposer.keepsProposals) return;
-        // Forgets the proposals every peer has acknowledged: none will be sent again (a peer that loses them catches up from the ledger).
-        let acknowledged = Number.POSITIVE_INFINITY;
-        for (const peer of this.driver.raft?.status().peers ?? []) acknowledged = Math.min(acknowledged, peer.matchSeqno);
-        this.proposer.dropAcknowledged(acknowledged);
+        if (this.proposer.keepsProposals) this.proposer.dropAcknowledged(this.driver.acknowledgedByEveryPeer());
       },
       onRoleChange: (change) => this.onRoleChange(change),
       settleReads: (confirmed, abandoned) => this.linearizableReads.onSettled(confirmed, abandoned),
@@ -522,52 +522,29 @@ export class NodeComposition {
   private createConsensus(restored?: RestoredConsensus): void {
     const genesis = this.genesisConfiguration;
     assert(genesis, 'the genesis configuration is known before consensus starts');
-    const snapshot = this.startupSnapshot;
-    const start = snapshot
-      ? {
-          configs: restored?.configs ?? snapshot.parts.meta.configurations.map((c) => ({ seqno: c.seqno, nodes: [...c.nodes] })),
-          startSeqno: snapshot.seqno,
-          startView: snapshot.parts.meta.view,
-          viewHistory: [...snapshot.parts.meta.view_history],
-        }
-      : { configs: [genesis], startSeqno: 0 };
-    const initial = restored
-      ? { ...start, lastSeqno: restored.lastSeqno, view: restored.view, commitSeqno: restored.commitSeqno, ...(restored.votedFor !== undefined ? { votedFor: restored.votedFor } : {}) }
-      : snapshot
-        ? { ...start, lastSeqno: snapshot.seqno, view: snapshot.parts.meta.view, commitSeqno: snapshot.seqno }
-        : { ...start, lastSeqno: 0 };
     const { election_timeout, message_timeout } = this.init.config.consensus;
     this.driver.create({
       selfId: this.identity.nodeId,
       random: new BytesRandom(this.init.randomBytes),
       electionTimeoutMs: election_timeout,
       messageTimeoutMs: message_timeout,
-      initial,
+      initial: initialConsensusState(genesis, this.startupSnapshot, restored),
+      awaitDurability: this.init.config.ledger.durability === 'Synced',
     });
   }
 
   /** Writes the node state file (identity, service identity, secrets, hard state); nothing before the node holds them all. */
   persistState(): void {
-    if (!this.identity.exists || !this.secrets.held || !this.service.holdsKey || !this.genesisConfiguration) return;
-    const state: PersistedNodeState = {
-      format: 1,
-      node_id: this.identity.nodeId,
-      private_key: this.identity.privateKeyPem,
-      self_signed_certificate: this.identity.selfSignedCertificatePem,
-      node_certificate: this.identity.nodeCertificatePem,
-      service_certificate: this.service.certificatePem,
-      service_key: this.service.keyPem,
-      ledger_secrets: this.secrets.records(),
-      genesis_configuration: this.genesisConfiguration,
-      view: this.driver.hardView,
-      voted_for: this.driver.hardVotedFor ?? null,
-      startup_seqno: this.replica.startupSeqno,
-      service_start_seqno: this.replica.serviceStartSeqno,
-      recovering: this.replica.recoveryInProgress,
+    this.stateFile.saveFrom({
+      identity: this.identity,
+      service: this.service,
+      secrets: this.secrets,
+      genesisConfiguration: this.genesisConfiguration,
+      hardState: { view: this.driver.hardView, votedFor: this.driver.hardVotedFor },
+      replica: this.replica,
       peers: this.peers.bootstrapRecords(),
-      ...(this.addresses ? { bound_addresses: boundAddressesOf(this.addresses) } : {}),
-    };
-    this.stateFile.save(state);
+      addresses: this.addresses,
+    });
   }
 
   /**

@@ -5,9 +5,12 @@
  *
  *  1. forget kept proposals when the log may be rewritten (truncation, role change);
  *  2. roll the replica back to a truncation point below its state;
- *  3. apply the new entries, then persist them (cutting the ledger first);
+ *  3. apply the new entries, then persist them (cutting the ledger first): written, and with
+ *     durability Synced made durable later by a grouped sync (src/node/grouped-sync.ts);
  *  4. persist the hard state (view, vote) — before any message of this step leaves;
- *  5. send the messages;
+ *  5. send the messages (a primary's appends leave before its own sync ends; consensus holds back
+ *     a backup's acknowledgement until the sync covering it has ended: Raft.markDurable, which
+ *     pump calls with the replica's durable seqno);
  *  6. advance commit (only to entries persisted here);
  *  7. act on a role change; settle linearizable reads (after commit: a confirmed read runs on
  *     committed state that reaches its seqno); report peers that need a snapshot;
@@ -34,6 +37,8 @@ export interface DriverHost {
   rollbackTo(seqno: number): void;
   applyReplicated(entry: Entry): void;
   persistEntries(frames: readonly Uint8Array[], truncateAfterSeqno: number | undefined): void;
+  /** Entries up to here are durable (awaitDurability: consensus is told at each pump). */
+  durableSeqno(): number;
   persistHardState(view: number, votedFor: string | undefined): void;
   send(to: string, message: Uint8Array): void;
   advanceCommit(seqno: number): void;
@@ -58,6 +63,8 @@ export interface DriverOptions {
   readonly electionTimeoutMs: number;
   readonly messageTimeoutMs: number;
   readonly initial: RaftInitialState;
+  /** Durability Synced: entries count once durableSeqno covers them, not once persisted. */
+  readonly awaitDurability: boolean;
 }
 
 export class ConsensusDriver {
@@ -65,6 +72,7 @@ export class ConsensusDriver {
   private tickTimer: TimerHandle | undefined;
   private pumpScheduled = false;
   private stopped = false;
+  private awaitDurability = false;
   /** The hard state last persisted. */
   hardView = 0;
   hardVotedFor: string | undefined;
@@ -79,6 +87,7 @@ export class ConsensusDriver {
   create(options: DriverOptions): Raft {
     const heartbeatTicks = Math.max(1, Math.round(options.messageTimeoutMs / tickDurationMs));
     const electionTimeoutTicks = Math.max(heartbeatTicks * 2 + 1, Math.round(options.electionTimeoutMs / tickDurationMs));
+    this.awaitDurability = options.awaitDurability;
     this.core = createRaft({
       selfId: options.selfId,
       random: options.random,
@@ -91,9 +100,20 @@ export class ConsensusDriver {
       maxBatchEntries: appendBatchEntriesMax,
       maxBatchBytes: appendBatchBytesMax,
       maxUncommittedEntries: consensusUncommittedEntriesMax,
+      awaitDurability: options.awaitDurability,
       initial: options.initial,
     });
     return this.core;
+  }
+
+  /**
+   * The highest seqno every peer has acknowledged (infinity without peers, as on a backup):
+   * no proposal up to it is sent again (a peer that loses them catches up from the ledger).
+   */
+  acknowledgedByEveryPeer(): number {
+    let acknowledged = Number.POSITIVE_INFINITY;
+    for (const peer of this.core?.status().peers ?? []) acknowledged = Math.min(acknowledged, peer.matchSeqno);
+    return acknowledged;
   }
 
   startTicking(): void {
@@ -138,12 +158,19 @@ export class ConsensusDriver {
     const raft = this.core;
     if (!raft || this.stopped) return;
     this.host.abandonIfDeposed();
+    this.markDurable(raft);
     for (let rounds = 0; raft.hasReady() && rounds < pumpRoundsMax; rounds++) {
       const ready = raft.ready();
       this.handleReady(ready);
       raft.advance(ready);
+      this.markDurable(raft);
     }
     this.host.afterPump();
+  }
+
+  /** Tells consensus how far this node's entries are durable (only between Readys: it counts persisted entries only). */
+  private markDurable(raft: Raft): void {
+    if (this.awaitDurability) raft.markDurable(this.host.durableSeqno());
   }
 
   /** Does what one Ready asks for, in the order the module comment gives. */

@@ -6,7 +6,8 @@
 import { assert } from '../base/assert.js';
 import { DEFAULT_UNCOMMITTED_VERSIONS_MAX } from '../kv/index.js';
 import { DEFAULT_MAX_FRAME_BYTES, MAX_ENTRY_BYTES } from '../base/channels.js';
-import { WAITING_WORK_SIZE_MIN_BYTES } from '../config/index.js';
+import { ELECTION_TIMEOUT_DEFAULT_MS, WAITING_WORK_SIZE_MIN_BYTES } from '../config/index.js';
+import { SANDBOX_REQUEST_TIME_MS_MAX, WORKER_START_WAIT_MS_MAX } from '../gov/index.js';
 
 /** Consensus runs on ticks of this length (election and heartbeat timeouts are counted in ticks). */
 export const tickDurationMs = 10;
@@ -121,8 +122,18 @@ assert(joinRequestsPerAddressPerSecond >= 1, 'a Pending node polling once a seco
 
 /** Writes that may wait at once for their commit on one node (x-covenant-consistency: committed). */
 export const commitWaitersMax = 10_000;
-/** How long such a write waits before it is answered 503 CommitWaitTimedOut (under the forwarding timeout, 10 s). */
+/** How long such a write waits before it is answered 503 CommitWaitTimedOut (under the forwarding timeout). */
 export const commitWaitTimeoutMs = 8_000;
+/** How long a backup waits for the primary's answer to a request it forwarded (then 504 to its client). */
+export const forwardedRequestTimeoutMs = 10_000;
+// A committed write forwarded by a backup gets the primary's own answer (CommitWaitTimedOut
+// included), not the backup's timeout: the primary answers first, with room for the round trip.
+assert(commitWaitTimeoutMs + 1_000 <= forwardedRequestTimeoutMs, 'a commit wait ends before the forwarder gives up on it');
+// Member JavaScript holds the primary's event loop for its budget (heartbeats late by a third of
+// an election timeout at worst), plus a worker start at worst: under an election timeout, or the
+// backups would elect another primary meanwhile (src/gov/sandbox.ts).
+assert(3 * SANDBOX_REQUEST_TIME_MS_MAX <= ELECTION_TIMEOUT_DEFAULT_MS, 'member JavaScript\'s budget is at most a third of the default election timeout');
+assert(SANDBOX_REQUEST_TIME_MS_MAX + WORKER_START_WAIT_MS_MAX < ELECTION_TIMEOUT_DEFAULT_MS, 'a budget and a worker start together stay under the default election timeout');
 
 /**
  * Entries, and bytes of frames, read from the ledger at once when a recovery reads it (between two

@@ -22,6 +22,8 @@ import type { Receipt, SignatureReceipt } from '../merkle/index.js';
 import type { QuoteInfo } from '../attestation/virtual.js';
 import type { KeyRefreshMetrics } from '../jwt/index.js';
 import { assert } from '../base/assert.js';
+import { generateEcKeyPair } from '../crypto/index.js';
+import { ecCurveOfCurveId } from './identity/node-identity.js';
 import { toHex } from '../base/bytes.js';
 import type { NodeAddresses, NodeFrames, NodeGovernanceHost, NodeInit, NodeOperatorQueries } from './api.js';
 import type { NodeChannels } from './channels.js';
@@ -54,6 +56,7 @@ export { subjectAltNamesOf } from './identity/node-identity.js';
 export { RejoinRequested } from './flows/recover-sealing.js';
 // The limits the HTTP layer applies to the waiting work it admits (limits.ts says why).
 export {
+  forwardedRequestTimeoutMs,
   forwardedRequestsPendingMax,
   pipelinedRequestsPerSessionDefault,
   requestBurstPerAddressFactor,
@@ -120,7 +123,8 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
   /** Creates (or restores) the node's key, self-signed certificate and quote, before its interfaces listen. */
   async prepareIdentity(): Promise<void> {
     if (this.restoreIdentity()) return;
-    await this.parts.identity.create(this.parts.subjectAltNames(), this.init.config.node_certificate.initial_validity_days, this.init.identityKeyPair);
+    const { initial_validity_days, curve_id } = this.init.config.node_certificate;
+    await this.parts.identity.create(this.parts.subjectAltNames(), initial_validity_days, this.init.identityKeyPair ?? generateEcKeyPair(ecCurveOfCurveId(curve_id)));
     this.logger.info(`node identity ${this.parts.identity.nodeId} (virtual mode: NO hardware attestation, never for production)`);
   }
 

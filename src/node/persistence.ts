@@ -17,7 +17,9 @@ import { utf8 } from '../base/bytes.js';
 import type { NodeAddresses } from './api.js';
 import type { Disk } from '../ledger/index.js';
 import { nodeError } from './errors.js';
-import type { LedgerSecretRecord } from './identity/ledger-secrets.js';
+import type { LedgerSecretRecord, LedgerSecrets } from './identity/ledger-secrets.js';
+import type { NodeIdentity } from './identity/node-identity.js';
+import type { ServiceIdentity } from './identity/service-identity.js';
 
 export const NODE_STATE_FILE = 'node_state.json';
 
@@ -89,4 +91,49 @@ export class NodeStateFile {
   save(state: PersistedNodeState): void {
     this.writeSecretFile(this.path, JSON.stringify(state));
   }
+
+  /** Writes the state the owners hold now; nothing before the node holds all of it (false then). */
+  saveFrom(sources: NodeStateSources): boolean {
+    const state = nodeStateOf(sources);
+    if (state !== undefined) this.save(state);
+    return state !== undefined;
+  }
+}
+
+/** The owners of what the node state file records, as they are when it is written. */
+export interface NodeStateSources {
+  readonly identity: NodeIdentity;
+  readonly service: ServiceIdentity;
+  readonly secrets: LedgerSecrets;
+  readonly genesisConfiguration: { seqno: number; nodes: string[] } | undefined;
+  /** The consensus hard state last persisted (the driver's). */
+  readonly hardState: { readonly view: number; readonly votedFor: string | undefined };
+  /** The replica's seqnos and recovery mode. */
+  readonly replica: { readonly startupSeqno: number; readonly serviceStartSeqno: number; readonly recoveryInProgress: boolean };
+  readonly peers: { node_id: string; address: string }[];
+  readonly addresses: NodeAddresses | undefined;
+}
+
+/** The node state of `sources`, or undefined while the node lacks its identity, the service's key, its secrets or its genesis. */
+export function nodeStateOf(sources: NodeStateSources): PersistedNodeState | undefined {
+  const { identity, service, secrets, genesisConfiguration, hardState, replica, addresses } = sources;
+  if (!identity.exists || !secrets.held || !service.holdsKey || !genesisConfiguration) return undefined;
+  return {
+    format: 1,
+    node_id: identity.nodeId,
+    private_key: identity.privateKeyPem,
+    self_signed_certificate: identity.selfSignedCertificatePem,
+    node_certificate: identity.nodeCertificatePem,
+    service_certificate: service.certificatePem,
+    service_key: service.keyPem,
+    ledger_secrets: secrets.records(),
+    genesis_configuration: genesisConfiguration,
+    view: hardState.view,
+    voted_for: hardState.votedFor ?? null,
+    startup_seqno: replica.startupSeqno,
+    service_start_seqno: replica.serviceStartSeqno,
+    recovering: replica.recoveryInProgress,
+    peers: sources.peers,
+    ...(addresses ? { bound_addresses: boundAddressesOf(addresses) } : {}),
+  };
 }

@@ -21,6 +21,7 @@ import type { LedgerSecrets } from './identity/ledger-secrets.js';
 import { recoveryReadBatchBytesMax, recoveryReadBatchEntriesMax, replayUncommittedVersionsMax } from './limits.js';
 import { treeOfSnapshot, type StartupSnapshot } from './snapshots.js';
 import { configurationOf, signatureRecordOf } from './tables.js';
+import { GroupedSync } from './grouped-sync.js';
 
 /** What follows the replica's state: the snapshot manager (src/node/snapshots.ts) and the store's watchers. */
 export interface ReplicaObserver {
@@ -114,6 +115,9 @@ export class Replica {
   /** Recorded by applyRecoveredPublic, taken by the first entriesFromLedger (consensus creation). */
   private recoveredEntries: RecoveredEntries | undefined;
   private readonly storeWatchers: ((store: Store) => void)[] = [];
+  /** Synced durability: the ledger's grouped, asynchronous sync (from the first persist on). */
+  private groupedSync: GroupedSync | undefined;
+  private durableListener: (() => void) | undefined;
 
   constructor(private readonly init: ReplicaInit) {}
 
@@ -325,17 +329,52 @@ export class Replica {
 
   /**
    * Writes frames after the last entry, cutting the ledger after `truncateAfterSeqno` first when
-   * asked. With durability Synced the whole batch (and the cut) is made durable by one fdatasync
-   * before this returns: the driver sends this step's acknowledgements, and counts the primary's
-   * own copy, only after persist — so a transaction reported committed is on the disks of a
-   * majority, not only in their page caches, and survives a power loss of every node.
+   * asked. The bytes are written (page cache) before this returns; with durability Synced they
+   * become durable later, grouped (src/node/grouped-sync.ts): one fdatasync off the event loop
+   * covers every persist since the one before, and durableSeqno follows. Consensus acknowledges
+   * (backup) and counts (primary) only what is durable, so a transaction reported committed is on
+   * the disks of a majority, not only in their page caches, and survives a power loss of every node.
    */
   persist(frames: readonly Uint8Array[], truncateAfterSeqno: number | undefined): void {
     const cut = truncateAfterSeqno !== undefined && truncateAfterSeqno < this.ledger.lastSeqno;
+    if (this.init.durability === 'Synced') this.groupedSync ??= this.createGroupedSync();
     if (cut) this.ledger.truncate(truncateAfterSeqno);
     // Each frame was made by this node's framer, or decoded (crc included) to be applied.
     if (frames.length > 0) this.ledger.append(frames, { crcChecked: true });
-    if (this.init.durability === 'Synced' && (cut || frames.length > 0)) this.ledger.sync();
+    if (cut || frames.length > 0) this.groupedSync?.wrote(this.ledger.lastSeqno, cut ? truncateAfterSeqno : undefined);
+  }
+
+  /** Every ledger entry up to here survives a power loss (Replicated durability: every entry written). */
+  get durableSeqno(): number {
+    if (this.init.durability === 'Synced') this.groupedSync ??= this.createGroupedSync();
+    return this.groupedSync?.durableSeqno ?? this.ledger.lastSeqno;
+  }
+
+  /** Syncs started by persist (each covers every entry written since the one before). */
+  get ledgerSyncs(): number {
+    return this.groupedSync?.syncs ?? 0;
+  }
+
+  /** `listener` runs whenever durableSeqno moves forward (after the sync, never within persist). */
+  whenDurable(listener: () => void): void {
+    this.durableListener = listener;
+  }
+
+  private createGroupedSync(): GroupedSync {
+    // What the ledger holds before the first persist was read from its files, where a process that
+    // ended before its sync may have left it in the page cache only: one sync, once, makes it durable.
+    this.ledger.sync();
+    return new GroupedSync(
+      {
+        startSync: (done) => this.ledger.syncAsync(done),
+        onDurable: () => this.durableListener?.(),
+        onFailure: (error) => {
+          this.init.logger.fatal(`ledger sync failed, stopping: ${error.message}`);
+          throw error;
+        },
+      },
+      this.ledger.lastSeqno,
+    );
   }
 
   /** Rolls the store and the Merkle tree back to `seqno` (an unsigned suffix dropped by a view change, or a refused proposal). */

@@ -1,7 +1,7 @@
 /**
- * The real Disk: node:fs, synchronous calls. The node batches appends so each batch costs a
- * writev and, at durability points, an fdatasync; the synchronous seam keeps the ledger code
- * identical under the simulator's in-memory disk.
+ * The real Disk: node:fs, synchronous calls except syncAsync. The node batches appends so each
+ * batch costs a writev; the write path's durability point is an fdatasync on libuv's thread pool
+ * that covers every append since the one before (src/node/grouped-sync.ts).
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -36,6 +36,9 @@ class FsFile implements DiskFile {
   readonly #timings: DiskTimings | undefined;
   #sizeBytes: number;
   #closed = false;
+  /** Asynchronous syncs under way: the descriptor is closed once none is (close waits for them). */
+  #syncsUnderWay = 0;
+  #closeWanted = false;
 
   constructor(fd: number, filePath: string, sizeBytes: number, timings: DiskTimings | undefined) {
     this.#fd = fd;
@@ -84,9 +87,28 @@ class FsFile implements DiskFile {
     this.#timings?.sync((performance.now() - startedMs) / 1000);
   }
 
+  syncAsync(done: (error: DiskError | undefined) => void): void {
+    this.#checkOpen();
+    const startedMs = this.#timings === undefined ? 0 : performance.now();
+    this.#syncsUnderWay++;
+    fs.fdatasync(this.#fd, (e) => {
+      this.#syncsUnderWay--;
+      if (e === null) this.#timings?.sync((performance.now() - startedMs) / 1000);
+      if (this.#closeWanted && this.#syncsUnderWay === 0) this.#closeDescriptor();
+      done(e === null ? undefined : wrap('sync', this.#path, e));
+    });
+  }
+
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    // A sync on the thread pool still uses the descriptor: it must not be closed (or reused) under it.
+    if (this.#syncsUnderWay > 0) this.#closeWanted = true;
+    else this.#closeDescriptor();
+  }
+
+  #closeDescriptor(): void {
+    this.#closeWanted = false;
     io('close', this.#path, () => fs.closeSync(this.#fd));
   }
 

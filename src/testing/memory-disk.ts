@@ -20,6 +20,19 @@ interface Inode {
   durableBytes: number;
 }
 
+/** A syncAsync under way: the bytes it covers (cut by a truncation meanwhile). */
+interface SyncUnderWay {
+  readonly inode: Inode;
+  coveredBytes: number;
+  cancelled: boolean;
+}
+
+/**
+ * How a sync started by syncAsync completes: `complete` must run later (never within the call).
+ * By default on a microtask; the simulator schedules it on the node's clock with a seeded delay.
+ */
+export type SyncScheduler = (path: string, complete: () => void) => void;
+
 export interface MemoryDiskOptions {
   /** Uniform in [0, 1); decides how much of each unsynced tail a crash keeps. */
   random?: () => number;
@@ -51,6 +64,11 @@ class MemoryFile implements DiskFile {
     this.inode.durableBytes = this.inode.sizeBytes;
   }
 
+  syncAsync(done: (error: DiskError | undefined) => void): void {
+    this.#check();
+    this.disk.startSync(this.inode, this.label, done);
+  }
+
   close(): void {
     this.#closed = true;
   }
@@ -68,6 +86,11 @@ export class MemoryDisk implements Disk {
   #failingCode: DiskErrorCode = 'DiskFull';
   /** Number of file syncs, so tests can check durability points. */
   syncCount = 0;
+  /** Asynchronous syncs started (syncAsync). */
+  asyncSyncCount = 0;
+  syncScheduler: SyncScheduler = (_path, complete) => queueMicrotask(complete);
+  readonly #syncsUnderWay = new Set<SyncUnderWay>();
+  #heldSyncs: (() => void)[] | undefined;
 
   constructor(options: MemoryDiskOptions = {}) {
     this.#random = options.random ?? (() => 0.5);
@@ -142,10 +165,47 @@ export class MemoryDisk implements Disk {
     if (lengthBytes > inode.sizeBytes) throw new DiskError('DiskIoFailed', 'truncate', path, 'extending truncate not supported');
     inode.sizeBytes = lengthBytes;
     inode.durableBytes = Math.min(inode.durableBytes, lengthBytes);
+    // A sync under way covers the bytes it saw, not those appended after this cut.
+    for (const sync of this.#syncsUnderWay) if (sync.inode === inode) sync.coveredBytes = Math.min(sync.coveredBytes, lengthBytes);
   }
 
   syncDirectory(_directory: string): void {
     // Directory operations are durable at once in this model.
+  }
+
+  // ---- asynchronous syncs ----
+
+  /** From now on, asynchronous syncs wait for releaseSyncs (a test orders them against other events). */
+  holdSyncs(): void {
+    this.#heldSyncs ??= [];
+  }
+
+  /** Completes every sync held now, in the order they started; returns how many. Those started meanwhile stay held. */
+  releaseSyncs(): number {
+    const held = this.#heldSyncs ?? [];
+    if (this.#heldSyncs !== undefined) this.#heldSyncs = [];
+    for (const complete of held) complete();
+    return held.length;
+  }
+
+  /** Syncs started and not yet completed. */
+  get syncsUnderWay(): number {
+    return this.#syncsUnderWay.size;
+  }
+
+  /** @internal used by MemoryFile: covers the bytes appended so far, completes as the scheduler says. */
+  startSync(inode: Inode, label: string, done: (error: DiskError | undefined) => void): void {
+    this.asyncSyncCount++;
+    const sync: SyncUnderWay = { inode, coveredBytes: inode.sizeBytes, cancelled: false };
+    this.#syncsUnderWay.add(sync);
+    const complete = (): void => {
+      if (sync.cancelled || !this.#syncsUnderWay.delete(sync)) return;
+      this.syncCount++;
+      inode.durableBytes = Math.max(inode.durableBytes, Math.min(sync.coveredBytes, inode.sizeBytes));
+      done(undefined);
+    };
+    if (this.#heldSyncs !== undefined) this.#heldSyncs.push(complete);
+    else this.syncScheduler(label, complete);
   }
 
   // ---- fault injection ----
@@ -155,6 +215,10 @@ export class MemoryDisk implements Disk {
    * `tear` (default: a random length from the injected random source).
    */
   crash(tear?: TearPolicy): void {
+    // Syncs under way never complete: the machine lost power before they did.
+    for (const sync of this.#syncsUnderWay) sync.cancelled = true;
+    this.#syncsUnderWay.clear();
+    if (this.#heldSyncs !== undefined) this.#heldSyncs = [];
     const keep = tear ?? ((_path: string, unsynced: number) => Math.floor(this.#random() * (unsynced + 1)));
     for (const [path, inode] of [...this.#files].sort(([a], [b]) => (a < b ? -1 : 1))) {
       const unsynced = inode.sizeBytes - inode.durableBytes;

@@ -228,13 +228,13 @@ test('bad enum values list the accepted ones', () => {
   const lines = errorsOf({
     command: { type: 'Begin' },
     logging: { format: 'XML', level: 'warn' },
-    node_certificate: { curve_id: 'Secp256R1' },
+    node_certificate: { curve_id: 'Secp521R1' },
     rpc_interfaces: { primary: { enabled_operator_features: ['LedgerChunkWrite'] } },
   });
   assertOneLineMatches(lines, /"command\.type" must be one of Start, Join, Recover \(got "Begin"\)/);
   assertOneLineMatches(lines, /"logging\.format" must be one of Text, Json/);
   assertOneLineMatches(lines, /"logging\.level" must be one of trace, debug, info, fail, fatal/);
-  assertOneLineMatches(lines, /"node_certificate\.curve_id" must be one of Secp384R1/);
+  assertOneLineMatches(lines, /"node_certificate\.curve_id" must be one of Secp384R1, Secp256R1/);
   assertOneLineMatches(lines, /"rpc_interfaces\.primary\.enabled_operator_features\[0\]" must be one of LedgerChunkRead, SnapshotRead, SnapshotCreate/);
 });
 

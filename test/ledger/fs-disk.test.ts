@@ -153,3 +153,29 @@ test('FsDisk reads never come from a stale descriptor after a rename or removal'
     disk.close();
   });
 });
+
+test('FsDisk syncAsync ends later, off the caller; closing the file meanwhile keeps its descriptor until the sync ends', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'covenant-ledger-'));
+  try {
+    const timings: number[] = [];
+    const disk = new FsDisk({ timings: { append: () => undefined, sync: (seconds) => timings.push(seconds) } });
+    const p = disk.join(dir, 'f');
+    const file = disk.createFile(p);
+    file.append([new Uint8Array([1, 2, 3])]);
+    let ended = false;
+    const done = new Promise<DiskError | undefined>((resolve) =>
+      file.syncAsync((error) => {
+        ended = true;
+        resolve(error);
+      }),
+    );
+    assert.equal(ended, false, 'never within the call');
+    file.close();
+    assert.equal(await done, undefined, 'the sync ends well although the file was closed under it');
+    assert.equal(timings.length, 1);
+    assert.deepEqual([...disk.readAll(p)], [1, 2, 3]);
+    assert.throws(() => file.syncAsync(() => undefined), (e: unknown) => e instanceof DiskError);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});

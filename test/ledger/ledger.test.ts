@@ -543,3 +543,41 @@ test('reads of an evicted chunk go through its sparse index and still detect dam
   );
   assert.deepEqual(ledger.getEntry(151), entry(151));
 });
+
+test('syncAsync: a chunk completed while a sync of it was under way stays open, so its commit syncs it before the rename (no torn committed chunk)', () => {
+  const disk = new MemoryDisk({ random: () => 0 });
+  const { ledger } = openLedger(disk);
+  ledger.append(entries(1, 2, [], [2]));
+  disk.holdSyncs();
+  let synced = 0;
+  ledger.syncAsync((error) => {
+    assert.equal(error, undefined);
+    synced++;
+  });
+  // The chunk's CHUNK_END entry is written after the sync began: the sync does not cover it.
+  ledger.append([entry(3, END)]);
+  assert.deepEqual(names(ledger), ['ledger_1-3']);
+  assert.equal(disk.releaseSyncs(), 1);
+  assert.equal(synced, 1);
+  ledger.commit(3);
+  assert.deepEqual(files(disk), ['ledger_1-3.committed']);
+  assert.equal(disk.unsyncedBytes(`${DIR}/ledger_1-3.committed`), 0, 'committed only once all of it is durable');
+  disk.crash();
+  const reopened = openLedger(disk).ledger;
+  assert.equal(reopened.lastSeqno, 3);
+  assert.equal(reopened.committedSeqno, 3);
+});
+
+test('syncAsync makes the appends before it durable when it ends, not those after it; a crash cancels a sync under way', () => {
+  const disk = new MemoryDisk({ random: () => 0 });
+  const { ledger } = openLedger(disk);
+  ledger.append(entries(1, 2, [], [2]));
+  disk.holdSyncs();
+  ledger.syncAsync(() => undefined);
+  ledger.append(entries(3, 4, [], [4]));
+  disk.releaseSyncs();
+  ledger.syncAsync(() => assert.fail('a sync under way when the power went never ends'));
+  disk.crash();
+  assert.equal(disk.releaseSyncs(), 0);
+  assert.equal(openLedger(disk).ledger.lastSeqno, 2);
+});

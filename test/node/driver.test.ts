@@ -27,6 +27,7 @@ function recordingHost(calls: string[], state: { storeVersion: number; ledgerLas
       calls.push(`persist ${frames.length} after truncating at ${truncate}`);
       state.ledgerLast = (truncate ?? state.ledgerLast) + frames.length;
     },
+    durableSeqno: () => state.ledgerLast,
     persistHardState: (view, votedFor) => calls.push(`hardState ${view} ${votedFor}`),
     send: (to) => calls.push(`send ${to}`),
     advanceCommit: (seqno) => calls.push(`commit ${seqno}`),

@@ -103,3 +103,45 @@ test('writes waiting for their commit get one signature at the end of their turn
   s.clock.advance(0);
   assert.deepEqual(s.signed(), [3], 'nothing unsigned: no signature');
 });
+
+test('at most one waiters\' signature in flight: the writes of later turns share the next one, made once it commits', () => {
+  const s = setup({ txCount: 100, delayMs: 1000 });
+  const replica = (s.signatures as unknown as { host: { replica: { commitSeqno: number } } }).host.replica;
+  s.write();
+  s.signatures.requestAtTurnEnd();
+  s.clock.advance(0);
+  assert.deepEqual(s.signed(), [2]);
+  // Three more turns of writes while signature 2 is not committed: no signature each.
+  for (let turn = 0; turn < 3; turn++) {
+    s.write();
+    s.signatures.requestAtTurnEnd();
+    s.clock.advance(0);
+  }
+  assert.deepEqual(s.signed(), [2], 'one signature in flight at most');
+  // Commit of something before the signature changes nothing; commit of the signature brings the next.
+  replica.commitSeqno = 1;
+  s.signatures.onCommit(1);
+  s.clock.advance(0);
+  assert.deepEqual(s.signed(), [2]);
+  replica.commitSeqno = 2;
+  s.signatures.onCommit(2);
+  s.clock.advance(0);
+  assert.deepEqual(s.signed(), [2, 6], 'one signature for the writes of the three turns');
+  // The delay still bounds how long a write waits, whatever is in flight.
+  s.write();
+  s.signatures.requestAtTurnEnd();
+  s.clock.advance(1000);
+  assert.deepEqual(s.signed(), [2, 6, 8]);
+});
+
+test('a node that stops being primary forgets its signature in flight: the next waiters are signed at their turn end', () => {
+  const s = setup({ txCount: 100, delayMs: 1000 });
+  s.write();
+  s.signatures.requestAtTurnEnd();
+  s.clock.advance(0);
+  s.signatures.cancelTimer();
+  s.write();
+  s.signatures.requestAtTurnEnd();
+  s.clock.advance(0);
+  assert.deepEqual(s.signed(), [2, 4]);
+});

@@ -79,6 +79,42 @@ test('power cuts of every node: with Replicated (acknowledged from the page cach
   );
 });
 
+test('the production nodes: a primary whose own syncs do not end commits on its backups\' disks; a backup whose syncs do not end acknowledges nothing new', async () => {
+  const sim = new NodeSim({ seed: 8, nodes: 3, steps: 0, livenessStepsMax: 0 });
+  try {
+    await sim.setUp();
+    for (let i = 0; i < 100; i++) await sim.advanceSettled(false);
+    const primary = sim.hosts.find((h) => h.node?.isPrimary())!;
+    const backups = sim.hosts.filter((h) => h !== primary);
+    // The primary's disk stops completing syncs: its own copy can no longer count.
+    primary.disk.holdSyncs();
+    // The sync under way when the disk stalled still ends (a few steps at most).
+    for (let i = 0; i < 10; i++) await sim.advanceSettled(false);
+    const before = primary.node!.parts.replica.commitSeqno;
+    const heldAt = primary.node!.parts.replica.durableSeqno;
+    for (let i = 0; i < 100; i++) await sim.advanceSettled(false);
+    const replica = primary.node!.parts.replica;
+    assert.ok(replica.commitSeqno > before + 10, `commit went on (${before} -> ${replica.commitSeqno}) on the backups' disks alone`);
+    assert.ok(replica.durableSeqno <= heldAt, 'while the primary counted nothing of its own beyond its last sync');
+    primary.disk.releaseSyncs();
+    primary.disk.syncScheduler = (_path, complete) => queueMicrotask(complete);
+    // Now one backup's syncs stop too: with the primary's disk back, it and the other backup commit;
+    // the stalled backup's acknowledgements stay at what its disk holds.
+    const stalled = backups[0]!;
+    stalled.disk.holdSyncs();
+    for (let i = 0; i < 10; i++) await sim.advanceSettled(false);
+    const stalledDurable = stalled.node!.parts.replica.durableSeqno;
+    for (let i = 0; i < 100; i++) await sim.advanceSettled(false);
+    const match = primary.node!.parts.driver.raft!.status().peers.find((p) => p.id === stalled.nodeId)!.matchSeqno;
+    assert.ok(match <= stalledDurable, `the primary never heard of more than the stalled backup synced (${match} > ${stalledDurable})`);
+    assert.ok(stalled.node!.parts.replica.ledger.lastSeqno > stalledDurable, 'although it wrote more');
+    assert.ok(primary.node!.parts.replica.commitSeqno > replica.durableSeqno - 50, 'commit follows the two working disks');
+    stalled.disk.releaseSyncs();
+  } finally {
+    sim.stopAll();
+  }
+});
+
 /** Three nodes that take a snapshot every 25 transactions. */
 class SnapshottingSim extends NodeSim {
   protected override configFor(index: number, type: 'Start' | 'Join') {

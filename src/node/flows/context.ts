@@ -20,15 +20,8 @@ import type { Transactions } from '../write/transactions.js';
 import type { Recovery } from '../recovery/recovery.js';
 import type { SealingInputs } from '../recovery/sealing.js';
 
-/** Where a node's consensus log starts when it restarts from its own ledger. */
-export interface RestoredConsensus {
-  readonly lastSeqno: number;
-  readonly view: number;
-  readonly votedFor: string | undefined;
-  readonly commitSeqno: number;
-  /** The configuration to start from instead of the startup snapshot's (a recovery starts a new one). */
-  readonly configs?: { seqno: number; nodes: string[] }[];
-}
+import type { RestoredConsensus } from '../consensus-start.js';
+export type { RestoredConsensus };
 
 export interface FlowContext {
   readonly init: NodeInit;

@@ -14,10 +14,11 @@ import {
   publicKeyDer,
   publicKeyPem,
   signEcdsa,
+  type EcCurve,
   type KeyPair,
 } from '../../crypto/index.js';
 import { codeMeasurement, createVirtualQuote, defaultHostData, type QuoteInfo } from '../../attestation/virtual.js';
-import { parseHostPort } from '../../config/index.js';
+import { parseHostPort, type NodeCurveId } from '../../config/index.js';
 
 export class NodeIdentity {
   private keys: KeyPair | undefined;
@@ -36,7 +37,7 @@ export class NodeIdentity {
     this.hostData = hostData ?? defaultHostData();
   }
 
-  /** A new key (or the one given), self-signed certificate and quote. */
+  /** A new key (or the one given: of node_certificate.curve_id's curve, ecCurveOfCurveId), self-signed certificate and quote. */
   async create(subjectAltNames: string[], validityDays: number, keys: KeyPair = generateEcKeyPair('P-384')): Promise<void> {
     this.keys = keys;
     this.nodeId = nodeIdFromPublicKey(this.keys.publicKey);
@@ -94,4 +95,9 @@ export function subjectAltNamesOf(addresses: readonly string[]): string[] {
     names.add(isIP(parsed.host) ? `iPAddress:${parsed.host}` : `dNSName:${parsed.host}`);
   }
   return names.size > 0 ? [...names] : ['iPAddress:127.0.0.1'];
+}
+
+/** The curve of node_certificate.curve_id (CCF's names): every signature the node makes follows it. */
+export function ecCurveOfCurveId(curveId: NodeCurveId): EcCurve {
+  return curveId === 'Secp256R1' ? 'P-256' : 'P-384';
 }

@@ -2,7 +2,11 @@
  * Signature transactions (docs/architecture.md, decision 4): the primary signs the Merkle root
  * over every earlier entry with its node key every `ledger_signatures.tx_count` transactions or
  * `ledger_signatures.delay`, whichever comes first, and when consensus asks for one (a new view,
- * a reconfiguration). Commit advances only to signatures. A signature that is a snapshot point
+ * a reconfiguration). Commit advances only to signatures. Writes waiting for their commit ask for
+ * one at the end of their turn, but at most one such signature is in flight (proposed, not yet
+ * committed): the writes that arrive meanwhile are all covered by the next one, made as soon as
+ * the one in flight commits, so that a busy primary signs (and its backups verify) once per
+ * commit round rather than once per turn. A signature that is a snapshot point
  * carries the snapshot marker and ends its chunk; the transaction right after it records the
  * snapshot's digest (its evidence).
  */
@@ -43,6 +47,10 @@ export class Signatures {
   private unsignedCount = 0;
   private timer: TimerHandle | undefined;
   private turnEndRequested = false;
+  /** The last signature proposed (0: none since a rollback): waiters' signatures wait while it is not committed. */
+  private lastEmittedSeqno = 0;
+  /** Writes waiting for their commit asked for a signature while one was in flight. */
+  private wantedAfterInFlight = false;
 
   constructor(private readonly host: SignaturesHost) {}
 
@@ -84,6 +92,11 @@ export class Signatures {
    */
   requestAtTurnEnd(): void {
     if (this.turnEndRequested) return;
+    if (this.lastEmittedSeqno > this.host.replica.commitSeqno) {
+      // One in flight: the next one, when it commits, covers these writes too (onCommit).
+      this.wantedAfterInFlight = true;
+      return;
+    }
     this.turnEndRequested = true;
     this.host.clock.defer(() => {
       this.turnEndRequested = false;
@@ -93,9 +106,18 @@ export class Signatures {
     });
   }
 
+  /** Commit reached `seqno`: when it covers the signature in flight, the writes that asked for one meanwhile get it. */
+  onCommit(seqno: number): void {
+    if (!this.wantedAfterInFlight || seqno < this.lastEmittedSeqno) return;
+    this.wantedAfterInFlight = false;
+    this.requestAtTurnEnd();
+  }
+
   /** The entries after `seqno` were rolled back: none of them waits for a signature. */
   onRollback(): void {
     this.unsignedCount = 0;
+    this.lastEmittedSeqno = 0;
+    this.wantedAfterInFlight = false;
   }
 
   /**
@@ -118,7 +140,14 @@ export class Signatures {
     this.host.pump();
   }
 
+  /** No longer primary: no timer, and no signature is in flight from this node any more. */
   cancelTimer(): void {
+    this.lastEmittedSeqno = 0;
+    this.wantedAfterInFlight = false;
+    this.stopTimer();
+  }
+
+  private stopTimer(): void {
     if (this.timer) {
       this.timer.cancel();
       this.timer = undefined;
@@ -129,7 +158,9 @@ export class Signatures {
   emit(): void {
     const { replica, proposer, snapshots, identity } = this.host;
     assert(identity.exists, 'node identity exists');
-    this.cancelTimer();
+    // This signature covers whatever asked for one meanwhile.
+    this.stopTimer();
+    this.wantedAfterInFlight = false;
     // The root must cover every earlier transaction: let the pipeline empty into consensus.
     proposer.drain();
     if (!this.host.isPrimary()) return;
@@ -157,6 +188,7 @@ export class Signatures {
     assert(committed && committed.version === seqno, 'signature transaction takes the next seqno');
     proposer.propose(seqno, committed.writeSet, EntryFlags.SIGNATURE, undefined);
     this.unsignedCount = 0;
+    this.lastEmittedSeqno = seqno;
     replica.lastSignedSeqno = seqno;
     // Evidence of a snapshot written meanwhile (or left unrecorded by an earlier primary).
     this.writeDueEvidence();

@@ -150,6 +150,8 @@ export class NodeSim {
   restarts = 0;
   partitions = 0;
   powerCuts = 0;
+  /** Ledger syncs take seeded time (scheduleSyncs) once set-up is over. */
+  protected syncDelays = false;
 
   constructor(readonly options: NodeSimOptions) {
     this.rng = new Prng(options.seed);
@@ -178,6 +180,7 @@ export class NodeSim {
       writeFile(host.disk, `/sim/n${host.index}/service_cert.pem`, serviceCert);
       await this.launch(host, host.startConfig);
     }
+    this.syncDelays = true;
   }
 
   protected clockFor(host: SimHost): Clock {
@@ -200,13 +203,27 @@ export class NodeSim {
     };
   }
 
+  /**
+   * How long each ledger sync of `host` takes: seeded, on the simulated clock, none while start-up
+   * work settles with the clock standing still. n0, the first primary, has the slowest disk (up to
+   * four steps, its backups up to one), so that backups' syncs often end before the primary's own.
+   */
+  protected scheduleSyncs(host: SimHost, clock: Clock): void {
+    // Its own generator: the course of the run's other choices does not depend on how many syncs there were.
+    const rng = new Prng(this.options.seed * 1009 + host.index * 101 + host.generation);
+    const maxMs = host.index === 0 ? 4 * STEP_MS : STEP_MS;
+    host.disk.syncScheduler = (_path, complete) => void clock.setTimer(this.syncDelays ? rng.int(0, maxMs) : 0, complete);
+  }
+
   protected createNode(host: SimHost, config: NodeConfig): CovenantNode {
     const disk = host.disk;
+    const clock = this.clockFor(host);
+    this.scheduleSyncs(host, clock);
     return new CovenantNode({
       config,
       disk,
       logger: failureRecorder(host),
-      clock: this.clockFor(host),
+      clock,
       randomBytes: this.randomBytes(this.rng.split()),
       version: 'sim',
       readTextFile: (path) => utf8.decode(disk.readAll(path)),
@@ -289,6 +306,16 @@ export class NodeSim {
    * goes on does not depend on how many turns the asynchronous work took.
    */
   async withoutTime(what: string, work: Promise<unknown>, host?: SimHost): Promise<void> {
+    const delays = this.syncDelays;
+    this.syncDelays = false;
+    try {
+      await this.settleWithoutTime(what, work, host);
+    } finally {
+      this.syncDelays = delays;
+    }
+  }
+
+  private async settleWithoutTime(what: string, work: Promise<unknown>, host?: SimHost): Promise<void> {
     let done = false;
     let failed: unknown;
     work.then(
