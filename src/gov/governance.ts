@@ -23,6 +23,7 @@ import { jsonCodec, type Tx } from '../kv/index.js';
 import { createConstitutionHost, type CertificateRenewer, type GovEffect } from './constitution-host.js';
 import { verifyGovRequest, type GovMessageType, type VerifiedGovRequest } from './cose-request.js';
 import { DEFAULT_CONSTITUTION } from './default-constitution.js';
+import { refuseProposalReplay, refuseRequestReplay, rememberProposal } from './request-replay.js';
 import { DEFAULT_SANDBOX_LIMITS, type JsEngine, type LoadedModule, SandboxBudget, SandboxError, type SandboxLimits } from './sandbox.js';
 import {
   GOV_SINGLETON_KEY,
@@ -105,7 +106,6 @@ export const RECENT_REQUESTS_MAX = 1000;
  * can be megabytes, the member needs its beginning.
  */
 export const REASON_BYTES_MAX = 1024;
-const CREATED_AT_DIGITS = 16;
 
 const json = jsonCodec<any>();
 
@@ -177,7 +177,7 @@ export class Governance {
     const verified = this.verify(tx, request, 'proposal', {});
     this.requireActive(tx, verified.memberId, 'propose');
     const requestDigest = toHex(sha256(request.body));
-    this.checkReplay(tx, requestDigest, verified.createdAtSeconds);
+    refuseProposalReplay(tx, this.recentMax(), requestDigest, verified.createdAtSeconds);
 
     const proposalText = utf8.decode(verified.payload);
     const parsed = parseJsonPayload(verified.payload, 'proposal');
@@ -207,7 +207,7 @@ export class Governance {
       tx.map(GovTables.proposalsInfo, json).put(proposalId, info);
       this.resolveWith(module, host, tx, proposalId, info, proposalText, []);
     });
-    this.rememberProposal(tx, requestDigest, verified.createdAtSeconds, proposalId);
+    rememberProposal(tx, this.recentMax(), requestDigest, verified.createdAtSeconds, proposalId);
     this.recordHistory(tx, verified, request.body, proposalId);
     return { body: summary(proposalId, tx.map(GovTables.proposalsInfo, json).get(proposalId) as ProposalInfo), effects, memberId: verified.memberId };
   }
@@ -404,62 +404,8 @@ export class Governance {
     return info;
   }
 
-  /**
-   * Replays: the digest of every recent proposal request is remembered (a bounded table). Once
-   * the table is full, a request older than everything it remembers cannot be told apart from a
-   * replay and is refused as well.
-   */
-  private checkReplay(tx: Tx, requestDigest: string, createdAtSeconds: number): void {
-    const replayOf = this.findRecent(tx, GovTables.recentProposals, this.recentMax(), requestDigest, createdAtSeconds, 'ProposalCreatedTooLongAgo', 'proposal');
-    if (replayOf !== undefined) throw badRequest('ProposalReplay', `this proposal request was already submitted (proposal ${(replayOf as { proposal_id: string }).proposal_id})`);
-  }
-
-  private rememberProposal(tx: Tx, requestDigest: string, createdAtSeconds: number, proposalId: string): void {
-    this.remember(tx, GovTables.recentProposals, this.recentMax(), requestDigest, createdAtSeconds, { proposal_id: proposalId });
-  }
-
-  /**
-   * The same for every other signed request (ballots, withdrawals, state digests, acks): each
-   * request is accepted once. Checked before the request is executed, remembered in the same
-   * transaction, so a refused request leaves nothing behind.
-   */
   private refuseRequestReplay(tx: Tx, request: GovRequest, verified: VerifiedGovRequest): void {
-    const requestDigest = toHex(sha256(request.body));
-    const max = this.init.recentRequestsMax ?? RECENT_REQUESTS_MAX;
-    const replayOf = this.findRecent(tx, GovTables.recentRequests, max, requestDigest, verified.createdAtSeconds, 'RequestCreatedTooLongAgo', verified.type);
-    if (replayOf !== undefined) throw badRequest('RequestReplay', `this ${verified.type} request was already submitted`);
-    this.remember(tx, GovTables.recentRequests, max, requestDigest, verified.createdAtSeconds, { type: verified.type, member_id: verified.memberId });
-  }
-
-  /** The remembered value of the request with this digest, if any; throws `tooOldCode` when it cannot be told. */
-  private findRecent(tx: Tx, table: string, max: number, requestDigest: string, createdAtSeconds: number, tooOldCode: string, what: string): unknown {
-    const recent = tx.map(table, json);
-    let oldest = Number.POSITIVE_INFINITY;
-    let replayOf: unknown;
-    recent.forEach((value: unknown, key: string) => {
-      const [createdAt, digest] = key.split(':');
-      oldest = Math.min(oldest, Number(createdAt));
-      if (digest === requestDigest) replayOf = value;
-    });
-    if (replayOf !== undefined) return replayOf;
-    if (recent.size >= max && createdAtSeconds < oldest) {
-      throw badRequest(tooOldCode, `created_at ${createdAtSeconds} is older than every remembered recent ${what} request (${oldest}); sign it again`);
-    }
-    return undefined;
-  }
-
-  private remember(tx: Tx, table: string, max: number, requestDigest: string, createdAtSeconds: number, value: unknown): void {
-    const recent = tx.map(table, json);
-    recent.put(`${String(createdAtSeconds).padStart(CREATED_AT_DIGITS, '0')}:${requestDigest}`, value);
-    // Keys sort by created_at (fixed-width digits): evict from the front.
-    let excess = recent.size - max;
-    const evict: string[] = [];
-    recent.forEach((_v, key: string) => {
-      if (excess-- <= 0) return false;
-      evict.push(key);
-      return true;
-    });
-    for (const key of evict) recent.remove(key);
+    refuseRequestReplay(tx, this.init.recentRequestsMax ?? RECENT_REQUESTS_MAX, request.body, verified);
   }
 
   private recentMax(): number {
