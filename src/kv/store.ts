@@ -181,6 +181,12 @@ export class Store {
   #appliedListeners: readonly AppliedListener[] = [];
   #mapListeners = new Map<string, readonly MapAppliedListener[]>();
   #rollbackListeners: readonly RollbackListener[] = [];
+  #mapCommittedListeners = new Map<string, readonly MapAppliedListener[]>();
+  /**
+   * Writes of watched maps (onMapCommitted) by versions above committedVersion, in version order:
+   * as many as the versions awaiting consensus commit times the watched maps they wrote.
+   */
+  #awaitingCommit: { readonly version: Seqno; readonly name: string; readonly writes: ReadonlyMap<string, Write> }[] = [];
 
   constructor(options: StoreOptions = {}) {
     this.#uncommittedVersionsMax = options.uncommittedVersionsMax ?? DEFAULT_UNCOMMITTED_VERSIONS_MAX;
@@ -275,6 +281,11 @@ export class Store {
         if (listeners !== undefined) for (const listener of listeners) listener(version, mapWrites);
       }
     }
+    if (this.#mapCommittedListeners.size > 0) {
+      for (const [name, mapWrites] of writes) {
+        if (this.#mapCommittedListeners.has(name)) this.#awaitingCommit.push({ version, name, writes: mapWrites });
+      }
+    }
   }
 
   /**
@@ -292,6 +303,7 @@ export class Store {
     while (this.#checkpoints.length > 0 && this.#checkpoints.at(-1)!.version > version) this.#checkpoints.pop();
     this.#version = version;
     this.#generation++;
+    while (this.#awaitingCommit.length > 0 && this.#awaitingCommit.at(-1)!.version > version) this.#awaitingCommit.pop();
     for (const listener of this.#rollbackListeners) listener(version);
   }
 
@@ -314,6 +326,17 @@ export class Store {
     if (this.#logStart >= 1024 && this.#logStart * 2 >= this.#log.length) {
       this.#log = this.#log.slice(this.#logStart);
       this.#logStart = 0;
+    }
+    if (this.#awaitingCommit.length > 0) this.#notifyCommitted(committedVersion);
+  }
+
+  #notifyCommitted(committedVersion: Seqno): void {
+    let count = 0;
+    while (count < this.#awaitingCommit.length && this.#awaitingCommit[count]!.version <= committedVersion) count++;
+    if (count === 0) return;
+    const committed = this.#awaitingCommit.splice(0, count);
+    for (const { version, name, writes } of committed) {
+      for (const listener of this.#mapCommittedListeners.get(name) ?? []) listener(version, writes);
     }
   }
 
@@ -351,6 +374,21 @@ export class Store {
       const remaining = (this.#mapListeners.get(name) ?? []).filter((l) => l !== listener);
       if (remaining.length === 0) this.#mapListeners.delete(name);
       else this.#mapListeners.set(name, remaining);
+    };
+  }
+
+  /**
+   * Called once consensus has committed a version that wrote to map `name` (when compact passes
+   * it), with that map's writes, in version order; a version rolled back before it commits is never
+   * reported. For what must not be undone by a view change. Versions applied before the listener
+   * was added are not reported. Listeners must not apply transactions. Returns an unsubscribe.
+   */
+  onMapCommitted(name: string, listener: MapAppliedListener): () => void {
+    this.#mapCommittedListeners.set(name, [...(this.#mapCommittedListeners.get(name) ?? []), listener]);
+    return () => {
+      const remaining = (this.#mapCommittedListeners.get(name) ?? []).filter((l) => l !== listener);
+      if (remaining.length === 0) this.#mapCommittedListeners.delete(name);
+      else this.#mapCommittedListeners.set(name, remaining);
     };
   }
 

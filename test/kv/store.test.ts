@@ -294,3 +294,29 @@ test('recovery installs the private maps of a replay at the committed version, u
   assert.deepEqual(dumpView(live.current()), dumpView(primary.readAt(4)), 'a rollback keeps the installed private maps');
   assert.equal(live.current().map('records', stringCodec).get('r1'), 'old');
 });
+
+test('onMapCommitted reports a version that wrote the map once consensus commits it, never one rolled back first', () => {
+  const store = new Store();
+  const committed: [number, string[]][] = [];
+  const unsubscribe = store.onMapCommitted('public:service', (version, writes) => committed.push([version, [...writes.keys()]]));
+  put(store, 'public:service', 'status', 'Opening'); // 1
+  put(store, 'records', 'r', 'x'); // 2: another map
+  put(store, 'public:service', 'status', 'Open'); // 3
+  assert.deepEqual(committed, [], 'applied is not committed');
+  store.compact(2);
+  assert.deepEqual(committed, [[1, ['status']]]);
+  // A view change discards version 3 before it commits: it is never reported, its successor is.
+  store.rollback(2);
+  put(store, 'public:service', 'other', 'Recovering'); // 3 again, a different write
+  store.compact(2);
+  assert.deepEqual(committed, [[1, ['status']]], 'compacting to the same version reports nothing again');
+  store.compact(3);
+  assert.deepEqual(committed, [
+    [1, ['status']],
+    [3, ['other']],
+  ]);
+  unsubscribe();
+  put(store, 'public:service', 'status', 'Open'); // 4
+  store.compact(4);
+  assert.equal(committed.length, 2, 'no report after unsubscribing');
+});
