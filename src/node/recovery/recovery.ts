@@ -19,7 +19,7 @@
  * - Open: the primary, once it has read its private domain, opens the service (status Open,
  *   recovery_count + 1), records the previous service's latest secret under this service's first
  *   one (so the next recovery's chain reaches back through it) and drops the recovered chain's
- *   record. The recovery node renames its `.recovery` ledger files when it sees the service Open.
+ *   record. The recovery node renames its `.recovery` ledger files once the Open is committed.
  */
 import { assert } from '../../base/assert.js';
 import { utf8 } from '../../base/bytes.js';
@@ -118,6 +118,10 @@ export class Recovery {
   /** Wires the store's listeners (on the store and any store that replaces it). */
   watch(store: Store): void {
     store.onMapApplied(Tables.serviceInfo, () => this.onServiceRecord());
+    // The rename must not be undone: only once consensus commits this service's Open.
+    store.onMapCommitted(Tables.serviceInfo, (version) => {
+      if (version >= this.host.replica.serviceStartSeqno) this.host.defer(() => this.completeRecoveryIfOpenCommitted());
+    });
     store.onMapApplied(Tables.recoveredLedgerSecrets, (version, writes) => {
       const raw = writes.get(SINGLETON_KEY);
       if (raw === undefined || raw === null) return;
@@ -260,18 +264,23 @@ export class Recovery {
   private onServiceRecord(): void {
     const info = this.host.replica.store.currentRaw(Tables.serviceInfo, SINGLETON_KEY);
     if (info === undefined) return;
-    const status = (json.decode(info) as ServiceInfo).status;
-    if (status !== 'WaitingForRecoveryShares') this.dropCollection();
-    const ledger = this.host.replica.ledger;
-    // Not while the previous service's records are read (they say Open too): once this one opens.
-    if (status === 'Open' && ledger.recoveryMode && this.host.lifecycle.state === 'PartOfNetwork') {
-      this.host.defer(() => {
-        if (!ledger.recoveryMode) return;
-        ledger.completeRecovery();
-        this.host.persistState();
-        this.host.logger.info('recovery complete: the .recovery ledger files are renamed');
-      });
-    }
+    if ((json.decode(info) as ServiceInfo).status !== 'WaitingForRecoveryShares') this.dropCollection();
+  }
+
+  /**
+   * The recovery node renames its `.recovery` ledger files once this service's Open is committed
+   * (a view change may undo an Open only applied), and once it has read its private domain: not
+   * while the previous service's records are read (they say Open too).
+   */
+  private completeRecoveryIfOpenCommitted(): void {
+    const { replica, lifecycle } = this.host;
+    const { ledger, store } = replica;
+    if (!ledger.recoveryMode || lifecycle.state !== 'PartOfNetwork' || store.committedVersion < replica.serviceStartSeqno) return;
+    const info = store.readAt(store.committedVersion).map(Tables.serviceInfo, json).get(SINGLETON_KEY) as ServiceInfo | undefined;
+    if (info?.status !== 'Open') return;
+    ledger.completeRecovery();
+    this.host.persistState();
+    this.host.logger.info('recovery complete: the .recovery ledger files are renamed');
   }
 
   // ---------------------------------------------------------------- the private domain
@@ -303,6 +312,8 @@ export class Recovery {
       `the private domain of the previous service is restored; private phase: ${phaseSummary(entries, host.clock.monotonicMs() - startedMs)}, from ReadingPrivateLedger to PartOfNetwork`,
     );
     if (host.isPrimary()) host.defer(() => this.openIfReady());
+    // The Open may have committed while this node read its private domain.
+    host.defer(() => this.completeRecoveryIfOpenCommitted());
   }
 
   /** The recovered chain of ledger secrets, oldest first, from its record. */
