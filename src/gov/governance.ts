@@ -20,7 +20,7 @@ import { toHex, utf8 } from '../base/bytes.js';
 import { parseExternalJson } from '../base/json.js';
 import { sha256 } from '../crypto/index.js';
 import { jsonCodec, type Tx } from '../kv/index.js';
-import { createConstitutionHost, type CertificateRenewer, type GovEffect } from './constitution-host.js';
+import { createConstitutionHost, type CertificateRenewer } from './constitution-host.js';
 import { verifyGovRequest, type GovMessageType, type VerifiedGovRequest } from './cose-request.js';
 import { DEFAULT_CONSTITUTION } from './default-constitution.js';
 import { refuseProposalReplay, refuseRequestReplay, rememberProposal } from './request-replay.js';
@@ -64,8 +64,6 @@ export interface GovRequest {
 
 export interface GovOutcome<T> {
   readonly body: T;
-  /** Effects to run once the transaction has been applied locally. */
-  readonly effects: readonly GovEffect[];
   /** Who signed the request (for logs). */
   readonly memberId: string;
 }
@@ -190,7 +188,7 @@ export class Governance {
 
     const info: ProposalInfo = { proposer_id: verified.memberId, state: 'Open', created_at: verified.createdAtSeconds, ballots: {} };
     const constitution = this.ensureConstitution(tx);
-    const effects = this.withConstitution(tx, constitution, budget, (module, host) => {
+    this.withConstitution(tx, constitution, budget, (module, host) => {
       let verdict: unknown;
       try {
         verdict = module.call('validate', [proposalText]);
@@ -209,7 +207,7 @@ export class Governance {
     });
     rememberProposal(tx, this.recentMax(), requestDigest, verified.createdAtSeconds, proposalId);
     this.recordHistory(tx, verified, request.body, proposalId);
-    return { body: summary(proposalId, tx.map(GovTables.proposalsInfo, json).get(proposalId) as ProposalInfo), effects, memberId: verified.memberId };
+    return { body: summary(proposalId, tx.map(GovTables.proposalsInfo, json).get(proposalId) as ProposalInfo), memberId: verified.memberId };
   }
 
   submitBallot(tx: Tx, request: GovRequest, proposalId: string, memberIdInPath: string): GovOutcome<ProposalSummary> {
@@ -234,9 +232,9 @@ export class Governance {
     info.ballots[verified.memberId] = body.ballot;
     tx.map(GovTables.proposalsInfo, json).put(proposalId, info);
     const proposalText = JSON.stringify(tx.map(GovTables.proposals, json).get(proposalId));
-    const effects = this.evaluate(tx, proposalId, info, proposalText, budget);
+    this.evaluate(tx, proposalId, info, proposalText, budget);
     this.recordHistory(tx, verified, request.body, proposalId);
-    return { body: summary(proposalId, tx.map(GovTables.proposalsInfo, json).get(proposalId) as ProposalInfo), effects, memberId: verified.memberId };
+    return { body: summary(proposalId, tx.map(GovTables.proposalsInfo, json).get(proposalId) as ProposalInfo), memberId: verified.memberId };
   }
 
   withdrawProposal(tx: Tx, request: GovRequest, proposalId: string): GovOutcome<ProposalSummary> {
@@ -249,7 +247,7 @@ export class Governance {
     info.state = 'Withdrawn';
     tx.map(GovTables.proposalsInfo, json).put(proposalId, info);
     this.recordHistory(tx, verified, request.body, proposalId);
-    return { body: summary(proposalId, info), effects: [], memberId: verified.memberId };
+    return { body: summary(proposalId, info), memberId: verified.memberId };
   }
 
   /** Records the digest a member must acknowledge (`:update`); answers it. */
@@ -259,7 +257,7 @@ export class Governance {
     const ack: MemberAck = { state_digest: stateDigestHex };
     tx.map(GovTables.membersAcks, json).put(verified.memberId, ack);
     this.recordHistory(tx, verified, request.body, undefined);
-    return { body: ack, effects: [], memberId: verified.memberId };
+    return { body: ack, memberId: verified.memberId };
   }
 
   /** Acknowledges the recorded digest (`:ack`): an Accepted member becomes Active. */
@@ -281,7 +279,7 @@ export class Governance {
     const info = infoMap.get(verified.memberId) as MemberInfoRecord;
     if (info.status === 'Accepted') infoMap.put(verified.memberId, { ...info, status: 'Active' });
     this.recordHistory(tx, verified, request.body, undefined);
-    return { body: this.member(tx, verified.memberId), effects: [], memberId: verified.memberId };
+    return { body: this.member(tx, verified.memberId), memberId: verified.memberId };
   }
 
   /**
@@ -468,7 +466,7 @@ export class Governance {
     constitution: string,
     budget: SandboxBudget,
     body: (module: LoadedModule, host: ReturnType<typeof createConstitutionHost>) => void,
-  ): GovEffect[] {
+  ): void {
     const host = createConstitutionHost(tx, { nowMs: this.init.nowMs, ...(this.init.certificates ? { certificates: this.init.certificates } : {}) });
     try {
       this.engine.run(
@@ -481,7 +479,6 @@ export class Governance {
       }
       throw e;
     }
-    return host.effects;
   }
 
   /**
@@ -489,7 +486,7 @@ export class Governance {
    * hits a sandbox limit ends the evaluation: the proposal fails with it, and the ballots after it
    * (which the spent budget could not run) are not blamed.
    */
-  private evaluate(tx: Tx, proposalId: string, info: ProposalInfo, proposalText: string, budget: SandboxBudget): GovEffect[] {
+  private evaluate(tx: Tx, proposalId: string, info: ProposalInfo, proposalText: string, budget: SandboxBudget): void {
     const votes: { member_id: string; vote: boolean }[] = [];
     const failures: Record<string, { reason: string }> = {};
     for (const [memberId, ballot] of Object.entries(info.ballots)) {
@@ -516,9 +513,9 @@ export class Governance {
         failure: { reason: boundedReason(`ballot of member ${first[0]} failed: ${first[1].reason}`) },
       };
       tx.map(GovTables.proposalsInfo, json).put(proposalId, failed);
-      return [];
+      return;
     }
-    return this.withConstitution(tx, this.constitution(tx), budget, (module, host) => this.resolveWith(module, host, tx, proposalId, info, proposalText, votes));
+    this.withConstitution(tx, this.constitution(tx), budget, (module, host) => this.resolveWith(module, host, tx, proposalId, info, proposalText, votes));
   }
 
   private resolveWith(
@@ -557,7 +554,6 @@ export class Governance {
         host.kv.flush();
       } catch (e) {
         if (e instanceof SandboxError && e.kind === 'Unavailable') throw e;
-        host.effects.length = 0;
         next.state = 'Failed';
         next.failure = { reason: boundedReason(`apply failed: ${failureReason(e)}`) };
       } finally {

@@ -30,6 +30,8 @@ export const GovTables = {
   jwtPublicSigningKeys: 'public:svc.gov.jwt.public_signing_keys_metadata_v2',
   caCertBundles: 'public:svc.gov.tls.ca_cert_bundles',
   snapshotRequests: 'public:svc.gov.snapshot_requests',
+  /** trigger_ledger_chunk (svc.node.triggerLedgerChunk): a counter; each change ends the primary's chunk at its next signature. */
+  ledgerChunkRequests: 'public:svc.gov.ledger_chunk_requests',
   /** The previous service's certificate (after a disaster recovery). */
   previousServiceIdentity: 'public:svc.gov.service.previous_service_identity',
   /** trigger_recovery_shares_refresh: a counter; each change issues new recovery shares. */

@@ -64,6 +64,18 @@ describe('governance', () => {
     assert.equal(refused(f, () => f.vote(m, id, true)).code, 'ProposalNotOpen');
   });
 
+  test('trigger_ledger_chunk is a request in the store, counted, like every other effect of governance', async () => {
+    const f = await fixture();
+    const [m] = f.members as [typeof f.members[0]];
+    f.activate(m);
+    assert.equal(table(f, GovTables.ledgerChunkRequests, '0'), undefined);
+    for (const expected of [1, 2]) {
+      const id = f.propose(m, [{ name: 'trigger_ledger_chunk' }]);
+      assert.equal(f.vote(m, id, true).state, 'Accepted');
+      assert.equal(table(f, GovTables.ledgerChunkRequests, '0'), expected);
+    }
+  });
+
   test('three members: one vote is not enough, two are; two against reject', async () => {
     const f = await fixture({ members: 3 });
     const [a, b, c] = f.members as [typeof f.members[0], typeof f.members[0], typeof f.members[0]];
