@@ -157,7 +157,7 @@ export class Signatures {
     assert(committed && committed.version === seqno, 'signature transaction takes the next seqno');
     proposer.propose(seqno, committed.writeSet, EntryFlags.SIGNATURE, undefined);
     this.unsignedCount = 0;
-    replica.lastSignedSeqno = seqno;
+    replica.markSigned(seqno);
     // Evidence of a snapshot written meanwhile (or left unrecorded by an earlier primary).
     this.writeDueEvidence();
   }
