@@ -19,7 +19,7 @@ import { CovenantError } from '../base/errors.js';
 import { toHex, utf8 } from '../base/bytes.js';
 import { parseExternalJson } from '../base/json.js';
 import { sha256 } from '../crypto/index.js';
-import { jsonCodec, type Tx } from '../kv/index.js';
+import type { Tx } from '../kv/index.js';
 import { createConstitutionHost, type CertificateRenewer } from './constitution-host.js';
 import { verifyGovRequest, type GovMessageType, type VerifiedGovRequest } from './cose-request.js';
 import { DEFAULT_CONSTITUTION } from './default-constitution.js';
@@ -27,7 +27,7 @@ import { refuseProposalReplay, refuseRequestReplay, rememberProposal } from './r
 import { DEFAULT_SANDBOX_LIMITS, type JsEngine, type LoadedModule, SandboxBudget, SandboxError, type SandboxLimits } from './sandbox.js';
 import {
   GOV_SINGLETON_KEY,
-  GovTables,
+  GovTableDefs,
   type HistoryRecord,
   type MemberAck,
   type MemberInfoRecord,
@@ -104,8 +104,6 @@ export const RECENT_REQUESTS_MAX = 1000;
  * can be megabytes, the member needs its beginning.
  */
 export const REASON_BYTES_MAX = 1024;
-
-const json = jsonCodec<any>();
 
 function notFound(message: string): CovenantError {
   return new CovenantError('ResourceNotFound', message, 404);
@@ -184,7 +182,7 @@ export class Governance {
 
     // The id binds the request (with its randomised signature) to the state it was made in.
     const proposalId = toHex(sha256(utf8.encode(`${requestDigest}:${tx.startVersion}`)));
-    if (tx.map(GovTables.proposalsInfo, json).has(proposalId)) throw badRequest('ProposalReplay', `proposal ${proposalId} already exists`);
+    if (tx.table(GovTableDefs.proposalsInfo).has(proposalId)) throw badRequest('ProposalReplay', `proposal ${proposalId} already exists`);
 
     const info: ProposalInfo = { proposer_id: verified.memberId, state: 'Open', created_at: verified.createdAtSeconds, ballots: {} };
     const constitution = this.ensureConstitution(tx);
@@ -201,13 +199,13 @@ export class Governance {
       }
       if (!v.valid) throw badRequest('ProposalFailedToValidate', boundedReason(`proposal is invalid: ${typeof v.description === 'string' ? v.description : 'no reason given'}`));
 
-      tx.map(GovTables.proposals, json).put(proposalId, parsed);
-      tx.map(GovTables.proposalsInfo, json).put(proposalId, info);
+      tx.table(GovTableDefs.proposals).put(proposalId, parsed as ProposalBody); // its shape checked by validate
+      tx.table(GovTableDefs.proposalsInfo).put(proposalId, info);
       this.resolveWith(module, host, tx, proposalId, info, proposalText, []);
     });
     rememberProposal(tx, this.recentMax(), requestDigest, verified.createdAtSeconds, proposalId);
     this.recordHistory(tx, verified, request.body, proposalId);
-    return { body: summary(proposalId, tx.map(GovTables.proposalsInfo, json).get(proposalId) as ProposalInfo), memberId: verified.memberId };
+    return { body: summary(proposalId, this.proposalInfo(tx, proposalId)), memberId: verified.memberId };
   }
 
   submitBallot(tx: Tx, request: GovRequest, proposalId: string, memberIdInPath: string): GovOutcome<ProposalSummary> {
@@ -230,11 +228,11 @@ export class Governance {
       throw badRequest('InvalidBallot', `ballot cannot be used: ${failureReason(e)}`);
     }
     info.ballots[verified.memberId] = body.ballot;
-    tx.map(GovTables.proposalsInfo, json).put(proposalId, info);
-    const proposalText = JSON.stringify(tx.map(GovTables.proposals, json).get(proposalId));
+    tx.table(GovTableDefs.proposalsInfo).put(proposalId, info);
+    const proposalText = JSON.stringify(tx.table(GovTableDefs.proposals).get(proposalId));
     this.evaluate(tx, proposalId, info, proposalText, budget);
     this.recordHistory(tx, verified, request.body, proposalId);
-    return { body: summary(proposalId, tx.map(GovTables.proposalsInfo, json).get(proposalId) as ProposalInfo), memberId: verified.memberId };
+    return { body: summary(proposalId, this.proposalInfo(tx, proposalId)), memberId: verified.memberId };
   }
 
   withdrawProposal(tx: Tx, request: GovRequest, proposalId: string): GovOutcome<ProposalSummary> {
@@ -245,7 +243,7 @@ export class Governance {
       throw new CovenantError('Forbidden', `only the proposer (${info.proposer_id}) may withdraw proposal ${proposalId}`, 403);
     }
     info.state = 'Withdrawn';
-    tx.map(GovTables.proposalsInfo, json).put(proposalId, info);
+    tx.table(GovTableDefs.proposalsInfo).put(proposalId, info);
     this.recordHistory(tx, verified, request.body, proposalId);
     return { body: summary(proposalId, info), memberId: verified.memberId };
   }
@@ -255,7 +253,7 @@ export class Governance {
     const verified = this.verify(tx, request, 'state_digest', { memberIdInPath });
     this.refuseRequestReplay(tx, request, verified);
     const ack: MemberAck = { state_digest: stateDigestHex };
-    tx.map(GovTables.membersAcks, json).put(verified.memberId, ack);
+    tx.table(GovTableDefs.membersAcks).put(verified.memberId, ack);
     this.recordHistory(tx, verified, request.body, undefined);
     return { body: ack, memberId: verified.memberId };
   }
@@ -268,16 +266,16 @@ export class Governance {
     if (typeof body !== 'object' || body === null || typeof body.state_digest !== 'string') {
       throw badRequest('InvalidInput', 'an ack request is {"state_digest": "<hex digest from :update>"}');
     }
-    const recorded = tx.map(GovTables.membersAcks, json).get(verified.memberId) as MemberAck | undefined;
+    const recorded = tx.table(GovTableDefs.membersAcks).get(verified.memberId);
     if (recorded === undefined) {
       throw badRequest('StateDigestNotRequested', `member ${verified.memberId} has no state digest to acknowledge; call state-digests/{member_id}:update first`);
     }
     if (recorded.state_digest !== body.state_digest) {
       throw badRequest('StateDigestMismatch', `acknowledged digest ${body.state_digest} is not the recorded ${recorded.state_digest}; update and ack again`);
     }
-    const infoMap = tx.map(GovTables.membersInfo, json);
-    const info = infoMap.get(verified.memberId) as MemberInfoRecord;
-    if (info.status === 'Accepted') infoMap.put(verified.memberId, { ...info, status: 'Active' });
+    const infoMap = tx.table(GovTableDefs.membersInfo);
+    const info = infoMap.get(verified.memberId);
+    if (info?.status === 'Accepted') infoMap.put(verified.memberId, { ...info, status: 'Active' });
     this.recordHistory(tx, verified, request.body, undefined);
     return { body: this.member(tx, verified.memberId), memberId: verified.memberId };
   }
@@ -308,7 +306,7 @@ export class Governance {
 
   listProposals(tx: Tx): ProposalSummary[] {
     const out: ProposalSummary[] = [];
-    tx.map(GovTables.proposalsInfo, json).forEach((info: ProposalInfo, id: string) => {
+    tx.table(GovTableDefs.proposalsInfo).forEach((info: ProposalInfo, id: string) => {
       out.push(summary(id, info));
     });
     return out;
@@ -319,7 +317,7 @@ export class Governance {
   }
 
   proposalActions(tx: Tx, proposalId: string): ProposalBody {
-    const body = tx.map(GovTables.proposals, json).get(proposalId) as ProposalBody | undefined;
+    const body = tx.table(GovTableDefs.proposals).get(proposalId);
     if (body === undefined) throw notFound(`no proposal with id ${proposalId}`);
     return body;
   }
@@ -333,41 +331,42 @@ export class Governance {
 
   members(tx: Tx): MemberSummary[] {
     const out: MemberSummary[] = [];
-    tx.map(GovTables.membersInfo, json).forEach((_info: MemberInfoRecord, id: string) => {
+    tx.table(GovTableDefs.membersInfo).forEach((_info: MemberInfoRecord, id: string) => {
       out.push(this.member(tx, id));
     });
     return out;
   }
 
   member(tx: Tx, memberId: string): MemberSummary {
-    const info = tx.map(GovTables.membersInfo, json).get(memberId) as MemberInfoRecord | undefined;
+    const info = tx.table(GovTableDefs.membersInfo).get(memberId);
     if (info === undefined) throw notFound(`no member with id ${memberId}`);
     const out: MemberSummary = {
       member_id: memberId,
       status: info.status,
       member_data: info.member_data ?? null,
-      certificate: tx.map(GovTables.membersCerts, json).get(memberId) as string,
+      // Every member recorded has its certificate (set_member writes both).
+      certificate: tx.table(GovTableDefs.membersCerts).get(memberId)!,
     };
-    const encryptionKey = tx.map(GovTables.membersEncryptionPublicKeys, json).get(memberId) as string | undefined;
+    const encryptionKey = tx.table(GovTableDefs.membersEncryptionPublicKeys).get(memberId);
     if (encryptionKey !== undefined) out.public_encryption_key = encryptionKey;
     return out;
   }
 
   stateDigest(tx: Tx, memberId: string): MemberAck {
-    const ack = tx.map(GovTables.membersAcks, json).get(memberId) as MemberAck | undefined;
+    const ack = tx.table(GovTableDefs.membersAcks).get(memberId);
     if (ack === undefined) throw notFound(`member ${memberId} has no recorded state digest`);
     return ack;
   }
 
   /** The constitution in force (the built-in default until one is stored). */
   constitution(tx: Tx): string {
-    return (tx.map(GovTables.constitution, json).get(GOV_SINGLETON_KEY) as string | undefined) ?? DEFAULT_CONSTITUTION;
+    return (tx.table(GovTableDefs.constitution).get(GOV_SINGLETON_KEY)) ?? DEFAULT_CONSTITUTION;
   }
 
   // ------------------------------------------------------------------ internals
 
   private verify(tx: Tx, request: GovRequest, type: GovMessageType, opts: { proposalId?: string; memberIdInPath?: string }): VerifiedGovRequest {
-    const certs = tx.map(GovTables.membersCerts, json);
+    const certs = tx.table(GovTableDefs.membersCerts);
     return verifyGovRequest(request.body, {
       contentType: request.contentType,
       expectedType: type,
@@ -380,7 +379,7 @@ export class Governance {
   }
 
   private requireActive(tx: Tx, memberId: string, what: string): void {
-    const info = tx.map(GovTables.membersInfo, json).get(memberId) as MemberInfoRecord | undefined;
+    const info = tx.table(GovTableDefs.membersInfo).get(memberId);
     if (info?.status !== 'Active') {
       throw new CovenantError(
         'MemberNotActive',
@@ -391,7 +390,7 @@ export class Governance {
   }
 
   private proposalInfo(tx: Tx, proposalId: string): ProposalInfo {
-    const info = tx.map(GovTables.proposalsInfo, json).get(proposalId) as ProposalInfo | undefined;
+    const info = tx.table(GovTableDefs.proposalsInfo).get(proposalId);
     if (info === undefined) throw notFound(`no proposal with id ${proposalId}`);
     return info;
   }
@@ -417,12 +416,12 @@ export class Governance {
       created_at: verified.createdAtSeconds,
       ...(proposalId !== undefined ? { proposal_id: proposalId } : {}),
     };
-    tx.map(GovTables.history, json).put(verified.memberId, record);
+    tx.table(GovTableDefs.history).put(verified.memberId, record);
   }
 
   /** The first governance write stores the default constitution, so the ledger shows the rules used. */
   private ensureConstitution(tx: Tx): string {
-    const map = tx.map(GovTables.constitution, json);
+    const map = tx.table(GovTableDefs.constitution);
     const stored = map.get(GOV_SINGLETON_KEY) as string | undefined;
     if (stored !== undefined) return stored;
     map.put(GOV_SINGLETON_KEY, DEFAULT_CONSTITUTION);
@@ -512,7 +511,7 @@ export class Governance {
         vote_failures: failures,
         failure: { reason: boundedReason(`ballot of member ${first[0]} failed: ${first[1].reason}`) },
       };
-      tx.map(GovTables.proposalsInfo, json).put(proposalId, failed);
+      tx.table(GovTableDefs.proposalsInfo).put(proposalId, failed);
       return;
     }
     this.withConstitution(tx, this.constitution(tx), budget, (module, host) => this.resolveWith(module, host, tx, proposalId, info, proposalText, votes));
@@ -537,13 +536,13 @@ export class Governance {
       if (e instanceof SandboxError && e.kind === 'Unavailable') throw e;
       next.state = 'Failed';
       next.failure = { reason: boundedReason(`resolve failed: ${failureReason(e)}`) };
-      tx.map(GovTables.proposalsInfo, json).put(proposalId, next);
+      tx.table(GovTableDefs.proposalsInfo).put(proposalId, next);
       return;
     }
     if (state !== 'Open' && state !== 'Accepted' && state !== 'Rejected') {
       next.state = 'Failed';
       next.failure = { reason: boundedReason(`resolve returned ${preview(state)}; expected "Open", "Accepted" or "Rejected"`) };
-      tx.map(GovTables.proposalsInfo, json).put(proposalId, next);
+      tx.table(GovTableDefs.proposalsInfo).put(proposalId, next);
       return;
     }
     next.state = state;
@@ -560,7 +559,7 @@ export class Governance {
         host.setWritable(false);
       }
     }
-    tx.map(GovTables.proposalsInfo, json).put(proposalId, next);
+    tx.table(GovTableDefs.proposalsInfo).put(proposalId, next);
   }
 }
 

@@ -7,13 +7,11 @@
 import { CovenantError } from '../base/errors.js';
 import { toHex } from '../base/bytes.js';
 import { sha256 } from '../crypto/index.js';
-import { jsonCodec, type Tx } from '../kv/index.js';
+import type { TableDef, Tx } from '../kv/index.js';
 import type { VerifiedGovRequest } from './cose-request.js';
-import { GovTables } from './tables.js';
+import { GovTableDefs } from './tables.js';
 
 const CREATED_AT_DIGITS = 16;
-
-const json = jsonCodec<any>();
 
 function badRequest(code: string, message: string): CovenantError {
   return new CovenantError(code, message, 400);
@@ -21,12 +19,12 @@ function badRequest(code: string, message: string): CovenantError {
 
 /** Refuses a proposal request whose digest is remembered (or too old to tell). */
 export function refuseProposalReplay(tx: Tx, max: number, requestDigest: string, createdAtSeconds: number): void {
-  const replayOf = findRecent(tx, GovTables.recentProposals, max, requestDigest, createdAtSeconds, 'ProposalCreatedTooLongAgo', 'proposal');
-  if (replayOf !== undefined) throw badRequest('ProposalReplay', `this proposal request was already submitted (proposal ${(replayOf as { proposal_id: string }).proposal_id})`);
+  const replayOf = findRecent(tx, GovTableDefs.recentProposals, max, requestDigest, createdAtSeconds, 'ProposalCreatedTooLongAgo', 'proposal');
+  if (replayOf !== undefined) throw badRequest('ProposalReplay', `this proposal request was already submitted (proposal ${replayOf.proposal_id})`);
 }
 
 export function rememberProposal(tx: Tx, max: number, requestDigest: string, createdAtSeconds: number, proposalId: string): void {
-  remember(tx, GovTables.recentProposals, max, requestDigest, createdAtSeconds, { proposal_id: proposalId });
+  remember(tx, GovTableDefs.recentProposals, max, requestDigest, createdAtSeconds, { proposal_id: proposalId });
 }
 
 /**
@@ -36,17 +34,17 @@ export function rememberProposal(tx: Tx, max: number, requestDigest: string, cre
  */
 export function refuseRequestReplay(tx: Tx, max: number, body: Uint8Array, verified: VerifiedGovRequest): void {
   const requestDigest = toHex(sha256(body));
-  const replayOf = findRecent(tx, GovTables.recentRequests, max, requestDigest, verified.createdAtSeconds, 'RequestCreatedTooLongAgo', verified.type);
+  const replayOf = findRecent(tx, GovTableDefs.recentRequests, max, requestDigest, verified.createdAtSeconds, 'RequestCreatedTooLongAgo', verified.type);
   if (replayOf !== undefined) throw badRequest('RequestReplay', `this ${verified.type} request was already submitted`);
-  remember(tx, GovTables.recentRequests, max, requestDigest, verified.createdAtSeconds, { type: verified.type, member_id: verified.memberId });
+  remember(tx, GovTableDefs.recentRequests, max, requestDigest, verified.createdAtSeconds, { type: verified.type, member_id: verified.memberId });
 }
 
 /** The remembered value of the request with this digest, if any; throws `tooOldCode` when it cannot be told. */
-function findRecent(tx: Tx, table: string, max: number, requestDigest: string, createdAtSeconds: number, tooOldCode: string, what: string): unknown {
-  const recent = tx.map(table, json);
+function findRecent<V>(tx: Tx, table: TableDef<V>, max: number, requestDigest: string, createdAtSeconds: number, tooOldCode: string, what: string): V | undefined {
+  const recent = tx.table(table);
   let oldest = Number.POSITIVE_INFINITY;
-  let replayOf: unknown;
-  recent.forEach((value: unknown, key: string) => {
+  let replayOf: V | undefined;
+  recent.forEach((value, key) => {
     const [createdAt, digest] = key.split(':');
     oldest = Math.min(oldest, Number(createdAt));
     if (digest === requestDigest) replayOf = value;
@@ -58,13 +56,13 @@ function findRecent(tx: Tx, table: string, max: number, requestDigest: string, c
   return undefined;
 }
 
-function remember(tx: Tx, table: string, max: number, requestDigest: string, createdAtSeconds: number, value: unknown): void {
-  const recent = tx.map(table, json);
+function remember<V>(tx: Tx, table: TableDef<V>, max: number, requestDigest: string, createdAtSeconds: number, value: V): void {
+  const recent = tx.table(table);
   recent.put(`${String(createdAtSeconds).padStart(CREATED_AT_DIGITS, '0')}:${requestDigest}`, value);
   // Keys sort by created_at (fixed-width digits): evict from the front.
   let excess = recent.size - max;
   const evict: string[] = [];
-  recent.forEach((_v, key: string) => {
+  recent.forEach((_v, key) => {
     if (excess-- <= 0) return false;
     evict.push(key);
     return true;

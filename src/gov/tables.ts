@@ -2,6 +2,8 @@
  * The governance tables and their record shapes. src/gov sits below src/node, so the names live
  * here and src/node/tables.ts includes them.
  */
+import { jsonTable } from '../kv/index.js';
+
 export const GovTables = {
   // Written at genesis and by governance actions.
   serviceInfo: 'public:svc.gov.service.info',
@@ -93,3 +95,31 @@ export interface HistoryRecord {
   created_at: number;
   proposal_id?: string;
 }
+
+/** A remembered recent proposal request (request-replay.ts). */
+export interface RecentProposalRecord {
+  proposal_id: string;
+}
+
+/** A remembered recent signed request other than a proposal (request-replay.ts). */
+export interface RecentRequestRecord {
+  type: string;
+  member_id: string;
+}
+
+/**
+ * The governance tables governance reads and writes, each declared once with its value type
+ * (src/kv/table.ts): `tx.table(GovTableDefs.proposalsInfo)` reads and writes ProposalInfo.
+ */
+export const GovTableDefs = {
+  constitution: jsonTable<string>(GovTables.constitution),
+  membersCerts: jsonTable<string>(GovTables.membersCerts),
+  membersInfo: jsonTable<MemberInfoRecord>(GovTables.membersInfo),
+  membersEncryptionPublicKeys: jsonTable<string>(GovTables.membersEncryptionPublicKeys),
+  membersAcks: jsonTable<MemberAck>(GovTables.membersAcks),
+  proposals: jsonTable<ProposalBody>(GovTables.proposals),
+  proposalsInfo: jsonTable<ProposalInfo>(GovTables.proposalsInfo),
+  history: jsonTable<HistoryRecord>(GovTables.history),
+  recentProposals: jsonTable<RecentProposalRecord>(GovTables.recentProposals),
+  recentRequests: jsonTable<RecentRequestRecord>(GovTables.recentRequests),
+} as const;

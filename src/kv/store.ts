@@ -24,6 +24,7 @@ import { decodeWriteSetParts, type Write, type WriteSet } from './write-set.js';
 import { decodeSnapshot, encodeSnapshot, type SnapshotMaps } from './snapshot.js';
 import type { LedgerEncryptor } from './encryption.js';
 import { checkMapName, MapReaderImpl, sortedKeys, TX_WRITE, TX_WRITES, TxMapImpl, type MapReader, type TxMap } from './map-handles.js';
+import type { TableDef } from './table.js';
 import { SnapshotPacker } from './snapshot-slices.js';
 import { applyToState, EMPTY_MAP, EMPTY_STATE, flatten, foldFlats, sortedEntriesOf, sortedMap, type FlatWrites, type KvState } from './state.js';
 
@@ -80,6 +81,11 @@ export class StoreView {
     return new MapReaderImpl(name, this.#state.get(name) ?? EMPTY_MAP, keyCodec, valueCodec);
   }
 
+  /** The map of a declared table (src/kv/table.ts), read with its codec and value type. */
+  table<V>(def: TableDef<V>): MapReader<string, V> {
+    return this.map(def.name, def.codec);
+  }
+
   get [VIEW_STATE](): KvState {
     return this.#state;
   }
@@ -114,6 +120,11 @@ export class Tx {
     checkMapName(name);
     const [keyCodec, valueCodec] = b === undefined ? [stringKeyCodec, a as Codec<unknown>] : [a as KeyCodec<unknown>, b];
     return new TxMapImpl(this, name, this.#base.get(name) ?? EMPTY_MAP, keyCodec, valueCodec);
+  }
+
+  /** The map of a declared table (src/kv/table.ts), read and written with its codec and value type. */
+  table<V>(def: TableDef<V>): TxMap<string, V> {
+    return this.map(def.name, def.codec);
   }
 
   /** Raw byte access, for code that moves values between maps or nodes without decoding them. */

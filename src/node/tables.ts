@@ -4,8 +4,8 @@
  */
 import { assert } from '../base/assert.js';
 import { utf8 } from '../base/bytes.js';
-import { GovTables } from '../gov/tables.js';
-import { decodeWriteSet, type WriteSet } from '../kv/index.js';
+import { GovTableDefs, GovTables } from '../gov/tables.js';
+import { decodeWriteSet, jsonTable, type WriteSet } from '../kv/index.js';
 import type { Configuration } from '../consensus/index.js';
 
 export const Tables = {
@@ -169,3 +169,20 @@ export function configurationOf(writeSet: WriteSet): Configuration | undefined {
   const raw = writeSet.get(Tables.configurations)?.get(SINGLETON_KEY);
   return raw ? (JSON.parse(utf8.decode(raw)) as Configuration) : undefined;
 }
+
+/**
+ * Tables declared with their value types (src/kv/table.ts), for their readers and writers:
+ * `tx.table(TableDefs.serviceInfo).get(SINGLETON_KEY)` is a ServiceInfo. Governance's own are
+ * declared in src/gov.
+ */
+export const TableDefs = {
+  ...GovTableDefs,
+  serviceInfo: jsonTable<ServiceInfo>(Tables.serviceInfo),
+  recoveryShares: jsonTable<RecoverySharesRecord>(Tables.recoveryShares),
+  /** Base64 of a previous-secret record, by the from_seqno of the secret it holds. */
+  previousLedgerSecrets: jsonTable<string>(Tables.previousLedgerSecrets),
+  /** Base64 of a submitted share encrypted under the storage key, by member id. */
+  submittedShares: jsonTable<string>(Tables.submittedShares),
+  recoveredLedgerSecrets: jsonTable<RecoveredSecretsRecord>(Tables.recoveredLedgerSecrets),
+  recoveryDecisionOpenKind: jsonTable<OpenKindRecord>(Tables.recoveryDecisionOpenKind),
+} as const;

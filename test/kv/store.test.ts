@@ -4,6 +4,7 @@ import { InvariantError } from '../../src/base/index.js';
 import {
   encodeWriteSet,
   jsonCodec,
+  jsonTable,
   KvErrorCode,
   stringCodec,
   Store,
@@ -319,4 +320,17 @@ test('onMapCommitted reports a version that wrote the map once consensus commits
   put(store, 'public:service', 'status', 'Open'); // 4
   store.compact(4);
   assert.equal(committed.length, 2, 'no report after unsubscribing');
+});
+
+test('a declared table is the same map as its name, read and written through its codec and value type', () => {
+  const store = new Store();
+  const services = jsonTable<{ status: string; count: number }>('public:service');
+  const tx = store.beginTx();
+  tx.table(services).put('0', { status: 'Open', count: 1 });
+  const version = tx.apply()!.version;
+  const read = store.beginTx();
+  const record = read.table(services).get('0');
+  assert.deepEqual(record, { status: 'Open', count: 1 });
+  assert.deepEqual(read.map('public:service', jsonCodec<unknown>()).get('0'), record, 'the same map under its name');
+  assert.deepEqual(store.readAt(version).table(services).get('0'), record);
 });
