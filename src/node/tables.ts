@@ -58,6 +58,13 @@ export const SERVICE_STATUSES = ['Opening', 'Open', 'WaitingForRecoveryShares', 
 export type ServiceStatus = (typeof SERVICE_STATUSES)[number];
 export type NodeStatus = 'Pending' | 'Trusted' | 'Retired';
 
+/** A rekey's new ledger secret (Tables.ledgerSecrets, private). */
+export interface RekeyRecord {
+  from_seqno: number;
+  /** Base64 of the 32 secret bytes. */
+  secret: string;
+}
+
 export interface ServiceInfo {
   status: ServiceStatus;
   cert: string;
@@ -185,4 +192,11 @@ export const TableDefs = {
   submittedShares: jsonTable<string>(Tables.submittedShares),
   recoveredLedgerSecrets: jsonTable<RecoveredSecretsRecord>(Tables.recoveredLedgerSecrets),
   recoveryDecisionOpenKind: jsonTable<OpenKindRecord>(Tables.recoveryDecisionOpenKind),
+  nodesInfo: jsonTable<NodeInfo>(Tables.nodesInfo),
+  sealedRecoveryKeys: jsonTable<SealedRecoveryKeyRecord>(Tables.sealedRecoveryKeys),
+  sealedShares: jsonTable<SealedSharesRecord>(Tables.sealedShares),
+  /** trigger_recovery_shares_refresh: a counter. */
+  recoverySharesRefresh: jsonTable<number>(Tables.recoverySharesRefresh),
+  /** A rekey's new ledger secret, by from_seqno. */
+  ledgerSecrets: jsonTable<RekeyRecord>(Tables.ledgerSecrets),
 } as const;
