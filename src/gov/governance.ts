@@ -21,7 +21,7 @@ import { parseExternalJson } from '../base/json.js';
 import { sha256 } from '../crypto/index.js';
 import type { Tx } from '../kv/index.js';
 import { createConstitutionHost, type CertificateRenewer } from './constitution-host.js';
-import { verifyGovRequest, type GovMessageType, type VerifiedGovRequest } from './cose-request.js';
+import { unauthenticated, verifyGovRequest, type GovMessageType, type VerifiedGovRequest } from './cose-request.js';
 import { DEFAULT_CONSTITUTION } from './default-constitution.js';
 import { refuseProposalReplay, refuseRequestReplay, rememberProposal } from './request-replay.js';
 import { DEFAULT_SANDBOX_LIMITS, type JsEngine, type LoadedModule, SandboxBudget, SandboxError, type SandboxLimits } from './sandbox.js';
@@ -284,7 +284,9 @@ export class Governance {
    * A member's recovery share request (POST /gov/recovery/members/{member_id}:recover, msg type
    * "recovery_share", payload {"share": "<base64 of the decrypted share>"}): verified here without
    * writing anything; `record` then keeps it (the replay digest and the history) in the transaction
-   * that stores what the share led to, so that a refused share leaves nothing behind.
+   * that stores what the share led to, so that a refused share leaves nothing behind. That
+   * transaction is verified as well: the member's certificate that verified the request must still
+   * be the member's there (the share is checked asynchronously in between).
    */
   recoveryShareRequest(tx: Tx, request: GovRequest, memberIdInPath: string): { memberId: string; share: Uint8Array; record(tx: Tx): void } {
     const verified = this.verify(tx, request, 'recovery_share', { memberIdInPath });
@@ -292,10 +294,14 @@ export class Governance {
     if (typeof body !== 'object' || body === null || typeof body.share !== 'string' || Object.keys(body).length !== 1 || !/^[A-Za-z0-9+/]*={0,2}$/.test(body.share)) {
       throw badRequest('InvalidInput', 'a recovery share request is {"share": "<base64 of the decrypted share>"}');
     }
+    const certificate = tx.table(GovTableDefs.membersCerts).get(verified.memberId);
     return {
       memberId: verified.memberId,
       share: new Uint8Array(Buffer.from(body.share, 'base64')),
       record: (writeTx) => {
+        if (writeTx.table(GovTableDefs.membersCerts).get(verified.memberId) !== certificate) {
+          throw unauthenticated(`member ${verified.memberId} changed while the share was checked: sign the request again`);
+        }
         this.refuseRequestReplay(writeTx, request, verified);
         this.recordHistory(writeTx, verified, request.body, undefined);
       },

@@ -38,6 +38,7 @@ import {
   decryptSubmittedShare,
   encryptSubmittedShare,
   notWaitingForShares,
+  RecoveryError,
   sealPreviousSecret,
   submittedShareStorageKey,
 } from '../../recovery/index.js';
@@ -162,7 +163,10 @@ export class Recovery {
     let txId: TxId | undefined;
     try {
       txId = this.host.executeWrite((tx) => {
+        // The collection checked the share against the store as it was read; the transaction that
+        // records it checks again what may have changed meanwhile.
         this.checkWaiting(tx);
+        if (tx.table(TableDefs.submittedShares).has(memberId)) throw new RecoveryError('ShareAlreadySubmitted', `member ${memberId} has already submitted a share`, { memberId });
         record(tx);
         if (outcome.status === 'Accepted') {
           tx.table(TableDefs.submittedShares).put(memberId, Buffer.from(outcome.storedShare).toString('base64'));
