@@ -199,4 +199,11 @@ export const TableDefs = {
   recoverySharesRefresh: jsonTable<number>(Tables.recoverySharesRefresh),
   /** A rekey's new ledger secret, by from_seqno. */
   ledgerSecrets: jsonTable<RekeyRecord>(Tables.ledgerSecrets),
+  /** The join policy's JavaScript source. */
+  joinPolicy: jsonTable<string>(Tables.joinPolicy),
+  /** A trusted node's certificate endorsed by the service (PEM), by node id. */
+  nodesEndorsedCertificates: jsonTable<string>(Tables.nodesEndorsedCertificates),
+  /** The previous service's certificate (PEM). */
+  previousServiceIdentity: jsonTable<string>(Tables.previousServiceIdentity),
+  serviceEndorsements: jsonTable<ServiceEndorsementRecord>(Tables.serviceEndorsements),
 } as const;
