@@ -206,4 +206,7 @@ export const TableDefs = {
   /** The previous service's certificate (PEM). */
   previousServiceIdentity: jsonTable<string>(Tables.previousServiceIdentity),
   serviceEndorsements: jsonTable<ServiceEndorsementRecord>(Tables.serviceEndorsements),
+  /** The configuration a reconfiguration transaction starts (one record). */
+  configurations: jsonTable<Configuration>(Tables.configurations),
+  signatures: jsonTable<SignatureRecord>(Tables.signatures),
 } as const;
