@@ -17,10 +17,7 @@ import { certificateId, jwkPublicKey, loadPublicKey, parseCertificate, splitPemC
 import { bytesCodec, jsonCodec, type Codec, type Tx } from '../kv/index.js';
 import type { HostFunctions } from './sandbox.js';
 import { governanceJwksMetadata, replaceIssuerKeys } from './jwt-keys.js';
-import { GOV_TABLES_READ_ONLY_FOR_CONSTITUTION, GovTables } from './tables.js';
-
-/** Effects of accepted proposals that happen outside the store, after the transaction commits. */
-export type GovEffect = 'trigger_ledger_chunk';
+import { GOV_SINGLETON_KEY, GOV_TABLES_READ_ONLY_FOR_CONSTITUTION, GovTables } from './tables.js';
 
 const GOV_TABLE_PREFIX = 'public:svc.gov.';
 const TABLE_KEYS_MAX = 100_000;
@@ -144,7 +141,6 @@ export interface ConstitutionHost {
   readonly prelude: string;
   readonly functions: HostFunctions;
   readonly kv: StagedKv;
-  readonly effects: GovEffect[];
   /** Writes are refused unless apply is running. */
   setWritable(writable: boolean): void;
 }
@@ -227,7 +223,6 @@ function checkTable(table: string): void {
 
 export function createConstitutionHost(tx: Tx, options: ConstitutionHostOptions = {}): ConstitutionHost {
   const kv = new StagedKv(tx);
-  const effects: GovEffect[] = [];
   let writable = false;
   const checkWrite = (table: string) => {
     checkTable(table);
@@ -309,7 +304,9 @@ export function createConstitutionHost(tx: Tx, options: ConstitutionHostOptions 
     },
     __svc_node_trigger_ledger_chunk: () => {
       if (!writable) throw new Error('triggerLedgerChunk is available only in apply');
-      if (!effects.includes('trigger_ledger_chunk')) effects.push('trigger_ledger_chunk');
+      // A request in the store like every other effect of governance (src/node/gov-effects.ts).
+      const count = kv.get(GovTables.ledgerChunkRequests, GOV_SINGLETON_KEY);
+      kv.put(GovTables.ledgerChunkRequests, GOV_SINGLETON_KEY, (typeof count === 'number' ? count : 0) + 1);
       return undefined;
     },
     __svc_network_renew_service_certificate: (p, f, d) => {
@@ -347,7 +344,6 @@ export function createConstitutionHost(tx: Tx, options: ConstitutionHostOptions 
     prelude: PRELUDE,
     functions,
     kv,
-    effects,
     setWritable(value) {
       writable = value;
     },

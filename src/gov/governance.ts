@@ -19,14 +19,15 @@ import { CovenantError } from '../base/errors.js';
 import { toHex, utf8 } from '../base/bytes.js';
 import { parseExternalJson } from '../base/json.js';
 import { sha256 } from '../crypto/index.js';
-import { jsonCodec, type Tx } from '../kv/index.js';
-import { createConstitutionHost, type CertificateRenewer, type GovEffect } from './constitution-host.js';
-import { verifyGovRequest, type GovMessageType, type VerifiedGovRequest } from './cose-request.js';
+import type { Tx } from '../kv/index.js';
+import { createConstitutionHost, type CertificateRenewer } from './constitution-host.js';
+import { unauthenticated, verifyGovRequest, type GovMessageType, type VerifiedGovRequest } from './cose-request.js';
 import { DEFAULT_CONSTITUTION } from './default-constitution.js';
+import { refuseProposalReplay, refuseRequestReplay, rememberProposal } from './request-replay.js';
 import { DEFAULT_SANDBOX_LIMITS, type JsEngine, type LoadedModule, SandboxBudget, SandboxError, type SandboxLimits } from './sandbox.js';
 import {
   GOV_SINGLETON_KEY,
-  GovTables,
+  GovTableDefs,
   type HistoryRecord,
   type MemberAck,
   type MemberInfoRecord,
@@ -63,8 +64,6 @@ export interface GovRequest {
 
 export interface GovOutcome<T> {
   readonly body: T;
-  /** Effects to run once the transaction has been applied locally. */
-  readonly effects: readonly GovEffect[];
   /** Who signed the request (for logs). */
   readonly memberId: string;
 }
@@ -105,9 +104,6 @@ export const RECENT_REQUESTS_MAX = 1000;
  * can be megabytes, the member needs its beginning.
  */
 export const REASON_BYTES_MAX = 1024;
-const CREATED_AT_DIGITS = 16;
-
-const json = jsonCodec<any>();
 
 function notFound(message: string): CovenantError {
   return new CovenantError('ResourceNotFound', message, 404);
@@ -177,7 +173,7 @@ export class Governance {
     const verified = this.verify(tx, request, 'proposal', {});
     this.requireActive(tx, verified.memberId, 'propose');
     const requestDigest = toHex(sha256(request.body));
-    this.checkReplay(tx, requestDigest, verified.createdAtSeconds);
+    refuseProposalReplay(tx, this.recentMax(), requestDigest, verified.createdAtSeconds);
 
     const proposalText = utf8.decode(verified.payload);
     const parsed = parseJsonPayload(verified.payload, 'proposal');
@@ -186,11 +182,11 @@ export class Governance {
 
     // The id binds the request (with its randomised signature) to the state it was made in.
     const proposalId = toHex(sha256(utf8.encode(`${requestDigest}:${tx.startVersion}`)));
-    if (tx.map(GovTables.proposalsInfo, json).has(proposalId)) throw badRequest('ProposalReplay', `proposal ${proposalId} already exists`);
+    if (tx.table(GovTableDefs.proposalsInfo).has(proposalId)) throw badRequest('ProposalReplay', `proposal ${proposalId} already exists`);
 
     const info: ProposalInfo = { proposer_id: verified.memberId, state: 'Open', created_at: verified.createdAtSeconds, ballots: {} };
     const constitution = this.ensureConstitution(tx);
-    const effects = this.withConstitution(tx, constitution, budget, (module, host) => {
+    this.withConstitution(tx, constitution, budget, (module, host) => {
       let verdict: unknown;
       try {
         verdict = module.call('validate', [proposalText]);
@@ -203,13 +199,13 @@ export class Governance {
       }
       if (!v.valid) throw badRequest('ProposalFailedToValidate', boundedReason(`proposal is invalid: ${typeof v.description === 'string' ? v.description : 'no reason given'}`));
 
-      tx.map(GovTables.proposals, json).put(proposalId, parsed);
-      tx.map(GovTables.proposalsInfo, json).put(proposalId, info);
+      tx.table(GovTableDefs.proposals).put(proposalId, parsed as ProposalBody); // its shape checked by validate
+      tx.table(GovTableDefs.proposalsInfo).put(proposalId, info);
       this.resolveWith(module, host, tx, proposalId, info, proposalText, []);
     });
-    this.rememberProposal(tx, requestDigest, verified.createdAtSeconds, proposalId);
+    rememberProposal(tx, this.recentMax(), requestDigest, verified.createdAtSeconds, proposalId);
     this.recordHistory(tx, verified, request.body, proposalId);
-    return { body: summary(proposalId, tx.map(GovTables.proposalsInfo, json).get(proposalId) as ProposalInfo), effects, memberId: verified.memberId };
+    return { body: summary(proposalId, this.proposalInfo(tx, proposalId)), memberId: verified.memberId };
   }
 
   submitBallot(tx: Tx, request: GovRequest, proposalId: string, memberIdInPath: string): GovOutcome<ProposalSummary> {
@@ -232,11 +228,11 @@ export class Governance {
       throw badRequest('InvalidBallot', `ballot cannot be used: ${failureReason(e)}`);
     }
     info.ballots[verified.memberId] = body.ballot;
-    tx.map(GovTables.proposalsInfo, json).put(proposalId, info);
-    const proposalText = JSON.stringify(tx.map(GovTables.proposals, json).get(proposalId));
-    const effects = this.evaluate(tx, proposalId, info, proposalText, budget);
+    tx.table(GovTableDefs.proposalsInfo).put(proposalId, info);
+    const proposalText = JSON.stringify(tx.table(GovTableDefs.proposals).get(proposalId));
+    this.evaluate(tx, proposalId, info, proposalText, budget);
     this.recordHistory(tx, verified, request.body, proposalId);
-    return { body: summary(proposalId, tx.map(GovTables.proposalsInfo, json).get(proposalId) as ProposalInfo), effects, memberId: verified.memberId };
+    return { body: summary(proposalId, this.proposalInfo(tx, proposalId)), memberId: verified.memberId };
   }
 
   withdrawProposal(tx: Tx, request: GovRequest, proposalId: string): GovOutcome<ProposalSummary> {
@@ -247,9 +243,9 @@ export class Governance {
       throw new CovenantError('Forbidden', `only the proposer (${info.proposer_id}) may withdraw proposal ${proposalId}`, 403);
     }
     info.state = 'Withdrawn';
-    tx.map(GovTables.proposalsInfo, json).put(proposalId, info);
+    tx.table(GovTableDefs.proposalsInfo).put(proposalId, info);
     this.recordHistory(tx, verified, request.body, proposalId);
-    return { body: summary(proposalId, info), effects: [], memberId: verified.memberId };
+    return { body: summary(proposalId, info), memberId: verified.memberId };
   }
 
   /** Records the digest a member must acknowledge (`:update`); answers it. */
@@ -257,9 +253,9 @@ export class Governance {
     const verified = this.verify(tx, request, 'state_digest', { memberIdInPath });
     this.refuseRequestReplay(tx, request, verified);
     const ack: MemberAck = { state_digest: stateDigestHex };
-    tx.map(GovTables.membersAcks, json).put(verified.memberId, ack);
+    tx.table(GovTableDefs.membersAcks).put(verified.memberId, ack);
     this.recordHistory(tx, verified, request.body, undefined);
-    return { body: ack, effects: [], memberId: verified.memberId };
+    return { body: ack, memberId: verified.memberId };
   }
 
   /** Acknowledges the recorded digest (`:ack`): an Accepted member becomes Active. */
@@ -270,25 +266,27 @@ export class Governance {
     if (typeof body !== 'object' || body === null || typeof body.state_digest !== 'string') {
       throw badRequest('InvalidInput', 'an ack request is {"state_digest": "<hex digest from :update>"}');
     }
-    const recorded = tx.map(GovTables.membersAcks, json).get(verified.memberId) as MemberAck | undefined;
+    const recorded = tx.table(GovTableDefs.membersAcks).get(verified.memberId);
     if (recorded === undefined) {
       throw badRequest('StateDigestNotRequested', `member ${verified.memberId} has no state digest to acknowledge; call state-digests/{member_id}:update first`);
     }
     if (recorded.state_digest !== body.state_digest) {
       throw badRequest('StateDigestMismatch', `acknowledged digest ${body.state_digest} is not the recorded ${recorded.state_digest}; update and ack again`);
     }
-    const infoMap = tx.map(GovTables.membersInfo, json);
-    const info = infoMap.get(verified.memberId) as MemberInfoRecord;
-    if (info.status === 'Accepted') infoMap.put(verified.memberId, { ...info, status: 'Active' });
+    const infoMap = tx.table(GovTableDefs.membersInfo);
+    const info = infoMap.get(verified.memberId);
+    if (info?.status === 'Accepted') infoMap.put(verified.memberId, { ...info, status: 'Active' });
     this.recordHistory(tx, verified, request.body, undefined);
-    return { body: this.member(tx, verified.memberId), effects: [], memberId: verified.memberId };
+    return { body: this.member(tx, verified.memberId), memberId: verified.memberId };
   }
 
   /**
    * A member's recovery share request (POST /gov/recovery/members/{member_id}:recover, msg type
    * "recovery_share", payload {"share": "<base64 of the decrypted share>"}): verified here without
    * writing anything; `record` then keeps it (the replay digest and the history) in the transaction
-   * that stores what the share led to, so that a refused share leaves nothing behind.
+   * that stores what the share led to, so that a refused share leaves nothing behind. That
+   * transaction is verified as well: the member's certificate that verified the request must still
+   * be the member's there (the share is checked asynchronously in between).
    */
   recoveryShareRequest(tx: Tx, request: GovRequest, memberIdInPath: string): { memberId: string; share: Uint8Array; record(tx: Tx): void } {
     const verified = this.verify(tx, request, 'recovery_share', { memberIdInPath });
@@ -296,10 +294,14 @@ export class Governance {
     if (typeof body !== 'object' || body === null || typeof body.share !== 'string' || Object.keys(body).length !== 1 || !/^[A-Za-z0-9+/]*={0,2}$/.test(body.share)) {
       throw badRequest('InvalidInput', 'a recovery share request is {"share": "<base64 of the decrypted share>"}');
     }
+    const certificate = tx.table(GovTableDefs.membersCerts).get(verified.memberId);
     return {
       memberId: verified.memberId,
       share: new Uint8Array(Buffer.from(body.share, 'base64')),
       record: (writeTx) => {
+        if (writeTx.table(GovTableDefs.membersCerts).get(verified.memberId) !== certificate) {
+          throw unauthenticated(`member ${verified.memberId} changed while the share was checked: sign the request again`);
+        }
         this.refuseRequestReplay(writeTx, request, verified);
         this.recordHistory(writeTx, verified, request.body, undefined);
       },
@@ -310,7 +312,7 @@ export class Governance {
 
   listProposals(tx: Tx): ProposalSummary[] {
     const out: ProposalSummary[] = [];
-    tx.map(GovTables.proposalsInfo, json).forEach((info: ProposalInfo, id: string) => {
+    tx.table(GovTableDefs.proposalsInfo).forEach((info: ProposalInfo, id: string) => {
       out.push(summary(id, info));
     });
     return out;
@@ -321,7 +323,7 @@ export class Governance {
   }
 
   proposalActions(tx: Tx, proposalId: string): ProposalBody {
-    const body = tx.map(GovTables.proposals, json).get(proposalId) as ProposalBody | undefined;
+    const body = tx.table(GovTableDefs.proposals).get(proposalId);
     if (body === undefined) throw notFound(`no proposal with id ${proposalId}`);
     return body;
   }
@@ -335,41 +337,42 @@ export class Governance {
 
   members(tx: Tx): MemberSummary[] {
     const out: MemberSummary[] = [];
-    tx.map(GovTables.membersInfo, json).forEach((_info: MemberInfoRecord, id: string) => {
+    tx.table(GovTableDefs.membersInfo).forEach((_info: MemberInfoRecord, id: string) => {
       out.push(this.member(tx, id));
     });
     return out;
   }
 
   member(tx: Tx, memberId: string): MemberSummary {
-    const info = tx.map(GovTables.membersInfo, json).get(memberId) as MemberInfoRecord | undefined;
+    const info = tx.table(GovTableDefs.membersInfo).get(memberId);
     if (info === undefined) throw notFound(`no member with id ${memberId}`);
     const out: MemberSummary = {
       member_id: memberId,
       status: info.status,
       member_data: info.member_data ?? null,
-      certificate: tx.map(GovTables.membersCerts, json).get(memberId) as string,
+      // Every member recorded has its certificate (set_member writes both).
+      certificate: tx.table(GovTableDefs.membersCerts).get(memberId)!,
     };
-    const encryptionKey = tx.map(GovTables.membersEncryptionPublicKeys, json).get(memberId) as string | undefined;
+    const encryptionKey = tx.table(GovTableDefs.membersEncryptionPublicKeys).get(memberId);
     if (encryptionKey !== undefined) out.public_encryption_key = encryptionKey;
     return out;
   }
 
   stateDigest(tx: Tx, memberId: string): MemberAck {
-    const ack = tx.map(GovTables.membersAcks, json).get(memberId) as MemberAck | undefined;
+    const ack = tx.table(GovTableDefs.membersAcks).get(memberId);
     if (ack === undefined) throw notFound(`member ${memberId} has no recorded state digest`);
     return ack;
   }
 
   /** The constitution in force (the built-in default until one is stored). */
   constitution(tx: Tx): string {
-    return (tx.map(GovTables.constitution, json).get(GOV_SINGLETON_KEY) as string | undefined) ?? DEFAULT_CONSTITUTION;
+    return (tx.table(GovTableDefs.constitution).get(GOV_SINGLETON_KEY)) ?? DEFAULT_CONSTITUTION;
   }
 
   // ------------------------------------------------------------------ internals
 
   private verify(tx: Tx, request: GovRequest, type: GovMessageType, opts: { proposalId?: string; memberIdInPath?: string }): VerifiedGovRequest {
-    const certs = tx.map(GovTables.membersCerts, json);
+    const certs = tx.table(GovTableDefs.membersCerts);
     return verifyGovRequest(request.body, {
       contentType: request.contentType,
       expectedType: type,
@@ -382,7 +385,7 @@ export class Governance {
   }
 
   private requireActive(tx: Tx, memberId: string, what: string): void {
-    const info = tx.map(GovTables.membersInfo, json).get(memberId) as MemberInfoRecord | undefined;
+    const info = tx.table(GovTableDefs.membersInfo).get(memberId);
     if (info?.status !== 'Active') {
       throw new CovenantError(
         'MemberNotActive',
@@ -393,7 +396,7 @@ export class Governance {
   }
 
   private proposalInfo(tx: Tx, proposalId: string): ProposalInfo {
-    const info = tx.map(GovTables.proposalsInfo, json).get(proposalId) as ProposalInfo | undefined;
+    const info = tx.table(GovTableDefs.proposalsInfo).get(proposalId);
     if (info === undefined) throw notFound(`no proposal with id ${proposalId}`);
     return info;
   }
@@ -404,62 +407,8 @@ export class Governance {
     return info;
   }
 
-  /**
-   * Replays: the digest of every recent proposal request is remembered (a bounded table). Once
-   * the table is full, a request older than everything it remembers cannot be told apart from a
-   * replay and is refused as well.
-   */
-  private checkReplay(tx: Tx, requestDigest: string, createdAtSeconds: number): void {
-    const replayOf = this.findRecent(tx, GovTables.recentProposals, this.recentMax(), requestDigest, createdAtSeconds, 'ProposalCreatedTooLongAgo', 'proposal');
-    if (replayOf !== undefined) throw badRequest('ProposalReplay', `this proposal request was already submitted (proposal ${(replayOf as { proposal_id: string }).proposal_id})`);
-  }
-
-  private rememberProposal(tx: Tx, requestDigest: string, createdAtSeconds: number, proposalId: string): void {
-    this.remember(tx, GovTables.recentProposals, this.recentMax(), requestDigest, createdAtSeconds, { proposal_id: proposalId });
-  }
-
-  /**
-   * The same for every other signed request (ballots, withdrawals, state digests, acks): each
-   * request is accepted once. Checked before the request is executed, remembered in the same
-   * transaction, so a refused request leaves nothing behind.
-   */
   private refuseRequestReplay(tx: Tx, request: GovRequest, verified: VerifiedGovRequest): void {
-    const requestDigest = toHex(sha256(request.body));
-    const max = this.init.recentRequestsMax ?? RECENT_REQUESTS_MAX;
-    const replayOf = this.findRecent(tx, GovTables.recentRequests, max, requestDigest, verified.createdAtSeconds, 'RequestCreatedTooLongAgo', verified.type);
-    if (replayOf !== undefined) throw badRequest('RequestReplay', `this ${verified.type} request was already submitted`);
-    this.remember(tx, GovTables.recentRequests, max, requestDigest, verified.createdAtSeconds, { type: verified.type, member_id: verified.memberId });
-  }
-
-  /** The remembered value of the request with this digest, if any; throws `tooOldCode` when it cannot be told. */
-  private findRecent(tx: Tx, table: string, max: number, requestDigest: string, createdAtSeconds: number, tooOldCode: string, what: string): unknown {
-    const recent = tx.map(table, json);
-    let oldest = Number.POSITIVE_INFINITY;
-    let replayOf: unknown;
-    recent.forEach((value: unknown, key: string) => {
-      const [createdAt, digest] = key.split(':');
-      oldest = Math.min(oldest, Number(createdAt));
-      if (digest === requestDigest) replayOf = value;
-    });
-    if (replayOf !== undefined) return replayOf;
-    if (recent.size >= max && createdAtSeconds < oldest) {
-      throw badRequest(tooOldCode, `created_at ${createdAtSeconds} is older than every remembered recent ${what} request (${oldest}); sign it again`);
-    }
-    return undefined;
-  }
-
-  private remember(tx: Tx, table: string, max: number, requestDigest: string, createdAtSeconds: number, value: unknown): void {
-    const recent = tx.map(table, json);
-    recent.put(`${String(createdAtSeconds).padStart(CREATED_AT_DIGITS, '0')}:${requestDigest}`, value);
-    // Keys sort by created_at (fixed-width digits): evict from the front.
-    let excess = recent.size - max;
-    const evict: string[] = [];
-    recent.forEach((_v, key: string) => {
-      if (excess-- <= 0) return false;
-      evict.push(key);
-      return true;
-    });
-    for (const key of evict) recent.remove(key);
+    refuseRequestReplay(tx, this.init.recentRequestsMax ?? RECENT_REQUESTS_MAX, request.body, verified);
   }
 
   private recentMax(): number {
@@ -473,12 +422,12 @@ export class Governance {
       created_at: verified.createdAtSeconds,
       ...(proposalId !== undefined ? { proposal_id: proposalId } : {}),
     };
-    tx.map(GovTables.history, json).put(verified.memberId, record);
+    tx.table(GovTableDefs.history).put(verified.memberId, record);
   }
 
   /** The first governance write stores the default constitution, so the ledger shows the rules used. */
   private ensureConstitution(tx: Tx): string {
-    const map = tx.map(GovTables.constitution, json);
+    const map = tx.table(GovTableDefs.constitution);
     const stored = map.get(GOV_SINGLETON_KEY) as string | undefined;
     if (stored !== undefined) return stored;
     map.put(GOV_SINGLETON_KEY, DEFAULT_CONSTITUTION);
@@ -522,7 +471,7 @@ export class Governance {
     constitution: string,
     budget: SandboxBudget,
     body: (module: LoadedModule, host: ReturnType<typeof createConstitutionHost>) => void,
-  ): GovEffect[] {
+  ): void {
     const host = createConstitutionHost(tx, { nowMs: this.init.nowMs, ...(this.init.certificates ? { certificates: this.init.certificates } : {}) });
     try {
       this.engine.run(
@@ -535,7 +484,6 @@ export class Governance {
       }
       throw e;
     }
-    return host.effects;
   }
 
   /**
@@ -543,7 +491,7 @@ export class Governance {
    * hits a sandbox limit ends the evaluation: the proposal fails with it, and the ballots after it
    * (which the spent budget could not run) are not blamed.
    */
-  private evaluate(tx: Tx, proposalId: string, info: ProposalInfo, proposalText: string, budget: SandboxBudget): GovEffect[] {
+  private evaluate(tx: Tx, proposalId: string, info: ProposalInfo, proposalText: string, budget: SandboxBudget): void {
     const votes: { member_id: string; vote: boolean }[] = [];
     const failures: Record<string, { reason: string }> = {};
     for (const [memberId, ballot] of Object.entries(info.ballots)) {
@@ -569,10 +517,10 @@ export class Governance {
         vote_failures: failures,
         failure: { reason: boundedReason(`ballot of member ${first[0]} failed: ${first[1].reason}`) },
       };
-      tx.map(GovTables.proposalsInfo, json).put(proposalId, failed);
-      return [];
+      tx.table(GovTableDefs.proposalsInfo).put(proposalId, failed);
+      return;
     }
-    return this.withConstitution(tx, this.constitution(tx), budget, (module, host) => this.resolveWith(module, host, tx, proposalId, info, proposalText, votes));
+    this.withConstitution(tx, this.constitution(tx), budget, (module, host) => this.resolveWith(module, host, tx, proposalId, info, proposalText, votes));
   }
 
   private resolveWith(
@@ -594,13 +542,13 @@ export class Governance {
       if (e instanceof SandboxError && e.kind === 'Unavailable') throw e;
       next.state = 'Failed';
       next.failure = { reason: boundedReason(`resolve failed: ${failureReason(e)}`) };
-      tx.map(GovTables.proposalsInfo, json).put(proposalId, next);
+      tx.table(GovTableDefs.proposalsInfo).put(proposalId, next);
       return;
     }
     if (state !== 'Open' && state !== 'Accepted' && state !== 'Rejected') {
       next.state = 'Failed';
       next.failure = { reason: boundedReason(`resolve returned ${preview(state)}; expected "Open", "Accepted" or "Rejected"`) };
-      tx.map(GovTables.proposalsInfo, json).put(proposalId, next);
+      tx.table(GovTableDefs.proposalsInfo).put(proposalId, next);
       return;
     }
     next.state = state;
@@ -611,14 +559,13 @@ export class Governance {
         host.kv.flush();
       } catch (e) {
         if (e instanceof SandboxError && e.kind === 'Unavailable') throw e;
-        host.effects.length = 0;
         next.state = 'Failed';
         next.failure = { reason: boundedReason(`apply failed: ${failureReason(e)}`) };
       } finally {
         host.setWritable(false);
       }
     }
-    tx.map(GovTables.proposalsInfo, json).put(proposalId, next);
+    tx.table(GovTableDefs.proposalsInfo).put(proposalId, next);
   }
 }
 

@@ -10,7 +10,7 @@ export type { GovMessageType, SignGovRequestOptions, VerifiedGovRequest, VerifyG
 export { JsEngine, loadJsEngine, SandboxBudget, SandboxError, DEFAULT_SANDBOX_LIMITS, SANDBOX_REQUEST_TIME_MS_MAX, WASM_MEMORY_BYTES_MAX, WORKER_START_WAIT_MS_MAX } from './sandbox.js';
 export type { SandboxLimits, SandboxFailureKind, HostFunctions, LoadedModule, RunOptions, JsEngineOptions } from './sandbox.js';
 export { DEFAULT_CONSTITUTION } from './default-constitution.js';
-export type { GovEffect, CertificateRenewer } from './constitution-host.js';
+export type { CertificateRenewer } from './constitution-host.js';
 export { parseValidFrom } from './constitution-host.js';
 export { GovTables, GOV_SINGLETON_KEY, PROPOSAL_STATES } from './tables.js';
 export type { ProposalState, ProposalInfo, ProposalBody, ProposalAction, MemberInfoRecord, MemberAck, HistoryRecord } from './tables.js';

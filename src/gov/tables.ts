@@ -2,6 +2,8 @@
  * The governance tables and their record shapes. src/gov sits below src/node, so the names live
  * here and src/node/tables.ts includes them.
  */
+import { jsonTable } from '../kv/index.js';
+
 export const GovTables = {
   // Written at genesis and by governance actions.
   serviceInfo: 'public:svc.gov.service.info',
@@ -30,6 +32,8 @@ export const GovTables = {
   jwtPublicSigningKeys: 'public:svc.gov.jwt.public_signing_keys_metadata_v2',
   caCertBundles: 'public:svc.gov.tls.ca_cert_bundles',
   snapshotRequests: 'public:svc.gov.snapshot_requests',
+  /** trigger_ledger_chunk (svc.node.triggerLedgerChunk): a counter; each change ends the primary's chunk at its next signature. */
+  ledgerChunkRequests: 'public:svc.gov.ledger_chunk_requests',
   /** The previous service's certificate (after a disaster recovery). */
   previousServiceIdentity: 'public:svc.gov.service.previous_service_identity',
   /** trigger_recovery_shares_refresh: a counter; each change issues new recovery shares. */
@@ -91,3 +95,31 @@ export interface HistoryRecord {
   created_at: number;
   proposal_id?: string;
 }
+
+/** A remembered recent proposal request (request-replay.ts). */
+export interface RecentProposalRecord {
+  proposal_id: string;
+}
+
+/** A remembered recent signed request other than a proposal (request-replay.ts). */
+export interface RecentRequestRecord {
+  type: string;
+  member_id: string;
+}
+
+/**
+ * The governance tables governance reads and writes, each declared once with its value type
+ * (src/kv/table.ts): `tx.table(GovTableDefs.proposalsInfo)` reads and writes ProposalInfo.
+ */
+export const GovTableDefs = {
+  constitution: jsonTable<string>(GovTables.constitution),
+  membersCerts: jsonTable<string>(GovTables.membersCerts),
+  membersInfo: jsonTable<MemberInfoRecord>(GovTables.membersInfo),
+  membersEncryptionPublicKeys: jsonTable<string>(GovTables.membersEncryptionPublicKeys),
+  membersAcks: jsonTable<MemberAck>(GovTables.membersAcks),
+  proposals: jsonTable<ProposalBody>(GovTables.proposals),
+  proposalsInfo: jsonTable<ProposalInfo>(GovTables.proposalsInfo),
+  history: jsonTable<HistoryRecord>(GovTables.history),
+  recentProposals: jsonTable<RecentProposalRecord>(GovTables.recentProposals),
+  recentRequests: jsonTable<RecentRequestRecord>(GovTables.recentRequests),
+} as const;

@@ -1,6 +1,6 @@
 /**
  * Why a bearer token is refused. Every refusal is 401 with one of these codes, and the HTTP layer
- * adds `WWW-Authenticate: Bearer ... error="invalid_token"` (RFC 6750, 3.1). test/jwt/errors.test.ts
+ * adds `WWW-Authenticate: Bearer ... error="invalid_token"` (RFC 6750, 3.1). test/jwt/validate.test.ts
  * lists them.
  */
 import { CovenantError } from '../base/errors.js';

@@ -3,6 +3,7 @@
  * codec, the encryption of the private domain, and snapshots.
  */
 export { KvErrorCode } from './errors.js';
+export { jsonTable, type TableDef } from './table.js';
 export {
   jsonCodec,
   stringCodec,

@@ -24,6 +24,7 @@ import { decodeWriteSetParts, type Write, type WriteSet } from './write-set.js';
 import { decodeSnapshot, encodeSnapshot, type SnapshotMaps } from './snapshot.js';
 import type { LedgerEncryptor } from './encryption.js';
 import { checkMapName, MapReaderImpl, sortedKeys, TX_WRITE, TX_WRITES, TxMapImpl, type MapReader, type TxMap } from './map-handles.js';
+import type { TableDef } from './table.js';
 import { SnapshotPacker } from './snapshot-slices.js';
 import { applyToState, EMPTY_MAP, EMPTY_STATE, flatten, foldFlats, sortedEntriesOf, sortedMap, type FlatWrites, type KvState } from './state.js';
 
@@ -80,6 +81,11 @@ export class StoreView {
     return new MapReaderImpl(name, this.#state.get(name) ?? EMPTY_MAP, keyCodec, valueCodec);
   }
 
+  /** The map of a declared table (src/kv/table.ts), read with its codec and value type. */
+  table<V>(def: TableDef<V>): MapReader<string, V> {
+    return this.map(def.name, def.codec);
+  }
+
   get [VIEW_STATE](): KvState {
     return this.#state;
   }
@@ -114,6 +120,11 @@ export class Tx {
     checkMapName(name);
     const [keyCodec, valueCodec] = b === undefined ? [stringKeyCodec, a as Codec<unknown>] : [a as KeyCodec<unknown>, b];
     return new TxMapImpl(this, name, this.#base.get(name) ?? EMPTY_MAP, keyCodec, valueCodec);
+  }
+
+  /** The map of a declared table (src/kv/table.ts), read and written with its codec and value type. */
+  table<V>(def: TableDef<V>): TxMap<string, V> {
+    return this.map(def.name, def.codec);
   }
 
   /** Raw byte access, for code that moves values between maps or nodes without decoding them. */
@@ -181,6 +192,12 @@ export class Store {
   #appliedListeners: readonly AppliedListener[] = [];
   #mapListeners = new Map<string, readonly MapAppliedListener[]>();
   #rollbackListeners: readonly RollbackListener[] = [];
+  #mapCommittedListeners = new Map<string, readonly MapAppliedListener[]>();
+  /**
+   * Writes of watched maps (onMapCommitted) by versions above committedVersion, in version order:
+   * as many as the versions awaiting consensus commit times the watched maps they wrote.
+   */
+  #awaitingCommit: { readonly version: Seqno; readonly name: string; readonly writes: ReadonlyMap<string, Write> }[] = [];
 
   constructor(options: StoreOptions = {}) {
     this.#uncommittedVersionsMax = options.uncommittedVersionsMax ?? DEFAULT_UNCOMMITTED_VERSIONS_MAX;
@@ -275,6 +292,11 @@ export class Store {
         if (listeners !== undefined) for (const listener of listeners) listener(version, mapWrites);
       }
     }
+    if (this.#mapCommittedListeners.size > 0) {
+      for (const [name, mapWrites] of writes) {
+        if (this.#mapCommittedListeners.has(name)) this.#awaitingCommit.push({ version, name, writes: mapWrites });
+      }
+    }
   }
 
   /**
@@ -292,6 +314,7 @@ export class Store {
     while (this.#checkpoints.length > 0 && this.#checkpoints.at(-1)!.version > version) this.#checkpoints.pop();
     this.#version = version;
     this.#generation++;
+    while (this.#awaitingCommit.length > 0 && this.#awaitingCommit.at(-1)!.version > version) this.#awaitingCommit.pop();
     for (const listener of this.#rollbackListeners) listener(version);
   }
 
@@ -314,6 +337,17 @@ export class Store {
     if (this.#logStart >= 1024 && this.#logStart * 2 >= this.#log.length) {
       this.#log = this.#log.slice(this.#logStart);
       this.#logStart = 0;
+    }
+    if (this.#awaitingCommit.length > 0) this.#notifyCommitted(committedVersion);
+  }
+
+  #notifyCommitted(committedVersion: Seqno): void {
+    let count = 0;
+    while (count < this.#awaitingCommit.length && this.#awaitingCommit[count]!.version <= committedVersion) count++;
+    if (count === 0) return;
+    const committed = this.#awaitingCommit.splice(0, count);
+    for (const { version, name, writes } of committed) {
+      for (const listener of this.#mapCommittedListeners.get(name) ?? []) listener(version, writes);
     }
   }
 
@@ -351,6 +385,21 @@ export class Store {
       const remaining = (this.#mapListeners.get(name) ?? []).filter((l) => l !== listener);
       if (remaining.length === 0) this.#mapListeners.delete(name);
       else this.#mapListeners.set(name, remaining);
+    };
+  }
+
+  /**
+   * Called once consensus has committed a version that wrote to map `name` (when compact passes
+   * it), with that map's writes, in version order; a version rolled back before it commits is never
+   * reported. For what must not be undone by a view change. Versions applied before the listener
+   * was added are not reported. Listeners must not apply transactions. Returns an unsubscribe.
+   */
+  onMapCommitted(name: string, listener: MapAppliedListener): () => void {
+    this.#mapCommittedListeners.set(name, [...(this.#mapCommittedListeners.get(name) ?? []), listener]);
+    return () => {
+      const remaining = (this.#mapCommittedListeners.get(name) ?? []).filter((l) => l !== listener);
+      if (remaining.length === 0) this.#mapCommittedListeners.delete(name);
+      else this.#mapCommittedListeners.set(name, remaining);
     };
   }
 

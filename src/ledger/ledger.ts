@@ -15,12 +15,13 @@
 import { assert, type Seqno, type View } from '../base/index.js';
 import { ChunkIndex, chunkFileHeader, scanChunk } from './chunk-file.js';
 import { formatChunkName, type ChunkName } from './chunk-name.js';
-import { ChunkReader, entrySpanOf, type Chunk, type WriteChunk } from './chunk-reader.js';
-import type { EntryLeavesRequest, EntrySpan } from './entry-leaves.js';
+import { ChunkReader, type Chunk, type WriteChunk } from './chunk-reader.js';
+import type { EntryLeavesRequest } from './entry-leaves.js';
 import type { Disk, DiskError } from './disk.js';
 import { EntryFlags, hasFlag, peekFrameView, type DecodedEntry } from './entry.js';
 import { LedgerError } from './errors.js';
 import { checkAppendBatch, checkPendingScan, listChunkFiles, tornTailOf } from './ledger-files.js';
+import { listingOf, locateRange, readDecodedRange, type ChunkLocator } from './ledger-reads.js';
 import {
   DEFAULT_INDEX_CACHE_ENTRIES_MAX,
   type ChunkListing,
@@ -46,6 +47,8 @@ export class Ledger {
   #lastFlags = 0;
   #committedSeqno: Seqno = 0;
   #directoryDirty = false;
+  /** This ledger's chunks as the range reads see them (ledger-reads.ts). */
+  readonly #locator: ChunkLocator;
 
   constructor(options: LedgerOptions) {
     this.#disk = options.disk;
@@ -53,6 +56,16 @@ export class Ledger {
     this.#readOnlyDirectories = options.readOnlyDirectories ?? [];
     this.#recoveryMode = options.recoverySuffix ?? false;
     this.#reader = new ChunkReader(options.disk, options.indexCacheEntriesMax ?? DEFAULT_INDEX_CACHE_ENTRIES_MAX);
+    const currentWrite = () => this.#write;
+    this.#locator = {
+      reader: this.#reader,
+      get write() {
+        return currentWrite();
+      },
+      holding: (seqno) => this.#chunkHolding(seqno),
+      lastOf: (chunk) => this.#lastOf(chunk),
+      sizeBytesOf: (path) => this.#disk.sizeBytes(path),
+    };
   }
 
   get lastSeqno(): Seqno {
@@ -408,33 +421,7 @@ export class Ledger {
   getDecodedEntries(from: Seqno, to: Seqno, maxBytes = Number.POSITIVE_INFINITY): DecodedEntry[] {
     this.#checkOpen();
     assert(from <= to, () => `empty range ${from}..${to}`);
-    const out: DecodedEntry[] = [];
-    let totalBytes = 0;
-    let seqno = from;
-    while (seqno <= to) {
-      const chunk = this.#chunkHolding(seqno);
-      const index = this.#reader.indexOf(chunk, this.#write);
-      const chunkTo = Math.min(to, index.last);
-      let end = seqno;
-      while (end <= chunkTo) {
-        const size = index.offsetOf(end + 1) - index.offsetOf(end);
-        if (out.length + (end - seqno) > 0 && totalBytes + size > maxBytes) break;
-        totalBytes += size;
-        end++;
-      }
-      if (end === seqno) break;
-      const start = index.offsetOf(seqno);
-      const bytes = this.#reader.read(chunk, start, index.offsetOf(end) - start);
-      let offset = 0;
-      for (let s = seqno; s < end; s++) {
-        const entry = this.#reader.decodeAt(chunk, bytes, offset, start, s);
-        out.push(entry);
-        offset += entry.frameSizeBytes;
-      }
-      if (end <= chunkTo) break;
-      seqno = end;
-    }
-    return out;
+    return readDecodedRange(this.#locator, from, to, maxBytes);
   }
 
   /**
@@ -444,16 +431,7 @@ export class Ledger {
   locateEntries(from: Seqno, to: Seqno): EntryLeavesRequest {
     this.#checkOpen();
     assert(from >= 1 && from <= to, () => `empty range ${from}..${to}`);
-    const spans: EntrySpan[] = [];
-    let seqno = from;
-    while (seqno <= to) {
-      const chunk = this.#chunkHolding(seqno);
-      const upTo = Math.min(to, this.#lastOf(chunk));
-      const path = this.#pathOf(chunk);
-      spans.push(entrySpanOf(chunk, path, seqno, upTo, this.#reader.cachedIndexOf(chunk, this.#write), () => this.#disk.sizeBytes(path)));
-      seqno = upTo + 1;
-    }
-    return { firstSeqno: from, lastSeqno: to, spans };
+    return locateRange(this.#locator, from, to);
   }
 
   listChunks(): ChunkListing[] {
@@ -511,20 +489,7 @@ export class Ledger {
   }
 
   #listing(chunk: Chunk): ChunkListing {
-    const path = this.#pathOf(chunk);
-    let sizeBytes: number;
-    if (this.#write?.chunk === chunk) sizeBytes = this.#write.index.endBytes;
-    else sizeBytes = chunk.sizeBytes ??= this.#disk.sizeBytes(path);
-    return {
-      name: chunk.name,
-      first: chunk.first,
-      last: this.#lastOf(chunk),
-      committed: chunk.committed,
-      complete: chunk.last !== undefined,
-      recovery: chunk.recovery,
-      path,
-      sizeBytes,
-    };
+    return listingOf(this.#locator, chunk);
   }
 
   /**

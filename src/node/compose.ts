@@ -15,6 +15,7 @@ import { MAX_ENTRY_BYTES } from './channels.js';
 import { nodeCertificates, type NodeCertificates } from './certificates.js';
 import { ConsensusDriver, type DriverHost } from './driver.js';
 import { FilesCleanup } from './cleanup.js';
+import { watchGovernanceEffects } from './gov-effects.js';
 import type { FlowContext } from './flows/context.js';
 import { initialConsensusState, type RestoredConsensus } from './consensus-start.js';
 import { LedgerSecrets, type LedgerSecretRecord } from './identity/ledger-secrets.js';
@@ -41,7 +42,7 @@ import { memberShares, ShareIssuer } from './recovery/share-issuer.js';
 import { sealedShareIssuer, sealingInputsOf, type SealedShareIssuer } from './recovery/sealing.js';
 import { Replica } from './replica.js';
 import { SnapshotManager, type StartupSnapshot } from './snapshots.js';
-import { Tables, type NodeInfo, type ServiceStatus } from './tables.js';
+import { type NodeInfo, type ServiceStatus } from './tables.js';
 import { NO_KEY_FETCHER } from '../jwt/index.js';
 import { JwtKeyRefresh } from './tasks/jwt-key-refresh.js';
 import { PendingNodeCleanup } from './tasks/pending-cleanup.js';
@@ -361,19 +362,14 @@ export class NodeComposition {
     this.replica.watchStore((store) => {
       this.peers.markDirty();
       store.onRollback(() => this.peers.markDirty());
-      store.onMapApplied(Tables.nodesInfo, () => this.peers.markDirty());
-      // A new or changed auto-refresh issuer (or its CA bundle): the primary fetches its keys now.
-      store.onMapApplied(Tables.jwtIssuers, () => this.jwtKeyRefresh.trigger());
-      store.onMapApplied(Tables.caCertBundles, () => this.jwtKeyRefresh.trigger());
-      // trigger_snapshot: the primary snapshots at the next signature.
-      store.onMapApplied(Tables.snapshotRequests, () => {
-        if (this.isPrimary()) this.snapshots.request();
+      watchGovernanceEffects(store, {
+        isPrimary: () => this.isPrimary(),
+        nodesChanged: () => this.peers.markDirty(),
+        jwtIssuersChanged: () => this.jwtKeyRefresh.trigger(),
+        requestSnapshot: () => this.snapshots.request(),
+        forceLedgerChunk: () => this.proposer.forceLedgerChunk(),
+        owners: [this.shareIssuer, this.sealedShareIssuer, this.recovery, this.rekey],
       });
-      // What recovery shares and sealed shares cover: the primary issues new ones when it changes.
-      this.shareIssuer.watch(store);
-      this.sealedShareIssuer.watch(store);
-      this.recovery.watch(store);
-      this.rekey.watch(store);
     });
   }
 

@@ -18,6 +18,7 @@
  *
  * Everything it touches goes through DriverHost, so a test can record the order (test/node/driver.test.ts).
  */
+import { assert } from '../base/assert.js';
 import type { Clock, TimerHandle } from '../base/clock.js';
 import { errorMessage } from '../base/errors.js';
 import type { Logger } from '../base/log.js';
@@ -78,6 +79,13 @@ export class ConsensusDriver {
   hardVotedFor: string | undefined;
 
   constructor(private readonly host: DriverHost) {}
+
+  /** A start-up flow: the hard state found durable (the node state file) or chosen (a recovery's first view). */
+  restoreHardState(view: number, votedFor: string | undefined): void {
+    assert(this.core === undefined, 'the hard state is restored before consensus starts');
+    this.hardView = view;
+    this.hardVotedFor = votedFor;
+  }
 
   get raft(): Raft | undefined {
     return this.core;

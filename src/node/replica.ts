@@ -96,21 +96,18 @@ class RecoveredEntries {
 }
 
 export class Replica {
-  /** Replaced (once, before consensus starts) when the node starts from a snapshot: see watchStore. */
-  store = new Store();
-  tree = new HistoryTree();
+  // The replica is the one writer of its state: others read it through the getters below and
+  // change it through the named operations (startFrom, startServiceAt, markSigned, rollbackTo,
+  // dropUnproposed, advanceCommit, ...).
+  #store = new Store();
+  #tree = new HistoryTree();
   private opened: Ledger | undefined;
-  commitSeqno = 0;
-  lastSignedSeqno = 0;
-  startupSeqno = 0;
-  /**
-   * The first seqno of the current service: after a disaster recovery, the entries before it are
-   * the previous service's (0 for a service never recovered).
-   */
-  serviceStartSeqno = 0;
-  /** Replicated private write sets applied from the primary's copy in clear, and decrypted (GET /node/consensus). */
-  appliedInClear = 0;
-  appliedDecrypted = 0;
+  #commitSeqno = 0;
+  #lastSignedSeqno = 0;
+  #startupSeqno = 0;
+  #serviceStartSeqno = 0;
+  #appliedInClear = 0;
+  #appliedDecrypted = 0;
   private observer: ReplicaObserver | undefined;
   /** Recorded by applyRecoveredPublic, taken by the first entriesFromLedger (consensus creation). */
   private recoveredEntries: RecoveredEntries | undefined;
@@ -120,6 +117,72 @@ export class Replica {
   private durableListener: (() => void) | undefined;
 
   constructor(private readonly init: ReplicaInit) {}
+
+  /** Replaced (once, before consensus starts) when the node starts from a snapshot: see watchStore. */
+  get store(): Store {
+    return this.#store;
+  }
+
+  get tree(): HistoryTree {
+    return this.#tree;
+  }
+
+  get commitSeqno(): number {
+    return this.#commitSeqno;
+  }
+
+  get lastSignedSeqno(): number {
+    return this.#lastSignedSeqno;
+  }
+
+  /** The snapshot this node's ledger starts after (0: it holds every entry from the first). */
+  get startupSeqno(): number {
+    return this.#startupSeqno;
+  }
+
+  /**
+   * The first seqno of the current service: after a disaster recovery, the entries before it are
+   * the previous service's (0 for a service never recovered).
+   */
+  get serviceStartSeqno(): number {
+    return this.#serviceStartSeqno;
+  }
+
+  /** Replicated private write sets applied from the primary's copy in clear, and decrypted (GET /node/consensus). */
+  get appliedInClear(): number {
+    return this.#appliedInClear;
+  }
+
+  get appliedDecrypted(): number {
+    return this.#appliedDecrypted;
+  }
+
+  /** A start-up flow: this node's ledger starts after the snapshot at `snapshotSeqno` (0: from the first entry). */
+  startFrom(snapshotSeqno: number): void {
+    assert(Number.isSafeInteger(snapshotSeqno) && snapshotSeqno >= 0, () => `startup seqno ${snapshotSeqno}`);
+    this.#startupSeqno = snapshotSeqno;
+  }
+
+  /** A start-up flow: the current service starts at `seqno` (a recovery's first entry; 0 for a service never recovered). */
+  startServiceAt(seqno: number): void {
+    assert(Number.isSafeInteger(seqno) && seqno >= 0, () => `service start seqno ${seqno}`);
+    this.#serviceStartSeqno = seqno;
+  }
+
+  /** A signature at `seqno` was emitted by this primary, or verified by a recovery reading the ledger. */
+  markSigned(seqno: number): void {
+    assert(seqno <= this.#store.version, () => `signature ${seqno} above the store's version ${this.#store.version}`);
+    this.#lastSignedSeqno = seqno;
+  }
+
+  /**
+   * Drops transactions applied to the store after `seqno` that were never proposed (consensus
+   * refused them, or a deposed primary abandons what it was framing): the tree holds none of them.
+   */
+  dropUnproposed(seqno: number): void {
+    assert(seqno >= this.#commitSeqno && this.#tree.size <= seqno, () => `unproposed transactions after ${seqno} (tree ${this.#tree.size}, commit ${this.#commitSeqno})`);
+    this.#store.rollback(seqno);
+  }
 
   observe(observer: ReplicaObserver): void {
     this.observer = observer;
@@ -174,12 +237,12 @@ export class Replica {
   installSnapshot(snapshot: StartupSnapshot, startLedger: boolean): void {
     const started = this.init.clock.monotonicMs();
     const secrets = this.init.secrets;
-    this.store = Store.fromSnapshot(snapshot.parts.kv, secrets.covers(snapshot.seqno) ? secrets.framingFor(snapshot.seqno).encryptor : undefined);
+    this.#store = Store.fromSnapshot(snapshot.parts.kv, secrets.covers(snapshot.seqno) ? secrets.framingFor(snapshot.seqno).encryptor : undefined);
     for (const watch of this.storeWatchers) watch(this.store);
-    this.tree = treeOfSnapshot(snapshot.parts.meta, this.store);
+    this.#tree = treeOfSnapshot(snapshot.parts.meta, this.store);
     if (startLedger) this.ledger.startAt(snapshot.seqno);
-    this.commitSeqno = snapshot.seqno;
-    this.lastSignedSeqno = snapshot.seqno;
+    this.#commitSeqno = snapshot.seqno;
+    this.#lastSignedSeqno = snapshot.seqno;
     this.init.logger.info(`store and Merkle tree loaded from ${snapshot.name} in ${Math.round(this.init.clock.monotonicMs() - started)}ms`);
   }
 
@@ -193,7 +256,7 @@ export class Replica {
         this.store.compact(Math.min(this.ledger.committedSeqno, this.store.version));
       }
     }
-    this.commitSeqno = Math.max(this.ledger.committedSeqno, fromSeqno);
+    this.#commitSeqno = Math.max(this.ledger.committedSeqno, fromSeqno);
     this.store.compact(this.commitSeqno);
     this.init.logger.info(
       `replayed ${last - fromSeqno} ledger entries in ${Math.round(this.init.clock.monotonicMs() - started)}ms (committed up to ${this.commitSeqno})`,
@@ -212,8 +275,8 @@ export class Replica {
     // store keeps do not hold the whole received message (copyValue: the sidecar is a Buffer, whose
     // slice() would be a view of it). Anything else is decrypted.
     const plain = sidecar !== undefined && sidecar.byteLength + AES_GCM_TAG_BYTES === decoded.privateBytes.byteLength ? copyValue(sidecar) : undefined;
-    if (plain !== undefined) this.appliedInClear++;
-    else if (decoded.privateBytes.byteLength > 0) this.appliedDecrypted++;
+    if (plain !== undefined) this.#appliedInClear++;
+    else if (decoded.privateBytes.byteLength > 0) this.#appliedDecrypted++;
     this.applyEntry(decoded, plain);
     // A previous service's entries (a joiner after a recovery replicates them) hold that service's
     // snapshot points and evidence, not this service's: their commit evidence derives from secrets
@@ -228,7 +291,7 @@ export class Replica {
     const plain = privatePlain ?? (this.init.secrets.covers(decoded.seqno) ? this.privatePlainOf(decoded) : undefined);
     this.store.applyWriteSet(decoded.seqno, decoded.publicBytes, plain);
     this.tree.append(entryLeaf(decoded));
-    if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) this.lastSignedSeqno = decoded.seqno;
+    if (hasFlag(decoded.flags, EntryFlags.SIGNATURE)) this.#lastSignedSeqno = decoded.seqno;
   }
 
   /** The private write set of an entry, decrypted with the secret of its seqno (empty when it wrote no private map). */
@@ -323,8 +386,8 @@ export class Replica {
     if (this.ledger.lastSeqno > lastSignedSeqno) this.ledger.discardForRecovery(lastSignedSeqno);
     this.recoveredEntries?.truncateAfter(lastSignedSeqno);
     this.store.compact(lastSignedSeqno);
-    this.commitSeqno = lastSignedSeqno;
-    this.lastSignedSeqno = lastSignedSeqno;
+    this.#commitSeqno = lastSignedSeqno;
+    this.#lastSignedSeqno = lastSignedSeqno;
   }
 
   /**
@@ -384,13 +447,13 @@ export class Replica {
     this.store.rollback(seqno);
     this.tree.truncate(seqno);
     this.observer?.onRollback(seqno);
-    this.lastSignedSeqno = Math.min(this.lastSignedSeqno, seqno);
+    this.#lastSignedSeqno = Math.min(this.lastSignedSeqno, seqno);
   }
 
   /** Commit reached `seqno` (a signature held by a majority). */
   advanceCommit(seqno: number): boolean {
     if (seqno <= this.commitSeqno) return false;
-    this.commitSeqno = seqno;
+    this.#commitSeqno = seqno;
     this.ledger.commit(seqno);
     this.observer?.onCommit(seqno);
     this.store.compact(seqno);

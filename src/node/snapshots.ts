@@ -41,7 +41,7 @@ import { replaceSnapshotFile, verifySnapshotReceipt } from './snapshot-trust.js'
 import { snapshotsUnevidencedMax } from './limits.js';
 import { canonicalTreeOf, SnapshotGenerator, type GenerationHandle, type SnapshotGenerationMetrics } from './snapshot-generation.js';
 import { isUncommittedSnapshotName, uncommittedSnapshotName } from './snapshot-names.js';
-import { SINGLETON_KEY, Tables, signatureRecordOf, singletonValueIn, type SignatureRecord } from './tables.js';
+import { SINGLETON_KEY, TableDefs, Tables, signatureRecordOf, singletonValueIn, type SignatureRecord } from './tables.js';
 
 /** Written by a signature transaction that is a snapshot point: the value is its own seqno. */
 export const SNAPSHOT_MARKER_TABLE = 'public:svc.internal.snapshot_marker';
@@ -166,7 +166,7 @@ export function treeOfSnapshot(meta: SnapshotMeta, store: Store): HistoryTree {
     blockHashes: fromBase64(meta.tree.block_hashes),
     leaves: fromBase64(meta.tree.leaves),
   });
-  const signature = store.current().map(Tables.signatures, json).get(SINGLETON_KEY) as SignatureRecord | undefined;
+  const signature = store.current().table(TableDefs.signatures).get(SINGLETON_KEY);
   if (signature === undefined || signature.seqno !== meta.seqno || signature.root !== toHex(tree.root(meta.seqno - 1))) {
     throw new CovenantError('InvalidSnapshot', `snapshot at ${meta.seqno}: its Merkle tree does not match the signature it was taken at`, 400);
   }
@@ -466,7 +466,7 @@ export class SnapshotManager {
   }
 
   #configurationAt(store: Store): Configuration {
-    const recorded = store.current().map(Tables.configurations, json).get(SINGLETON_KEY) as Configuration | undefined;
+    const recorded = store.current().table(TableDefs.configurations).get(SINGLETON_KEY);
     const configuration = recorded ?? this.#host.genesisConfiguration();
     return { seqno: configuration.seqno, nodes: [...configuration.nodes] };
   }

@@ -4,8 +4,8 @@
  */
 import { assert } from '../base/assert.js';
 import { utf8 } from '../base/bytes.js';
-import { GovTables } from '../gov/tables.js';
-import { decodeWriteSet, type WriteSet } from '../kv/index.js';
+import { GovTableDefs, GovTables } from '../gov/tables.js';
+import { decodeWriteSet, jsonTable, type WriteSet } from '../kv/index.js';
 import type { Configuration } from '../consensus/index.js';
 
 export const Tables = {
@@ -57,6 +57,13 @@ export function signatureRecordOf(entry: { readonly publicBytes: Uint8Array; rea
 export const SERVICE_STATUSES = ['Opening', 'Open', 'WaitingForRecoveryShares', 'Recovering'] as const;
 export type ServiceStatus = (typeof SERVICE_STATUSES)[number];
 export type NodeStatus = 'Pending' | 'Trusted' | 'Retired';
+
+/** A rekey's new ledger secret (Tables.ledgerSecrets, private). */
+export interface RekeyRecord {
+  from_seqno: number;
+  /** Base64 of the 32 secret bytes. */
+  secret: string;
+}
 
 export interface ServiceInfo {
   status: ServiceStatus;
@@ -169,3 +176,37 @@ export function configurationOf(writeSet: WriteSet): Configuration | undefined {
   const raw = writeSet.get(Tables.configurations)?.get(SINGLETON_KEY);
   return raw ? (JSON.parse(utf8.decode(raw)) as Configuration) : undefined;
 }
+
+/**
+ * Tables declared with their value types (src/kv/table.ts), for their readers and writers:
+ * `tx.table(TableDefs.serviceInfo).get(SINGLETON_KEY)` is a ServiceInfo. Governance's own are
+ * declared in src/gov.
+ */
+export const TableDefs = {
+  ...GovTableDefs,
+  serviceInfo: jsonTable<ServiceInfo>(Tables.serviceInfo),
+  recoveryShares: jsonTable<RecoverySharesRecord>(Tables.recoveryShares),
+  /** Base64 of a previous-secret record, by the from_seqno of the secret it holds. */
+  previousLedgerSecrets: jsonTable<string>(Tables.previousLedgerSecrets),
+  /** Base64 of a submitted share encrypted under the storage key, by member id. */
+  submittedShares: jsonTable<string>(Tables.submittedShares),
+  recoveredLedgerSecrets: jsonTable<RecoveredSecretsRecord>(Tables.recoveredLedgerSecrets),
+  recoveryDecisionOpenKind: jsonTable<OpenKindRecord>(Tables.recoveryDecisionOpenKind),
+  nodesInfo: jsonTable<NodeInfo>(Tables.nodesInfo),
+  sealedRecoveryKeys: jsonTable<SealedRecoveryKeyRecord>(Tables.sealedRecoveryKeys),
+  sealedShares: jsonTable<SealedSharesRecord>(Tables.sealedShares),
+  /** trigger_recovery_shares_refresh: a counter. */
+  recoverySharesRefresh: jsonTable<number>(Tables.recoverySharesRefresh),
+  /** A rekey's new ledger secret, by from_seqno. */
+  ledgerSecrets: jsonTable<RekeyRecord>(Tables.ledgerSecrets),
+  /** The join policy's JavaScript source. */
+  joinPolicy: jsonTable<string>(Tables.joinPolicy),
+  /** A trusted node's certificate endorsed by the service (PEM), by node id. */
+  nodesEndorsedCertificates: jsonTable<string>(Tables.nodesEndorsedCertificates),
+  /** The previous service's certificate (PEM). */
+  previousServiceIdentity: jsonTable<string>(Tables.previousServiceIdentity),
+  serviceEndorsements: jsonTable<ServiceEndorsementRecord>(Tables.serviceEndorsements),
+  /** The configuration a reconfiguration transaction starts (one record). */
+  configurations: jsonTable<Configuration>(Tables.configurations),
+  signatures: jsonTable<SignatureRecord>(Tables.signatures),
+} as const;

@@ -64,6 +64,32 @@ describe('governance', () => {
     assert.equal(refused(f, () => f.vote(m, id, true)).code, 'ProposalNotOpen');
   });
 
+  test('trigger_ledger_chunk is a request in the store, counted, like every other effect of governance', async () => {
+    const f = await fixture();
+    const [m] = f.members as [typeof f.members[0]];
+    f.activate(m);
+    assert.equal(table(f, GovTables.ledgerChunkRequests, '0'), undefined);
+    for (const expected of [1, 2]) {
+      const id = f.propose(m, [{ name: 'trigger_ledger_chunk' }]);
+      assert.equal(f.vote(m, id, true).state, 'Accepted');
+      assert.equal(table(f, GovTables.ledgerChunkRequests, '0'), expected);
+    }
+  });
+
+  test('a recovery share request is verified again in the transaction that records it: a member changed meanwhile is refused', async () => {
+    const f = await fixture();
+    const [m] = f.members as [typeof f.members[0]];
+    const share = Buffer.from('share bytes').toString('base64');
+    const first = f.read((tx) => f.gov.recoveryShareRequest(tx, f.sign(m, 'recovery_share', { share }), m.id));
+    const second = f.read((tx) => f.gov.recoveryShareRequest(tx, f.sign(m, 'recovery_share', { share }), m.id));
+    f.write((tx) => first.record(tx));
+    assert.equal(table(f, GovTables.history, m.id).type, 'recovery_share', 'recorded with the member unchanged');
+    // The member's certificate changes between the check of the second request and its recording.
+    f.write((tx) => tx.map(GovTables.membersCerts, jsonCodec<string>()).put(m.id, 'another certificate'));
+    const e = refused(f, () => f.write((tx) => second.record(tx)));
+    assert.deepEqual([e.code, e.status], ['InvalidAuthenticationInfo', 401]);
+  });
+
   test('three members: one vote is not enough, two are; two against reject', async () => {
     const f = await fixture({ members: 3 });
     const [a, b, c] = f.members as [typeof f.members[0], typeof f.members[0], typeof f.members[0]];

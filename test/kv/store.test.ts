@@ -4,6 +4,7 @@ import { InvariantError } from '../../src/base/index.js';
 import {
   encodeWriteSet,
   jsonCodec,
+  jsonTable,
   KvErrorCode,
   stringCodec,
   Store,
@@ -293,4 +294,43 @@ test('recovery installs the private maps of a replay at the committed version, u
   live.rollback(4);
   assert.deepEqual(dumpView(live.current()), dumpView(primary.readAt(4)), 'a rollback keeps the installed private maps');
   assert.equal(live.current().map('records', stringCodec).get('r1'), 'old');
+});
+
+test('onMapCommitted reports a version that wrote the map once consensus commits it, never one rolled back first', () => {
+  const store = new Store();
+  const committed: [number, string[]][] = [];
+  const unsubscribe = store.onMapCommitted('public:service', (version, writes) => committed.push([version, [...writes.keys()]]));
+  put(store, 'public:service', 'status', 'Opening'); // 1
+  put(store, 'records', 'r', 'x'); // 2: another map
+  put(store, 'public:service', 'status', 'Open'); // 3
+  assert.deepEqual(committed, [], 'applied is not committed');
+  store.compact(2);
+  assert.deepEqual(committed, [[1, ['status']]]);
+  // A view change discards version 3 before it commits: it is never reported, its successor is.
+  store.rollback(2);
+  put(store, 'public:service', 'other', 'Recovering'); // 3 again, a different write
+  store.compact(2);
+  assert.deepEqual(committed, [[1, ['status']]], 'compacting to the same version reports nothing again');
+  store.compact(3);
+  assert.deepEqual(committed, [
+    [1, ['status']],
+    [3, ['other']],
+  ]);
+  unsubscribe();
+  put(store, 'public:service', 'status', 'Open'); // 4
+  store.compact(4);
+  assert.equal(committed.length, 2, 'no report after unsubscribing');
+});
+
+test('a declared table is the same map as its name, read and written through its codec and value type', () => {
+  const store = new Store();
+  const services = jsonTable<{ status: string; count: number }>('public:service');
+  const tx = store.beginTx();
+  tx.table(services).put('0', { status: 'Open', count: 1 });
+  const version = tx.apply()!.version;
+  const read = store.beginTx();
+  const record = read.table(services).get('0');
+  assert.deepEqual(record, { status: 'Open', count: 1 });
+  assert.deepEqual(read.map('public:service', jsonCodec<unknown>()).get('0'), record, 'the same map under its name');
+  assert.deepEqual(store.readAt(version).table(services).get('0'), record);
 });

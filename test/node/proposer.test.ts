@@ -50,7 +50,7 @@ function setup(options: { entryBytesMax?: number; chunkSizeBytes?: number; refus
   const queues: { jobs: FrameJob[] }[] = [];
   const host: ProposerHost = {
     logger: new MemoryLogger(),
-    replica: { store, tree, ledger: { writeChunkSizeBytes: 0 } } as unknown as ProposerHost['replica'],
+    replica: { store, tree, ledger: { writeChunkSizeBytes: 0 }, dropUnproposed: (seqno: number) => store.rollback(seqno) } as unknown as ProposerHost['replica'],
     secrets,
     chunkSizeBytes: options.chunkSizeBytes ?? 1024 * 1024,
     entryBytesMax: options.entryBytesMax ?? 1024 * 1024,

@@ -27,7 +27,15 @@ function setup(options: { txCount: number; delayMs: number; electionTimeoutMs?: 
     config: { ledger_signatures: { tx_count: options.txCount, delay: options.delayMs }, consensus: { election_timeout: options.electionTimeoutMs ?? 1000 } },
     clock,
     identity: { exists: true, nodeId: 'n', nodeCertificatePem: 'C', sign: () => new Uint8Array(8) },
-    replica: { store, tree: new HistoryTree(), commitSeqno: 0, lastSignedSeqno: 0 },
+    replica: {
+      store,
+      tree: new HistoryTree(),
+      commitSeqno: 0,
+      lastSignedSeqno: 0,
+      markSigned(seqno: number) {
+        this.lastSignedSeqno = seqno;
+      },
+    },
     proposer,
     snapshots: { dueAt: () => false, dueEvidence: () => undefined },
     isPrimary: () => true,

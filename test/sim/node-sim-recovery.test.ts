@@ -7,8 +7,9 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { runRecoverySim } from '../../src/testing/sim/node-sim-recovery.js';
+import { RecoverySim, runRecoverySim } from '../../src/testing/sim/node-sim-recovery.js';
 import { Violation } from '../../src/testing/sim/checker.js';
+import { jsonCodec } from '../../src/kv/index.js';
 
 // Seed 1 keeps every ledger; seed 2 keeps only a minority of them (a majority lost for good).
 const SEEDS = [1, 2];
@@ -64,4 +65,46 @@ test('a recovery run is a function of its seed', async () => {
   assert.ok(a.trace.some((line) => line.includes('recovered service open')));
   assert.deepEqual(a.trace, b.trace);
   assert.equal(a.committedSeqno, b.committedSeqno);
+});
+
+/** Steps the kept node stays cut off: fewer than an election timeout (300 ms, 30 steps), so it stays primary. */
+const HOLD_STEPS_MAX = 25;
+
+/** recover(), with the kept node cut off from the joiners from the last share until its Open is applied. */
+class OpenHeldSim extends RecoverySim {
+  async recoverWithOpenHeld(): Promise<{ statusHeld: string | undefined; openCommittedHeld: boolean; recoveryModeHeld: boolean; recoveryModeAfter: boolean }> {
+    const node = this.primary();
+    const replica = node.parts.replica;
+    await this.openService({ previous_service_identity: node.previousServiceIdentity()!, next_service_identity: node.serviceCertificatePem });
+    const kept = this.hosts.find((h) => h.node === node)!;
+    this.network.partition([kept.nodeId], this.hosts.filter((h) => h !== kept).map((h) => h.nodeId));
+    await this.submitShares();
+    for (let i = 0; i < HOLD_STEPS_MAX && node.serviceInfo()?.status !== 'Open'; i++) await this.advanceSettled(false);
+    const statusHeld = node.serviceInfo()?.status;
+    const committedStatus = () => (replica.store.readAt(replica.store.committedVersion).map('public:svc.gov.service.info', jsonCodec<{ status: string }>()).get('0') ?? { status: undefined }).status;
+    const openCommittedHeld = committedStatus() === 'Open';
+    const recoveryModeHeld = replica.ledger.recoveryMode;
+    this.network.heal();
+    await this.untilSettled('the recovered service opens on every node', () => this.hosts.every((h) => h.node?.state === 'PartOfNetwork' && h.node.serviceInfo()?.status === 'Open'));
+    await this.untilSettled('the Open commits', () => committedStatus() === 'Open');
+    for (let i = 0; i < 10; i++) await this.advanceSettled(false);
+    return { statusHeld, openCommittedHeld, recoveryModeHeld, recoveryModeAfter: replica.ledger.recoveryMode };
+  }
+}
+
+test('the Recover node renames its .recovery ledger files only once the Open is committed, not when it is applied', async () => {
+  const sim = new OpenHeldSim({ seed: 1, nodes: 3, steps: 100, stepsAfterRecovery: 0, livenessStepsMax: 2000 });
+  try {
+    await sim.setUp();
+    for (let i = 0; i < 100; i++) await sim.advanceSettled(false);
+    await sim.keepReceipt();
+    await sim.disaster();
+    const outcome = await sim.recoverWithOpenHeld();
+    assert.equal(outcome.statusHeld, 'Open', 'cut off from the others, the kept node applied its Open');
+    assert.equal(outcome.openCommittedHeld, false, 'which could not commit');
+    assert.equal(outcome.recoveryModeHeld, true, 'the .recovery files keep their names while the Open is not committed');
+    assert.equal(outcome.recoveryModeAfter, false, 'and are renamed once it is');
+  } finally {
+    sim.stopAll();
+  }
 });

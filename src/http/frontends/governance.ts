@@ -51,7 +51,7 @@ export function governanceRoutes(node: NodeGovernanceHost, options: GovernanceFr
     return { body: new Uint8Array(ctx.rawBody.buffer, ctx.rawBody.byteOffset, ctx.rawBody.byteLength), contentType };
   };
 
-  /** Runs a governance write in one transaction; logs refusals; runs post-commit effects. */
+  /** Runs a governance write in one transaction; logs refusals. Its effects are the node's (src/node/gov-effects.ts). */
   const write = async <T>(ctx: RequestContext, fn: (gov: Governance, tx: Tx, req: GovRequest) => GovOutcome<T>) => {
     const gov = await governance;
     // A sandbox worker replaced after a previous request hit a limit is awaited here, outside the
@@ -66,9 +66,6 @@ export function governanceRoutes(node: NodeGovernanceHost, options: GovernanceFr
       throw e;
     }
     const { result, txId } = written;
-    for (const effect of result.effects) {
-      if (effect === 'trigger_ledger_chunk') node.forceLedgerChunk();
-    }
     node.logger.info('governance request accepted', { path: ctx.path, member_id: result.memberId, ...(txId ? { transaction_id: formatTxId(txId) } : {}) });
     return json(200, result.body);
   };

@@ -69,7 +69,7 @@ export async function joinFlow(ctx: FlowContext, addresses: NodeAddresses, clien
   init.writeTextFile(config.node_certificate_file, ctx.identity.selfSignedCertificatePem);
   ctx.service.adopt(init.readTextFile(config.command.service_certificate_file));
   ctx.startupSnapshot = snapshots.findStartupSnapshot(ctx.service.certificatePem);
-  replica.startupSeqno = ctx.startupSnapshot?.seqno ?? 0;
+  replica.startFrom(ctx.startupSnapshot?.seqno ?? 0);
   let pending = false;
   const host = joinerHost(ctx, false, () => {
     ctx.transition('join', FLOW_TRIGGERS.join);
@@ -103,7 +103,7 @@ function adoptNetworkInfo(ctx: FlowContext, info: NetworkInfo): void {
   ctx.service.adopt(info.service_certificate, info.service_key);
   ctx.identity.nodeCertificatePem = info.endorsed_certificate;
   ctx.genesisConfiguration = info.genesis_configuration;
-  ctx.replica.serviceStartSeqno = info.service_start_seqno ?? 0;
+  ctx.replica.startServiceAt(info.service_start_seqno ?? 0);
   ctx.peers.setBootstrap(info.peers);
   ctx.installLedgerSecrets(info.ledger_secrets);
   ctx.init.writeTextFile(ctx.init.config.node_certificate_file, info.endorsed_certificate);
@@ -132,7 +132,7 @@ async function fetchStartupSnapshot(ctx: FlowContext, client: JoinClient, target
     logger.fail(failure);
     return { failure };
   }
-  replica.startupSeqno = ctx.startupSnapshot.seqno;
+  replica.startFrom(ctx.startupSnapshot.seqno);
   logger.info(`fetched snapshot ${fetched.name} from ${target}; joining from seqno ${replica.startupSeqno}`);
   return { startupSeqno: replica.startupSeqno };
 }

@@ -63,7 +63,7 @@ export async function recoverFlow(ctx: FlowContext, addresses: NodeAddresses): P
     endorseStartupSnapshot({ disk: init.disk, logger, directory: config.snapshots.directory }, ctx.startupSnapshot, endorsement);
   }
   ctx.installLedgerSecret(lastSeqno + 1, init.randomBytes(32));
-  replica.serviceStartSeqno = lastSeqno + 1;
+  replica.startServiceAt(lastSeqno + 1);
   ctx.genesisConfiguration = { seqno: 0, nodes: [identity.nodeId] };
   init.writeTextFile(config.command.service_certificate_file, service.certificatePem);
   init.writeTextFile(config.node_certificate_file, identity.nodeCertificatePem);
@@ -129,7 +129,7 @@ function startFromSnapshot(ctx: FlowContext, previousCertificate: string | undef
   ctx.startupSnapshot = snapshot;
   ctx.recovery.startupSnapshot = snapshot;
   ctx.replica.installSnapshot(snapshot, false);
-  ctx.replica.startupSeqno = snapshot.seqno;
+  ctx.replica.startFrom(snapshot.seqno);
   return { seqno: snapshot.seqno, view: snapshot.parts.meta.view };
 }
 
@@ -162,7 +162,7 @@ function createRecoveredConsensus(ctx: FlowContext, read: PublicLedgerRead): voi
   const self = ctx.identity.nodeId;
   const lastSeqno = read.lastSignedSeqno;
   const view = Math.max(read.lastSignedView, ctx.replica.ledger.lastView) + 1;
-  ctx.driver.hardView = view;
+  ctx.driver.restoreHardState(view, undefined);
   if (ctx.replica.ledger.firstSeqno <= 1) ctx.startupSnapshot = undefined;
   const configs = ctx.startupSnapshot ? [{ seqno: ctx.startupSnapshot.seqno, nodes: [self] }] : undefined;
   ctx.createConsensus({ lastSeqno, view, votedFor: undefined, commitSeqno: lastSeqno, ...(configs ? { configs } : {}) });

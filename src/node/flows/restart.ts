@@ -24,14 +24,13 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
   ctx.service.adopt(state.service_certificate, state.service_key);
   ctx.identity.nodeCertificatePem = state.node_certificate;
   ctx.genesisConfiguration = state.genesis_configuration;
-  replica.serviceStartSeqno = state.service_start_seqno ?? 0;
+  replica.startServiceAt(state.service_start_seqno ?? 0);
   // Before the state is persisted again below: a node that joined from a snapshot must still say so
   // at its next restart (its ledger starts after that snapshot).
-  replica.startupSeqno = state.startup_seqno ?? 0;
+  replica.startFrom(state.startup_seqno ?? 0);
   ctx.installLedgerSecrets(state.ledger_secrets);
   ctx.peers.setBootstrap(state.peers ?? []);
-  ctx.driver.hardView = state.view;
-  ctx.driver.hardVotedFor = state.voted_for ?? undefined;
+  ctx.driver.restoreHardState(state.view, state.voted_for ?? undefined);
   // Record where this run is bound (the same ports unless they were taken).
   ctx.persistState();
   onEndorsed();
@@ -48,7 +47,7 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
       );
     }
     ctx.startupSnapshot = snapshot;
-    replica.startupSeqno = startupSeqno;
+    replica.startFrom(startupSeqno);
     replica.installSnapshot(snapshot, false);
     // A node restarted during a recovery reads the private domain from the snapshot on.
     ctx.recovery.startupSnapshot = snapshot;

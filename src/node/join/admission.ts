@@ -17,7 +17,7 @@ import { checkTransparentStatement, type TransparentStatementInput } from '../..
 import { nodeError, notPrimary, retryLater } from '../errors.js';
 import { pendingCleanupIntervalMsMax } from '../limits.js';
 import type { JoinRequest, JoinResponse, NetworkInfo } from '../join.js';
-import { SINGLETON_KEY, Tables, type NodeInfo, type OpenKindRecord, type SealedRecoveryKeyRecord, type ServiceStatus } from '../tables.js';
+import { SINGLETON_KEY, TableDefs, Tables, type NodeInfo, type ServiceStatus } from '../tables.js';
 import type { JoinRateLimiter } from './rate.js';
 
 const json = jsonCodec<any>();
@@ -95,7 +95,7 @@ export const checkHostData: AdmissionCheck = ({ quote, request, nodeId, existing
   } catch (e) {
     refuse(context, 'InvalidTransparentStatement', `the transparent statement is refused: ${errorMessage(e)}`);
   }
-  const policy = tx.map(Tables.joinPolicy, json).get(SINGLETON_KEY) as string | undefined;
+  const policy = tx.table(TableDefs.joinPolicy).get(SINGLETON_KEY);
   if (policy === undefined) refuse(context, 'UntrustedHostData', `${untrusted}, and no join policy is set (set_node_join_policy)`);
   if (context.joinPolicy === undefined) refuse(context, 'JoinPolicyFailed', 'the join policy cannot run on this node (no sandbox)');
   const verdict = context.joinPolicy.evaluate(policy, [input]);
@@ -134,7 +134,7 @@ export const checkNotRetired: AdmissionCheck = ({ nodeId, existing }) => {
 export const checkPendingCapacity: AdmissionCheck = ({ nodeId, existing }, tx, context) => {
   if (existing !== undefined || context.serviceStatus() !== 'Open') return;
   let pending = 0;
-  tx.map(Tables.nodesInfo, json).forEach((info: NodeInfo) => {
+  tx.table(TableDefs.nodesInfo).forEach((info) => {
     if (info.status === 'Pending') pending++;
   });
   if (pending < context.pendingNodesMax) return;
@@ -168,7 +168,7 @@ export function candidateOf(request: JoinRequest, clientPublicKeyDer: Uint8Array
   }
   const verdict = verifyVirtualQuote(request.quote_info as QuoteInfo, der);
   if (!verdict.ok) refuse(context, 'InvalidQuote', `quote verification failed: ${verdict.reason}`);
-  return { request, nodeId, quote: verdict.quote, existing: tx.map(Tables.nodesInfo, json).get(nodeId) as NodeInfo | undefined };
+  return { request, nodeId, quote: verdict.quote, existing: tx.table(TableDefs.nodesInfo).get(nodeId) };
 }
 
 /** What admission needs from the node. */
@@ -214,7 +214,7 @@ export async function admit(
   const { nodeId, existing } = candidate;
   const opening = host.serviceStatus() !== 'Open';
   const willBeTrusted = existing?.status === 'Trusted' || (existing === undefined && (opening || host.executeRead((tx) => rejoiningLocation(tx, request))));
-  let endorsed = host.executeRead((tx) => tx.map(Tables.nodesEndorsedCertificates, json).get(nodeId) as string | undefined);
+  let endorsed = host.executeRead((tx) => tx.table(TableDefs.nodesEndorsedCertificates).get(nodeId));
   if (willBeTrusted && !endorsed) endorsed = await host.endorse(request.public_key, request.subject_alt_names, existing);
   if (!host.isPrimary()) throw notPrimary('this node stopped being primary while handling the join');
   host.executeWrite((tx) => record(tx, candidate, willBeTrusted, endorsed, host.logger));
@@ -232,20 +232,20 @@ export async function admit(
  */
 function rejoiningLocation(tx: Tx, request: JoinRequest): boolean {
   const location = request.sealed_recovery_key?.location_name;
-  const opened = tx.map(Tables.recoveryDecisionOpenKind, json).get(SINGLETON_KEY) as OpenKindRecord | undefined;
+  const opened = tx.table(TableDefs.recoveryDecisionOpenKind).get(SINGLETON_KEY);
   if (location === undefined || opened === undefined || !opened.expected_locations.includes(location)) return false;
-  const nodes = tx.map(Tables.nodesInfo, json);
+  const nodes = tx.table(TableDefs.nodesInfo);
   let taken = false;
-  tx.map(Tables.sealedRecoveryKeys, json).forEach((record: SealedRecoveryKeyRecord, nodeId: string) => {
-    if (record.location_name === location && (nodes.get(nodeId) as NodeInfo | undefined)?.status === 'Trusted') taken = true;
+  tx.table(TableDefs.sealedRecoveryKeys).forEach((record, nodeId) => {
+    if (record.location_name === location && nodes.get(nodeId)?.status === 'Trusted') taken = true;
   });
   return !taken;
 }
 
 /** Records a new node, or the new addresses of a known one, and a trusted node's endorsed certificate. */
 function record(tx: Tx, { request, nodeId }: JoinCandidate, willBeTrusted: boolean, endorsed: string | undefined, logger: Logger): void {
-  const nodes = tx.map(Tables.nodesInfo, json);
-  const current = nodes.get(nodeId) as NodeInfo | undefined;
+  const nodes = tx.table(TableDefs.nodesInfo);
+  const current = nodes.get(nodeId);
   if (current && !sameAddresses(current, request)) {
     // A node restarted from its ledger with new addresses (node-to-node or RPC): record where it is now.
     nodes.put(nodeId, { ...current, rpc_interfaces: request.rpc_interfaces, node_to_node_interface: request.node_to_node_interface });
@@ -262,11 +262,11 @@ function record(tx: Tx, { request, nodeId }: JoinCandidate, willBeTrusted: boole
       retired_committed: false,
     };
     nodes.put(nodeId, info);
-    if (request.sealed_recovery_key !== undefined) tx.map(Tables.sealedRecoveryKeys, json).put(nodeId, request.sealed_recovery_key);
+    if (request.sealed_recovery_key !== undefined) tx.table(TableDefs.sealedRecoveryKeys).put(nodeId, request.sealed_recovery_key);
     logger.info(`node ${nodeId} joins as ${info.status}`);
   }
-  if (willBeTrusted && endorsed && !tx.map(Tables.nodesEndorsedCertificates, json).has(nodeId)) {
-    tx.map(Tables.nodesEndorsedCertificates, json).put(nodeId, endorsed);
+  if (willBeTrusted && endorsed && !tx.table(TableDefs.nodesEndorsedCertificates).has(nodeId)) {
+    tx.table(TableDefs.nodesEndorsedCertificates).put(nodeId, endorsed);
   }
 }
 

@@ -10,7 +10,7 @@ import type { NodeLifecycleState } from '../lifecycle.js';
 import type { Replica } from '../replica.js';
 import { certificateValidity } from '../../crypto/index.js';
 import { isoSeconds, type ConsensusReport, type NetworkReport, type NodeStateReport, type NodeSummary, type ServiceEndorsementsReport, type VersionReport } from '../reports.js';
-import { SINGLETON_KEY, Tables, type NodeInfo, type OpenKindRecord, type ServiceEndorsementRecord, type ServiceInfo, type ServiceStatus } from '../tables.js';
+import { SINGLETON_KEY, TableDefs, Tables, type OpenKindRecord, type ServiceEndorsementRecord, type ServiceInfo, type ServiceStatus } from '../tables.js';
 import { txStatus, viewOfSeqno, type TxStatus } from '../tx-status.js';
 
 const json = jsonCodec<any>();
@@ -98,7 +98,7 @@ export class OperatorQueries {
     const status = this.host.raft()?.status();
     const addressOf = new Map<string, string>();
     this.read((tx) =>
-      tx.map(Tables.nodesInfo, json).forEach((info: NodeInfo, id: string) => {
+      tx.table(TableDefs.nodesInfo).forEach((info, id) => {
         addressOf.set(id, info.node_to_node_interface?.published_address ?? '');
       }),
     );
@@ -124,7 +124,7 @@ export class OperatorQueries {
   }
 
   serviceInfo(): ServiceInfo | undefined {
-    return this.read((tx) => tx.map(Tables.serviceInfo, json).get(SINGLETON_KEY) as ServiceInfo | undefined);
+    return this.read((tx) => tx.table(TableDefs.serviceInfo).get(SINGLETON_KEY));
   }
 
   networkReport(): NetworkReport {
@@ -141,7 +141,7 @@ export class OperatorQueries {
       current_view: this.host.raft()?.status().view ?? 0,
       primary_id: this.host.raft()?.summary().primaryId,
       current_service_create_txid: info?.current_service_create_txid,
-      ...openKindOf(this.read((tx) => tx.map(Tables.recoveryDecisionOpenKind, json).get(SINGLETON_KEY) as OpenKindRecord | undefined)),
+      ...openKindOf(this.read((tx) => tx.table(TableDefs.recoveryDecisionOpenKind).get(SINGLETON_KEY))),
     };
   }
 
@@ -149,8 +149,8 @@ export class OperatorQueries {
     const primary = this.host.raft()?.summary().primaryId;
     return this.read((tx) => {
       const out: NodeSummary[] = [];
-      const endorsed = tx.map(Tables.nodesEndorsedCertificates, json);
-      tx.map(Tables.nodesInfo, json).forEach((info: NodeInfo, id: string) => {
+      const endorsed = tx.table(TableDefs.nodesEndorsedCertificates);
+      tx.table(TableDefs.nodesInfo).forEach((info, id) => {
         const validity = validityOf(endorsed.get(id) as string | undefined);
         out.push({
           node_id: id,
@@ -172,14 +172,14 @@ export class OperatorQueries {
   }
 
   previousServiceIdentity(): string | undefined {
-    return this.read((tx) => tx.map(Tables.previousServiceIdentity, json).get(SINGLETON_KEY) as string | undefined);
+    return this.read((tx) => tx.table(TableDefs.previousServiceIdentity).get(SINGLETON_KEY));
   }
 
   /** GET /node/service/endorsements: every recovery's endorsement of the identity before it, oldest first. */
   serviceEndorsements(): ServiceEndorsementsReport {
     const endorsements = this.read((tx) => {
       const out: ServiceEndorsementRecord[] = [];
-      tx.map(Tables.serviceEndorsements, json).forEach((record) => void out.push(record as ServiceEndorsementRecord));
+      tx.table(TableDefs.serviceEndorsements).forEach((record) => void out.push(record));
       return out;
     });
     endorsements.sort((a, b) => a.endorsing_service_created_seqno - b.endorsing_service_created_seqno);

@@ -159,7 +159,7 @@ export async function readPublicLedger(host: LedgerReadHost, from: { readonly se
       }
       lastSignedSeqno = signature.seqno;
       lastSignedView = signature.view;
-      replica.lastSignedSeqno = signature.seqno;
+      replica.markSigned(signature.seqno);
       replica.store.compact(signature.seqno);
     }
     return undefined;

@@ -19,7 +19,7 @@
  * - Open: the primary, once it has read its private domain, opens the service (status Open,
  *   recovery_count + 1), records the previous service's latest secret under this service's first
  *   one (so the next recovery's chain reaches back through it) and drops the recovered chain's
- *   record. The recovery node renames its `.recovery` ledger files when it sees the service Open.
+ *   record. The recovery node renames its `.recovery` ledger files once the Open is committed.
  */
 import { assert } from '../../base/assert.js';
 import { utf8 } from '../../base/bytes.js';
@@ -27,7 +27,7 @@ import type { Clock } from '../../base/clock.js';
 import type { TxId } from '../../base/ids.js';
 import { errorMessage } from '../../base/errors.js';
 import type { Logger } from '../../base/log.js';
-import { copyValue, jsonCodec, Store, type Tx } from '../../kv/index.js';
+import { copyValue, Store, type TableDef, type Tx } from '../../kv/index.js';
 import type { EntryLeavesRequest, EntryReplayer, ReplayedEntries } from '../../ledger/index.js';
 import {
   type ChainSecret,
@@ -38,6 +38,7 @@ import {
   decryptSubmittedShare,
   encryptSubmittedShare,
   notWaitingForShares,
+  RecoveryError,
   sealPreviousSecret,
   submittedShareStorageKey,
 } from '../../recovery/index.js';
@@ -49,11 +50,9 @@ import { FLOW_TRIGGERS } from '../lifecycle.js';
 import { recoveryReadBatchBytesMax, recoveryReadBatchEntriesMax } from '../limits.js';
 import type { Replica } from '../replica.js';
 import type { StartupSnapshot } from '../snapshots.js';
-import { SINGLETON_KEY, Tables, type OpenKindRecord, type RecoveredSecretsRecord, type RecoverySharesRecord, type ServiceInfo } from '../tables.js';
+import { SINGLETON_KEY, TableDefs, Tables, type OpenKindRecord, type RecoveredSecretsRecord } from '../tables.js';
 import { ledgerEntries, phaseSummary, ReadProgress, type ReadEntry } from './public-ledger.js';
 import type { DecisionDriver } from './decision-driver.js';
-
-const json = jsonCodec<any>();
 
 /** The row name under which the recovered chain is encrypted (member ids are hex digests: no clash). */
 const RECOVERED_CHAIN_ROW = ':recovered_ledger_secrets';
@@ -118,13 +117,17 @@ export class Recovery {
   /** Wires the store's listeners (on the store and any store that replaces it). */
   watch(store: Store): void {
     store.onMapApplied(Tables.serviceInfo, () => this.onServiceRecord());
+    // The rename must not be undone: only once consensus commits this service's Open.
+    store.onMapCommitted(Tables.serviceInfo, (version) => {
+      if (version >= this.host.replica.serviceStartSeqno) this.host.defer(() => this.completeRecoveryIfOpenCommitted());
+    });
     store.onMapApplied(Tables.recoveredLedgerSecrets, (version, writes) => {
       const raw = writes.get(SINGLETON_KEY);
       if (raw === undefined || raw === null) return;
       // A record an earlier recovery wrote (a joiner of a second recovery replicates it with the
       // old entries) is under that service's key: only this service's record starts the phase.
       if (version < this.host.replica.serviceStartSeqno) return;
-      const record = json.decode(raw) as RecoveredSecretsRecord;
+      const record = TableDefs.recoveredLedgerSecrets.codec.decode(raw);
       this.host.defer(() => this.startPrivatePhase(record));
     });
   }
@@ -142,7 +145,7 @@ export class Recovery {
 
   /** A member's encrypted share of the last issue (GET /gov/recovery/encrypted-shares/{member_id}). */
   encryptedShare(memberId: string): { encrypted_share: string } {
-    const record = this.host.executeRead((tx) => tx.map(Tables.recoveryShares, json).get(SINGLETON_KEY) as RecoverySharesRecord | undefined);
+    const record = this.host.executeRead((tx) => tx.table(TableDefs.recoveryShares).get(SINGLETON_KEY));
     const share = record?.encrypted_shares[memberId];
     if (share === undefined) throw nodeError('RecoveryShareNotFound', `member ${memberId} holds no recovery share`);
     return { encrypted_share: share };
@@ -160,14 +163,17 @@ export class Recovery {
     let txId: TxId | undefined;
     try {
       txId = this.host.executeWrite((tx) => {
+        // The collection checked the share against the store as it was read; the transaction that
+        // records it checks again what may have changed meanwhile.
         this.checkWaiting(tx);
+        if (tx.table(TableDefs.submittedShares).has(memberId)) throw new RecoveryError('ShareAlreadySubmitted', `member ${memberId} has already submitted a share`, { memberId });
         record(tx);
         if (outcome.status === 'Accepted') {
-          tx.map(Tables.submittedShares, json).put(memberId, Buffer.from(outcome.storedShare).toString('base64'));
+          tx.table(TableDefs.submittedShares).put(memberId, Buffer.from(outcome.storedShare).toString('base64'));
           return;
         }
-        tx.map(Tables.recoveredLedgerSecrets, json).put(SINGLETON_KEY, this.recoveredRecordOf(outcome.ledgerSecrets));
-        clearMap(tx, Tables.submittedShares);
+        tx.table(TableDefs.recoveredLedgerSecrets).put(SINGLETON_KEY, this.recoveredRecordOf(outcome.ledgerSecrets));
+        clearMap(tx, TableDefs.submittedShares);
       }).txId;
     } catch (e) {
       // The collection holds a share the store does not: rebuilt from the store next time.
@@ -201,18 +207,18 @@ export class Recovery {
    */
   openWithUnsealedSecrets(chain: readonly ChainSecret[], openKind: OpenKindRecord): TxId | undefined {
     return this.host.executeWrite((tx) => {
-      const infoMap = tx.map(Tables.serviceInfo, json);
-      const info = infoMap.get(SINGLETON_KEY) as ServiceInfo;
-      assert(info.status === 'Recovering', 'a service opened by the recovery decision protocol is recovering');
+      const infoMap = tx.table(TableDefs.serviceInfo);
+      const info = infoMap.get(SINGLETON_KEY);
+      assert(info?.status === 'Recovering', 'a service opened by the recovery decision protocol is recovering');
       infoMap.put(SINGLETON_KEY, { ...info, status: 'WaitingForRecoveryShares' });
-      tx.map(Tables.recoveredLedgerSecrets, json).put(SINGLETON_KEY, this.recoveredRecordOf(chain));
-      tx.map(Tables.recoveryDecisionOpenKind, json).put(SINGLETON_KEY, openKind);
+      tx.table(TableDefs.recoveredLedgerSecrets).put(SINGLETON_KEY, this.recoveredRecordOf(chain));
+      tx.table(TableDefs.recoveryDecisionOpenKind).put(SINGLETON_KEY, openKind);
     }).txId;
   }
 
   private checkWaiting(tx?: Tx): void {
     if (!this.host.isPrimary()) throw nodeError('NotPrimary', 'recovery shares are submitted to the primary');
-    const read = (t: Tx) => t.map(Tables.serviceInfo, json).get(SINGLETON_KEY) as ServiceInfo | undefined;
+    const read = (t: Tx) => t.table(TableDefs.serviceInfo).get(SINGLETON_KEY);
     const info = tx !== undefined ? read(tx) : this.host.executeRead(read);
     if (info?.status !== 'WaitingForRecoveryShares') {
       throw notWaitingForShares(`the service is ${info?.status ?? 'not created'}, not waiting for recovery shares (members vote transition_service_to_open first)`);
@@ -232,12 +238,12 @@ export class Recovery {
 
   private async buildCollection(): Promise<ShareCollection> {
     const { sharing, stored } = this.host.executeRead((tx) => {
-      const record = tx.map(Tables.recoveryShares, json).get(SINGLETON_KEY) as RecoverySharesRecord | undefined;
+      const record = tx.table(TableDefs.recoveryShares).get(SINGLETON_KEY);
       if (record === undefined) throw notWaitingForShares('the recovered ledger records no recovery shares: it cannot be recovered with member shares');
       const previousSecretRecords: Uint8Array[] = [];
-      tx.map(Tables.previousLedgerSecrets, json).forEach((b64: string) => void previousSecretRecords.push(fromBase64(b64)));
+      tx.table(TableDefs.previousLedgerSecrets).forEach((b64) => void previousSecretRecords.push(fromBase64(b64)));
       const submitted: StoredSubmittedShare[] = [];
-      tx.map(Tables.submittedShares, json).forEach((b64: string, memberId: string) => void submitted.push({ memberId, storedShare: fromBase64(b64) }));
+      tx.table(TableDefs.submittedShares).forEach((b64, memberId) => void submitted.push({ memberId, storedShare: fromBase64(b64) }));
       const recorded: RecordedSharing = {
         recoveryMemberIds: Object.keys(record.encrypted_shares),
         threshold: record.threshold,
@@ -260,18 +266,23 @@ export class Recovery {
   private onServiceRecord(): void {
     const info = this.host.replica.store.currentRaw(Tables.serviceInfo, SINGLETON_KEY);
     if (info === undefined) return;
-    const status = (json.decode(info) as ServiceInfo).status;
-    if (status !== 'WaitingForRecoveryShares') this.dropCollection();
-    const ledger = this.host.replica.ledger;
-    // Not while the previous service's records are read (they say Open too): once this one opens.
-    if (status === 'Open' && ledger.recoveryMode && this.host.lifecycle.state === 'PartOfNetwork') {
-      this.host.defer(() => {
-        if (!ledger.recoveryMode) return;
-        ledger.completeRecovery();
-        this.host.persistState();
-        this.host.logger.info('recovery complete: the .recovery ledger files are renamed');
-      });
-    }
+    if (TableDefs.serviceInfo.codec.decode(info).status !== 'WaitingForRecoveryShares') this.dropCollection();
+  }
+
+  /**
+   * The recovery node renames its `.recovery` ledger files once this service's Open is committed
+   * (a view change may undo an Open only applied), and once it has read its private domain: not
+   * while the previous service's records are read (they say Open too).
+   */
+  private completeRecoveryIfOpenCommitted(): void {
+    const { replica, lifecycle } = this.host;
+    const { ledger, store } = replica;
+    if (!ledger.recoveryMode || lifecycle.state !== 'PartOfNetwork' || store.committedVersion < replica.serviceStartSeqno) return;
+    const info = store.readAt(store.committedVersion).table(TableDefs.serviceInfo).get(SINGLETON_KEY);
+    if (info?.status !== 'Open') return;
+    ledger.completeRecovery();
+    this.host.persistState();
+    this.host.logger.info('recovery complete: the .recovery ledger files are renamed');
   }
 
   // ---------------------------------------------------------------- the private domain
@@ -303,6 +314,8 @@ export class Recovery {
       `the private domain of the previous service is restored; private phase: ${phaseSummary(entries, host.clock.monotonicMs() - startedMs)}, from ReadingPrivateLedger to PartOfNetwork`,
     );
     if (host.isPrimary()) host.defer(() => this.openIfReady());
+    // The Open may have committed while this node read its private domain.
+    host.defer(() => this.completeRecoveryIfOpenCommitted());
   }
 
   /** The recovered chain of ledger secrets, oldest first, from its record. */
@@ -430,19 +443,20 @@ export class Recovery {
   private openIfReady(): void {
     const { host } = this;
     if (!host.isPrimary() || host.lifecycle.state !== 'PartOfNetwork') return;
-    const record = host.executeRead((tx) => tx.map(Tables.recoveredLedgerSecrets, json).get(SINGLETON_KEY) as RecoveredSecretsRecord | undefined);
+    const record = host.executeRead((tx) => tx.table(TableDefs.recoveredLedgerSecrets).get(SINGLETON_KEY));
     if (record === undefined) return;
     const first = host.secrets.linkFor(host.replica.serviceStartSeqno);
     try {
       const previousLatest = this.chainOf(record).at(-1)!;
       host.executeWrite((tx) => {
-        const infoMap = tx.map(Tables.serviceInfo, json);
-        const info = infoMap.get(SINGLETON_KEY) as ServiceInfo;
+        const infoMap = tx.table(TableDefs.serviceInfo);
+        const info = infoMap.get(SINGLETON_KEY);
+        assert(info !== undefined, 'a recovering service has its service record');
         if (info.status !== 'WaitingForRecoveryShares') return;
         infoMap.put(SINGLETON_KEY, { ...info, status: 'Open', recovery_count: info.recovery_count + 1 });
         const sealed = sealPreviousSecret({ fromSeqno: first.fromSeqno, secret: first.secret }, previousLatest, host.randomBytes);
-        tx.map(Tables.previousLedgerSecrets, json).put(String(previousLatest.fromSeqno), Buffer.from(sealed).toString('base64'));
-        tx.map(Tables.recoveredLedgerSecrets, json).remove(SINGLETON_KEY);
+        tx.table(TableDefs.previousLedgerSecrets).put(String(previousLatest.fromSeqno), Buffer.from(sealed).toString('base64'));
+        tx.table(TableDefs.recoveredLedgerSecrets).remove(SINGLETON_KEY);
       });
       host.logger.info('the recovered service is open');
     } catch (e) {
@@ -486,10 +500,10 @@ function spanBytes(request: EntryLeavesRequest): number {
   return bytes;
 }
 
-function clearMap(tx: Tx, name: string): void {
-  const map = tx.map(name, json);
+function clearMap<V>(tx: Tx, table: TableDef<V>): void {
+  const map = tx.table(table);
   const keys: string[] = [];
-  map.forEach((_: unknown, key: string) => void keys.push(key));
+  map.forEach((_, key) => void keys.push(key));
   for (const key of keys) map.remove(key);
 }
 

@@ -13,18 +13,11 @@
  */
 import type { Logger } from '../../base/log.js';
 import { errorMessage } from '../../base/errors.js';
-import { jsonCodec, type Store, type Tx } from '../../kv/index.js';
+import type { Store, Tx } from '../../kv/index.js';
 import { sealPreviousSecret, type RandomBytes } from '../../recovery/index.js';
 import type { LedgerSecrets } from '../identity/ledger-secrets.js';
-import { SINGLETON_KEY, Tables, type ServiceInfo } from '../tables.js';
+import { SINGLETON_KEY, TableDefs, Tables, type RekeyRecord } from '../tables.js';
 
-const json = jsonCodec<any>();
-
-interface RekeyRecord {
-  from_seqno: number;
-  /** Base64 of the 32 secret bytes. */
-  secret: string;
-}
 
 export interface RekeyHost {
   readonly logger: Logger;
@@ -46,7 +39,7 @@ export class Rekey {
       if (this.host.isPrimary()) this.host.defer(() => this.rekey());
     });
     store.onMapApplied(Tables.ledgerSecrets, (_version, writes) => {
-      for (const raw of writes.values()) if (raw !== null) this.install(json.decode(raw) as RekeyRecord);
+      for (const raw of writes.values()) if (raw !== null) this.install(TableDefs.ledgerSecrets.codec.decode(raw));
     });
     store.onRollback((version) => {
       if (this.host.secrets.rollbackAfter(version)) {
@@ -63,14 +56,14 @@ export class Rekey {
     const secret = host.randomBytes(32);
     try {
       host.executeWrite((tx) => {
-        const info = tx.map(Tables.serviceInfo, json).get(SINGLETON_KEY) as ServiceInfo | undefined;
+        const info = tx.table(TableDefs.serviceInfo).get(SINGLETON_KEY);
         if (info?.status !== 'Open' && info?.status !== 'Opening') return;
         const fromSeqno = host.storeVersion() + 2;
         const retired = host.secrets.latest;
         const sealed = sealPreviousSecret({ fromSeqno, secret }, { fromSeqno: retired.fromSeqno, secret: retired.secret }, host.randomBytes);
-        tx.map(Tables.previousLedgerSecrets, json).put(String(retired.fromSeqno), Buffer.from(sealed).toString('base64'));
+        tx.table(TableDefs.previousLedgerSecrets).put(String(retired.fromSeqno), Buffer.from(sealed).toString('base64'));
         const record: RekeyRecord = { from_seqno: fromSeqno, secret: Buffer.from(secret).toString('base64') };
-        tx.map(Tables.ledgerSecrets, json).put(String(fromSeqno), record);
+        tx.table(TableDefs.ledgerSecrets).put(String(fromSeqno), record);
       });
     } catch (e) {
       host.logger.fail(`rekeying the ledger failed: ${errorMessage(e)}`);

@@ -15,7 +15,7 @@
 import { toHex, utf8 } from '../../base/bytes.js';
 import { errorMessage } from '../../base/errors.js';
 import { sha256 } from '../../crypto/index.js';
-import { jsonCodec, type Tx } from '../../kv/index.js';
+import type { Tx } from '../../kv/index.js';
 import {
   createRecoveryKeyPair,
   deriveSealingKey,
@@ -30,10 +30,9 @@ import {
   type SealedShares,
 } from '../../recovery/index.js';
 import type { NodeInit } from '../api.js';
-import { SINGLETON_KEY, Tables, type NodeInfo, type SealedRecoveryKeyRecord, type SealedSharesRecord, type ServiceInfo } from '../tables.js';
+import { SINGLETON_KEY, TableDefs, Tables, type SealedRecoveryKeyRecord, type SealedSharesRecord } from '../tables.js';
 import { digestOf, serviceIssues, ShareIssuer, type IssueInputs, type IssueKind, type ShareIssuerHost } from './share-issuer.js';
 
-const json = jsonCodec<any>();
 
 /** What a node's sealing key is derived from. */
 export interface SealingInputs {
@@ -74,20 +73,20 @@ export function sealedShares(host: ShareIssuerHost): IssueKind<SealedShareInputs
     // The trusted nodes' recovery keys (and the latest secret: a rekey triggers the issuer).
     coveredTables: [Tables.nodesInfo, Tables.sealedRecoveryKeys, Tables.serviceInfo],
     inputsOf: (tx) => {
-      const nodes = tx.map(Tables.nodesInfo, json);
+      const nodes = tx.table(TableDefs.nodesInfo);
       const recipients: SealedShareRecipient[] = [];
-      tx.map(Tables.sealedRecoveryKeys, json).forEach((record: SealedRecoveryKeyRecord, nodeId: string) => {
-        if ((nodes.get(nodeId) as NodeInfo | undefined)?.status === 'Trusted') recipients.push({ id: nodeId, recoveryPublicKeyPem: record.recovery_public_key });
+      tx.table(TableDefs.sealedRecoveryKeys).forEach((record, nodeId) => {
+        if (nodes.get(nodeId)?.status === 'Trusted') recipients.push({ id: nodeId, recoveryPublicKeyPem: record.recovery_public_key });
       });
       recipients.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-      const service = tx.map(Tables.serviceInfo, json).get(SINGLETON_KEY) as ServiceInfo | undefined;
+      const service = tx.table(TableDefs.serviceInfo).get(SINGLETON_KEY);
       const latestFromSeqno = host.secrets.latest.fromSeqno;
       const covered = {
         nodes: recipients.map((r) => [r.id, toHex(sha256(utf8.encode(r.recoveryPublicKeyPem)))]),
         latest_from_seqno: latestFromSeqno,
         service: service?.current_service_create_txid ?? null,
       };
-      const recorded = tx.map(Tables.sealedShares, json).get(SINGLETON_KEY) as SealedSharesRecord | undefined;
+      const recorded = tx.table(TableDefs.sealedShares).get(SINGLETON_KEY);
       // A service without sealing-based recovery has no recovery key: nothing to issue, nothing to say.
       return { recipients, latestFromSeqno, issuedFor: digestOf(covered), recorded: recorded?.issued_for, issuing: serviceIssues(service) && recipients.length > 0 };
     },
@@ -99,7 +98,7 @@ export function sealedShares(host: ShareIssuerHost): IssueKind<SealedShareInputs
         latest_secret_from_seqno: inputs.latestFromSeqno,
         encrypted_wrapping_keys: Object.fromEntries([...shares.encryptedWrappingKeys].map(([id, key]) => [id, Buffer.from(key).toString('base64')])),
       };
-      tx.map(Tables.sealedShares, json).put(SINGLETON_KEY, record);
+      tx.table(TableDefs.sealedShares).put(SINGLETON_KEY, record);
     },
     describe: (inputs) => `sealed shares issued to ${inputs.recipients.length} node(s) for the ledger secret from seqno ${inputs.latestFromSeqno}`,
   };
@@ -119,15 +118,15 @@ export type UnsealOutcome = { readonly chain: ChainSecret[]; readonly nodeId: st
  * that cannot unseal falls back to member shares).
  */
 export function unsealLedgerSecrets(tx: Tx, inputs: SealingInputs): UnsealOutcome {
-  const shares = tx.map(Tables.sealedShares, json).get(SINGLETON_KEY) as SealedSharesRecord | undefined;
+  const shares = tx.table(TableDefs.sealedShares).get(SINGLETON_KEY);
   if (shares === undefined) return { reason: 'the ledger records no sealed shares (was sealing_recovery configured on the old service?)' };
   const candidates: [string, SealedRecoveryKeyRecord][] = [];
-  tx.map(Tables.sealedRecoveryKeys, json).forEach((record: SealedRecoveryKeyRecord, nodeId: string) => {
+  tx.table(TableDefs.sealedRecoveryKeys).forEach((record, nodeId) => {
     if (record.location_name === inputs.locationName && shares.encrypted_wrapping_keys[nodeId] !== undefined) candidates.push([nodeId, record]);
   });
   if (candidates.length === 0) return { reason: `no node of location "${inputs.locationName}" holds a sealed share of the latest ledger secret` };
   const previousRecords: Uint8Array[] = [];
-  tx.map(Tables.previousLedgerSecrets, json).forEach((b64: string) => void previousRecords.push(fromBase64(b64)));
+  tx.table(TableDefs.previousLedgerSecrets).forEach((b64) => void previousRecords.push(fromBase64(b64)));
   const sealingKey = sealingKeyOf(inputs);
   const failures: string[] = [];
   for (const [nodeId, record] of candidates) {

@@ -19,7 +19,7 @@ import { sha256 } from '../../crypto/index.js';
 import { jsonCodec, type Store, type Tx } from '../../kv/index.js';
 import { issueRecoveryShares, type RecoveryMember, type RandomBytes } from '../../recovery/index.js';
 import type { LedgerSecrets } from '../identity/ledger-secrets.js';
-import { SINGLETON_KEY, Tables, type RecoverySharesRecord, type ServiceInfo } from '../tables.js';
+import { SINGLETON_KEY, TableDefs, Tables, type RecoverySharesRecord, type ServiceInfo } from '../tables.js';
 import type { PrimaryTask } from '../tasks/primary-tasks.js';
 
 const json = jsonCodec<any>();
@@ -164,14 +164,14 @@ export function memberShares(host: ShareIssuerHost): IssueKind<MemberShareInputs
     coveredTables: [Tables.membersEncryptionPublicKeys, Tables.serviceConfig, Tables.serviceInfo, Tables.recoverySharesRefresh],
     inputsOf: (tx) => {
       const members: RecoveryMember[] = [];
-      tx.map(Tables.membersEncryptionPublicKeys, json).forEach((pem: string, id: string) => {
+      tx.table(TableDefs.membersEncryptionPublicKeys).forEach((pem, id) => {
         members.push({ memberId: id, encryptionPublicKeyPem: pem });
       });
       members.sort((a, b) => (a.memberId < b.memberId ? -1 : a.memberId > b.memberId ? 1 : 0));
       const config = (tx.map(Tables.serviceConfig, json).get(SINGLETON_KEY) ?? {}) as { recovery_threshold?: number };
       const threshold = config.recovery_threshold ?? 1;
-      const refresh = (tx.map(Tables.recoverySharesRefresh, json).get(SINGLETON_KEY) as number | undefined) ?? 0;
-      const service = tx.map(Tables.serviceInfo, json).get(SINGLETON_KEY) as ServiceInfo | undefined;
+      const refresh = tx.table(TableDefs.recoverySharesRefresh).get(SINGLETON_KEY) ?? 0;
+      const service = tx.table(TableDefs.serviceInfo).get(SINGLETON_KEY);
       const latestFromSeqno = host.secrets.latest.fromSeqno;
       const covered = {
         members: members.map((m) => [m.memberId, toHex(sha256(utf8.encode(m.encryptionPublicKeyPem)))]),
@@ -180,7 +180,7 @@ export function memberShares(host: ShareIssuerHost): IssueKind<MemberShareInputs
         refresh,
         service: service?.current_service_create_txid ?? null,
       };
-      const recorded = tx.map(Tables.recoveryShares, json).get(SINGLETON_KEY) as RecoverySharesRecord | undefined;
+      const recorded = tx.table(TableDefs.recoveryShares).get(SINGLETON_KEY);
       const cannot = members.length === 0 || threshold > members.length ? `${members.length} recovery member(s) for a recovery_threshold of ${threshold}` : undefined;
       return { members, threshold, latestFromSeqno, issuedFor: digestOf(covered), recorded: recorded?.issued_for, issuing: serviceIssues(service), cannot };
     },
@@ -194,7 +194,7 @@ export function memberShares(host: ShareIssuerHost): IssueKind<MemberShareInputs
         latest_secret_from_seqno: inputs.latestFromSeqno,
         encrypted_shares: Object.fromEntries(sharing.encryptedShares.map((s) => [s.memberId, Buffer.from(s.encryptedShare).toString('base64')])),
       };
-      tx.map(Tables.recoveryShares, json).put(SINGLETON_KEY, record);
+      tx.table(TableDefs.recoveryShares).put(SINGLETON_KEY, record);
     },
     describe: (inputs) => `recovery shares issued to ${inputs.members.length} member(s), threshold ${inputs.threshold}, for the ledger secret from seqno ${inputs.latestFromSeqno}`,
   };

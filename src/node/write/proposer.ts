@@ -225,7 +225,7 @@ export class Proposer {
         );
       }
     } catch (e) {
-      this.host.replica.store.rollback(seqno - 1);
+      this.host.replica.dropUnproposed(seqno - 1);
       throw e;
     }
   }
@@ -284,7 +284,7 @@ export class Proposer {
     try {
       this.host.raft().propose(entry);
     } catch (e) {
-      this.host.replica.store.rollback(seqno - 1);
+      this.host.replica.dropUnproposed(seqno - 1);
       throw e;
     }
     this.recentProposals.push(entry);
@@ -314,7 +314,7 @@ export class Proposer {
     this.frameInFlight = 0;
     if (store.version >= fromSeqno) {
       this.host.logger.info(`dropping transactions ${fromSeqno}..${store.version} not yet in consensus: no longer primary in view ${this.frameView}`);
-      store.rollback(fromSeqno - 1);
+      this.host.replica.dropUnproposed(fromSeqno - 1);
     }
     this.framePendingFromSeqno = store.version + 1;
   }

@@ -189,7 +189,7 @@ export class Signatures {
     proposer.propose(seqno, committed.writeSet, EntryFlags.SIGNATURE, undefined);
     this.unsignedCount = 0;
     this.lastEmittedSeqno = seqno;
-    replica.lastSignedSeqno = seqno;
+    replica.markSigned(seqno);
     // Evidence of a snapshot written meanwhile (or left unrecorded by an earlier primary).
     this.writeDueEvidence();
   }

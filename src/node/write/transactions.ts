@@ -6,11 +6,11 @@
  * reconfiguration) and is signed at once.
  */
 import type { TxId } from '../../base/ids.js';
-import { jsonCodec, type Codec, type MapReader, type Tx } from '../../kv/index.js';
+import type { MapReader, TableDef, Tx } from '../../kv/index.js';
 import type { Configuration, Raft } from '../../consensus/index.js';
 import { notPrimary } from '../errors.js';
 import type { Replica } from '../replica.js';
-import { SINGLETON_KEY, Tables, type NodeInfo } from '../tables.js';
+import { SINGLETON_KEY, TableDefs, Tables, type NodeInfo } from '../tables.js';
 import type { Proposer } from './proposer.js';
 import type { Signatures } from './signatures.js';
 
@@ -38,13 +38,11 @@ export interface TransactionsHost {
   stateName(): string;
 }
 
-const json = jsonCodec<any>();
-const nodeInfoCodec = jsonCodec<NodeInfo>();
 
 /** The trusted nodes of the node table, sorted: the configuration they make. */
-function trustedSet(reader: { map(name: string, codec: Codec<NodeInfo>): MapReader<string, NodeInfo> }): string[] {
+function trustedSet(reader: { table(def: TableDef<NodeInfo>): MapReader<string, NodeInfo> }): string[] {
   const ids: string[] = [];
-  reader.map(Tables.nodesInfo, nodeInfoCodec).forEach((info: NodeInfo, id: string) => {
+  reader.table(TableDefs.nodesInfo).forEach((info, id) => {
     if (info.status === 'Trusted') ids.push(id);
   });
   return ids.sort();
@@ -95,15 +93,15 @@ export class Transactions {
     const active = this.host.raft()?.status().configs.at(-1)?.nodes ?? [];
     if (sameNodes(nodes, [...active].sort())) return;
     const configuration: Configuration = { seqno: this.host.replica.store.version + 1, nodes };
-    tx.map(Tables.configurations, json).put(SINGLETON_KEY, configuration);
+    tx.table(TableDefs.configurations).put(SINGLETON_KEY, configuration);
   }
 
   /** Marks nodes whose retirement committed (consensus reports them to the primary). */
   recordRetirements(nodeIds: readonly string[]): void {
     const tx = this.host.replica.store.beginTx();
-    const nodes = tx.map(Tables.nodesInfo, json);
+    const nodes = tx.table(TableDefs.nodesInfo);
     for (const id of nodeIds) {
-      const info = nodes.get(id) as NodeInfo | undefined;
+      const info = nodes.get(id);
       if (info) nodes.put(id, { ...info, retired_committed: true });
     }
     const committed = tx.apply();

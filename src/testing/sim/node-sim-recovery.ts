@@ -146,7 +146,7 @@ export class RecoverySim extends NodeSim {
 
   // ------------------------------------------------------------------ governance, as a member would
 
-  private primary(): CovenantNode {
+  protected primary(): CovenantNode {
     const primaries = this.hosts.filter((h) => h.node?.isPrimary());
     if (primaries.length === 0) throw new Violation('liveness', 'no primary to take a governance request');
     return primaries[0]!.node!;
@@ -182,7 +182,7 @@ export class RecoverySim extends NodeSim {
   }
 
   /** transition_service_to_open, proposed by member 0 and accepted by the ballots of every member. */
-  private async openService(args: Record<string, string>): Promise<void> {
+  protected async openService(args: Record<string, string>): Promise<void> {
     const [proposer] = this.members;
     const actions = { actions: [{ name: 'transition_service_to_open', args }] };
     const created = await this.govWrite((gov) => (tx) => gov.createProposal(tx, this.signed(proposer!, 'proposal', actions)).body);
@@ -196,7 +196,7 @@ export class RecoverySim extends NodeSim {
   }
 
   /** Every member fetches its encrypted share, decrypts it and submits it (POST /gov/recovery/members/{id}:recover). */
-  private async submitShares(): Promise<void> {
+  protected async submitShares(): Promise<void> {
     const gov = this.governance!;
     for (const member of this.members.slice(0, RECOVERY_THRESHOLD)) {
       await gov.ready();
@@ -211,7 +211,7 @@ export class RecoverySim extends NodeSim {
 
   // ------------------------------------------------------------------ stepping
 
-  private async untilSettled(what: string, done: () => boolean): Promise<void> {
+  protected async untilSettled(what: string, done: () => boolean): Promise<void> {
     for (let i = 0; i < PHASE_STEPS_MAX; i++) {
       if (done()) return;
       await this.advanceSettled(false);
