@@ -96,31 +96,49 @@ export function readSnapshotHeader(bytes: Uint8Array): SnapshotHeader {
   };
 }
 
-/** Checks the digest and decodes the maps; the private maps only when an encryptor is given. */
-export function decodeSnapshot(bytes: Uint8Array, encryptor: LedgerEncryptor | undefined): SnapshotMaps {
-  const header = readSnapshotHeader(bytes);
+/** A snapshot's body split into its sections (after its digest was checked). Throws MalformedSnapshot. */
+export interface SnapshotSections {
+  readonly publicPart: Buffer;
+  readonly privateSealed: Buffer;
+  /** The additional data the private section is bound to (the first header bytes). */
+  readonly aad: Buffer;
+}
+
+export function snapshotSections(bytes: Uint8Array): SnapshotSections {
   const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const body = buf.subarray(SNAPSHOT_HEADER_BYTES);
-  if (!bytesEqual(createHash('sha256').update(body).digest(), header.bodyDigest)) {
-    throw malformedSnapshot('body digest does not match the header');
-  }
   if (body.byteLength < 8) throw malformedSnapshot('truncated public section length');
   const publicLength = readU64(body, 0, 'public section length');
   if (publicLength > body.byteLength - 16) throw malformedSnapshot('public section overruns the body');
   const publicPart = body.subarray(8, 8 + publicLength);
   const privateLength = readU64(body, 8 + publicLength, 'private section length');
   if (privateLength !== body.byteLength - 16 - publicLength) throw malformedSnapshot('private section length does not match the body');
-  const privateSealed = body.subarray(16 + publicLength);
+  return { publicPart, privateSealed: body.subarray(16 + publicLength), aad: buf.subarray(0, AAD_BYTES) };
+}
+
+/** The body of a snapshot whose header was read (readSnapshotHeader): what bodyDigest covers. */
+export function snapshotBody(bytes: Uint8Array): Buffer {
+  return Buffer.from(bytes.buffer, bytes.byteOffset + SNAPSHOT_HEADER_BYTES, bytes.byteLength - SNAPSHOT_HEADER_BYTES);
+}
+
+/** Checks the digest and decodes the maps; the private maps only when an encryptor is given. */
+export function decodeSnapshot(bytes: Uint8Array, encryptor: LedgerEncryptor | undefined): SnapshotMaps {
+  const header = readSnapshotHeader(bytes);
+  if (!bytesEqual(createHash('sha256').update(snapshotBody(bytes)).digest(), header.bodyDigest)) {
+    throw malformedSnapshot('body digest does not match the header');
+  }
+  const { publicPart, privateSealed, aad } = snapshotSections(bytes);
   const publicMaps = asSnapshotError(() => decodeWriteSet(publicPart, { domain: 'public', valuesOnly: true }));
   let privateMaps: WriteSet | undefined;
   if (encryptor !== undefined) {
-    const plain = encryptor.decryptSnapshot(header.view, header.seqno, privateSealed, buf.subarray(0, AAD_BYTES));
+    const plain = encryptor.decryptSnapshot(header.view, header.seqno, privateSealed, aad);
     privateMaps = asSnapshotError(() => decodeWriteSet(plain, { domain: 'private', valuesOnly: true }));
   }
   return { version: header.seqno, view: header.view, publicMaps, privateMaps };
 }
 
-function asSnapshotError<T>(decode: () => T): T {
+/** Runs a decode, its MalformedWriteSet reported as MalformedSnapshot. */
+export function asSnapshotError<T>(decode: () => T): T {
   try {
     return decode();
   } catch (e) {

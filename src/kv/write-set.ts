@@ -37,8 +37,8 @@ export interface EncodedWriteSet {
 
 export const WRITE_SET_FORMAT = 1;
 
-const TAG_REMOVE = 0;
-const TAG_VALUE = 1;
+export const TAG_REMOVE = 0;
+export const TAG_VALUE = 1;
 const EMPTY = new Uint8Array(0);
 const EMPTY_WRITE_SET: WriteSet = new Map();
 
@@ -194,7 +194,8 @@ export function encodeWriteSet(writes: WriteSet): EncodedWriteSet {
   return { publicBytes: encodeSortedPart(canonical, isPublicMapName), privateBytes: encodeSortedPart(canonical, PRIVATE_MAP) };
 }
 
-class Reader {
+/** Reads a write-set part, failing MalformedWriteSet on any overrun (also used by snapshot-loading.ts). */
+export class Reader {
   offset = 0;
   constructor(readonly buf: Buffer) {}
 
@@ -233,7 +234,7 @@ class Reader {
   }
 }
 
-function compareSpans(buf: Buffer, a: [number, number], b: [number, number]): number {
+export function compareSpans(buf: Buffer, a: [number, number], b: [number, number]): number {
   return buf.compare(buf, b[0], b[1], a[0], a[1]);
 }
 

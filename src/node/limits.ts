@@ -250,7 +250,16 @@ export const snapshotSliceCheckEntries = 256;
  * joining and serving from the others).
  */
 export const snapshotsUnevidencedMax = 2;
+/**
+ * Loading a snapshot (src/kv/snapshot-loading.ts, at start and at join) follows the same slices as
+ * packing one (snapshotSliceMs, snapshotSliceEntriesMax, a look at the clock every
+ * snapshotSliceCheckEntries entries decoded); while it hashes or deciphers the file it looks at the
+ * clock every snapshotLoadCheckBytes. SHA-256 and AES-GCM run at several hundred MB/s on a core
+ * here, so 64 KiB is well under a millisecond even on a loaded one.
+ */
+export const snapshotLoadCheckBytes = 64 * 1024;
 assert(snapshotSliceMs < eventLoopTurnMsBound / 2, 'a slice of a snapshot fits well within the turn bound');
 assert(snapshotSliceCheckEntries * 0.02 < eventLoopTurnMsBound - snapshotSliceMs, 'between two looks at the clock a slice cannot overrun the turn bound (even at 20 µs per entry)');
 assert(snapshotSliceCheckEntries <= snapshotSliceEntriesMax, 'a slice checks the clock before its entry bound');
 assert(snapshotsUnevidencedMax >= 1, 'a node can hold the snapshot it is writing');
+assert(snapshotLoadCheckBytes / 50e6 * 1000 < eventLoopTurnMsBound - snapshotSliceMs, 'between two looks at the clock a load cannot overrun the turn bound (even at 50 MB/s)');

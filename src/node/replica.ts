@@ -13,7 +13,8 @@ import type { Clock } from '../base/clock.js';
 import type { KeyObject } from 'node:crypto';
 import { loadPublicKey, verifyEcdsa, verifyEcdsaAsync } from '../crypto/index.js';
 import { HistoryTree } from '../merkle/index.js';
-import { AES_GCM_TAG_BYTES, Store, copyValue, decodeWriteSet } from '../kv/index.js';
+import { AES_GCM_TAG_BYTES, SnapshotLoader, Store, copyValue, decodeWriteSet } from '../kv/index.js';
+import { loadSnapshotInSlices } from './snapshot-loading.js';
 import { type DecodedEntry, type Disk, type EntryLeavesRequest, EntryFlags, Ledger, checkEntry, decodeEntry, entryLeaf, hasFlag, isLedgerError } from '../ledger/index.js';
 import type { Entry } from '../consensus/index.js';
 import { nodeError } from './errors.js';
@@ -166,17 +167,24 @@ export class Replica {
   /**
    * Loads the store and the Merkle tree from a snapshot; a fresh joiner also starts its ledger after
    * it. A recovering node holds no secret of the snapshot's service yet and loads its public maps only.
+   * The store is loaded over many turns (snapshot-loading.ts): false when the node stopped meanwhile.
    */
-  installSnapshot(snapshot: StartupSnapshot, startLedger: boolean): void {
+  async installSnapshot(snapshot: StartupSnapshot, startLedger: boolean, stopped?: () => boolean): Promise<boolean> {
     const started = this.init.clock.monotonicMs();
     const secrets = this.init.secrets;
-    this.store = Store.fromSnapshot(snapshot.parts.kv, secrets.covers(snapshot.seqno) ? secrets.sealFor(snapshot.seqno).encryptor : undefined);
+    const loader = new SnapshotLoader(snapshot.parts.kv, secrets.covers(snapshot.seqno) ? secrets.sealFor(snapshot.seqno).encryptor : undefined);
+    const store = await loadSnapshotInSlices(this.init.clock, loader, stopped);
+    if (store === undefined) return false;
+    this.store = store;
     for (const watch of this.storeWatchers) watch(this.store);
     this.tree = treeOfSnapshot(snapshot.parts.meta, this.store);
     if (startLedger) this.ledger.startAt(snapshot.seqno);
     this.commitSeqno = snapshot.seqno;
     this.lastSignedSeqno = snapshot.seqno;
-    this.init.logger.info(`store and Merkle tree loaded from ${snapshot.name} in ${Math.round(this.init.clock.monotonicMs() - started)}ms`);
+    this.init.logger.info(
+      `store and Merkle tree loaded from ${snapshot.name} in ${Math.round(this.init.clock.monotonicMs() - started)}ms (${loader.slices} turns of the event loop)`,
+    );
+    return true;
   }
 
   /** Replays the node's own ledger after `fromSeqno` at restart (entries were checked when first written). */

@@ -79,7 +79,7 @@ export async function joinFlow(ctx: FlowContext, addresses: NodeAddresses, clien
   if (trusted === undefined) return;
   adoptNetworkInfo(ctx, trusted.response.network_info!);
   onEndorsed();
-  if (ctx.startupSnapshot) replica.installSnapshot(ctx.startupSnapshot, true);
+  if (ctx.startupSnapshot !== undefined && !(await replica.installSnapshot(ctx.startupSnapshot, true, () => ctx.stopped()))) return;
   // Joining a recovering service from a snapshot: its ledger starts after the snapshot, so the
   // private phase reads the old entries' private domain from the snapshot on.
   ctx.recovery.startupSnapshot = ctx.startupSnapshot;

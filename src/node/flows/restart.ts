@@ -49,7 +49,7 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
     }
     ctx.startupSnapshot = snapshot;
     replica.startupSeqno = startupSeqno;
-    replica.installSnapshot(snapshot, false);
+    if (!(await replica.installSnapshot(snapshot, false, () => ctx.stopped()))) return;
     // A node restarted during a recovery reads the private domain from the snapshot on.
     ctx.recovery.startupSnapshot = snapshot;
     from = snapshot.seqno;
