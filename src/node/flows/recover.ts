@@ -129,7 +129,9 @@ async function startFromSnapshot(ctx: FlowContext, previousCertificate: string |
   }
   ctx.startupSnapshot = snapshot;
   ctx.recovery.startupSnapshot = snapshot;
-  await ctx.replica.installSnapshot(snapshot, false, () => ctx.stopped());
+  const store = ctx.replica.snapshotStoreAtOnce(snapshot) ?? (await ctx.replica.snapshotStoreInSlices(snapshot, () => ctx.stopped()));
+  if (store === undefined) return { seqno: 0, view: 0 };
+  ctx.replica.installSnapshot(snapshot, store, false);
   ctx.replica.startupSeqno = snapshot.seqno;
   return { seqno: snapshot.seqno, view: snapshot.parts.meta.view };
 }

@@ -49,7 +49,9 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
     }
     ctx.startupSnapshot = snapshot;
     replica.startupSeqno = startupSeqno;
-    if (!(await replica.installSnapshot(snapshot, false, () => ctx.stopped()))) return;
+    const store = replica.snapshotStoreAtOnce(snapshot) ?? (await replica.snapshotStoreInSlices(snapshot, () => ctx.stopped()));
+    if (store === undefined) return;
+    replica.installSnapshot(snapshot, store, false);
     // A node restarted during a recovery reads the private domain from the snapshot on.
     ctx.recovery.startupSnapshot = snapshot;
     from = snapshot.seqno;
