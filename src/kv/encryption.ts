@@ -125,6 +125,9 @@ function open(key: Buffer, iv: Buffer, sealed: Uint8Array, aad: Uint8Array, what
   }
 }
 
+/** Enciphering in place goes through this much at a time (each chunk's output is a temporary copy). */
+const IN_PLACE_CHUNK_BYTES = 1 << 20;
+
 /**
  * A decryption spread over calls (a large snapshot section, a slice per turn): `step` deciphers at
  * most `bytesMax` more bytes; the last call checks the tag. The plaintext exists only once
@@ -222,6 +225,25 @@ export class LedgerEncryptor {
   decryptSnapshot(view: View, seqno: Seqno, sealed: Uint8Array, aad: Uint8Array): Uint8Array {
     if (sealed.byteLength === 0) return EMPTY;
     return open(this.secrets.keysFor(seqno).snapshotKey, ivFor(view, seqno), sealed, aad, `snapshot at ${view}.${seqno}`);
+  }
+
+  /**
+   * encryptSnapshot in place: `region` (the plaintext) becomes the ciphertext, and the tag is
+   * written into `tag`, so that a large snapshot section is never held twice. The bytes are those
+   * of encryptSnapshot (AES-GCM is a stream: chunks of input give the same output).
+   */
+  encryptSnapshotInPlace(view: View, seqno: Seqno, region: Uint8Array, tag: Uint8Array, aad: Uint8Array): void {
+    assert(region.byteLength > 0 && tag.byteLength === AES_GCM_TAG_BYTES, 'a non-empty section and a tag-sized slot');
+    const cipher = createCipheriv('aes-256-gcm', this.secrets.keysFor(seqno).snapshotKey, ivFor(view, seqno), { authTagLength: AES_GCM_TAG_BYTES });
+    if (aad.byteLength > 0) cipher.setAAD(aad);
+    for (let offset = 0; offset < region.byteLength; offset += IN_PLACE_CHUNK_BYTES) {
+      const end = Math.min(region.byteLength, offset + IN_PLACE_CHUNK_BYTES);
+      const enciphered = cipher.update(region.subarray(offset, end));
+      assert(enciphered.byteLength === end - offset, 'AES-GCM enciphers as many bytes as it is given');
+      region.set(enciphered, offset);
+    }
+    assert(cipher.final().byteLength === 0, 'AES-GCM gives nothing at final');
+    tag.set(cipher.getAuthTag());
   }
 
   /** decryptSnapshot spread over calls (IncrementalOpening); the same plaintext and the same failures. */

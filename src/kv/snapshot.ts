@@ -12,8 +12,8 @@
 import { createHash } from 'node:crypto';
 import { assert, bytesEqual, CovenantError, type Seqno, type View } from '../base/index.js';
 import { KvErrorCode, malformedSnapshot } from './errors.js';
-import { decodeWriteSet, encodeSortedPart, type WriteSet } from './write-set.js';
-import type { LedgerEncryptor } from './encryption.js';
+import { decodeWriteSet, sortedPartBytes, writeSortedPart, type WriteSet } from './write-set.js';
+import { AES_GCM_TAG_BYTES, type LedgerEncryptor } from './encryption.js';
 
 export const SNAPSHOT_MAGIC = new Uint8Array([0x43, 0x56, 0x4b, 0x53]); // "CVKS"
 export const SNAPSHOT_FORMAT = 1;
@@ -60,22 +60,27 @@ function readU64(buf: Buffer, offset: number, what: string): number {
 export function encodeSnapshot(input: SnapshotInput, encryptor: LedgerEncryptor): Uint8Array {
   assert(Number.isSafeInteger(input.version) && input.version >= 0, `bad snapshot version ${input.version}`);
   assert(Number.isInteger(input.view) && input.view >= 0 && input.view <= 0xffff_ffff, `bad snapshot view ${input.view}`);
-  const aad = Buffer.alloc(AAD_BYTES);
-  aad.set(SNAPSHOT_MAGIC, 0);
-  aad[4] = SNAPSHOT_FORMAT;
-  writeU64(aad, input.version, 5);
-  aad.writeUInt32LE(input.view, 13);
-  const publicPart = encodeSortedPart(input.publicMaps);
-  const privateSealed = encryptor.encryptSnapshot(input.view, input.version, encodeSortedPart(input.privateMaps), aad);
-  const bodyLength = 16 + publicPart.byteLength + privateSealed.byteLength;
-  const out = Buffer.allocUnsafe(SNAPSHOT_HEADER_BYTES + bodyLength);
-  out.set(aad, 0);
+  // Each section is encoded where it belongs in the one output buffer, and the private one
+  // encrypted there in place: a large snapshot is held once while it is made, not three times.
+  const publicBytes = sortedPartBytes(input.publicMaps);
+  const privateBytes = sortedPartBytes(input.privateMaps);
+  const sealedBytes = privateBytes === 0 ? 0 : privateBytes + AES_GCM_TAG_BYTES;
+  const out = Buffer.allocUnsafe(SNAPSHOT_HEADER_BYTES + 16 + publicBytes + sealedBytes);
+  out.set(SNAPSHOT_MAGIC, 0);
+  out[4] = SNAPSHOT_FORMAT;
+  writeU64(out, input.version, 5);
+  out.writeUInt32LE(input.view, 13);
+  const aad = out.subarray(0, AAD_BYTES);
   let offset = SNAPSHOT_HEADER_BYTES;
-  writeU64(out, publicPart.byteLength, offset);
-  out.set(publicPart, offset + 8);
-  offset += 8 + publicPart.byteLength;
-  writeU64(out, privateSealed.byteLength, offset);
-  out.set(privateSealed, offset + 8);
+  writeU64(out, publicBytes, offset);
+  if (publicBytes > 0) writeSortedPart(input.publicMaps, out, offset + 8);
+  offset += 8 + publicBytes;
+  writeU64(out, sealedBytes, offset);
+  offset += 8;
+  if (privateBytes > 0) {
+    writeSortedPart(input.privateMaps, out, offset);
+    encryptor.encryptSnapshotInPlace(input.view, input.version, out.subarray(offset, offset + privateBytes), out.subarray(offset + privateBytes, offset + sealedBytes), aad);
+  }
   const digest = createHash('sha256').update(out.subarray(SNAPSHOT_HEADER_BYTES)).digest();
   out.set(digest, AAD_BYTES);
   return out;

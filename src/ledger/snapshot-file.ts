@@ -63,19 +63,26 @@ function readU64(buf: Buffer, offset: number): number {
 
 /** The file as first written (no receipt): its SHA-256 is the evidence. */
 export function encodeSnapshotFile(kv: Uint8Array, meta: SnapshotMeta): Uint8Array {
+  return Buffer.concat(encodeSnapshotFileParts(kv, meta));
+}
+
+/**
+ * encodeSnapshotFile as the pieces that follow one another in the file: what comes before the
+ * store's bytes, the store's bytes themselves (not copied: they are most of a large snapshot), and
+ * the metadata section.
+ */
+export function encodeSnapshotFileParts(kv: Uint8Array, meta: SnapshotMeta): [Uint8Array, Uint8Array, Uint8Array] {
   const metaBytes = utf8.encode(JSON.stringify(meta));
   const payloadLength = 8 + kv.byteLength + 4 + metaBytes.byteLength;
-  const out = Buffer.alloc(FILE_HEADER_BYTES + payloadLength);
-  out.set(SNAPSHOT_FILE_MAGIC, 0);
-  out[4] = SNAPSHOT_FILE_FORMAT;
-  writeU64(out, payloadLength, 8);
-  let offset = FILE_HEADER_BYTES;
-  writeU64(out, kv.byteLength, offset);
-  out.set(kv, offset + 8);
-  offset += 8 + kv.byteLength;
-  out.writeUInt32LE(metaBytes.byteLength, offset);
-  out.set(metaBytes, offset + 4);
-  return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
+  const head = Buffer.alloc(FILE_HEADER_BYTES + 8);
+  head.set(SNAPSHOT_FILE_MAGIC, 0);
+  head[4] = SNAPSHOT_FILE_FORMAT;
+  writeU64(head, payloadLength, 8);
+  writeU64(head, kv.byteLength, FILE_HEADER_BYTES);
+  const tail = Buffer.alloc(4 + metaBytes.byteLength);
+  tail.writeUInt32LE(metaBytes.byteLength, 0);
+  tail.set(metaBytes, 4);
+  return [head, kv, tail];
 }
 
 /** The section appended to a snapshot once its evidence is committed. */
