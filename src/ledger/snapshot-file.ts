@@ -103,8 +103,25 @@ function parseJson(bytes: Uint8Array, what: string): unknown {
   }
 }
 
-/** Splits a snapshot file into its sections. Throws MalformedSnapshotFile; checks nothing cryptographic but the digest it computes. */
-export function parseSnapshotFile(bytes: Uint8Array): SnapshotFileParts {
+/**
+ * How many of a snapshot file's first bytes its evidence digest covers (header and payload), from
+ * its header alone: a caller may hash them in slices and hand the digest to parseSnapshotFile.
+ * Throws MalformedSnapshotFile.
+ */
+export function snapshotEvidenceCoveredBytes(bytes: Uint8Array): number {
+  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (buf.byteLength < FILE_HEADER_BYTES) throw malformed(`${buf.byteLength} bytes is shorter than the header`);
+  const covered = FILE_HEADER_BYTES + readU64(buf, 8);
+  if (!Number.isSafeInteger(covered) || covered > buf.byteLength) throw malformed('payload overruns the file');
+  return covered;
+}
+
+/**
+ * Splits a snapshot file into its sections. Throws MalformedSnapshotFile; checks nothing
+ * cryptographic but the digest it computes — or takes `evidenceDigest`, the SHA-256 of the
+ * snapshotEvidenceCoveredBytes first bytes, from a caller that hashed them in slices.
+ */
+export function parseSnapshotFile(bytes: Uint8Array, evidenceDigest?: Uint8Array): SnapshotFileParts {
   const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   if (buf.byteLength < FILE_HEADER_BYTES) throw malformed(`${buf.byteLength} bytes is shorter than the header`);
   if (!bytesEqual(buf.subarray(0, 4), SNAPSHOT_FILE_MAGIC)) throw malformed('not a Covenant snapshot file (bad magic)');
@@ -132,7 +149,7 @@ export function parseSnapshotFile(bytes: Uint8Array): SnapshotFileParts {
     if (receiptLength !== rest.byteLength - RECEIPT_HEADER_BYTES || receiptLength > JSON_SECTION_BYTES_MAX) throw malformed('receipt section length does not match the file');
     receipt = parseJson(rest.subarray(RECEIPT_HEADER_BYTES), 'receipt');
   }
-  return { kv, meta, receipt, digest: sha256(buf.subarray(0, covered)), evidenceCoveredBytes: covered };
+  return { kv, meta, receipt, digest: evidenceDigest ?? sha256(buf.subarray(0, covered)), evidenceCoveredBytes: covered };
 }
 
 export interface SnapshotFileName {

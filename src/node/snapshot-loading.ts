@@ -5,8 +5,9 @@
  * that a joining or restarting node keeps answering requests and its peers while it loads.
  */
 import type { Clock } from '../base/clock.js';
+import { createHasher } from '../crypto/index.js';
 import type { SnapshotLoader, Store } from '../kv/index.js';
-import { snapshotLoadCheckBytes, snapshotSliceCheckEntries, snapshotSliceEntriesMax, snapshotSliceMs } from './limits.js';
+import { snapshotDigestSliceBytes, snapshotLoadCheckBytes, snapshotSliceCheckEntries, snapshotSliceEntriesMax, snapshotSliceMs } from './limits.js';
 
 /** The loaded store, or undefined when `stopped` said so between two slices. Rejects with the loader's error (MalformedSnapshot, LedgerDecryptionFailed). */
 export function loadSnapshotInSlices(clock: Clock, loader: SnapshotLoader, stopped: () => boolean = () => false): Promise<Store | undefined> {
@@ -36,4 +37,23 @@ function loadSlice(clock: Clock, loader: SnapshotLoader): boolean {
     if (clock.monotonicMs() - startMs >= snapshotSliceMs) return false;
   }
   return false;
+}
+
+/**
+ * SHA-256 of `bytes`, snapshotDigestSliceBytes per turn: a node serving a large snapshot checks its
+ * evidence digest without holding its event loop (a primary would otherwise miss its heartbeats).
+ */
+export function digestInSlices(clock: Clock, bytes: Uint8Array): Promise<Uint8Array> {
+  const hasher = createHasher('sha-256');
+  let offset = 0;
+  return new Promise((resolve) => {
+    const slice = (): void => {
+      const end = Math.min(bytes.byteLength, offset + snapshotDigestSliceBytes);
+      hasher.update(bytes.subarray(offset, end));
+      offset = end;
+      if (offset === bytes.byteLength) resolve(hasher.digest());
+      else clock.defer(slice);
+    };
+    slice();
+  });
 }

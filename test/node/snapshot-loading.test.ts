@@ -1,12 +1,14 @@
 // A node loads a snapshot's store one bounded slice per turn (src/node/snapshot-loading.ts): other
 // work runs between slices, each slice stays within the entry bound (a clock that stands still)
-// or the time bound (a clock that moves), and a stop between slices ends the load.
+// or the time bound (a clock that moves), and a stop between slices ends the load. A snapshot it
+// serves is hashed over several turns too.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import type { Clock } from '../../src/base/clock.js';
 import { LedgerEncryptor, SnapshotLoader, Store, stringCodec } from '../../src/kv/index.js';
-import { snapshotSliceEntriesMax, snapshotSliceMs } from '../../src/node/limits.js';
-import { loadSnapshotInSlices } from '../../src/node/snapshot-loading.js';
+import { snapshotDigestSliceBytes, snapshotSliceEntriesMax, snapshotSliceMs } from '../../src/node/limits.js';
+import { digestInSlices, loadSnapshotInSlices } from '../../src/node/snapshot-loading.js';
 
 const encryptor = new LedgerEncryptor(new Uint8Array(32).fill(5));
 const RECORDS = 3 * snapshotSliceEntriesMax + 100;
@@ -120,4 +122,16 @@ test('a damaged snapshot rejects the load with the loader\'s error', async () =>
   });
   await clock.runUntil(() => failure !== undefined, 1000);
   assert.match(String(failure), /body digest does not match/);
+});
+
+test('a served snapshot is hashed over several turns, to the digest of one call', async () => {
+  const bytes = new Uint8Array(3 * snapshotDigestSliceBytes + 12345).map((_, i) => i % 251);
+  const clock = new TurnClock(0);
+  let digest: Uint8Array | undefined;
+  void digestInSlices(clock, bytes).then((d) => {
+    digest = d;
+  });
+  const turns = await clock.runUntil(() => digest !== undefined, 100);
+  assert.equal(turns, 3, 'the first slice runs at once, then one per turn');
+  assert.deepEqual(Buffer.from(digest!), createHash('sha256').update(bytes).digest());
 });
