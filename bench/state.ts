@@ -12,10 +12,11 @@
  *
  *   npm run bench -- --state 1000000 [--connections 64] [--report-every 10]
  */
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startNetwork, type TestNetwork } from '../src/testing/network.js';
-import type { StartedNode } from '../src/testing/node-process.js';
+import { startNetwork, until, type TestNetwork } from '../src/testing/network.js';
+import { joinOptionsOf, removeDir, startJoiningNode, type StartedNode } from '../src/testing/node-process.js';
 import { buildRequest, percentile, runLoad, type LoadTarget } from './load.js';
 import { rssMb } from './proc.js';
 
@@ -38,15 +39,15 @@ interface NodeFigures {
   event_loop_max_ms: number | null;
 }
 
-function newestCommittedSnapshot(node: StartedNode): { seqno: number; bytes: number } | undefined {
+function newestCommittedSnapshot(node: StartedNode): { seqno: number; bytes: number; name: string } | undefined {
   const dir = join(node.dir, 'snapshots');
   if (!existsSync(dir)) return undefined;
-  let best: { seqno: number; bytes: number } | undefined;
+  let best: { seqno: number; bytes: number; name: string } | undefined;
   for (const name of readdirSync(dir)) {
     const m = /^snapshot_(\d+)_\d+\.committed$/.exec(name);
     if (!m) continue;
     const seqno = Number(m[1]);
-    if (best === undefined || seqno > best.seqno) best = { seqno, bytes: statSync(join(dir, name)).size };
+    if (best === undefined || seqno > best.seqno) best = { seqno, bytes: statSync(join(dir, name)).size, name };
   }
   return best;
 }
@@ -145,7 +146,57 @@ export async function stateBench(args: StateArgs): Promise<void> {
         latency_p99_ms: Math.round(result.latencyP99Ms * 10) / 10,
       }),
     );
+    await joinFromSnapshot(network);
   } finally {
     await network.stopAll();
+  }
+}
+
+/**
+ * After the fill: a fourth node joins from the primary's newest committed snapshot (copied into its
+ * snapshots directory, as an operator would; verified and loaded at start) and catches up; one JSON line reports spawn → PartOfNetwork, spawn → its commit
+ * reaching the primary's, the snapshot it started from, its RSS and event-loop delay, and the views
+ * of the three nodes (a change is an election during the join).
+ */
+async function joinFromSnapshot(network: TestNetwork): Promise<void> {
+  const primary = await network.primary();
+  const viewsBefore = await Promise.all(network.nodes.map(async (n) => (await figuresOf(n)).view));
+  const committedOf = async (node: StartedNode) => {
+    const answer = await node.client.request('GET', '/node/commit', { timeoutMs: 5000 }).catch(() => undefined);
+    return Number(String(answer?.body?.transaction_id ?? '0.0').split('.')[1]);
+  };
+  const target = await committedOf(primary);
+  const snapshot = newestCommittedSnapshot(primary);
+  const dir = mkdtempSync(join(tmpdir(), 'covenant-state-join-'));
+  if (snapshot !== undefined) {
+    mkdirSync(join(dir, 'snapshots'));
+    copyFileSync(join(primary.dir, 'snapshots', snapshot.name), join(dir, 'snapshots', snapshot.name));
+  }
+  const started = performance.now();
+  const joiner = await startJoiningNode({ ...joinOptionsOf(primary), dir, configPatch: { logging: { level: 'fail' } }, readyTimeoutMs: 30 * 60_000 });
+  try {
+    const joinedS = (performance.now() - started) / 1000;
+    await until('the joiner to catch up', async () => ((await committedOf(joiner)) >= target ? true : undefined), 30 * 60_000, 100);
+    const caughtUpS = (performance.now() - started) / 1000;
+    const state = await joiner.client.request('GET', '/node/state', { timeoutMs: 5000 });
+    const figures = await figuresOf(joiner);
+    const metrics = await joiner.client.request('GET', '/node/metrics', { timeoutMs: 5000 }).catch(() => undefined);
+    const viewsAfter = await Promise.all(network.nodes.map(async (n) => (await figuresOf(n)).view));
+    console.log(
+      JSON.stringify({
+        bench: 'state-join',
+        startup_seqno: (state.body?.startup_seqno as number | undefined) ?? null,
+        snapshot_bytes: snapshot?.bytes ?? null,
+        commit_seqno_to_reach: target,
+        spawn_to_part_of_network_s: Math.round(joinedS * 10) / 10,
+        spawn_to_caught_up_s: Math.round(caughtUpS * 10) / 10,
+        joiner_rss_mb: figures.rss_mb,
+        joiner_event_loop_max_since_start_ms: (metrics?.body?.event_loop?.since_start?.max_ms as number | undefined) ?? null,
+        view_changes: viewsAfter.map((v, i) => (v === null || viewsBefore[i] === null ? null : v - viewsBefore[i]!)),
+      }),
+    );
+  } finally {
+    await joiner.stop();
+    removeDir(joiner.dir);
   }
 }

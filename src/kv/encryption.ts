@@ -13,7 +13,7 @@
  * An empty plaintext is not encrypted (empty in, empty out): the private part of a transaction
  * that wrote no private map costs nothing, and its absence is covered by the ledger entry digest.
  */
-import { createCipheriv, createDecipheriv, hkdfSync } from 'node:crypto';
+import { createCipheriv, createDecipheriv, hkdfSync, type DecipherGCM } from 'node:crypto';
 import { assert, type Seqno, type View } from '../base/index.js';
 import { decryptionFailed, noLedgerSecret } from './errors.js';
 
@@ -125,6 +125,74 @@ function open(key: Buffer, iv: Buffer, sealed: Uint8Array, aad: Uint8Array, what
   }
 }
 
+/** Enciphering in place goes through this much at a time (each chunk's output is a temporary copy). */
+const IN_PLACE_CHUNK_BYTES = 1 << 20;
+
+/**
+ * A decryption spread over calls (a large snapshot section, a slice per turn): `step` deciphers at
+ * most `bytesMax` more bytes; the last call checks the tag. The plaintext exists only once
+ * authenticated (result), as `open` gives it.
+ */
+export class IncrementalOpening {
+  readonly #decipher: DecipherGCM | undefined;
+  readonly #ciphertext: Uint8Array;
+  readonly #out: Uint8Array;
+  readonly #what: string;
+  #offset = 0;
+  #done = false;
+
+  constructor(key: Buffer, iv: Buffer, sealed: Uint8Array, aad: Uint8Array, what: string) {
+    this.#what = what;
+    if (sealed.byteLength === 0) {
+      this.#ciphertext = this.#out = EMPTY;
+      this.#done = true;
+      return;
+    }
+    if (sealed.byteLength < AES_GCM_TAG_BYTES) throw decryptionFailed(`${what}: ${sealed.byteLength} bytes is shorter than a tag`);
+    const split = sealed.byteLength - AES_GCM_TAG_BYTES;
+    this.#decipher = createDecipheriv('aes-256-gcm', key, iv, { authTagLength: AES_GCM_TAG_BYTES });
+    this.#decipher.setAuthTag(sealed.subarray(split));
+    if (aad.byteLength > 0) this.#decipher.setAAD(aad);
+    this.#ciphertext = sealed.subarray(0, split);
+    // A buffer of its own (not a pool slice): decoded values may be carved from it or copied out.
+    this.#out = new Uint8Array(Buffer.allocUnsafeSlow(split).buffer, 0, split);
+  }
+
+  /** Deciphers at most `bytesMax` more bytes; true once all are and the tag verified. Throws LedgerDecryptionFailed. */
+  step(bytesMax: number): boolean {
+    assert(Number.isSafeInteger(bytesMax) && bytesMax > 0, `bad decryption step ${bytesMax}`);
+    if (this.#done) return true;
+    const decipher = this.#decipher!;
+    const end = Math.min(this.#ciphertext.byteLength, this.#offset + bytesMax);
+    let written = this.#offset;
+    if (end > this.#offset) {
+      const body = decipher.update(this.#ciphertext.subarray(this.#offset, end));
+      this.#out.set(body, written);
+      written += body.byteLength;
+    }
+    this.#offset = end;
+    if (end < this.#ciphertext.byteLength) {
+      assert(written === end, 'AES-GCM deciphers as many bytes as it is given');
+      return false;
+    }
+    let tail: Buffer;
+    try {
+      tail = decipher.final();
+    } catch {
+      throw decryptionFailed(`${this.#what}: authentication failed (wrong secret, wrong transaction id, or tampered bytes)`);
+    }
+    assert(tail.byteLength === 0 && written === end, 'AES-GCM deciphers every byte before final');
+    this.#done = true;
+    return true;
+  }
+
+  /** The authenticated plaintext (once step returned true). */
+  result(): Uint8Array {
+    assert(this.#done, 'the decryption is not finished');
+    return this.#out;
+  }
+}
+
 /** Encrypts and decrypts private write sets and snapshot sections with the ledger secrets. */
 export class LedgerEncryptor {
   readonly secrets: LedgerSecrets;
@@ -157,5 +225,29 @@ export class LedgerEncryptor {
   decryptSnapshot(view: View, seqno: Seqno, sealed: Uint8Array, aad: Uint8Array): Uint8Array {
     if (sealed.byteLength === 0) return EMPTY;
     return open(this.secrets.keysFor(seqno).snapshotKey, ivFor(view, seqno), sealed, aad, `snapshot at ${view}.${seqno}`);
+  }
+
+  /**
+   * encryptSnapshot in place: `region` (the plaintext) becomes the ciphertext, and the tag is
+   * written into `tag`, so that a large snapshot section is never held twice. The bytes are those
+   * of encryptSnapshot (AES-GCM is a stream: chunks of input give the same output).
+   */
+  encryptSnapshotInPlace(view: View, seqno: Seqno, region: Uint8Array, tag: Uint8Array, aad: Uint8Array): void {
+    assert(region.byteLength > 0 && tag.byteLength === AES_GCM_TAG_BYTES, 'a non-empty section and a tag-sized slot');
+    const cipher = createCipheriv('aes-256-gcm', this.secrets.keysFor(seqno).snapshotKey, ivFor(view, seqno), { authTagLength: AES_GCM_TAG_BYTES });
+    if (aad.byteLength > 0) cipher.setAAD(aad);
+    for (let offset = 0; offset < region.byteLength; offset += IN_PLACE_CHUNK_BYTES) {
+      const end = Math.min(region.byteLength, offset + IN_PLACE_CHUNK_BYTES);
+      const enciphered = cipher.update(region.subarray(offset, end));
+      assert(enciphered.byteLength === end - offset, 'AES-GCM enciphers as many bytes as it is given');
+      region.set(enciphered, offset);
+    }
+    assert(cipher.final().byteLength === 0, 'AES-GCM gives nothing at final');
+    tag.set(cipher.getAuthTag());
+  }
+
+  /** decryptSnapshot spread over calls (IncrementalOpening); the same plaintext and the same failures. */
+  openSnapshotIncrementally(view: View, seqno: Seqno, sealed: Uint8Array, aad: Uint8Array): IncrementalOpening {
+    return new IncrementalOpening(this.secrets.keysFor(seqno).snapshotKey, ivFor(view, seqno), sealed, aad, `snapshot at ${view}.${seqno}`);
   }
 }

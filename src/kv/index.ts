@@ -46,6 +46,7 @@ export {
   type PackedSnapshot,
   type PackedMap,
 } from './snapshot-slices.js';
+export { SnapshotLoader, loadSnapshotAtOnce } from './snapshot-loading.js';
 export {
   Store,
   Tx,

@@ -12,8 +12,8 @@
 import { createHash } from 'node:crypto';
 import { assert, bytesEqual, CovenantError, type Seqno, type View } from '../base/index.js';
 import { KvErrorCode, malformedSnapshot } from './errors.js';
-import { decodeWriteSet, encodeSortedPart, type WriteSet } from './write-set.js';
-import type { LedgerEncryptor } from './encryption.js';
+import { decodeWriteSet, sortedPartBytes, writeSortedPart, type WriteSet } from './write-set.js';
+import { AES_GCM_TAG_BYTES, type LedgerEncryptor } from './encryption.js';
 
 export const SNAPSHOT_MAGIC = new Uint8Array([0x43, 0x56, 0x4b, 0x53]); // "CVKS"
 export const SNAPSHOT_FORMAT = 1;
@@ -60,22 +60,27 @@ function readU64(buf: Buffer, offset: number, what: string): number {
 export function encodeSnapshot(input: SnapshotInput, encryptor: LedgerEncryptor): Uint8Array {
   assert(Number.isSafeInteger(input.version) && input.version >= 0, `bad snapshot version ${input.version}`);
   assert(Number.isInteger(input.view) && input.view >= 0 && input.view <= 0xffff_ffff, `bad snapshot view ${input.view}`);
-  const aad = Buffer.alloc(AAD_BYTES);
-  aad.set(SNAPSHOT_MAGIC, 0);
-  aad[4] = SNAPSHOT_FORMAT;
-  writeU64(aad, input.version, 5);
-  aad.writeUInt32LE(input.view, 13);
-  const publicPart = encodeSortedPart(input.publicMaps);
-  const privateEncrypted = encryptor.encryptSnapshot(input.view, input.version, encodeSortedPart(input.privateMaps), aad);
-  const bodyLength = 16 + publicPart.byteLength + privateEncrypted.byteLength;
-  const out = Buffer.allocUnsafe(SNAPSHOT_HEADER_BYTES + bodyLength);
-  out.set(aad, 0);
+  // Each section is encoded where it belongs in the one output buffer, and the private one
+  // encrypted there in place: a large snapshot is held once while it is made, not three times.
+  const publicBytes = sortedPartBytes(input.publicMaps);
+  const privateBytes = sortedPartBytes(input.privateMaps);
+  const encryptedBytes = privateBytes === 0 ? 0 : privateBytes + AES_GCM_TAG_BYTES;
+  const out = Buffer.allocUnsafe(SNAPSHOT_HEADER_BYTES + 16 + publicBytes + encryptedBytes);
+  out.set(SNAPSHOT_MAGIC, 0);
+  out[4] = SNAPSHOT_FORMAT;
+  writeU64(out, input.version, 5);
+  out.writeUInt32LE(input.view, 13);
+  const aad = out.subarray(0, AAD_BYTES);
   let offset = SNAPSHOT_HEADER_BYTES;
-  writeU64(out, publicPart.byteLength, offset);
-  out.set(publicPart, offset + 8);
-  offset += 8 + publicPart.byteLength;
-  writeU64(out, privateEncrypted.byteLength, offset);
-  out.set(privateEncrypted, offset + 8);
+  writeU64(out, publicBytes, offset);
+  if (publicBytes > 0) writeSortedPart(input.publicMaps, out, offset + 8);
+  offset += 8 + publicBytes;
+  writeU64(out, encryptedBytes, offset);
+  offset += 8;
+  if (privateBytes > 0) {
+    writeSortedPart(input.privateMaps, out, offset);
+    encryptor.encryptSnapshotInPlace(input.view, input.version, out.subarray(offset, offset + privateBytes), out.subarray(offset + privateBytes, offset + encryptedBytes), aad);
+  }
   const digest = createHash('sha256').update(out.subarray(SNAPSHOT_HEADER_BYTES)).digest();
   out.set(digest, AAD_BYTES);
   return out;
@@ -96,31 +101,49 @@ export function readSnapshotHeader(bytes: Uint8Array): SnapshotHeader {
   };
 }
 
-/** Checks the digest and decodes the maps; the private maps only when an encryptor is given. */
-export function decodeSnapshot(bytes: Uint8Array, encryptor: LedgerEncryptor | undefined): SnapshotMaps {
-  const header = readSnapshotHeader(bytes);
+/** A snapshot's body split into its sections (after its digest was checked). Throws MalformedSnapshot. */
+export interface SnapshotSections {
+  readonly publicPart: Buffer;
+  readonly privateEncrypted: Buffer;
+  /** The additional data the private section is bound to (the first header bytes). */
+  readonly aad: Buffer;
+}
+
+export function snapshotSections(bytes: Uint8Array): SnapshotSections {
   const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const body = buf.subarray(SNAPSHOT_HEADER_BYTES);
-  if (!bytesEqual(createHash('sha256').update(body).digest(), header.bodyDigest)) {
-    throw malformedSnapshot('body digest does not match the header');
-  }
   if (body.byteLength < 8) throw malformedSnapshot('truncated public section length');
   const publicLength = readU64(body, 0, 'public section length');
   if (publicLength > body.byteLength - 16) throw malformedSnapshot('public section overruns the body');
   const publicPart = body.subarray(8, 8 + publicLength);
   const privateLength = readU64(body, 8 + publicLength, 'private section length');
   if (privateLength !== body.byteLength - 16 - publicLength) throw malformedSnapshot('private section length does not match the body');
-  const privateEncrypted = body.subarray(16 + publicLength);
+  return { publicPart, privateEncrypted: body.subarray(16 + publicLength), aad: buf.subarray(0, AAD_BYTES) };
+}
+
+/** The body of a snapshot whose header was read (readSnapshotHeader): what bodyDigest covers. */
+export function snapshotBody(bytes: Uint8Array): Buffer {
+  return Buffer.from(bytes.buffer, bytes.byteOffset + SNAPSHOT_HEADER_BYTES, bytes.byteLength - SNAPSHOT_HEADER_BYTES);
+}
+
+/** Checks the digest and decodes the maps; the private maps only when an encryptor is given. */
+export function decodeSnapshot(bytes: Uint8Array, encryptor: LedgerEncryptor | undefined): SnapshotMaps {
+  const header = readSnapshotHeader(bytes);
+  if (!bytesEqual(createHash('sha256').update(snapshotBody(bytes)).digest(), header.bodyDigest)) {
+    throw malformedSnapshot('body digest does not match the header');
+  }
+  const { publicPart, privateEncrypted, aad } = snapshotSections(bytes);
   const publicMaps = asSnapshotError(() => decodeWriteSet(publicPart, { domain: 'public', valuesOnly: true }));
   let privateMaps: WriteSet | undefined;
   if (encryptor !== undefined) {
-    const plain = encryptor.decryptSnapshot(header.view, header.seqno, privateEncrypted, buf.subarray(0, AAD_BYTES));
+    const plain = encryptor.decryptSnapshot(header.view, header.seqno, privateEncrypted, aad);
     privateMaps = asSnapshotError(() => decodeWriteSet(plain, { domain: 'private', valuesOnly: true }));
   }
   return { version: header.seqno, view: header.view, publicMaps, privateMaps };
 }
 
-function asSnapshotError<T>(decode: () => T): T {
+/** Runs a decode, its MalformedWriteSet reported as MalformedSnapshot. */
+export function asSnapshotError<T>(decode: () => T): T {
   try {
     return decode();
   } catch (e) {

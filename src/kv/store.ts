@@ -62,6 +62,8 @@ export type RollbackListener = (version: Seqno) => void;
 // Module-private access between Tx and Store (TX_WRITES and TX_WRITE: see map-handles.ts).
 const STORE_APPLY = Symbol("apply");
 const VIEW_STATE = Symbol('state');
+/** Builds a store from a whole state (snapshot-loading.ts); not part of the package's face. */
+export const RESTORE_STATE = Symbol('restore');
 
 /** A read-only view of the store at one version. */
 export class StoreView {
@@ -444,13 +446,18 @@ export class Store {
    */
   static fromSnapshot(bytes: Uint8Array, encryptor?: LedgerEncryptor, options: StoreOptions = {}): Store {
     const snapshot: SnapshotMaps = decodeSnapshot(bytes, encryptor);
-    const store = new Store(options);
     let state = applyToState(EMPTY_STATE, snapshot.publicMaps);
     if (snapshot.privateMaps !== undefined) state = applyToState(state, snapshot.privateMaps);
+    return Store[RESTORE_STATE](snapshot.version, state, options);
+  }
+
+  /** A store at `version`, committed, whose state is `state`. */
+  static [RESTORE_STATE](version: Seqno, state: KvState, options: StoreOptions): Store {
+    const store = new Store(options);
     store.#committed = state;
     store.#current = state;
-    store.#version = snapshot.version;
-    store.#committedVersion = snapshot.version;
+    store.#version = version;
+    store.#committedVersion = version;
     return store;
   }
 

@@ -37,8 +37,8 @@ export interface EncodedWriteSet {
 
 export const WRITE_SET_FORMAT = 1;
 
-const TAG_REMOVE = 0;
-const TAG_VALUE = 1;
+export const TAG_REMOVE = 0;
+export const TAG_VALUE = 1;
 const EMPTY = new Uint8Array(0);
 const EMPTY_WRITE_SET: WriteSet = new Map();
 
@@ -103,25 +103,40 @@ export function encodeWriteSetPart(maps: readonly (readonly [string, ReadonlyMap
  */
 export function encodeSortedPart(maps: Iterable<readonly [string, SortedWrites]>, include: (name: string) => boolean = ANY_MAP): Uint8Array {
   // First pass: exact size, so that the part is written into one allocation.
+  const size = sortedPartBytes(maps, include);
+  if (size === 0) return EMPTY;
+  const out = Buffer.allocUnsafe(size);
+  writeSortedPart(maps, out, 0, include);
+  return out;
+}
+
+/** The size encodeSortedPart's result would have (0 for a part with no maps). */
+export function sortedPartBytes(maps: Iterable<readonly [string, SortedWrites]>, include: (name: string) => boolean = ANY_MAP): number {
   encodeInclude = include;
   encodeSize = 5;
   encodeMapCount = 0;
   visitMaps(maps, sizeMap);
-  if (encodeMapCount === 0) {
-    encodeInclude = ANY_MAP;
-    return EMPTY;
-  }
-  const out = Buffer.allocUnsafe(encodeSize);
-  out[0] = WRITE_SET_FORMAT;
-  out.writeUInt32LE(encodeMapCount, 1);
+  encodeInclude = ANY_MAP;
+  return encodeMapCount === 0 ? 0 : encodeSize;
+}
+
+/**
+ * Writes what encodeSortedPart returns into `out` at `offset` (exactly sortedPartBytes bytes, which
+ * must be more than 0): a large part (a snapshot section) is then written where it belongs, not copied there.
+ */
+export function writeSortedPart(maps: Iterable<readonly [string, SortedWrites]>, out: Buffer, offset: number, include: (name: string) => boolean = ANY_MAP): void {
+  const size = sortedPartBytes(maps, include);
+  assert(size > 0 && offset + size <= out.byteLength, 'a part with maps fits where it is written');
+  encodeInclude = include;
+  out[offset] = WRITE_SET_FORMAT;
+  out.writeUInt32LE(encodeMapCount, offset + 1);
   encodeOut = out;
-  encodeOffset = 5;
+  encodeOffset = offset + 5;
   visitMaps(maps, writeMap);
-  const offset = encodeOffset;
+  const end = encodeOffset;
   encodeOut = EMPTY_BUFFER;
   encodeInclude = ANY_MAP;
-  assert(offset === encodeSize, () => `write-set size: wrote ${offset} of ${encodeSize} bytes`);
-  return out;
+  assert(end === offset + size, () => `write-set size: wrote ${end - offset} of ${size} bytes`);
 }
 
 // The state of the encodeSortedPart in progress (see isCanonical for why it is module-level).
@@ -194,7 +209,8 @@ export function encodeWriteSet(writes: WriteSet): EncodedWriteSet {
   return { publicBytes: encodeSortedPart(canonical, isPublicMapName), privateBytes: encodeSortedPart(canonical, PRIVATE_MAP) };
 }
 
-class Reader {
+/** Reads a write-set part, failing MalformedWriteSet on any overrun (also used by snapshot-loading.ts). */
+export class Reader {
   offset = 0;
   constructor(readonly buf: Buffer) {}
 
@@ -233,7 +249,7 @@ class Reader {
   }
 }
 
-function compareSpans(buf: Buffer, a: [number, number], b: [number, number]): number {
+export function compareSpans(buf: Buffer, a: [number, number], b: [number, number]): number {
   return buf.compare(buf, b[0], b[1], a[0], a[1]);
 }
 

@@ -47,6 +47,7 @@ export {
   encodeSnapshotReceipt,
   formatSnapshotFileName,
   parseSnapshotFile,
+  snapshotEvidenceCoveredBytes,
   parseSnapshotFileName,
   SNAPSHOT_FILE_FORMAT,
   type SnapshotFileName,

@@ -63,19 +63,26 @@ function readU64(buf: Buffer, offset: number): number {
 
 /** The file as first written (no receipt): its SHA-256 is the evidence. */
 export function encodeSnapshotFile(kv: Uint8Array, meta: SnapshotMeta): Uint8Array {
+  return Buffer.concat(encodeSnapshotFileParts(kv, meta));
+}
+
+/**
+ * encodeSnapshotFile as the pieces that follow one another in the file: what comes before the
+ * store's bytes, the store's bytes themselves (not copied: they are most of a large snapshot), and
+ * the metadata section.
+ */
+export function encodeSnapshotFileParts(kv: Uint8Array, meta: SnapshotMeta): [Uint8Array, Uint8Array, Uint8Array] {
   const metaBytes = utf8.encode(JSON.stringify(meta));
   const payloadLength = 8 + kv.byteLength + 4 + metaBytes.byteLength;
-  const out = Buffer.alloc(FILE_HEADER_BYTES + payloadLength);
-  out.set(SNAPSHOT_FILE_MAGIC, 0);
-  out[4] = SNAPSHOT_FILE_FORMAT;
-  writeU64(out, payloadLength, 8);
-  let offset = FILE_HEADER_BYTES;
-  writeU64(out, kv.byteLength, offset);
-  out.set(kv, offset + 8);
-  offset += 8 + kv.byteLength;
-  out.writeUInt32LE(metaBytes.byteLength, offset);
-  out.set(metaBytes, offset + 4);
-  return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
+  const head = Buffer.alloc(FILE_HEADER_BYTES + 8);
+  head.set(SNAPSHOT_FILE_MAGIC, 0);
+  head[4] = SNAPSHOT_FILE_FORMAT;
+  writeU64(head, payloadLength, 8);
+  writeU64(head, kv.byteLength, FILE_HEADER_BYTES);
+  const tail = Buffer.alloc(4 + metaBytes.byteLength);
+  tail.writeUInt32LE(metaBytes.byteLength, 0);
+  tail.set(metaBytes, 4);
+  return [head, kv, tail];
 }
 
 /** The section appended to a snapshot once its evidence is committed. */
@@ -96,8 +103,25 @@ function parseJson(bytes: Uint8Array, what: string): unknown {
   }
 }
 
-/** Splits a snapshot file into its sections. Throws MalformedSnapshotFile; checks nothing cryptographic but the digest it computes. */
-export function parseSnapshotFile(bytes: Uint8Array): SnapshotFileParts {
+/**
+ * How many of a snapshot file's first bytes its evidence digest covers (header and payload), from
+ * its header alone: a caller may hash them in slices and hand the digest to parseSnapshotFile.
+ * Throws MalformedSnapshotFile.
+ */
+export function snapshotEvidenceCoveredBytes(bytes: Uint8Array): number {
+  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (buf.byteLength < FILE_HEADER_BYTES) throw malformed(`${buf.byteLength} bytes is shorter than the header`);
+  const covered = FILE_HEADER_BYTES + readU64(buf, 8);
+  if (!Number.isSafeInteger(covered) || covered > buf.byteLength) throw malformed('payload overruns the file');
+  return covered;
+}
+
+/**
+ * Splits a snapshot file into its sections. Throws MalformedSnapshotFile; checks nothing
+ * cryptographic but the digest it computes — or takes `evidenceDigest`, the SHA-256 of the
+ * snapshotEvidenceCoveredBytes first bytes, from a caller that hashed them in slices.
+ */
+export function parseSnapshotFile(bytes: Uint8Array, evidenceDigest?: Uint8Array): SnapshotFileParts {
   const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   if (buf.byteLength < FILE_HEADER_BYTES) throw malformed(`${buf.byteLength} bytes is shorter than the header`);
   if (!bytesEqual(buf.subarray(0, 4), SNAPSHOT_FILE_MAGIC)) throw malformed('not a Covenant snapshot file (bad magic)');
@@ -125,7 +149,7 @@ export function parseSnapshotFile(bytes: Uint8Array): SnapshotFileParts {
     if (receiptLength !== rest.byteLength - RECEIPT_HEADER_BYTES || receiptLength > JSON_SECTION_BYTES_MAX) throw malformed('receipt section length does not match the file');
     receipt = parseJson(rest.subarray(RECEIPT_HEADER_BYTES), 'receipt');
   }
-  return { kv, meta, receipt, digest: sha256(buf.subarray(0, covered)), evidenceCoveredBytes: covered };
+  return { kv, meta, receipt, digest: evidenceDigest ?? sha256(buf.subarray(0, covered)), evidenceCoveredBytes: covered };
 }
 
 export interface SnapshotFileName {

@@ -6,10 +6,10 @@
  * simulator and tests do them inline through their Disk. Both run writeSnapshotJob, so the bytes
  * do not depend on where they were made.
  */
-import { sha256 } from '../crypto/index.js';
+import { createHasher } from '../crypto/index.js';
 import { encodePackedSnapshot, LedgerEncryptor, type PackedSnapshot } from '../kv/index.js';
 import type { Disk } from './disk.js';
-import { encodeSnapshotFile, type SnapshotMeta } from './snapshot-file.js';
+import { encodeSnapshotFileParts, type SnapshotMeta } from './snapshot-file.js';
 
 export interface SnapshotWriteJob {
   readonly packed: PackedSnapshot;
@@ -32,25 +32,33 @@ export interface SnapshotWriter {
   close(): void;
 }
 
-/** The bytes of the file a job writes (its sections, without a receipt). */
-export function snapshotFileBytesOf(job: Pick<SnapshotWriteJob, 'packed' | 'secret' | 'meta'>): Uint8Array {
+/** The bytes of the file a job writes (its sections, without a receipt), as consecutive pieces (encodeSnapshotFileParts). */
+export function snapshotFilePartsOf(job: Pick<SnapshotWriteJob, 'packed' | 'secret' | 'meta'>): Uint8Array[] {
   const kv = encodePackedSnapshot(job.packed, new LedgerEncryptor(job.secret));
-  return encodeSnapshotFile(kv, job.meta);
+  return encodeSnapshotFileParts(kv, job.meta);
+}
+
+/** The bytes of the file a job writes, in one buffer. */
+export function snapshotFileBytesOf(job: Pick<SnapshotWriteJob, 'packed' | 'secret' | 'meta'>): Uint8Array {
+  return Buffer.concat(snapshotFilePartsOf(job));
 }
 
 /** Runs a job through `disk`: encodes, writes, syncs. Throws what the disk throws. */
 export function writeSnapshotJob(job: SnapshotWriteJob, disk: Disk): SnapshotWriteResult {
-  const bytes = snapshotFileBytesOf(job);
-  const digest = sha256(bytes);
+  // The pieces are hashed and written one after another: the store's bytes, most of the file, are held once.
+  const parts = snapshotFilePartsOf(job);
+  const hasher = createHasher('sha-256');
+  for (const part of parts) hasher.update(part);
+  const digest = hasher.digest();
   if (disk.exists(job.path)) disk.remove(job.path);
   const file = disk.createFile(job.path);
   try {
-    file.append([bytes]);
+    file.append(parts);
     file.sync();
   } finally {
     file.close();
   }
-  return { digest, sizeBytes: bytes.byteLength };
+  return { digest, sizeBytes: parts.reduce((sum, part) => sum + part.byteLength, 0) };
 }
 
 /** Writes on the caller's thread (the simulator's disk, tests): answers once written. */

@@ -303,9 +303,33 @@ export const snapshotSliceCheckEntries = 256;
  * joining and serving from the others).
  */
 export const snapshotsUnevidencedMax = 2;
+/**
+ * Loading a snapshot (src/kv/snapshot-loading.ts, at start and at join) follows the same slices as
+ * packing one (snapshotSliceMs, snapshotSliceEntriesMax, a look at the clock every
+ * snapshotSliceCheckEntries entries decoded); while it hashes or deciphers the file it looks at the
+ * clock every snapshotLoadCheckBytes. SHA-256 and AES-GCM run at several hundred MB/s on a core
+ * here, so 64 KiB is well under a millisecond even on a loaded one.
+ */
+export const snapshotLoadCheckBytes = 64 * 1024;
+/**
+ * A snapshot's store of at most this size is loaded in the turn that needs it rather than in
+ * slices, so that a start-up flow continues without yielding (a young service's snapshots, the
+ * simulator's, which hold little more than the governance tables). Decoding costs about 1.5 µs an
+ * entry on an idle core here (20 µs on a loaded one), and an entry takes at least 10 bytes: 64 KiB
+ * is at most ~6,500 entries, ~10 ms idle; a real 64 KiB snapshot (the constitution is ~25 KB of
+ * it) has far fewer.
+ */
+export const snapshotLoadAtOnceBytesMax = 64 * 1024;
+/**
+ * A node checking a snapshot before serving it hashes this much of the file per turn: SHA-256 runs
+ * at several hundred MB/s on a core here, so 1 MiB is a few ms (a 200 MB snapshot, 200 turns).
+ */
+export const snapshotDigestSliceBytes = 1 << 20;
 assert(snapshotSliceMs < eventLoopTurnMsBound / 2, 'a slice of a snapshot fits well within the turn bound');
 assert(snapshotSliceCheckEntries * 0.02 < eventLoopTurnMsBound - snapshotSliceMs, 'between two looks at the clock a slice cannot overrun the turn bound (even at 20 µs per entry)');
 assert(snapshotSliceCheckEntries <= snapshotSliceEntriesMax, 'a slice checks the clock before its entry bound');
 assert(snapshotsUnevidencedMax >= 1, 'a node can hold the snapshot it is writing');
 assert(requestTurnMs < eventLoopTurnMsBound / 2, 'a turn of requests fits well within the turn bound');
 assert(requestsPerTurnMax >= pipelinedRequestsPerSessionDefault, 'one connection\'s whole pipeline can run in one turn');
+assert((snapshotDigestSliceBytes / 50e6) * 1000 < eventLoopTurnMsBound, 'a slice of a digest fits within the turn bound (even at 50 MB/s)');
+assert((snapshotLoadCheckBytes / 50e6) * 1000 < eventLoopTurnMsBound - snapshotSliceMs, 'between two looks at the clock a load cannot overrun the turn bound (even at 50 MB/s)');

@@ -35,6 +35,7 @@ import { checkStartInputs, flowFor, joinFlow, recoverFlow, restartFlow, startCon
 import { ADMISSION_CHECKS, admit } from './join/admission.js';
 import { pendingNodesMax } from './limits.js';
 import { ServedSnapshotVerdicts } from './snapshot-trust.js';
+import { digestInSlices } from './snapshot-loading.js';
 import { verifySnapshotFile } from './snapshots.js';
 import type { JoinClient, JoinRequest, JoinResponse } from './join.js';
 import type { NodeLifecycleState } from './lifecycle.js';
@@ -93,8 +94,9 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
     this.parts = new NodeComposition(init);
     this.#servedSnapshots = new ServedSnapshotVerdicts(
       () => this.serviceCertificatePem,
-      (name, bytes, certificate) => void verifySnapshotFile(name, bytes, certificate),
+      (name, bytes, certificate, evidenceDigest) => void verifySnapshotFile(name, bytes, certificate, evidenceDigest),
       init.logger,
+      (bytes) => digestInSlices(init.clock, bytes),
     );
   }
 

@@ -13,12 +13,13 @@ import type { Clock } from '../base/clock.js';
 import type { KeyObject } from 'node:crypto';
 import { loadPublicKey, verifyEcdsa, verifyEcdsaAsync } from '../crypto/index.js';
 import { HistoryTree } from '../merkle/index.js';
-import { AES_GCM_TAG_BYTES, Store, copyValue, decodeWriteSet } from '../kv/index.js';
+import { AES_GCM_TAG_BYTES, SnapshotLoader, Store, copyValue, decodeWriteSet, loadSnapshotAtOnce, type LedgerEncryptor } from '../kv/index.js';
+import { loadSnapshotInSlices } from './snapshot-loading.js';
 import { type DecodedEntry, type Disk, type EntryLeavesRequest, EntryFlags, Ledger, checkEntry, decodeEntry, entryLeaf, hasFlag, isLedgerError } from '../ledger/index.js';
 import type { Entry } from '../consensus/index.js';
 import { nodeError } from './errors.js';
 import type { LedgerSecrets } from './identity/ledger-secrets.js';
-import { recoveryReadBatchBytesMax, recoveryReadBatchEntriesMax, replayUncommittedVersionsMax } from './limits.js';
+import { recoveryReadBatchBytesMax, recoveryReadBatchEntriesMax, replayUncommittedVersionsMax, snapshotLoadAtOnceBytesMax } from './limits.js';
 import { treeOfSnapshot, type StartupSnapshot } from './snapshots.js';
 import { configurationOf, signatureRecordOf } from './tables.js';
 import { GroupedSync } from './grouped-sync.js';
@@ -231,19 +232,41 @@ export class Replica {
   }
 
   /**
-   * Loads the store and the Merkle tree from a snapshot; a fresh joiner also starts its ledger after
-   * it. A recovering node holds no secret of the snapshot's service yet and loads its public maps only.
+   * The store of a snapshot. A recovering node holds no secret of the snapshot's service yet and
+   * loads its public maps only. A snapshot small enough to load within one slice is loaded at once
+   * (in this turn: a flow continues without yielding); a larger one over many turns
+   * (snapshot-loading.ts), undefined when the node stopped meanwhile. Use as
+   * `replica.snapshotStoreAtOnce(s) ?? (await replica.snapshotStoreInSlices(s, stopped))`.
    */
-  installSnapshot(snapshot: StartupSnapshot, startLedger: boolean): void {
+  snapshotStoreAtOnce(snapshot: StartupSnapshot): Store | undefined {
+    if (snapshot.parts.kv.byteLength > snapshotLoadAtOnceBytesMax) return undefined;
+    return loadSnapshotAtOnce(snapshot.parts.kv, this.snapshotEncryptor(snapshot.seqno));
+  }
+
+  async snapshotStoreInSlices(snapshot: StartupSnapshot, stopped: () => boolean): Promise<Store | undefined> {
     const started = this.init.clock.monotonicMs();
+    const loader = new SnapshotLoader(snapshot.parts.kv, this.snapshotEncryptor(snapshot.seqno));
+    const store = await loadSnapshotInSlices(this.init.clock, loader, stopped);
+    if (store !== undefined) this.init.logger.info(`store of ${snapshot.name} loaded in ${Math.round(this.init.clock.monotonicMs() - started)}ms over ${loader.slices} turns of the event loop`);
+    return store;
+  }
+
+  private snapshotEncryptor(seqno: number): LedgerEncryptor | undefined {
     const secrets = this.init.secrets;
-    this.#store = Store.fromSnapshot(snapshot.parts.kv, secrets.covers(snapshot.seqno) ? secrets.framingFor(snapshot.seqno).encryptor : undefined);
+    return secrets.covers(seqno) ? secrets.framingFor(seqno).encryptor : undefined;
+  }
+
+  /** Takes the store loaded from a snapshot and the Merkle tree it carries; a fresh joiner also starts its ledger after it. */
+  installSnapshot(snapshot: StartupSnapshot, store: Store, startLedger: boolean): void {
+    assert(store.version === snapshot.seqno, 'the store is the snapshot\'s');
+    const started = this.init.clock.monotonicMs();
+    this.#store = store;
     for (const watch of this.storeWatchers) watch(this.store);
     this.#tree = treeOfSnapshot(snapshot.parts.meta, this.store);
     if (startLedger) this.ledger.startAt(snapshot.seqno);
     this.#commitSeqno = snapshot.seqno;
     this.#lastSignedSeqno = snapshot.seqno;
-    this.init.logger.info(`store and Merkle tree loaded from ${snapshot.name} in ${Math.round(this.init.clock.monotonicMs() - started)}ms`);
+    this.init.logger.info(`store and Merkle tree installed from ${snapshot.name} in ${Math.round(this.init.clock.monotonicMs() - started)}ms`);
   }
 
   /** Replays the node's own ledger after `fromSeqno` at restart (entries were checked when first written). */

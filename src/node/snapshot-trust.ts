@@ -19,7 +19,7 @@ import { assert } from '../base/assert.js';
 import { CovenantError, errorMessage } from '../base/errors.js';
 import type { Logger } from '../base/log.js';
 import { serviceEndorsementsOf, verifyReceipt, type Receipt, type VerifiedReceipt } from '../merkle/index.js';
-import { encodeSnapshotReceipt, parseSnapshotFile, parseSnapshotFileName, type Disk, type SnapshotFileParts } from '../ledger/index.js';
+import { encodeSnapshotReceipt, parseSnapshotFile, parseSnapshotFileName, snapshotEvidenceCoveredBytes, type Disk, type SnapshotFileParts } from '../ledger/index.js';
 import { servedSnapshotVerdictsMax } from './limits.js';
 
 /** A snapshot receipt verified against a service certificate, and the endorsements that made it so. */
@@ -125,8 +125,15 @@ export class ServedSnapshotVerdicts {
   constructor(
     /** The service certificate of the moment (a recovery changes it). */
     private readonly serviceCertificatePem: () => string,
-    private readonly verify: (name: string, bytes: Uint8Array, serviceCertificatePem: string) => void,
+    /** Verifies a file; `evidenceDigest`, when given, is the SHA-256 of the part its evidence covers. */
+    private readonly verify: (name: string, bytes: Uint8Array, serviceCertificatePem: string, evidenceDigest?: Uint8Array) => void,
     private readonly logger: Logger,
+    /**
+     * Hashes bytes over several turns (snapshot-loading.ts): a large snapshot's digest, hundreds of
+     * megabytes, would otherwise hold the serving node's event loop for a second or more. Without
+     * it verify hashes in one call.
+     */
+    private readonly digestInTurns?: (bytes: Uint8Array) => Promise<Uint8Array>,
   ) {}
 
   /** The verdict on the committed snapshot `name` at `path` of this size and time; `read` gives its bytes when they must be checked. */
@@ -137,7 +144,9 @@ export class ServedSnapshotVerdicts {
     let verdict: SnapshotVerdict;
     try {
       if (parseSnapshotFileName(name)?.committed !== true) throw new CovenantError('InvalidSnapshot', `${name} is not a committed snapshot name`, 400);
-      this.verify(name, await read(), certificate);
+      const bytes = await read();
+      const digest = this.digestInTurns === undefined ? undefined : await this.digestInTurns(bytes.subarray(0, snapshotEvidenceCoveredBytes(bytes)));
+      this.verify(name, bytes, certificate, digest);
     } catch (e) {
       verdict = errorMessage(e);
       this.logger.fail(`not serving snapshot ${path}: it does not verify against the service certificate: ${verdict}`);

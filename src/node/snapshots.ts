@@ -130,13 +130,13 @@ export function listCommittedSnapshots(disk: Disk, directories: readonly string[
  * the store and tree it holds are at the seqno of its name, and that its receipt verifies and
  * proves the evidence transaction of its name recorded exactly this file's digest.
  */
-export function verifySnapshotFile(name: string, bytes: Uint8Array, serviceCertificatePem: string): StartupSnapshot {
+export function verifySnapshotFile(name: string, bytes: Uint8Array, serviceCertificatePem: string, evidenceDigest?: Uint8Array): StartupSnapshot {
   const parsedName = parseSnapshotFileName(name);
   const invalid = (why: string) => new CovenantError('InvalidSnapshot', `snapshot ${name}: ${why}`, 400);
   if (!parsedName?.committed) throw invalid('not named snapshot_<seqno>_<evidence_seqno>.committed');
   let parts: SnapshotFileParts;
   try {
-    parts = parseSnapshotFile(bytes);
+    parts = parseSnapshotFile(bytes, evidenceDigest);
     const header = readSnapshotHeader(parts.kv);
     if (header.seqno !== parsedName.seqno) throw invalid(`holds the store at seqno ${header.seqno}`);
   } catch (e) {

@@ -79,7 +79,12 @@ export async function joinFlow(ctx: FlowContext, addresses: NodeAddresses, clien
   if (trusted === undefined) return;
   adoptNetworkInfo(ctx, trusted.response.network_info!);
   onEndorsed();
-  if (ctx.startupSnapshot) replica.installSnapshot(ctx.startupSnapshot, true);
+  if (ctx.startupSnapshot !== undefined) {
+    const snapshot = ctx.startupSnapshot;
+    const store = replica.snapshotStoreAtOnce(snapshot) ?? (await replica.snapshotStoreInSlices(snapshot, () => ctx.stopped()));
+    if (store === undefined) return;
+    replica.installSnapshot(snapshot, store, true);
+  }
   // Joining a recovering service from a snapshot: its ledger starts after the snapshot, so the
   // private phase reads the old entries' private domain from the snapshot on.
   ctx.recovery.startupSnapshot = ctx.startupSnapshot;

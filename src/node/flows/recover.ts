@@ -43,7 +43,8 @@ export async function recoverFlow(ctx: FlowContext, addresses: NodeAddresses): P
   }
   const previousFile = recover.previous_service_identity_file;
   const previousFromFile = previousFile === undefined ? undefined : readPreviousIdentity(ctx, previousFile);
-  const from = startFromSnapshot(ctx, previousFromFile);
+  const from = await startFromSnapshot(ctx, previousFromFile);
+  if (ctx.stopped()) return;
   // The entries' Merkle leaves are hashed on the node's leaf reader thread when it has one.
   const read = await readPublicLedger({ replica, logger, clock: init.clock, leafReader: init.entryLeafReader, yieldControl: () => ctx.sleep(0) }, from);
   if (ctx.stopped()) return;
@@ -114,7 +115,7 @@ function readPreviousIdentity(ctx: FlowContext, path: string): string {
  * against which the snapshot is checked); reading starts after it. Invalid snapshots are left in
  * place: the operator's copy of the old service is not this node's to delete.
  */
-function startFromSnapshot(ctx: FlowContext, previousCertificate: string | undefined): { seqno: number; view: number } {
+async function startFromSnapshot(ctx: FlowContext, previousCertificate: string | undefined): Promise<{ seqno: number; view: number }> {
   if (previousCertificate === undefined) {
     ctx.logger.info('no command.recover.previous_service_identity_file: snapshots cannot be checked, reading the whole ledger');
     return { seqno: 0, view: 0 };
@@ -128,7 +129,9 @@ function startFromSnapshot(ctx: FlowContext, previousCertificate: string | undef
   }
   ctx.startupSnapshot = snapshot;
   ctx.recovery.startupSnapshot = snapshot;
-  ctx.replica.installSnapshot(snapshot, false);
+  const store = ctx.replica.snapshotStoreAtOnce(snapshot) ?? (await ctx.replica.snapshotStoreInSlices(snapshot, () => ctx.stopped()));
+  if (store === undefined) return { seqno: 0, view: 0 };
+  ctx.replica.installSnapshot(snapshot, store, false);
   ctx.replica.startFrom(snapshot.seqno);
   return { seqno: snapshot.seqno, view: snapshot.parts.meta.view };
 }

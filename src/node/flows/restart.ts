@@ -48,7 +48,9 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
     }
     ctx.startupSnapshot = snapshot;
     replica.startFrom(startupSeqno);
-    replica.installSnapshot(snapshot, false);
+    const store = replica.snapshotStoreAtOnce(snapshot) ?? (await replica.snapshotStoreInSlices(snapshot, () => ctx.stopped()));
+    if (store === undefined) return;
+    replica.installSnapshot(snapshot, store, false);
     // A node restarted during a recovery reads the private domain from the snapshot on.
     ctx.recovery.startupSnapshot = snapshot;
     from = snapshot.seqno;

@@ -27,7 +27,7 @@ import type { Clock } from '../../base/clock.js';
 import type { TxId } from '../../base/ids.js';
 import { errorMessage } from '../../base/errors.js';
 import type { Logger } from '../../base/log.js';
-import { copyValue, Store, type TableDef, type Tx } from '../../kv/index.js';
+import { copyValue, SnapshotLoader, Store, type TableDef, type Tx } from '../../kv/index.js';
 import type { EntryLeavesRequest, EntryReplayer, ReplayedEntries } from '../../ledger/index.js';
 import {
   type ChainSecret,
@@ -49,6 +49,7 @@ import type { Lifecycle, LifecycleTrigger } from '../lifecycle.js';
 import { FLOW_TRIGGERS } from '../lifecycle.js';
 import { recoveryReadBatchBytesMax, recoveryReadBatchEntriesMax } from '../limits.js';
 import type { Replica } from '../replica.js';
+import { loadSnapshotInSlices } from '../snapshot-loading.js';
 import type { StartupSnapshot } from '../snapshots.js';
 import { SINGLETON_KEY, TableDefs, Tables, type OpenKindRecord, type RecoveredSecretsRecord } from '../tables.js';
 import { ledgerEntries, phaseSummary, ReadProgress, type ReadEntry } from './public-ledger.js';
@@ -333,7 +334,10 @@ export class Recovery {
     // Nothing reads this store's older versions: each batch is folded into its state at once and
     // compacted, so that no write set outlives its batch (few survive a young collection).
     const options = { checkpointInterval: recoveryReadBatchEntriesMax };
-    const store = snapshot !== undefined ? Store.fromSnapshot(snapshot.parts.kv, this.host.secrets.framingFor(snapshot.seqno).encryptor, options) : new Store(options);
+    // Loaded over many turns (snapshot-loading.ts): the node keeps serving its part of the recovered service meanwhile.
+    const loader = snapshot !== undefined ? new SnapshotLoader(snapshot.parts.kv, this.host.secrets.framingFor(snapshot.seqno).encryptor, options) : undefined;
+    const store = loader !== undefined ? await loadSnapshotInSlices(clock, loader) : new Store(options);
+    assert(store !== undefined, 'a load that is never stopped gives a store');
     logger.info(`reading the private domain of the ledger: entries ${from + 1}..${lastSeqno}`);
     const progress = new ReadProgress('reading the private ledger', lastSeqno, logger, clock);
     const replayer = this.host.entryReplayer;
