@@ -16,6 +16,7 @@ import { assert, type Seqno, type View } from '../base/index.js';
 import { ChunkIndex, chunkFileHeader, scanChunk } from './chunk-file.js';
 import { formatChunkName, type ChunkName } from './chunk-name.js';
 import { ChunkReader, type Chunk, type WriteChunk } from './chunk-reader.js';
+import { syncChunksAsync, syncChunksNow } from './chunk-syncs.js';
 import type { EntryLeavesRequest } from './entry-leaves.js';
 import type { Disk, DiskError } from './disk.js';
 import { EntryFlags, hasFlag, peekFrameView, type DecodedEntry } from './entry.js';
@@ -228,48 +229,25 @@ export class Ledger {
   /** Makes every appended entry and every file rename durable (fdatasync). */
   sync(): void {
     this.#checkOpen();
-    for (const chunk of this.#chunks) {
-      if (chunk.file === undefined) continue;
-      chunk.file.sync();
-      if (chunk !== this.#write?.chunk) {
-        chunk.file.close();
-        chunk.file = undefined;
-      }
-    }
-    if (this.#directoryDirty) {
-      this.#disk.syncDirectory(this.#directory);
-      this.#directoryDirty = false;
-    }
+    syncChunksNow(this.#chunks, this.#write?.chunk);
+    this.#syncDirectory();
   }
 
   /**
-   * sync() off the event loop: one fdatasync per file holding appends, on the disk's own time;
-   * `done` runs once every entry appended before this call is durable (or with the first failure).
-   * Directory changes (a new or renamed chunk: rare) are made durable at once.
+   * sync() off the event loop (chunk-syncs.ts): `done` runs once every entry appended before this
+   * call is durable (or with the first failure). Directory changes (a new or renamed chunk: rare)
+   * are made durable at once.
    */
   syncAsync(done: (error: DiskError | undefined) => void): void {
     this.#checkOpen();
+    this.#syncDirectory();
+    syncChunksAsync(this.#chunks, () => this.#write?.chunk, done);
+  }
+
+  #syncDirectory(): void {
     if (this.#directoryDirty) {
       this.#disk.syncDirectory(this.#directory);
       this.#directoryDirty = false;
-    }
-    const chunks = this.#chunks.filter((chunk) => chunk.file !== undefined);
-    let left = chunks.length;
-    let failure: DiskError | undefined;
-    if (left === 0) return done(undefined);
-    for (const chunk of chunks) {
-      const file = chunk.file!;
-      const coveredBytes = file.sizeBytes();
-      file.syncAsync((error) => {
-        failure ??= error;
-        // A completed chunk's file is closed once durable (as sync() does): not if it was still
-        // being written when the sync began and grew since (commit() syncs it before its rename).
-        if (error === undefined && chunk.file === file && chunk !== this.#write?.chunk && file.sizeBytes() === coveredBytes) {
-          file.close();
-          chunk.file = undefined;
-        }
-        if (--left === 0) done(failure);
-      });
     }
   }
 
