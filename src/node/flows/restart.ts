@@ -87,14 +87,17 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
 function logStartOf(ctx: FlowContext, newest: StartupSnapshot): StartupSnapshot | undefined {
   const before = ctx.replica.ledger.firstSeqno - 1;
   if (before <= 0) return undefined;
-  // A snapshot of a previous service holds its configurations, not this service's.
-  if (before >= newest.seqno || before < ctx.replica.serviceStartSeqno) return newest;
+  if (before >= newest.seqno) return newest;
+  // A snapshot of a previous service holds its configurations, not this service's: a ledger that
+  // starts after one (the node joined the recovering service from it) continues into this service's
+  // snapshots, the oldest of which is then where the log starts.
+  const lowest = Math.max(before, ctx.replica.serviceStartSeqno);
   const { directory, read_only_directory: readOnly } = ctx.init.config.snapshots;
   const disk = ctx.init.disk;
   // Oldest first: the lower the log starts, the further behind a backup it can still catch up.
   const candidates = listCommittedSnapshots(disk, readOnly === undefined ? [directory] : [directory, readOnly]).reverse();
   for (const candidate of candidates) {
-    if (candidate.seqno < before || candidate.seqno >= newest.seqno) continue;
+    if (candidate.seqno < lowest || candidate.seqno >= newest.seqno) continue;
     const path = disk.join(candidate.directory, candidate.name);
     try {
       return verifySnapshotFile(candidate.name, disk.readAll(path), ctx.service.certificatePem);
@@ -102,6 +105,6 @@ function logStartOf(ctx: FlowContext, newest: StartupSnapshot): StartupSnapshot 
       ctx.logger.fail(`invalid snapshot ${path}: ${errorMessage(e)}`);
     }
   }
-  ctx.logger.info(`no valid snapshot from seqno ${before} on, where the ledger starts, older than ${newest.seqno}: consensus serves entries from ${newest.seqno + 1} on`);
+  ctx.logger.info(`no valid snapshot of this service from seqno ${lowest} on (the ledger starts after ${before}), older than ${newest.seqno}: consensus serves entries from ${newest.seqno + 1} on`);
   return newest;
 }
