@@ -263,7 +263,11 @@ export class Replica {
     this.#store = store;
     for (const watch of this.storeWatchers) watch(this.store);
     this.#tree = treeOfSnapshot(snapshot.parts.meta, this.store);
-    if (startLedger) this.ledger.startAt(snapshot.seqno);
+    if (startLedger) {
+      this.ledger.startAt(snapshot.seqno);
+      // The ledger now starts after the snapshot, which is durable in its own file.
+      this.groupedSync?.reset(snapshot.seqno);
+    }
     this.#commitSeqno = snapshot.seqno;
     this.#lastSignedSeqno = snapshot.seqno;
     this.init.logger.info(`store and Merkle tree installed from ${snapshot.name} in ${Math.round(this.init.clock.monotonicMs() - started)}ms`);
