@@ -14,8 +14,11 @@
  * committed chunk files must be byte-identical and the Merkle roots equal on every node.
  *
  * Set-up (identities and certificates, which the crypto library makes asynchronously) happens
- * before the seeded run; the run itself is synchronous, so it is a function of its seed (ECDSA
- * signatures are randomised, which changes bytes but not the course of the run).
+ * before the seeded run; the run itself is synchronous, so it is a function of its seed. ECDSA
+ * signatures are randomised, which changes the entries' sizes, hence where ledger chunks end: the
+ * simulated disks' timing does not depend on it (scheduleSyncs), but a node that restarts takes
+ * its commit from its last committed chunk, so a run in which a node restarts while its commit is
+ * inside a chunk may still differ there from another run of its seed.
  */
 import { isCovenantError, utf8 } from '../../base/index.js';
 import type { Clock } from '../../base/clock.js';
@@ -205,14 +208,25 @@ export class NodeSim {
 
   /**
    * How long each ledger sync of `host` takes: seeded, on the simulated clock, none while start-up
-   * work settles with the clock standing still. n0, the first primary, has the slowest disk (up to
-   * four steps, its backups up to one), so that backups' syncs often end before the primary's own.
+   * work settles with the clock standing still. A ledger sync covers each chunk file still open,
+   * and which are open depends on where chunks end, hence on the entries' sizes, which the
+   * randomised ECDSA signatures in them change from run to run: so one time is drawn for every
+   * file sync started at the same instant (the files of one ledger sync end together), never one
+   * per file, and the run does not depend on how many files there were. n0, the first primary, has
+   * the slowest disk (up to four steps, its backups up to one), so that backups' syncs often end
+   * before the primary's own.
    */
   protected scheduleSyncs(host: SimHost, clock: Clock): void {
     // Its own generator: the course of the run's other choices does not depend on how many syncs there were.
     const rng = new Prng(this.options.seed * 1009 + host.index * 101 + host.generation);
     const maxMs = host.index === 0 ? 4 * STEP_MS : STEP_MS;
-    host.disk.syncScheduler = (_path, complete) => void clock.setTimer(this.syncDelays ? rng.int(0, maxMs) : 0, complete);
+    let last: { atMs: number; delayMs: number } | undefined;
+    host.disk.syncScheduler = (_path, complete) => {
+      if (!this.syncDelays) return void clock.setTimer(0, complete);
+      const atMs = clock.monotonicMs();
+      if (last?.atMs !== atMs) last = { atMs, delayMs: rng.int(0, maxMs) };
+      clock.setTimer(last.delayMs, complete);
+    };
   }
 
   protected createNode(host: SimHost, config: NodeConfig): CovenantNode {
