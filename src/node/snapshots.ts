@@ -41,7 +41,7 @@ import { replaceSnapshotFile, verifySnapshotReceipt } from './snapshot-trust.js'
 import { snapshotsUnevidencedMax } from './limits.js';
 import { canonicalTreeOf, SnapshotGenerator, type GenerationHandle, type SnapshotGenerationMetrics } from './snapshot-generation.js';
 import { isUncommittedSnapshotName, uncommittedSnapshotName } from './snapshot-names.js';
-import { SINGLETON_KEY, TableDefs, Tables, signatureRecordOf, singletonValueIn, type SignatureRecord, type SnapshotEvidenceRecord } from './tables.js';
+import { SINGLETON_KEY, TableDefs, signatureRecordOf, singletonValueIn, type SignatureRecord, type SnapshotEvidenceRecord } from './tables.js';
 
 export type { SnapshotEvidenceRecord } from './tables.js';
 
