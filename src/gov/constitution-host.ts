@@ -21,6 +21,7 @@ import { GOV_SINGLETON_KEY, GOV_TABLES_READ_ONLY_FOR_CONSTITUTION, GovTableDefs,
 
 const GOV_TABLE_PREFIX = 'public:svc.gov.';
 const TABLE_KEYS_MAX = 100_000;
+/** The constitution reads and writes any governance table by name, with untyped JSON: no declaration applies (see declared()). */
 const anyJson = jsonCodec<unknown>();
 /** The stored bytes themselves, for reading only (bytesCodec copies them). */
 const storedBytes: Codec<Uint8Array> = { encode: (value) => bytesCodec.encode(value), decode: (bytes) => bytes };
