@@ -9,7 +9,7 @@
 import { z } from 'zod';
 import { CovenantError } from '../base/errors.js';
 import { formatTxId, parseTxId } from '../base/ids.js';
-import { jsonCodec } from '../kv/index.js';
+import { jsonTable } from '../kv/index.js';
 import { TRANSACTION_ID_HEADER } from '../http/pipeline.js';
 import type { NodeTransactions } from '../node/api.js';
 import { Tables } from '../node/tables.js';
@@ -18,7 +18,11 @@ import { integerQuery, json, type Route } from '../http/route.js';
 /** Record ids: integers from 0 to 2^53 - 1 (z.int() allows no more), the same in bodies and queries. */
 const recordBody = z.object({ id: z.int().nonnegative(), msg: z.string() }).strict();
 const idQuery = z.object({ id: integerQuery }).strict();
-const msgCodec = jsonCodec<{ msg: string }>();
+/** The logging application's tables: a record {msg} by id. */
+const LogTables = {
+  private: jsonTable<{ msg: string }>(Tables.appPrivateLog),
+  public: jsonTable<{ msg: string }>(Tables.appPublicLog),
+} as const;
 
 function recordNotFound(id: number): CovenantError {
   return new CovenantError('ResourceNotFound', `No record with id ${id}`, 404);
@@ -27,8 +31,8 @@ function recordNotFound(id: number): CovenantError {
 export function loggingAppRoutes(node: NodeTransactions): Route[] {
   const routes: Route[] = [];
   for (const [scope, table] of [
-    ['private', Tables.appPrivateLog],
-    ['public', Tables.appPublicLog],
+    ['private', LogTables.private],
+    ['public', LogTables.public],
   ] as const) {
     routes.push(
       {
@@ -38,7 +42,7 @@ export function loggingAppRoutes(node: NodeTransactions): Route[] {
         auth: 'user_cert_or_jwt',
         body: recordBody,
         handler: ({ body, state }) => {
-          state.write((tx) => tx.map(table, msgCodec).put(String(body.id), { msg: body.msg }));
+          state.write((tx) => tx.table(table).put(String(body.id), { msg: body.msg }));
           return json(200, true);
         },
       },
@@ -49,7 +53,7 @@ export function loggingAppRoutes(node: NodeTransactions): Route[] {
         auth: 'user_cert_or_jwt',
         query: idQuery,
         handler: ({ query, state }) => {
-          const value = state.read((reader) => reader.map(table, msgCodec).get(String(query.id)));
+          const value = state.read((reader) => reader.table(table).get(String(query.id)));
           // The 404 too names the state it read (the pipeline adds the header to both).
           if (!value) throw recordNotFound(query.id);
           return json(200, { msg: value.msg });
@@ -72,10 +76,10 @@ export function loggingAppRoutes(node: NodeTransactions): Route[] {
           if (!txId) throw new CovenantError('InvalidHeaderValue', `${TRANSACTION_ID_HEADER} "${raw}" is not a transaction id <view>.<seqno>`, 400);
           const writes = node.historicalWrites(txId);
           if (writes === 'pending') return json(202, { transaction_id: raw, status: 'Pending' }, { 'retry-after': '1' });
-          const value = writes.get(table)?.get(String(query.id));
+          const value = writes.get(table.name)?.get(String(query.id));
           if (value === undefined) throw new CovenantError('ResourceNotFound', `transaction ${raw} wrote no ${scope} record with id ${query.id}`, 404);
           if (value === null) throw new CovenantError('ResourceNotFound', `transaction ${raw} removed the ${scope} record with id ${query.id}`, 404);
-          return json(200, { msg: msgCodec.decode(value).msg });
+          return json(200, { msg: table.codec.decode(value).msg });
         },
       },
       {
@@ -86,7 +90,7 @@ export function loggingAppRoutes(node: NodeTransactions): Route[] {
         query: idQuery,
         handler: ({ query, state }) => {
           const { result: existed } = state.write((tx) => {
-            const map = tx.map(table, msgCodec);
+            const map = tx.table(table);
             if (!map.has(String(query.id))) return false;
             map.remove(String(query.id));
             return true;

@@ -14,13 +14,14 @@
  */
 import { CovenantError } from '../base/errors.js';
 import { certificateId, jwkPublicKey, loadPublicKey, parseCertificate, splitPemCertificates, type JwkPublicKey } from '../crypto/index.js';
-import { bytesCodec, jsonCodec, type Codec, type Tx } from '../kv/index.js';
+import { bytesCodec, jsonCodec, type Codec, type TableDef, type Tx } from '../kv/index.js';
 import type { HostFunctions } from './sandbox.js';
-import { governanceJwksMetadata, replaceIssuerKeys } from './jwt-keys.js';
-import { GOV_SINGLETON_KEY, GOV_TABLES_READ_ONLY_FOR_CONSTITUTION, GovTables } from './tables.js';
+import { governanceJwksMetadata, replaceIssuerKeys, type StagedTable } from './jwt-keys.js';
+import { GOV_SINGLETON_KEY, GOV_TABLES_READ_ONLY_FOR_CONSTITUTION, GovTableDefs, GovTables } from './tables.js';
 
 const GOV_TABLE_PREFIX = 'public:svc.gov.';
 const TABLE_KEYS_MAX = 100_000;
+/** The constitution reads and writes any governance table by name, with untyped JSON: no declaration applies (see declared()). */
 const anyJson = jsonCodec<unknown>();
 /** The stored bytes themselves, for reading only (bytesCodec copies them). */
 const storedBytes: Codec<Uint8Array> = { encode: (value) => bytesCodec.encode(value), decode: (bytes) => bytes };
@@ -95,6 +96,20 @@ export class StagedKv {
     let writes = this.staged.get(table);
     if (!writes) this.staged.set(table, (writes = new Map()));
     writes.set(key, null);
+  }
+
+  /**
+   * One table through its declaration, for the host's own work over it. The staged view serves the
+   * constitution, which reads and writes any table with untyped JSON values: here, in one place,
+   * a declared table's value type is given to what it holds, as a codec gives it to stored bytes.
+   */
+  declared<V>(def: TableDef<V>): StagedTable<V> {
+    return {
+      entriesMentioning: (text) => this.entriesMentioning(def.name, text) as Map<string, V>,
+      get: (key) => this.get(def.name, key) as V | undefined,
+      put: (key, value) => this.put(def.name, key, value),
+      stageRemoval: (key) => this.stageRemoval(def.name, key),
+    };
   }
 
   /** Runs `work` over these tables when apply has returned, before its writes reach the transaction. */
@@ -330,13 +345,13 @@ export function createConstitutionHost(tx: Tx, options: ConstitutionHostOptions 
       checkWrite(GovTables.jwtPublicSigningKeys);
       const issuer = text(i, 'issuer');
       const keys = governanceJwksMetadata(issuer, j === undefined ? undefined : JSON.parse(j), 'jwks');
-      kv.defer((staged) => replaceIssuerKeys(staged, issuer, keys));
+      kv.defer((staged) => replaceIssuerKeys(staged.declared(GovTableDefs.jwtPublicSigningKeys), issuer, keys));
       return undefined;
     },
     __svc_jwt_remove_issuer_keys: (i) => {
       checkWrite(GovTables.jwtPublicSigningKeys);
       const issuer = text(i, 'issuer');
-      kv.defer((staged) => replaceIssuerKeys(staged, issuer, new Map()));
+      kv.defer((staged) => replaceIssuerKeys(staged.declared(GovTableDefs.jwtPublicSigningKeys), issuer, new Map()));
       return undefined;
     },
   };

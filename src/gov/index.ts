@@ -12,8 +12,8 @@ export type { SandboxLimits, SandboxFailureKind, HostFunctions, LoadedModule, Ru
 export { DEFAULT_CONSTITUTION } from './default-constitution.js';
 export type { CertificateRenewer } from './constitution-host.js';
 export { parseValidFrom } from './constitution-host.js';
-export { GovTables, GOV_SINGLETON_KEY, PROPOSAL_STATES } from './tables.js';
-export type { ProposalState, ProposalInfo, ProposalBody, ProposalAction, MemberInfoRecord, MemberAck, HistoryRecord } from './tables.js';
+export { GovTableDefs, GovTables, GOV_SINGLETON_KEY, PROPOSAL_STATES } from './tables.js';
+export type { ProposalState, ProposalInfo, ProposalBody, ProposalAction, MemberInfoRecord, MemberAck, HistoryRecord, HostDataRecord, JwtIssuerRecord, ServiceConfigRecord, UserInfoRecord } from './tables.js';
 export {
   attachReceipt,
   checkTransparentStatement,
@@ -24,6 +24,7 @@ export {
   StatementHeader,
   CwtClaim,
   STATEMENTS_TABLE,
+  StatementsTable,
   TRANSPARENT_STATEMENT_BYTES_MAX,
 } from './transparent-statement.js';
 export { didX509Of, IssuerResolutionError, parseDidX509, resolveDidX509 } from './did-x509.js';

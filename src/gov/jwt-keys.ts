@@ -10,17 +10,14 @@
 import nodeCrypto from 'node:crypto';
 import { certificatePemFromBase64Der, jwkPublicKey } from '../crypto/index.js';
 import { checkIssuerKeyBounds, JWT_ISSUER_KEYS_MAX, keyTableChanges, type KeyMetadata } from '../jwt/index.js';
-import { GovTables } from './tables.js';
 
-/** The tables as the constitution's apply sees them (its staged writes included). */
-export interface GovTableAccess {
-  entriesMentioning(table: string, text: string): Map<string, unknown>;
-  get(table: string, key: string): unknown;
-  put(table: string, key: string, value: unknown): void;
-  stageRemoval(table: string, key: string): void;
+/** One declared table as the constitution's apply sees it (its staged writes included). */
+export interface StagedTable<V> {
+  entriesMentioning(text: string): Map<string, V>;
+  get(key: string): V | undefined;
+  put(key: string, value: V): void;
+  stageRemoval(key: string): void;
 }
-
-const SIGNING_KEYS_TABLE = GovTables.jwtPublicSigningKeys;
 
 function describe(value: unknown): string {
   if (value === null) return 'null';
@@ -92,17 +89,17 @@ function checkX5c(x5c: unknown, where: string): void {
  * Makes `fresh` the issuer's keys (an empty map removes them all); other issuers' entries under the
  * same kids are kept. Writes only the kids that change.
  */
-export function replaceIssuerKeys(kv: GovTableAccess, issuer: string, fresh: ReadonlyMap<string, KeyMetadata>): void {
+export function replaceIssuerKeys(signingKeys: StagedTable<KeyMetadata[]>, issuer: string, fresh: ReadonlyMap<string, KeyMetadata>): void {
   // Every entry listing the issuer holds its name as a JSON string; the fresh kids' entries are
   // needed too (another issuer's entry under the same kid is kept beside ours).
-  const current = kv.entriesMentioning(SIGNING_KEYS_TABLE, JSON.stringify(issuer)) as Map<string, KeyMetadata[]>;
+  const current = signingKeys.entriesMentioning(JSON.stringify(issuer));
   for (const kid of fresh.keys()) {
     if (current.has(kid)) continue;
-    const list = kv.get(SIGNING_KEYS_TABLE, kid) as KeyMetadata[] | undefined;
+    const list = signingKeys.get(kid);
     if (list !== undefined) current.set(kid, list);
   }
   for (const [kid, list] of keyTableChanges(current, issuer, fresh)) {
-    if (list === null) kv.stageRemoval(SIGNING_KEYS_TABLE, kid);
-    else kv.put(SIGNING_KEYS_TABLE, kid, list);
+    if (list === null) signingKeys.stageRemoval(kid);
+    else signingKeys.put(kid, list);
   }
 }

@@ -2,6 +2,7 @@
  * The governance tables and their record shapes. src/gov sits below src/node, so the names live
  * here and src/node/tables.ts includes them.
  */
+import type { KeyMetadata } from '../jwt/index.js';
 import { jsonTable } from '../kv/index.js';
 
 export const GovTables = {
@@ -107,6 +108,29 @@ export interface RecentRequestRecord {
   member_id: string;
 }
 
+/** The service's configuration (one record): set at genesis, changed by set_recovery_threshold. */
+export interface ServiceConfigRecord {
+  recovery_threshold?: number;
+  maximum_node_certificate_validity_days?: number;
+  maximum_service_certificate_validity_days?: number;
+}
+
+export interface UserInfoRecord {
+  user_data: unknown;
+}
+
+/** A trusted host data value: genesis records the first node's measurement, add_snp_host_data a security policy. */
+export interface HostDataRecord {
+  measurement?: string;
+  security_policy?: string;
+}
+
+/** set_jwt_issuer's record of an issuer. */
+export interface JwtIssuerRecord {
+  auto_refresh?: boolean;
+  ca_cert_bundle_name?: string;
+}
+
 /**
  * The governance tables governance reads and writes, each declared once with its value type
  * (src/kv/table.ts): `tx.table(GovTableDefs.proposalsInfo)` reads and writes ProposalInfo.
@@ -122,4 +146,16 @@ export const GovTableDefs = {
   history: jsonTable<HistoryRecord>(GovTables.history),
   recentProposals: jsonTable<RecentProposalRecord>(GovTables.recentProposals),
   recentRequests: jsonTable<RecentRequestRecord>(GovTables.recentRequests),
+  serviceConfig: jsonTable<ServiceConfigRecord>(GovTables.serviceConfig),
+  /** A user's certificate (PEM), by user id. */
+  usersCerts: jsonTable<string>(GovTables.usersCerts),
+  usersInfo: jsonTable<UserInfoRecord>(GovTables.usersInfo),
+  hostData: jsonTable<HostDataRecord>(GovTables.hostData),
+  /** A trusted code measurement: the key is the measurement, the value an empty object. */
+  virtualMeasurements: jsonTable<Record<string, never>>(GovTables.virtualMeasurements),
+  jwtIssuers: jsonTable<JwtIssuerRecord>(GovTables.jwtIssuers),
+  /** The keys of every issuer that uses a kid, by kid. */
+  jwtPublicSigningKeys: jsonTable<KeyMetadata[]>(GovTables.jwtPublicSigningKeys),
+  /** A CA certificate bundle (PEM), by name. */
+  caCertBundles: jsonTable<string>(GovTables.caCertBundles),
 } as const;

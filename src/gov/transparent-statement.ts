@@ -38,6 +38,7 @@ import {
   verifyCertificateSignedBy,
   verifyCoseSign1,
 } from '../crypto/index.js';
+import { jsonTable } from '../kv/index.js';
 import { COSE_RECEIPT_HEADER, verifyCoseReceipt } from '../merkle/index.js';
 import { DID_X509_PREFIX, IssuerResolutionError, resolveDidX509, type ResolvedIssuer } from './did-x509.js';
 
@@ -65,6 +66,9 @@ export interface StatementRecord {
   /** The member or user who registered it. */
   readonly registered_by: string;
 }
+
+/** The statements table, declared with its record type. */
+export const StatementsTable = jsonTable<StatementRecord>(STATEMENTS_TABLE);
 
 /** The spec's "Transparent statement (input of the join policy)" table: what the policy receives. */
 export interface TransparentStatementInput {

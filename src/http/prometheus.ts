@@ -10,9 +10,8 @@
  */
 import { X509Certificate } from 'node:crypto';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { jsonCodec } from '../kv/index.js';
 import type { NodeOperatorQueries } from '../node/api.js';
-import { GovTables, PROPOSAL_STATES } from '../gov/index.js';
+import { GovTableDefs, PROPOSAL_STATES } from '../gov/index.js';
 import type { SessionMetrics } from './sessions.js';
 import type { WaitingWorkMetrics } from './waiting-work.js';
 import type { RequestRateMetrics } from './request-rate.js';
@@ -40,8 +39,6 @@ export interface MetricsSources {
 
 const LATENCY_BUCKETS_SECONDS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 const DISK_BUCKETS_SECONDS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
-const anyJson = jsonCodec<any>();
-
 /**
  * The node's reports read once per scrape, however many gauges use them (each report reads the
  * store; the network report parses the service certificate).
@@ -201,7 +198,7 @@ export class NodeMetrics {
     );
     gauge('covenant_governance_proposals', 'Governance proposals by state', ['state'], (g, s) => {
       const counts = new Map<string, number>(PROPOSAL_STATES.map((state) => [state, 0]));
-      s.sources.node.executeRead((tx) => tx.map(GovTables.proposalsInfo, anyJson).forEach((info: { state?: string }) => {
+      s.sources.node.executeRead((tx) => tx.table(GovTableDefs.proposalsInfo).forEach((info) => {
         const state = String(info?.state ?? 'Unknown');
         counts.set(state, (counts.get(state) ?? 0) + 1);
       }));

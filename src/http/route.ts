@@ -41,8 +41,8 @@ export interface Caller {
  */
 export type EndpointMode = 'readwrite' | 'readonly' | 'historical' | 'operator';
 
-/** A read function's view of the store: a transaction's maps, or the committed state's. */
-export type StateReader = Pick<StoreView, 'map'>;
+/** A read function's view of the store: a transaction's maps and declared tables, or the committed state's. */
+export type StateReader = Pick<StoreView, 'map' | 'table'>;
 
 /**
  * The store as the request's mode and consistency give it, provided by the pipeline: a handler

@@ -19,7 +19,7 @@ import { compareUtf8, isPublicMapName } from './key-order.js';
 import { sortedKeys } from './map-handles.js';
 import { encodeSnapshot } from './snapshot.js';
 import type { LedgerEncryptor } from './encryption.js';
-import type { KvState, MapState } from './state.js';
+import type { KvState } from './state.js';
 
 /** Size of one chunk of packed entries (an entry larger than this gets a chunk of its own size). */
 export const PACKED_CHUNK_BYTES = 1 << 20;
@@ -93,7 +93,9 @@ export class SnapshotPacker {
           this.#finish();
           return true;
         }
-        const map = this.#state.get(this.#names[this.#nameIndex]!) as MapState;
+        const name = this.#names[this.#nameIndex]!;
+        const map = this.#state.get(name);
+        assert(map !== undefined, `map ${name} is in the state it was listed from`);
         this.#entries = map.entries();
         this.#count = 0;
       }

@@ -14,15 +14,13 @@
 import type { Clock, TimerHandle } from '../base/clock.js';
 import type { Logger } from '../base/log.js';
 import { certificateValidity, parseCertificate, verifyCertificateSignedBy } from '../crypto/index.js';
-import { jsonCodec, type Store, type StoreView } from '../kv/index.js';
+import type { Store, StoreView } from '../kv/index.js';
 import type { NodeInit } from './api.js';
 import { isoSeconds, type CertificateExpiry, type CertificateMetrics } from './reports.js';
 import type { NodeIdentity } from './identity/node-identity.js';
 import type { ServiceIdentity } from './identity/service-identity.js';
 import { certificateExpiryCheckIntervalMs, certificateExpiryWarningFraction, certificateExpiryWarningMsMax } from './limits.js';
-import { SINGLETON_KEY, Tables, type ServiceInfo } from './tables.js';
-
-const json = jsonCodec<unknown>();
+import { SINGLETON_KEY, TableDefs } from './tables.js';
 
 export interface NodeCertificatesHost {
   readonly logger: Logger;
@@ -78,8 +76,8 @@ export class NodeCertificates {
     const { identity, service } = this.host;
     if (!identity.exists || identity.nodeCertificatePem === '' || !service.holdsKey) return;
     const view = this.host.committedView();
-    const serviceCert = (view.map(Tables.serviceInfo, json).get(SINGLETON_KEY) as ServiceInfo | undefined)?.cert;
-    const nodeCert = view.map(Tables.nodesEndorsedCertificates, json).get(identity.nodeId) as string | undefined;
+    const serviceCert = view.table(TableDefs.serviceInfo).get(SINGLETON_KEY)?.cert;
+    const nodeCert = view.table(TableDefs.nodesEndorsedCertificates).get(identity.nodeId);
     // Most commits change neither: what was judged at the previous commit is not judged again.
     if (this.observed && serviceCert === this.lastSeen.service && nodeCert === this.lastSeen.node) return;
     this.lastSeen = { service: serviceCert, node: nodeCert };

@@ -42,8 +42,7 @@ import type { NodeLifecycleState } from './lifecycle.js';
 import type { BoundAddresses } from './persistence.js';
 import type { CertificateMetrics, ConsensusReport, NetworkReport, NodeStateReport, NodeSummary, ServiceEndorsementsReport, VersionReport } from './reports.js';
 import { parseValidFrom, type CertificateRenewer } from '../gov/index.js';
-import { SINGLETON_KEY, Tables, type NodeInfo, type ServiceInfo } from './tables.js';
-import { jsonCodec } from '../kv/index.js';
+import { SINGLETON_KEY, TableDefs, Tables, type NodeInfo, type ServiceInfo } from './tables.js';
 import type { TxStatus } from './tx-status.js';
 import type { SnapshotRequestOutcome } from './snapshots.js';
 import type { WriteOptions, WriteResult } from './write/transactions.js';
@@ -73,8 +72,6 @@ export {
   waitingWorkRetryAfterSeconds,
   waitingWorkShareOfOneHolder,
 } from './limits.js';
-
-const json = jsonCodec<any>();
 
 export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, NodeFrames {
   readonly init: NodeInit;
@@ -354,7 +351,7 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
     if (!this.parts.lifecycle.allows.applicationFrontend) return false;
     const raw = this.parts.replica.store.currentRaw(Tables.serviceInfo, SINGLETON_KEY);
     if (raw !== this.serviceRecordSeen.raw) {
-      this.serviceRecordSeen = { raw, open: raw !== undefined && (json.decode(raw) as ServiceInfo).status === 'Open' };
+      this.serviceRecordSeen = { raw, open: raw !== undefined && TableDefs.serviceInfo.codec.decode(raw).status === 'Open' };
     }
     return this.serviceRecordSeen.open;
   }

@@ -5,9 +5,9 @@
  * joiner learnt from its join answer.
  */
 import type { Logger } from '../base/log.js';
-import { jsonCodec, type Tx } from '../kv/index.js';
+import type { Tx } from '../kv/index.js';
 import type { NodeChannels } from './channels.js';
-import { Tables, type NodeInfo } from './tables.js';
+import { TableDefs, type NodeInfo } from './tables.js';
 
 /** Frame kinds on the node-to-node channels. */
 export const FrameKind = {
@@ -17,8 +17,6 @@ export const FrameKind = {
 } as const;
 
 export type FrameHandler = (from: string, payload: Uint8Array) => void;
-
-const json = jsonCodec<any>();
 
 export class Peers {
   private channels: NodeChannels | undefined;
@@ -77,7 +75,7 @@ export class Peers {
     const self = this.selfId();
     const peers: { nodeId: string; address: string }[] = [];
     read((tx) =>
-      tx.map(Tables.nodesInfo, json).forEach((info: NodeInfo, id: string) => {
+      tx.table(TableDefs.nodesInfo).forEach((info: NodeInfo, id: string) => {
         if (id !== self && info.node_to_node_interface && info.status !== 'Pending') {
           peers.push({ nodeId: id, address: info.node_to_node_interface.published_address });
         }
@@ -96,7 +94,7 @@ export class Peers {
 /** Trusted nodes and their node-to-node addresses (a joiner's first peers). */
 export function trustedPeersOf(tx: Tx): { node_id: string; address: string }[] {
   const out: { node_id: string; address: string }[] = [];
-  tx.map(Tables.nodesInfo, json).forEach((info: NodeInfo, id: string) => {
+  tx.table(TableDefs.nodesInfo).forEach((info: NodeInfo, id: string) => {
     if (info.status === 'Trusted' && info.node_to_node_interface) out.push({ node_id: id, address: info.node_to_node_interface.published_address });
   });
   return out;

@@ -3,7 +3,7 @@
  * docs/snapshots.md).
  *
  * Only the primary decides to snapshot, and the decision travels in the replicated signature
- * entry (a write of its own seqno to SNAPSHOT_MARKER_TABLE; that signature also ends its chunk).
+ * entry (a write of its own seqno to Tables.snapshotMarker; that signature also ends its chunk).
  * Every node, on applying such a signature, writes the same bytes: the store at that seqno, the
  * canonical Merkle tree of that many leaves, the view history and configuration at that seqno,
  * over later turns (snapshot-generation.ts: packed in slices, written by the snapshot writer).
@@ -19,7 +19,7 @@ import type { Logger } from '../base/log.js';
 import type { Clock, TimerHandle } from '../base/clock.js';
 import type { NodeConfig } from '../config/index.js';
 import { buildReceipt, HistoryTree, type Receipt } from '../merkle/index.js';
-import { jsonCodec, readSnapshotHeader, type LedgerEncryptor, type Store } from '../kv/index.js';
+import { readSnapshotHeader, type LedgerEncryptor, type Store } from '../kv/index.js';
 import {
   type DecodedEntry,
   type Disk,
@@ -41,17 +41,10 @@ import { replaceSnapshotFile, verifySnapshotReceipt } from './snapshot-trust.js'
 import { snapshotsUnevidencedMax } from './limits.js';
 import { canonicalTreeOf, SnapshotGenerator, type GenerationHandle, type SnapshotGenerationMetrics } from './snapshot-generation.js';
 import { isUncommittedSnapshotName, uncommittedSnapshotName } from './snapshot-names.js';
-import { SINGLETON_KEY, TableDefs, Tables, signatureRecordOf, singletonValueIn, type SignatureRecord } from './tables.js';
+import { SINGLETON_KEY, TableDefs, signatureRecordOf, singletonValueIn, type SignatureRecord, type SnapshotEvidenceRecord } from './tables.js';
 
-/** Written by a signature transaction that is a snapshot point: the value is its own seqno. */
-export const SNAPSHOT_MARKER_TABLE = 'public:svc.internal.snapshot_marker';
+export type { SnapshotEvidenceRecord } from './tables.js';
 
-/** The record of Tables.snapshotEvidence (under SINGLETON_KEY): the latest snapshot's digest. */
-export interface SnapshotEvidenceRecord {
-  seqno: number;
-  /** Lower-case hex SHA-256 of the snapshot file without its receipt section. */
-  sha256: string;
-}
 
 /** What the snapshot manager needs from its node. */
 export interface SnapshotHost {
@@ -108,7 +101,6 @@ interface Pending {
   receipt: { receipt: Receipt; signatureSeqno: number } | undefined;
 }
 
-const json = jsonCodec<any>();
 /** A fetched snapshot is written under its name with this suffix, then renamed. */
 const DOWNLOAD_SUFFIX = '.download';
 
@@ -302,7 +294,7 @@ export class SnapshotManager {
 
   /** Seqno of the latest snapshot recorded in the replicated state (0 when none). */
   lastSnapshotSeqno(): number {
-    const record = this.#host.store().current().map(Tables.snapshotEvidence, json).get(SINGLETON_KEY) as SnapshotEvidenceRecord | undefined;
+    const record = this.#host.store().current().table(TableDefs.snapshotEvidence).get(SINGLETON_KEY);
     return record?.seqno ?? 0;
   }
 
@@ -368,7 +360,7 @@ export class SnapshotManager {
       record ??= signatureRecordOf(entry);
       p.receipt = { receipt: this.#receiptFor(p, record, entry.seqno), signatureSeqno: entry.seqno };
     }
-    if (singletonValueIn<number>(entry.publicBytes, SNAPSHOT_MARKER_TABLE) === entry.seqno) this.#generate(entry.seqno, entry.view);
+    if (singletonValueIn(entry.publicBytes, TableDefs.snapshotMarker) === entry.seqno) this.#generate(entry.seqno, entry.view);
   }
 
   /** The commit advanced: snapshots whose receipt's signature is committed become `.committed`. */
@@ -473,7 +465,7 @@ export class SnapshotManager {
 
   /** An evidence entry: it records the digest of the snapshot at the seqno it names. */
   #onEvidence(entry: DecodedEntry): void {
-    const record = singletonValueIn<SnapshotEvidenceRecord>(entry.publicBytes, Tables.snapshotEvidence);
+    const record = singletonValueIn(entry.publicBytes, TableDefs.snapshotEvidence);
     const p = record === undefined ? undefined : this.#pending.find((q) => q.seqno === record.seqno && q.evidence === undefined);
     // A snapshot this node does not hold (it started after it, or skipped it): nothing to check.
     if (record === undefined || p === undefined) return;

@@ -3,9 +3,8 @@
  * are encrypted with the ledger secret. Governance tables follow CCF's layout under `svc`.
  */
 import { assert } from '../base/assert.js';
-import { utf8 } from '../base/bytes.js';
 import { GovTableDefs, GovTables } from '../gov/tables.js';
-import { decodeWriteSet, jsonTable, type WriteSet } from '../kv/index.js';
+import { decodeWriteSet, jsonTable, type TableDef, type WriteSet } from '../kv/index.js';
 import type { Configuration } from '../consensus/index.js';
 
 export const Tables = {
@@ -25,6 +24,8 @@ export const Tables = {
   /** Written by every transaction that changes the set of trusted nodes: the new configuration. */
   configurations: 'public:svc.internal.configurations',
   snapshotEvidence: 'public:svc.internal.snapshot_evidence',
+  /** Written by a signature transaction that is a snapshot point: the value is its own seqno. */
+  snapshotMarker: 'public:svc.internal.snapshot_marker',
   /** Each node's recovery key for sealing-based recovery (docs/sealing.md), by node id: SealedRecoveryKeyRecord. */
   sealedRecoveryKeys: 'public:svc.gov.nodes.sealed_recovery_keys',
   /** The last issue of sealed shares (docs/sealing.md): one record, SealedSharesRecord. */
@@ -41,15 +42,15 @@ export const Tables = {
 /** The key under which single-value tables store their value. */
 export const SINGLETON_KEY = '0';
 
-/** The JSON value a single-value table holds in an entry's public write set (undefined when the entry does not write it). */
-export function singletonValueIn<T>(publicBytes: Uint8Array, table: string): T | undefined {
-  const raw = decodeWriteSet(publicBytes).get(table)?.get(SINGLETON_KEY);
-  return raw ? (JSON.parse(utf8.decode(raw)) as T) : undefined;
+/** The value a single-value public table holds in an entry's public write set (undefined when the entry does not write it). */
+export function singletonValueIn<V>(publicBytes: Uint8Array, table: TableDef<V>): V | undefined {
+  const raw = decodeWriteSet(publicBytes).get(table.name)?.get(SINGLETON_KEY);
+  return raw ? table.codec.decode(raw) : undefined;
 }
 
 /** The record a signature entry carries (what it signed, with which node key). */
 export function signatureRecordOf(entry: { readonly publicBytes: Uint8Array; readonly seqno: number }): SignatureRecord {
-  const record = singletonValueIn<SignatureRecord>(entry.publicBytes, Tables.signatures);
+  const record = singletonValueIn(entry.publicBytes, TableDefs.signatures);
   assert(record, `signature entry ${entry.seqno} carries a signature record`);
   return record;
 }
@@ -57,6 +58,13 @@ export function signatureRecordOf(entry: { readonly publicBytes: Uint8Array; rea
 export const SERVICE_STATUSES = ['Opening', 'Open', 'WaitingForRecoveryShares', 'Recovering'] as const;
 export type ServiceStatus = (typeof SERVICE_STATUSES)[number];
 export type NodeStatus = 'Pending' | 'Trusted' | 'Retired';
+
+/** The record of Tables.snapshotEvidence (under SINGLETON_KEY): the latest snapshot's digest. */
+export interface SnapshotEvidenceRecord {
+  seqno: number;
+  /** Lower-case hex SHA-256 of the snapshot file without its receipt section. */
+  sha256: string;
+}
 
 /** A rekey's new ledger secret (Tables.ledgerSecrets, private). */
 export interface RekeyRecord {
@@ -174,7 +182,7 @@ export interface ServiceEndorsementRecord {
 /** The configuration a reconfiguration transaction records (undefined when the write set records none). */
 export function configurationOf(writeSet: WriteSet): Configuration | undefined {
   const raw = writeSet.get(Tables.configurations)?.get(SINGLETON_KEY);
-  return raw ? (JSON.parse(utf8.decode(raw)) as Configuration) : undefined;
+  return raw ? TableDefs.configurations.codec.decode(raw) : undefined;
 }
 
 /**
@@ -209,4 +217,7 @@ export const TableDefs = {
   /** The configuration a reconfiguration transaction starts (one record). */
   configurations: jsonTable<Configuration>(Tables.configurations),
   signatures: jsonTable<SignatureRecord>(Tables.signatures),
+  snapshotEvidence: jsonTable<SnapshotEvidenceRecord>(Tables.snapshotEvidence),
+  /** The seqno of the signature transaction that wrote it (a snapshot point). */
+  snapshotMarker: jsonTable<number>(Tables.snapshotMarker),
 } as const;

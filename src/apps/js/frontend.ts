@@ -16,15 +16,15 @@ import { assert } from '../../base/assert.js';
 import { CovenantError } from '../../base/errors.js';
 import { formatTxId, type TxId } from '../../base/ids.js';
 import type { Logger } from '../../base/log.js';
-import { jsonCodec, stringKeyCodec, type Codec, type StoreView, type Tx, type WriteSet } from '../../kv/index.js';
+import type { Codec, StoreView, TableDef, Tx, WriteSet } from '../../kv/index.js';
 import { TRANSACTION_ID_HEADER } from '../../http/pipeline.js';
-import type { Caller, HttpMethod, RequestContext, Route, RouteResponse } from '../../http/route.js';
+import type { Caller, HttpMethod, RequestContext, Route, RouteResponse, StateReader } from '../../http/route.js';
 import { Router, type MatchResult } from '../../http/router.js';
 import type { ApplicationFrontend } from '../../http/service.js';
 import { parseTxId } from '../../base/ids.js';
 import type { NodeTransactions } from '../../node/api.js';
 import { transactionInvalid } from '../../node/errors.js';
-import { SINGLETON_KEY, Tables } from '../../node/tables.js';
+import { SINGLETON_KEY, TableDefs, Tables } from '../../node/tables.js';
 import { authenticate, type AuthnDeps } from './authn.js';
 import { BUILT_IN_APP_PATHS, parseBundle, type AppBundle, type AppEndpoint } from './bundle.js';
 import { AppEngine, EngineUnavailable, runtimeOptionsOf } from './engine.js';
@@ -47,6 +47,14 @@ export interface JsAppNode extends NodeTransactions {
 
 /** Stored values as the store holds them: the same object until the key is written again. */
 const identityCodec: Codec<Uint8Array> = { encode: (v) => v, decode: (v) => v };
+/**
+ * The application bundle and runtime options, declared here as raw bytes: the frontend parses a
+ * record again only when its bytes are no longer the same object (governance writes them as JSON).
+ */
+const StoredAppTables = {
+  jsApp: { name: Tables.jsApp, codec: identityCodec },
+  jsRuntimeOptions: { name: Tables.jsRuntimeOptions, codec: identityCodec },
+} as const satisfies Record<string, TableDef<Uint8Array>>;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** The installed bundle, parsed once per stored record. */
@@ -165,7 +173,7 @@ export class JsAppFrontend implements ApplicationFrontend {
 
   /** The bundle in the store now (parsed again only when its record was written again). */
   private installed(): InstalledApp | undefined {
-    const raw = this.node.executeRead((tx) => tx.map(Tables.jsApp, stringKeyCodec, identityCodec).get(SINGLETON_KEY) as Uint8Array | undefined);
+    const raw = this.node.executeRead((tx) => tx.table(StoredAppTables.jsApp).get(SINGLETON_KEY));
     if (raw === undefined) {
       this.installedApp = undefined;
       return undefined;
@@ -217,7 +225,7 @@ export class JsAppFrontend implements ApplicationFrontend {
         return this.execute(raw, endpoint, ctx);
       });
     }
-    const requestJson = requestJsonOf(endpoint, ctx, (table, id) => this.node.executeRead((tx) => tx.map(table, certificateCodec).get(id) as string | undefined));
+    const requestJson = requestJsonOf(endpoint, ctx, (table, id) => this.node.executeRead((tx) => tx.table(table).get(id)));
     if (endpoint.properties.mode === 'historical') return this.historical(raw, endpoint, ctx, requestJson);
     if (endpoint.properties.mode === 'readwrite') return this.write(raw, endpoint, ctx, requestJson);
     // The state the pipeline gives: current, or committed and confirmed (linearizable); the answer names it.
@@ -295,7 +303,7 @@ export class JsAppFrontend implements ApplicationFrontend {
   }
 
   /** Runs the handler; maps the script's failures to 500 answers (nothing it wrote is kept: the transaction is dropped). */
-  private run(raw: Uint8Array, endpoint: AppEndpoint, scope: RequestScope, requestJson: string, body: Buffer, seed: number, reader: Pick<StoreView, 'map'>): ScriptResponse {
+  private run(raw: Uint8Array, endpoint: AppEndpoint, scope: RequestScope, requestJson: string, body: Buffer, seed: number, reader: StateReader): ScriptResponse {
     const app = this.installed();
     // The bundle was replaced between routing and execution: the request ran against the old one's routes.
     if (app?.raw !== raw || app.bundle === undefined) {
@@ -324,8 +332,8 @@ export class JsAppFrontend implements ApplicationFrontend {
     }
   }
 
-  private runtimeOptions(reader: Pick<StoreView, 'map'>): RuntimeOptions {
-    const raw = reader.map(Tables.jsRuntimeOptions, stringKeyCodec, identityCodec).get(SINGLETON_KEY) as Uint8Array | undefined;
+  private runtimeOptions(reader: Pick<StoreView, 'table'>): RuntimeOptions {
+    const raw = reader.table(StoredAppTables.jsRuntimeOptions).get(SINGLETON_KEY);
     const seen = this.optionsSeen;
     if (seen !== undefined && seen.raw === raw) return seen.options;
     let stored: unknown;
@@ -346,8 +354,7 @@ function unavailable(): CovenantError {
 
 /** The request as the handler sees it (its body goes separately, as bytes). */
 /** The registered certificate (PEM) of a user or member id, from the state the request runs on. */
-type CertificateOf = (table: string, id: string) => string | undefined;
-const certificateCodec = jsonCodec<string>();
+type CertificateOf = (table: TableDef<string>, id: string) => string | undefined;
 
 function requestJsonOf(endpoint: AppEndpoint, ctx: RequestContext, certificateOf: CertificateOf): string {
   const headers: Record<string, string> = {};
@@ -370,9 +377,9 @@ function callerOf(caller: Caller, certificateOf: CertificateOf): Record<string, 
   const policy = caller.policy ?? 'no_auth';
   switch (caller.kind) {
     case 'user':
-      return { policy, id: caller.id, cert: certificateOf(Tables.usersCerts, caller.id!) ?? null };
+      return { policy, id: caller.id, cert: certificateOf(TableDefs.usersCerts, caller.id!) ?? null };
     case 'member':
-      return { policy, id: caller.id, cert: certificateOf(Tables.membersCerts, caller.id!) ?? null };
+      return { policy, id: caller.id, cert: certificateOf(TableDefs.membersCerts, caller.id!) ?? null };
     case 'jwt': {
       const claims = caller.claims ?? {};
       return { policy: 'jwt', jwt: { issuer: claims.iss, subject: caller.id ?? null, claims } };

@@ -136,6 +136,7 @@ export function createHostFunctions(currentScope: () => RequestScope | undefined
     return c.getString(h);
   };
   const buffer = (c: QuickJSContext, value: Uint8Array) => c.newArrayBuffer(toArrayBuffer(value));
+  // The application's JavaScript names any table it may use and handles its bytes: no declaration applies.
   const reader = (name: string): MapReader<string, Uint8Array> => {
     checkReadable(name);
     return scope().reader.map(name, stringKeyCodec, bytesCodec) as MapReader<string, Uint8Array>;

@@ -4,8 +4,7 @@
  */
 import type { Logger } from '../../base/log.js';
 import type { Caller } from '../../http/route.js';
-import { jsonCodec } from '../../kv/index.js';
-import { Tables } from '../../node/tables.js';
+import { TableDefs } from '../../node/tables.js';
 import type { AuthnRequest } from './authn.js';
 import { AppEngine } from './engine.js';
 import { JsAppFrontend, type JsAppNode } from './frontend.js';
@@ -23,7 +22,6 @@ export interface JsApplicationOptions {
   readonly historicalCache: { readonly max_entries: number; readonly max_size: number };
 }
 
-const anyJson = jsonCodec<unknown>();
 
 /** Loads the engine (once per process) and makes the frontend of one node. */
 export async function createJsApplication(options: JsApplicationOptions): Promise<JsAppFrontend> {
@@ -38,7 +36,7 @@ export function jsApplicationOn(engine: AppEngine, options: JsApplicationOptions
     engine,
     {
       isUser: (id) => node.isUser(id),
-      isMember: (id) => node.executeRead((tx) => tx.map(Tables.membersCerts, anyJson).has(id)),
+      isMember: (id) => node.executeRead((tx) => tx.table(TableDefs.membersCerts).has(id)),
       bearer: options.bearer,
     },
     options.logger,

@@ -11,10 +11,11 @@
  */
 import { CovenantError, isCovenantError } from '../../base/errors.js';
 import { formatTxId } from '../../base/ids.js';
-import { Governance, type GovOutcome, type GovRequest, type JsEngine, loadJsEngine, type SandboxLimits } from '../../gov/index.js';
-import { jsonCodec, type Tx } from '../../kv/index.js';
+import { Governance, type GovOutcome, type GovRequest, type HostDataRecord, type JsEngine, type JwtIssuerRecord, loadJsEngine, type SandboxLimits } from '../../gov/index.js';
+import type { KeyMetadata } from '../../jwt/index.js';
+import type { Tx } from '../../kv/index.js';
 import type { NodeGovernanceHost } from '../../node/api.js';
-import { SINGLETON_KEY, Tables, type NodeInfo, type ServiceInfo } from '../../node/tables.js';
+import { SINGLETON_KEY, TableDefs, type NodeInfo } from '../../node/tables.js';
 import { isoSeconds } from '../../node/reports.js';
 import { certificateValidity } from '../../crypto/index.js';
 import { json, type RequestContext, type Route } from '../route.js';
@@ -29,8 +30,6 @@ export interface GovernanceFrontendOptions {
   /** The sandbox engine to run the constitution in (several nodes of one process may share one); default: one loaded here. */
   readonly sandbox?: Promise<JsEngine>;
 }
-
-const anyJson = jsonCodec<any>();
 
 export function governanceRoutes(node: NodeGovernanceHost, options: GovernanceFrontendOptions): Route[] {
   // Start loading at once so that the first governance request does not wait for it.
@@ -196,12 +195,12 @@ export function governanceRoutes(node: NodeGovernanceHost, options: GovernanceFr
       summary: 'Token issuers and their signing keys by kid (set_jwt_issuer, set_jwt_public_signing_keys, key refresh)',
       handler: () =>
         read((_gov, tx) => {
-          const issuers: Record<string, unknown> = {};
-          tx.map(Tables.jwtIssuers, anyJson).forEach((value: unknown, key: string) => {
+          const issuers: Record<string, JwtIssuerRecord> = {};
+          tx.table(TableDefs.jwtIssuers).forEach((value, key) => {
             issuers[key] = value;
           });
-          const keys: Record<string, unknown> = {};
-          tx.map(Tables.jwtPublicSigningKeys, anyJson).forEach((value: unknown, key: string) => {
+          const keys: Record<string, KeyMetadata[]> = {};
+          tx.table(TableDefs.jwtPublicSigningKeys).forEach((value, key) => {
             keys[key] = value;
           });
           return { issuers, keys };
@@ -213,15 +212,15 @@ export function governanceRoutes(node: NodeGovernanceHost, options: GovernanceFr
       summary: 'Trusted code measurements and host data, and the node join policy',
       handler: () =>
         read((_gov, tx) => {
-          const hostData: Record<string, unknown> = {};
-          tx.map(Tables.hostData, anyJson).forEach((value: unknown, key: string) => {
+          const hostData: Record<string, HostDataRecord> = {};
+          tx.table(TableDefs.hostData).forEach((value, key) => {
             hostData[key] = value;
           });
           const measurements: string[] = [];
-          tx.map(Tables.virtualMeasurements, anyJson).forEach((_value: unknown, key: string) => {
+          tx.table(TableDefs.virtualMeasurements).forEach((_value, key) => {
             measurements.push(key);
           });
-          const policy = (tx.map(Tables.joinPolicy, anyJson).get(SINGLETON_KEY) as string | undefined) ?? null;
+          const policy = tx.table(TableDefs.joinPolicy).get(SINGLETON_KEY) ?? null;
           return { measurements, host_data: hostData, policy };
         }),
     },
@@ -255,7 +254,7 @@ export function governanceRoutes(node: NodeGovernanceHost, options: GovernanceFr
 }
 
 function serviceInfoBody(tx: Tx): Record<string, unknown> {
-  const info = tx.map(Tables.serviceInfo, anyJson).get(SINGLETON_KEY) as ServiceInfo | undefined;
+  const info = tx.table(TableDefs.serviceInfo).get(SINGLETON_KEY);
   if (!info) throw new CovenantError('ServiceNotStarted', 'the service record does not exist yet', 503);
   return {
     status: info.status,
@@ -264,7 +263,7 @@ function serviceInfoBody(tx: Tx): Record<string, unknown> {
     recovery_count: info.recovery_count,
     service_data: info.service_data ?? null,
     current_service_create_txid: info.current_service_create_txid ?? null,
-    configuration: tx.map(Tables.serviceConfig, anyJson).get(SINGLETON_KEY) ?? {},
+    configuration: tx.table(TableDefs.serviceConfig).get(SINGLETON_KEY) ?? {},
   };
 }
 
@@ -275,16 +274,16 @@ function validToOf(pem: string | undefined): string | null {
 
 function nodeRecords(tx: Tx): Record<string, unknown>[] & { node_id: string }[] {
   const out: ({ node_id: string } & Record<string, unknown>)[] = [];
-  const certs = tx.map(Tables.nodesEndorsedCertificates, anyJson);
-  tx.map(Tables.nodesInfo, anyJson).forEach((info: NodeInfo, id: string) => {
+  const certs = tx.table(TableDefs.nodesEndorsedCertificates);
+  tx.table(TableDefs.nodesInfo).forEach((info: NodeInfo, id: string) => {
     out.push({
       node_id: id,
       status: info.status,
       retired_committed: info.retired_committed ?? false,
       node_data: info.node_data ?? null,
       rpc_interfaces: info.rpc_interfaces,
-      certificate: (certs.get(id) as string | undefined) ?? null,
-      certificate_valid_to: validToOf(certs.get(id) as string | undefined),
+      certificate: certs.get(id) ?? null,
+      certificate_valid_to: validToOf(certs.get(id)),
     });
   });
   return out;

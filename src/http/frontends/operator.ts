@@ -6,10 +6,9 @@
 import { z } from 'zod';
 import { CovenantError } from '../../base/errors.js';
 import { parseTxId } from '../../base/ids.js';
-import { jsonCodec } from '../../kv/index.js';
 import type { NodeOperatorQueries } from '../../node/api.js';
 import type { NodeSummary } from '../../node/reports.js';
-import { Tables, type NodeInfo } from '../../node/tables.js';
+import { TableDefs, type NodeInfo } from '../../node/tables.js';
 import { X509Certificate } from 'node:crypto';
 import { JoinRequestSchema } from '../../node/join.js';
 import { booleanQuery, integerQuery, json, noContent, type Route } from '../route.js';
@@ -180,7 +179,7 @@ export function operatorRoutes({ node, openApi, primaryAddress, jsMetrics, histo
         // retirement is committed (retired_committed), so only the record is left to remove.
         const id = params.node_id!;
         state.write((tx) => {
-          const nodes = tx.map(Tables.nodesInfo, jsonCodec<NodeInfo>());
+          const nodes = tx.table(TableDefs.nodesInfo);
           const info = nodes.get(id);
           if (!info) throw nodeNotFound(id);
           if (info.status !== 'Retired' || info.retired_committed !== true) {
@@ -193,7 +192,7 @@ export function operatorRoutes({ node, openApi, primaryAddress, jsMetrics, histo
             );
           }
           nodes.remove(id);
-          tx.map(Tables.nodesEndorsedCertificates, jsonCodec<unknown>()).remove(id);
+          tx.table(TableDefs.nodesEndorsedCertificates).remove(id);
         });
         return json(200, { node_id: id, deleted: true });
       },
@@ -288,7 +287,7 @@ export function operatorRoutes({ node, openApi, primaryAddress, jsMetrics, histo
         json(200, {
           attestations: node.executeRead((tx) => {
             const out: Record<string, unknown>[] = [];
-            tx.map(Tables.nodesInfo, jsonCodec<NodeInfo>()).forEach((info, id) => {
+            tx.table(TableDefs.nodesInfo).forEach((info, id) => {
               if (info.status === 'Trusted') out.push(quoteBodyOf(id, info.quote_info));
             });
             return out;

@@ -13,8 +13,7 @@ import { createHash } from 'node:crypto';
 import { CovenantError } from '../../base/errors.js';
 import { formatTxId } from '../../base/ids.js';
 import { toBase64, toHex } from '../../base/bytes.js';
-import { COSE_CONTENT_TYPE, GovTables, STATEMENTS_TABLE, verifySignedStatement, type StatementRecord } from '../../gov/index.js';
-import { jsonCodec } from '../../kv/index.js';
+import { COSE_CONTENT_TYPE, GovTableDefs, StatementsTable, verifySignedStatement, type StatementRecord } from '../../gov/index.js';
 import type { NodeTransactions } from '../../node/api.js';
 import { json, type Route } from '../route.js';
 import { TRANSACTION_ID_HEADER } from '../pipeline.js';
@@ -24,8 +23,6 @@ export interface StatementsFrontendOptions {
   /** The primary's address on this interface, for redirects. */
   primaryAddress(interfaceName: string): string | undefined;
 }
-
-const anyJson = jsonCodec<any>();
 
 export const REGISTER_STATEMENT_PATH = '/gov/statements:register';
 
@@ -61,7 +58,7 @@ export function statementRoutes({ node, primaryAddress }: StatementsFrontendOpti
         const digest = toHex(verified.digest);
         const { txId } = state.write(
           (tx) => {
-            const known = tx.map(GovTables.membersCerts, anyJson).has(callerId) || tx.map(GovTables.usersCerts, anyJson).has(callerId);
+            const known = tx.table(GovTableDefs.membersCerts).has(callerId) || tx.table(GovTableDefs.usersCerts).has(callerId);
             if (!known) throw new CovenantError('InvalidAuthenticationInfo', `no member or user with certificate id ${callerId} is known to the service`, 401);
             const record: StatementRecord = {
               statement: toBase64(statement),
@@ -69,7 +66,7 @@ export function statementRoutes({ node, primaryAddress }: StatementsFrontendOpti
               subject: verified.phdr.cwt.sub,
               registered_by: callerId,
             };
-            tx.map(STATEMENTS_TABLE, anyJson).put(digest, record);
+            tx.table(StatementsTable).put(digest, record);
           },
           { claimsDigest: verified.digest },
         );

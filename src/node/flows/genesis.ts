@@ -8,15 +8,13 @@
 import { assert } from '../../base/assert.js';
 import { errorMessage } from '../../base/errors.js';
 import { certificateId, loadPublicKey } from '../../crypto/index.js';
-import { jsonCodec, type Tx } from '../../kv/index.js';
+import type { Tx } from '../../kv/index.js';
 import type { NodeConfig } from '../../config/index.js';
 import { nodeError } from '../errors.js';
 import type { NodeIdentity } from '../identity/node-identity.js';
-import { SINGLETON_KEY, Tables, type MemberInfo, type NodeInfo, type SealedRecoveryKeyRecord, type ServiceInfo } from '../tables.js';
+import { SINGLETON_KEY, TableDefs, type MemberInfo, type NodeInfo, type SealedRecoveryKeyRecord, type ServiceInfo } from '../tables.js';
 import { makeSealedRecoveryKey } from '../recovery/sealing.js';
 import type { FlowContext } from './context.js';
-
-const json = jsonCodec<any>();
 
 export interface GenesisInputs {
   readonly config: NodeConfig;
@@ -94,8 +92,8 @@ export function writeGenesis(tx: Tx, inputs: GenesisInputs, node: GenesisNode): 
     service_data: config.service_data ?? null,
     current_service_create_txid: node.createTxId,
   };
-  tx.map(Tables.serviceInfo, json).put(SINGLETON_KEY, service);
-  tx.map(Tables.serviceConfig, json).put(SINGLETON_KEY, {
+  tx.table(TableDefs.serviceInfo).put(SINGLETON_KEY, service);
+  tx.table(TableDefs.serviceConfig).put(SINGLETON_KEY, {
     recovery_threshold: start.service_configuration?.recovery_threshold ?? 1,
     maximum_node_certificate_validity_days: start.service_configuration?.maximum_node_certificate_validity_days ?? 365,
     maximum_service_certificate_validity_days: start.service_configuration?.maximum_service_certificate_validity_days ?? 365,
@@ -110,27 +108,27 @@ export function writeGenesis(tx: Tx, inputs: GenesisInputs, node: GenesisNode): 
     quote_info: identity.quoteInfo!,
     retired_committed: false,
   };
-  tx.map(Tables.nodesInfo, json).put(identity.nodeId, nodeInfo);
-  if (node.sealedRecoveryKey !== undefined) tx.map(Tables.sealedRecoveryKeys, json).put(identity.nodeId, node.sealedRecoveryKey);
-  tx.map(Tables.nodesEndorsedCertificates, json).put(identity.nodeId, identity.nodeCertificatePem);
-  tx.map(Tables.hostData, json).put(identity.hostData, { measurement: identity.measurement });
-  tx.map(Tables.virtualMeasurements, json).put(identity.measurement, {});
+  tx.table(TableDefs.nodesInfo).put(identity.nodeId, nodeInfo);
+  if (node.sealedRecoveryKey !== undefined) tx.table(TableDefs.sealedRecoveryKeys).put(identity.nodeId, node.sealedRecoveryKey);
+  tx.table(TableDefs.nodesEndorsedCertificates).put(identity.nodeId, identity.nodeCertificatePem);
+  tx.table(TableDefs.hostData).put(identity.hostData, { measurement: identity.measurement });
+  tx.table(TableDefs.virtualMeasurements).put(identity.measurement, {});
   for (const member of start.members) {
     const pem = inputs.readTextFile(member.certificate_file);
     const id = certificateId(pem);
-    tx.map(Tables.membersCerts, json).put(id, pem);
+    tx.table(TableDefs.membersCerts).put(id, pem);
     const info: MemberInfo = { status: 'Accepted', member_data: readJsonFile(inputs, member.data_json_file) };
-    tx.map(Tables.membersInfo, json).put(id, info);
+    tx.table(TableDefs.membersInfo).put(id, info);
     if (member.encryption_public_key_file) {
-      tx.map(Tables.membersEncryptionPublicKeys, json).put(id, inputs.readTextFile(member.encryption_public_key_file));
+      tx.table(TableDefs.membersEncryptionPublicKeys).put(id, inputs.readTextFile(member.encryption_public_key_file));
     }
   }
   for (const user of start.users ?? []) {
     const pem = inputs.readTextFile(user.certificate_file);
     const id = certificateId(pem);
-    tx.map(Tables.usersCerts, json).put(id, pem);
-    tx.map(Tables.usersInfo, json).put(id, { user_data: readJsonFile(inputs, user.data_json_file) });
+    tx.table(TableDefs.usersCerts).put(id, pem);
+    tx.table(TableDefs.usersInfo).put(id, { user_data: readJsonFile(inputs, user.data_json_file) });
   }
   const constitution = startConstitution(inputs);
-  if (constitution.length > 0) tx.map(Tables.constitution, json).put(SINGLETON_KEY, constitution);
+  if (constitution.length > 0) tx.table(TableDefs.constitution).put(SINGLETON_KEY, constitution);
 }

@@ -12,11 +12,8 @@ import { CovenantError } from '../../base/errors.js';
 import type { ChainSecret } from '../../recovery/index.js';
 import { DecisionDriver, type OpenedService } from '../recovery/decision-driver.js';
 import { unsealLedgerSecrets } from '../recovery/sealing.js';
-import { Tables } from '../tables.js';
-import { jsonCodec } from '../../kv/index.js';
+import { TableDefs } from '../tables.js';
 import type { FlowContext } from './context.js';
-
-const json = jsonCodec<any>();
 
 /** The decision protocol chose another location: this node restarts as a joiner of `service`. */
 export class RejoinRequested extends CovenantError {
@@ -59,9 +56,9 @@ export async function decideSealedRecovery(ctx: FlowContext, position: { view: n
       sign: (bytes) => identity.sign(bytes),
       trustsCode: (measurement, hostData) =>
         ctx.transactions.executeRead((tx) => {
-          const measurements = tx.map(Tables.virtualMeasurements, json);
+          const measurements = tx.table(TableDefs.virtualMeasurements);
           const measured = measurements.has(measurement) || (measurements.size === 0 && measurement === identity.measurement);
-          return measured && tx.map(Tables.hostData, json).has(hostData);
+          return measured && tx.table(TableDefs.hostData).has(hostData);
         }),
       transport: init.decisionTransport,
     },

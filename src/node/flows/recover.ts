@@ -13,18 +13,16 @@
 import { assert } from '../../base/assert.js';
 import { errorMessage } from '../../base/errors.js';
 import { certificateId, parseCertificate } from '../../crypto/index.js';
-import { jsonCodec, type Tx } from '../../kv/index.js';
+import type { Tx } from '../../kv/index.js';
 import type { NodeAddresses } from '../api.js';
 import { nodeError } from '../errors.js';
 import { FLOW_TRIGGERS } from '../lifecycle.js';
 import { phaseSummary, readPublicLedger, type PublicLedgerRead } from '../recovery/public-ledger.js';
-import { SINGLETON_KEY, Tables, type NodeInfo, type SealedRecoveryKeyRecord, type ServiceInfo } from '../tables.js';
+import { SINGLETON_KEY, TableDefs, type NodeInfo, type SealedRecoveryKeyRecord, type ServiceInfo } from '../tables.js';
 import type { FlowContext } from './context.js';
 import { sealedRecoveryKeyOf } from './genesis.js';
 import { endorseStartupSnapshot } from '../snapshot-trust.js';
 import { decideSealedRecovery, openSealedRecovery } from './recover-sealing.js';
-
-const json = jsonCodec<any>();
 
 export async function recoverFlow(ctx: FlowContext, addresses: NodeAddresses): Promise<void> {
   const { init, identity, service, replica, logger } = ctx;
@@ -143,7 +141,7 @@ interface PreviousIdentity {
 
 /** The previous service as its ledger records it (checked against the configured certificate, when there is one). */
 function previousIdentityOf(ctx: FlowContext, fromFile: string | undefined): PreviousIdentity {
-  const info = ctx.transactions.executeRead((tx) => tx.map(Tables.serviceInfo, json).get(SINGLETON_KEY) as ServiceInfo | undefined);
+  const info = ctx.transactions.executeRead((tx) => tx.table(TableDefs.serviceInfo).get(SINGLETON_KEY));
   if (info === undefined) throw nodeError('RecoveryLedgerUnsigned', 'the recovered ledger holds no service record');
   // The same key, not the same bytes: members may have renewed the certificate since the operator's copy was taken.
   if (fromFile !== undefined && parseCertificate(fromFile).publicKeyPem !== parseCertificate(info.cert).publicKeyPem) {
@@ -193,27 +191,27 @@ function writeRecoveryStart(tx: Tx, ctx: FlowContext, start: RecoveryStart): voi
     current_service_create_txid: start.createTxId,
     previous_service_identity_version: start.createSeqno,
   };
-  tx.map(Tables.serviceInfo, json).put(SINGLETON_KEY, info);
-  tx.map(Tables.previousServiceIdentity, json).put(SINGLETON_KEY, start.previous.certificate);
-  tx.map(Tables.serviceEndorsements, json).put(String(start.createSeqno), {
+  tx.table(TableDefs.serviceInfo).put(SINGLETON_KEY, info);
+  tx.table(TableDefs.previousServiceIdentity).put(SINGLETON_KEY, start.previous.certificate);
+  tx.table(TableDefs.serviceEndorsements).put(String(start.createSeqno), {
     endorsing_service_created_seqno: start.createSeqno,
     previous_service_certificate: start.previous.certificate,
     endorsement: start.endorsement,
   });
   // The previous service's nodes are gone with it: deleted, with their certificates.
-  const nodes = tx.map(Tables.nodesInfo, json);
-  const certificates = tx.map(Tables.nodesEndorsedCertificates, json);
-  const submitted = tx.map(Tables.submittedShares, json);
+  const nodes = tx.table(TableDefs.nodesInfo);
+  const certificates = tx.table(TableDefs.nodesEndorsedCertificates);
+  const submitted = tx.table(TableDefs.submittedShares);
   // With their local-sealing records (spec "Node status in the network").
-  const sealedKeys = tx.map(Tables.sealedRecoveryKeys, json);
+  const sealedKeys = tx.table(TableDefs.sealedRecoveryKeys);
   for (const map of [nodes, certificates, submitted, sealedKeys]) {
     const keys: string[] = [];
     map.forEach((_, key) => void keys.push(key));
     for (const key of keys) map.remove(key);
   }
-  tx.map(Tables.recoveredLedgerSecrets, json).remove(SINGLETON_KEY);
-  tx.map(Tables.sealedShares, json).remove(SINGLETON_KEY);
-  tx.map(Tables.recoveryDecisionOpenKind, json).remove(SINGLETON_KEY);
+  tx.table(TableDefs.recoveredLedgerSecrets).remove(SINGLETON_KEY);
+  tx.table(TableDefs.sealedShares).remove(SINGLETON_KEY);
+  tx.table(TableDefs.recoveryDecisionOpenKind).remove(SINGLETON_KEY);
   if (start.sealedRecoveryKey !== undefined) sealedKeys.put(identity.nodeId, start.sealedRecoveryKey);
   const nodeInfo: NodeInfo = {
     status: 'Trusted',
@@ -226,6 +224,6 @@ function writeRecoveryStart(tx: Tx, ctx: FlowContext, start: RecoveryStart): voi
   };
   nodes.put(identity.nodeId, nodeInfo);
   certificates.put(identity.nodeId, identity.nodeCertificatePem);
-  tx.map(Tables.hostData, json).put(identity.hostData, { measurement: identity.measurement });
-  tx.map(Tables.virtualMeasurements, json).put(identity.measurement, {});
+  tx.table(TableDefs.hostData).put(identity.hostData, { measurement: identity.measurement });
+  tx.table(TableDefs.virtualMeasurements).put(identity.measurement, {});
 }

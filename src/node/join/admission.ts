@@ -10,17 +10,15 @@ import type { Logger } from '../../base/log.js';
 import { fromBase64, toHex, utf8 } from '../../base/bytes.js';
 import { errorMessage } from '../../base/errors.js';
 import { decodeCoseSign1, loadPublicKey, nodeIdFromPublicKey, publicKeyDer } from '../../crypto/index.js';
-import { jsonCodec, type Tx } from '../../kv/index.js';
+import type { Tx } from '../../kv/index.js';
 import { verifyVirtualQuote, type QuoteInfo, type VirtualQuote } from '../../attestation/virtual.js';
 import type { JoinPolicyVerdict } from '../../gov/join-policy.js';
 import { checkTransparentStatement, type TransparentStatementInput } from '../../gov/transparent-statement.js';
 import { nodeError, notPrimary, retryLater } from '../errors.js';
 import { pendingCleanupIntervalMsMax } from '../limits.js';
 import type { JoinRequest, JoinResponse, NetworkInfo } from '../join.js';
-import { SINGLETON_KEY, TableDefs, Tables, type NodeInfo, type ServiceStatus } from '../tables.js';
+import { SINGLETON_KEY, TableDefs, type NodeInfo, type ServiceStatus } from '../tables.js';
 import type { JoinRateLimiter } from './rate.js';
-
-const json = jsonCodec<any>();
 
 /** A join request after its key and quote were checked: what the checks of the chain look at. */
 export interface JoinCandidate {
@@ -64,7 +62,7 @@ function refuse(context: AdmissionContext, code: Parameters<typeof nodeError>[0]
 }
 
 export const checkMeasurement: AdmissionCheck = ({ quote }, tx, context) => {
-  const measurements = tx.map(Tables.virtualMeasurements, json);
+  const measurements = tx.table(TableDefs.virtualMeasurements);
   // A service whose genesis predates the table trusts the code the primary runs.
   const trusted = measurements.has(quote.measurement) || (measurements.size === 0 && quote.measurement === context.ownMeasurement);
   if (!trusted) refuse(context, 'UntrustedMeasurement', `measurement ${quote.measurement} is not trusted by the service (add_virtual_measurement)`);
@@ -78,7 +76,7 @@ export const checkMeasurement: AdmissionCheck = ({ quote }, tx, context) => {
  * is an error that refuses. No statement, or no policy, refuses as untrusted host data.
  */
 export const checkHostData: AdmissionCheck = ({ quote, request, nodeId, existing }, tx, context) => {
-  if (tx.map(Tables.hostData, json).has(quote.host_data)) return;
+  if (tx.table(TableDefs.hostData).has(quote.host_data)) return;
   // A node already recorded with this very quote passed this check when it was recorded: its
   // polls (a Pending node asks every join.retry_timeout) and re-announcements do not run the
   // policy again, so that polling never costs the primary a sandbox evaluation each time.

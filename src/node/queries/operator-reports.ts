@@ -4,16 +4,14 @@
  * core without a transaction of their own.
  */
 import type { TxId } from '../../base/ids.js';
-import { jsonCodec, type Tx } from '../../kv/index.js';
+import type { Tx } from '../../kv/index.js';
 import type { Raft } from '../../consensus/index.js';
 import type { NodeLifecycleState } from '../lifecycle.js';
 import type { Replica } from '../replica.js';
 import { certificateValidity } from '../../crypto/index.js';
 import { isoSeconds, type ConsensusReport, type NetworkReport, type NodeStateReport, type NodeSummary, type ServiceEndorsementsReport, type VersionReport } from '../reports.js';
-import { SINGLETON_KEY, TableDefs, Tables, type OpenKindRecord, type ServiceEndorsementRecord, type ServiceInfo, type ServiceStatus } from '../tables.js';
+import { SINGLETON_KEY, TableDefs, type OpenKindRecord, type ServiceEndorsementRecord, type ServiceInfo, type ServiceStatus } from '../tables.js';
 import { txStatus, viewOfSeqno, type TxStatus } from '../tx-status.js';
-
-const json = jsonCodec<any>();
 
 export interface OperatorQueriesHost {
   readonly replica: Replica;
@@ -151,7 +149,7 @@ export class OperatorQueries {
       const out: NodeSummary[] = [];
       const endorsed = tx.table(TableDefs.nodesEndorsedCertificates);
       tx.table(TableDefs.nodesInfo).forEach((info, id) => {
-        const validity = validityOf(endorsed.get(id) as string | undefined);
+        const validity = validityOf(endorsed.get(id));
         out.push({
           node_id: id,
           status: info.status,
@@ -168,7 +166,7 @@ export class OperatorQueries {
   }
 
   serviceConfiguration(): unknown {
-    return this.read((tx) => tx.map(Tables.serviceConfig, json).get(SINGLETON_KEY));
+    return this.read((tx) => tx.table(TableDefs.serviceConfig).get(SINGLETON_KEY));
   }
 
   previousServiceIdentity(): string | undefined {

@@ -10,10 +10,9 @@
  * changes (a commit that writes it, a rollback, a store replaced by a snapshot's).
  */
 import { assert } from '../../base/assert.js';
-import { jsonCodec, type Store } from '../../kv/index.js';
-import { Tables, type ServiceEndorsementRecord } from '../tables.js';
+import type { Store } from '../../kv/index.js';
+import { TableDefs, Tables, type ServiceEndorsementRecord } from '../tables.js';
 
-const recordCodec = jsonCodec<ServiceEndorsementRecord>();
 
 /**
  * The endorsements for a root signed at `signatureSeqno`: those of the records keyed above it, in
@@ -50,7 +49,7 @@ export class ServiceEndorsements {
     if (this.sorted !== undefined) return this.sorted;
     assert(this.store, 'service endorsements follow the node store');
     const records: ServiceEndorsementRecord[] = [];
-    this.store.current().map(Tables.serviceEndorsements, recordCodec).forEach((record, key) => {
+    this.store.current().table(TableDefs.serviceEndorsements).forEach((record, key) => {
       assert(key === String(record.endorsing_service_created_seqno), () => `service endorsement keyed ${key} is that of seqno ${record.endorsing_service_created_seqno}`);
       records.push(record);
     });

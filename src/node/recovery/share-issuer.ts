@@ -16,13 +16,11 @@ import { toHex, utf8 } from '../../base/bytes.js';
 import { errorMessage } from '../../base/errors.js';
 import type { Logger } from '../../base/log.js';
 import { sha256 } from '../../crypto/index.js';
-import { jsonCodec, type Store, type Tx } from '../../kv/index.js';
+import type { Store, Tx } from '../../kv/index.js';
 import { issueRecoveryShares, type RecoveryMember, type RandomBytes } from '../../recovery/index.js';
 import type { LedgerSecrets } from '../identity/ledger-secrets.js';
 import { SINGLETON_KEY, TableDefs, Tables, type RecoverySharesRecord, type ServiceInfo } from '../tables.js';
 import type { PrimaryTask } from '../tasks/primary-tasks.js';
-
-const json = jsonCodec<any>();
 
 export interface ShareIssuerHost {
   readonly logger: Logger;
@@ -168,7 +166,7 @@ export function memberShares(host: ShareIssuerHost): IssueKind<MemberShareInputs
         members.push({ memberId: id, encryptionPublicKeyPem: pem });
       });
       members.sort((a, b) => (a.memberId < b.memberId ? -1 : a.memberId > b.memberId ? 1 : 0));
-      const config = (tx.map(Tables.serviceConfig, json).get(SINGLETON_KEY) ?? {}) as { recovery_threshold?: number };
+      const config = tx.table(TableDefs.serviceConfig).get(SINGLETON_KEY) ?? {};
       const threshold = config.recovery_threshold ?? 1;
       const refresh = tx.table(TableDefs.recoverySharesRefresh).get(SINGLETON_KEY) ?? 0;
       const service = tx.table(TableDefs.serviceInfo).get(SINGLETON_KEY);

@@ -13,11 +13,9 @@ import { assert } from '../../base/assert.js';
 import { errorMessage } from '../../base/errors.js';
 import type { Logger } from '../../base/log.js';
 import { fetchIssuerKeys, keyTableChanges, refreshDelayMs, type IssuerRefreshReport, type KeyFetcher, type KeyMetadata, type KeyRefreshMetrics } from '../../jwt/index.js';
-import { jsonCodec, type Tx } from '../../kv/index.js';
-import { Tables } from '../tables.js';
+import type { Tx } from '../../kv/index.js';
+import { TableDefs } from '../tables.js';
 import type { PrimaryTask } from './primary-tasks.js';
-
-const json = jsonCodec<any>();
 
 export interface JwtKeyRefreshHost {
   readonly clock: Clock;
@@ -196,7 +194,7 @@ export class JwtKeyRefresh implements PrimaryTask {
     const changesOf = (tx: Tx) => {
       if (!autoRefreshIssuers(tx).some((i) => i.issuer === issuer)) return new Map<string, KeyMetadata[] | null>();
       const current = new Map<string, KeyMetadata[]>();
-      tx.map(Tables.jwtPublicSigningKeys, json).forEach((list: KeyMetadata[], kid: string) => {
+      tx.table(TableDefs.jwtPublicSigningKeys).forEach((list: KeyMetadata[], kid: string) => {
         current.set(kid, list);
       });
       return keyTableChanges(current, issuer, fresh);
@@ -204,7 +202,7 @@ export class JwtKeyRefresh implements PrimaryTask {
     try {
       if (this.host.executeRead(changesOf).size === 0) return undefined;
       this.host.executeWrite((tx) => {
-        const keys = tx.map(Tables.jwtPublicSigningKeys, json);
+        const keys = tx.table(TableDefs.jwtPublicSigningKeys);
         for (const [kid, list] of changesOf(tx)) {
           if (list === null) keys.remove(kid);
           else keys.put(kid, list);
@@ -248,10 +246,10 @@ export class JwtKeyRefresh implements PrimaryTask {
 
 function autoRefreshIssuers(tx: Tx): AutoIssuer[] {
   const out: AutoIssuer[] = [];
-  const bundles = tx.map(Tables.caCertBundles, json);
-  tx.map(Tables.jwtIssuers, json).forEach((record: { auto_refresh?: boolean; ca_cert_bundle_name?: string }, issuer: string) => {
+  const bundles = tx.table(TableDefs.caCertBundles);
+  tx.table(TableDefs.jwtIssuers).forEach((record, issuer) => {
     if (record.auto_refresh !== true) return;
-    const pem = record.ca_cert_bundle_name === undefined ? undefined : (bundles.get(record.ca_cert_bundle_name) as string | undefined);
+    const pem = record.ca_cert_bundle_name === undefined ? undefined : bundles.get(record.ca_cert_bundle_name);
     out.push({ issuer, caBundlePem: pem });
   });
   return out;

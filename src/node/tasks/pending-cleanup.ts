@@ -7,12 +7,10 @@
 import type { Clock, TimerHandle } from '../../base/clock.js';
 import { errorMessage } from '../../base/errors.js';
 import type { Logger } from '../../base/log.js';
-import { jsonCodec, type Tx } from '../../kv/index.js';
+import type { Tx } from '../../kv/index.js';
 import { pendingCleanupIntervalMsMax } from '../limits.js';
-import { Tables, type NodeInfo } from '../tables.js';
+import { TableDefs, type NodeInfo } from '../tables.js';
 import type { PrimaryTask } from './primary-tasks.js';
-
-const json = jsonCodec<any>();
 
 export interface PendingCleanupHost {
   readonly clock: Clock;
@@ -57,7 +55,7 @@ export class PendingNodeCleanup implements PrimaryTask {
     const now = this.host.clock.nowMs();
     const expired: string[] = [];
     this.host.executeRead((tx) =>
-      tx.map(Tables.nodesInfo, json).forEach((info: NodeInfo, id: string) => {
+      tx.table(TableDefs.nodesInfo).forEach((info: NodeInfo, id: string) => {
         if (info.status !== 'Pending') return;
         const seen = this.lastSeenMs.get(id);
         if (seen === undefined) this.lastSeenMs.set(id, now);
@@ -68,8 +66,8 @@ export class PendingNodeCleanup implements PrimaryTask {
     try {
       this.host.executeWrite((tx) => {
         for (const id of expired) {
-          tx.map(Tables.nodesInfo, json).remove(id);
-          tx.map(Tables.nodesEndorsedCertificates, json).remove(id);
+          tx.table(TableDefs.nodesInfo).remove(id);
+          tx.table(TableDefs.nodesEndorsedCertificates).remove(id);
         }
       });
       for (const id of expired) {

@@ -14,17 +14,14 @@ import { assert } from '../../base/assert.js';
 import { toHex } from '../../base/bytes.js';
 import { isCovenantError } from '../../base/errors.js';
 import type { Clock, TimerHandle } from '../../base/clock.js';
-import { jsonCodec } from '../../kv/index.js';
 import { EntryFlags } from '../../ledger/index.js';
 import type { NodeConfig } from '../../config/index.js';
 import type { NodeIdentity } from '../identity/node-identity.js';
 import { signatureWaitPollMs, signatureWaitsForBytesMin } from '../limits.js';
 import type { Replica } from '../replica.js';
-import { SNAPSHOT_MARKER_TABLE, type SnapshotManager } from '../snapshots.js';
-import { SINGLETON_KEY, Tables, type SignatureRecord } from '../tables.js';
+import type { SnapshotManager } from '../snapshots.js';
+import { SINGLETON_KEY, TableDefs, type SignatureRecord } from '../tables.js';
 import type { Proposer } from './proposer.js';
-
-const json = jsonCodec<any>();
 
 export interface SignaturesHost {
   readonly config: NodeConfig;
@@ -177,11 +174,11 @@ export class Signatures {
       cert: identity.nodeCertificatePem,
     };
     const tx = replica.store.beginTx();
-    tx.map(Tables.signatures, json).put(SINGLETON_KEY, record);
+    tx.table(TableDefs.signatures).put(SINGLETON_KEY, record);
     // A snapshot point travels in the signature itself, which ends its chunk (ledger invariants 3, 4).
     const snapshot = snapshots.dueAt(seqno);
     if (snapshot) {
-      tx.map(SNAPSHOT_MARKER_TABLE, json).put(SINGLETON_KEY, seqno);
+      tx.table(TableDefs.snapshotMarker).put(SINGLETON_KEY, seqno);
       proposer.forceLedgerChunk();
     }
     const committed = tx.apply();
@@ -213,7 +210,7 @@ export class Signatures {
     for (let evidence = snapshots.dueEvidence(); evidence !== undefined; evidence = snapshots.dueEvidence()) {
       // The evidence follows every transaction already in the pipeline, like any other.
       const tx = replica.store.beginTx();
-      tx.map(Tables.snapshotEvidence, json).put(SINGLETON_KEY, evidence.record);
+      tx.table(TableDefs.snapshotEvidence).put(SINGLETON_KEY, evidence.record);
       const committed = tx.apply();
       assert(committed !== undefined, 'a snapshot evidence transaction writes');
       try {

@@ -27,12 +27,12 @@ import { fromBase64, toBase64, utf8 } from '../../base/bytes.js';
 import { formatTxId, type TxId } from '../../base/ids.js';
 import { certificateId, generateEcKeyPair, generateIdentity, nodeIdFromPublicKey, type KeyPair } from '../../crypto/index.js';
 import { COSE_CONTENT_TYPE, DEFAULT_SANDBOX_LIMITS, Governance, type JsEngine, loadJsEngine, signGovRequest, type GovMessageType, type GovRequest } from '../../gov/index.js';
-import { jsonCodec } from '../../kv/index.js';
 import { serviceEndorsementsChainOf, verifyReceipt, type Receipt } from '../../merkle/index.js';
 import type { CovenantNode } from '../../node/node.js';
 import { decryptShare } from '../../recovery/index.js';
 import { Violation } from './checker.js';
 import { NodeSim, rawConfigOf, simConfig, writeFile, type NodeSimOptions, type SimHost } from './node-sim.js';
+import { SimTables } from './sim-tables.js';
 
 /** A defect planted to show the checkers can fail. */
 export type RecoveryBug =
@@ -74,7 +74,6 @@ const CHUNK_SIZE = '4KB';
 const SNAPSHOT_TX_COUNT = 25;
 /** Wall-clock budget of the members' JavaScript of one governance request in the simulator. */
 const GOV_SANDBOX_TIME_MS_MAX = 30_000;
-const json = jsonCodec<any>();
 
 interface SimMember {
   readonly id: string;
@@ -238,7 +237,7 @@ export class RecoverySim extends NodeSim {
   /** The old service's workload ends: a client keeps the receipt of a committed write. */
   async keepReceipt(): Promise<void> {
     const node = this.primary();
-    const { txId } = node.executeWrite((tx) => tx.map('records', json).put('kept', this.step));
+    const { txId } = node.executeWrite((tx) => tx.table(SimTables.records).put('kept', this.step));
     await this.untilCommitted(txId!.seqno);
     this.keptReceipt = { txId: txId!, receipt: await this.receiptOf(node, txId!) };
   }
@@ -364,7 +363,7 @@ export class RecoverySim extends NodeSim {
     const kept = this.keptReceipt!;
     let old = kept.receipt;
     if (this.options.bug === 'corrupt-receipt') old = { ...old, signature: flipBase64(old.signature) };
-    const { txId: newTxId } = node.executeWrite((tx) => tx.map('records', json).put('new-epoch', this.step));
+    const { txId: newTxId } = node.executeWrite((tx) => tx.table(SimTables.records).put('new-epoch', this.step));
     await this.untilCommitted(newTxId!.seqno);
     const checks: [string, Receipt, boolean][] = [[`the kept receipt of ${formatTxId(kept.txId)}`, old, true]];
     // The kept transaction as the new service serves it, when the kept ledger holds it.

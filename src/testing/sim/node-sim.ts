@@ -25,13 +25,13 @@ import type { Clock } from '../../base/clock.js';
 import { nullLogger, type Logger } from '../../base/log.js';
 import { defaultNodeConfig, type NodeConfig } from '../../config/index.js';
 import { createSelfSignedCertificate, generateEcKeyPair, loadPublicKey, nodeIdFromPublicKey, publicKeyDer, sha256Hex, type KeyPair } from '../../crypto/index.js';
-import { jsonCodec } from '../../kv/index.js';
 import { EntryFlags, decodeEntry, hasFlag, parseSnapshotFileName } from '../../ledger/index.js';
 import { CovenantNode, type NodeAddresses } from '../../node/node.js';
 import type { JoinClient } from '../../node/join.js';
 import { ManualClock } from '../manual-clock.js';
 import { MemoryDisk } from '../memory-disk.js';
 import { Prng } from '../prng.js';
+import { SimTables } from './sim-tables.js';
 import { Violation } from './checker.js';
 import { SimFrameNetwork, type SimNodeChannels } from './node-network.js';
 
@@ -73,7 +73,6 @@ const SETTLE_TURNS_MAX = 100_000;
 function settle(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
 }
-const json = jsonCodec<any>();
 
 export interface SimHost {
   readonly name: string;
@@ -402,8 +401,8 @@ export class NodeSim {
     const value = `${this.step}:${this.writes}`;
     try {
       host.node!.executeWrite((tx) => {
-        tx.map('records', json).put(key, value);
-        tx.map('public:records', json).put(key, value);
+        tx.table(SimTables.records).put(key, value);
+        tx.table(SimTables.publicRecords).put(key, value);
       });
       this.writes++;
     } catch (e) {
@@ -508,7 +507,7 @@ export class NodeSim {
     for (let i = 0; i < this.options.livenessStepsMax; i++) {
       if (target === undefined) {
         const primary = this.hosts.find((h) => h.node?.isPrimary());
-        target = primary?.node?.executeWrite((tx) => tx.map('records', json).put('final', this.step)).txId?.seqno;
+        target = primary?.node?.executeWrite((tx) => tx.table(SimTables.records).put('final', this.step)).txId?.seqno;
       }
       await this.advanceSettled(false);
       if (target !== undefined && this.hosts.every((h) => (h.node?.parts.replica.commitSeqno ?? 0) >= target!)) {
