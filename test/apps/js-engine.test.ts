@@ -138,7 +138,7 @@ describe('the engine in a transaction', () => {
     const { response } = run(
       `const hex = (s) => new Uint8Array(s.match(/../g).map((b) => parseInt(b, 16))).buffer;
       export function run(request) {
-        const r = request;
+        const r = request.body.json();
         const data = covenant.strToBuf('hello');
         const bad = covenant.strToBuf('hellO');
         return { body: [
@@ -148,7 +148,7 @@ describe('the engine in a transaction', () => {
           covenant.crypto.verifySignature({ name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256' }, r.rsa, hex(r.rsaSig), bad),
         ] };
       }`,
-      { requestJson: request },
+      { body: request },
     );
     assert.deepEqual(JSON.parse(response.text!), [true, false, true, false]);
   });

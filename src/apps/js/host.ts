@@ -135,6 +135,11 @@ export function createHostFunctions(currentScope: () => RequestScope | undefined
     if (h === undefined || c.typeof(h) !== 'string') throw new HostError('a string argument is missing');
     return c.getString(h);
   };
+  // A map name or a key (its bytes as Latin-1) from the prelude, which always passes strings: one call, no type check.
+  const name = (c: QuickJSContext, h: QuickJSHandle | undefined): string => {
+    if (h === undefined) throw new HostError('a string argument is missing');
+    return c.getString(h);
+  };
   const buffer = (c: QuickJSContext, value: Uint8Array) => c.newArrayBuffer(toArrayBuffer(value));
   // The application's JavaScript names any table it may use and handles its bytes: no declaration applies.
   const reader = (name: string): MapReader<string, Uint8Array> => {
@@ -159,15 +164,15 @@ export function createHostFunctions(currentScope: () => RequestScope | undefined
   };
   return {
     __kv_get: (c, [map, key]) => {
-      const value = reader(text(c, map)).get(keyOf(bytes(c, key)));
+      const value = reader(name(c, map)).get(name(c, key));
       return value === undefined ? c.undefined : buffer(c, value);
     },
-    __kv_has: (c, [map, key]) => (reader(text(c, map)).has(keyOf(bytes(c, key))) ? c.true : c.false),
+    __kv_has: (c, [map, key]) => (reader(name(c, map)).has(name(c, key)) ? c.true : c.false),
     __kv_set: (c, [map, key, value]) => {
-      writer(text(c, map)).put(keyOf(bytes(c, key)), bytes(c, value));
+      writer(name(c, map)).put(name(c, key), bytes(c, value));
       return undefined;
     },
-    __kv_delete: (c, [map, key]) => (writer(text(c, map)).remove(keyOf(bytes(c, key))) ? c.true : c.false),
+    __kv_delete: (c, [map, key]) => (writer(name(c, map)).remove(name(c, key)) ? c.true : c.false),
     __kv_clear: (c, [map]) => {
       const target = writer(text(c, map));
       const keys: string[] = [];
