@@ -107,6 +107,31 @@ describe('the engine in a transaction', () => {
     assert.equal(Buffer.from(stored).toString(), '{"n":5}');
   });
 
+  test('keys of any bytes (zero bytes, bytes above 0x7f) are kept exactly; request fields read on first use', () => {
+    const { response, tx } = run(`export function run(request) {
+      const m = covenant.kv['records'];
+      const keys = [new Uint8Array([0]), new Uint8Array([1, 0, 2]), new Uint8Array([0xff, 0x80]), new Uint8Array([0x61])];
+      keys.forEach((k, i) => m.set(k.buffer, covenant.strToBuf(String(i))));
+      const back = keys.map((k) => covenant.bufToStr(m.get(k.buffer)));
+      const seen = [];
+      m.forEach((v, k) => seen.push(Array.from(new Uint8Array(k)).join('.') + '=' + covenant.bufToStr(v)));
+      const removed = m.delete(new Uint8Array([1, 0, 2]).buffer) && !m.has(new Uint8Array([1, 0, 2]).buffer);
+      request.path = 'mine';
+      return { body: { back, seen: seen.sort(), removed, same: covenant.kv.records === m, method: request.method, path: request.path, keys: Object.keys(request) } };
+    }`, { requestJson: JSON.stringify({ method: 'POST', path: '/app/x', params: {} }) });
+    const body = JSON.parse(response.text!);
+    assert.deepEqual(body.back, ['0', '1', '2', '3']);
+    assert.deepEqual(body.seen, ['0=0', '1.0.2=1', '255.128=2', '97=3']);
+    assert.equal(body.removed, true);
+    assert.equal(body.same, true);
+    assert.equal(body.method, 'POST');
+    assert.equal(body.path, 'mine');
+    assert.deepEqual(body.keys, ['body', 'path']);
+    const stored = tx.map('records', stringKeyCodec, bytesCodec);
+    assert.equal(Buffer.from(stored.get('\u0000') as Uint8Array).toString(), '0');
+    assert.equal(Buffer.from(stored.get('\u00ff\u0080') as Uint8Array).toString(), '2');
+  });
+
   test('no ambient time or randomness; crypto helpers', () => {
     const { response } = run(`export function run() {
       const before = [Date.now(), new Date().getTime()];
@@ -138,7 +163,7 @@ describe('the engine in a transaction', () => {
     const { response } = run(
       `const hex = (s) => new Uint8Array(s.match(/../g).map((b) => parseInt(b, 16))).buffer;
       export function run(request) {
-        const r = request;
+        const r = request.body.json();
         const data = covenant.strToBuf('hello');
         const bad = covenant.strToBuf('hellO');
         return { body: [
@@ -148,7 +173,7 @@ describe('the engine in a transaction', () => {
           covenant.crypto.verifySignature({ name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256' }, r.rsa, hex(r.rsaSig), bad),
         ] };
       }`,
-      { requestJson: request },
+      { body: request },
     );
     assert.deepEqual(JSON.parse(response.text!), [true, false, true, false]);
   });

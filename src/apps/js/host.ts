@@ -16,6 +16,8 @@ import { FOR_EACH_ENTRIES_MAX, RANDOM_BYTES_MAX } from './limits.js';
 const SERVICE_PUBLIC_PREFIX = 'public:svc.';
 const SERVICE_PRIVATE_PREFIX = 'svc.';
 const CLAIMS_DIGEST_BYTES = 32;
+/** Marks a key the prelude sent as hex (it holds a zero byte, which a string cannot carry across). */
+const HEX_KEY_MARK = 0x100;
 
 /** What one request gives its handler to work with. */
 export interface RequestScope {
@@ -135,6 +137,16 @@ export function createHostFunctions(currentScope: () => RequestScope | undefined
     if (h === undefined || c.typeof(h) !== 'string') throw new HostError('a string argument is missing');
     return c.getString(h);
   };
+  // A map name from the prelude, which always passes a string: one call, no type check.
+  const name = (c: QuickJSContext, h: QuickJSHandle | undefined): string => {
+    if (h === undefined) throw new HostError('a string argument is missing');
+    return c.getString(h);
+  };
+  // A key from the prelude: its bytes as Latin-1, or U+0100 and their hex when one is zero.
+  const key = (c: QuickJSContext, h: QuickJSHandle | undefined): string => {
+    const s = name(c, h);
+    return s.charCodeAt(0) === HEX_KEY_MARK ? Buffer.from(s.slice(1), 'hex').toString('latin1') : s;
+  };
   const buffer = (c: QuickJSContext, value: Uint8Array) => c.newArrayBuffer(toArrayBuffer(value));
   // The application's JavaScript names any table it may use and handles its bytes: no declaration applies.
   const reader = (name: string): MapReader<string, Uint8Array> => {
@@ -158,16 +170,16 @@ export function createHostFunctions(currentScope: () => RequestScope | undefined
     return s.tx.map(name, stringKeyCodec, bytesCodec) as TxMap<string, Uint8Array>;
   };
   return {
-    __kv_get: (c, [map, key]) => {
-      const value = reader(text(c, map)).get(keyOf(bytes(c, key)));
+    __kv_get: (c, [map, k]) => {
+      const value = reader(name(c, map)).get(key(c, k));
       return value === undefined ? c.undefined : buffer(c, value);
     },
-    __kv_has: (c, [map, key]) => (reader(text(c, map)).has(keyOf(bytes(c, key))) ? c.true : c.false),
-    __kv_set: (c, [map, key, value]) => {
-      writer(text(c, map)).put(keyOf(bytes(c, key)), bytes(c, value));
+    __kv_has: (c, [map, k]) => (reader(name(c, map)).has(key(c, k)) ? c.true : c.false),
+    __kv_set: (c, [map, k, value]) => {
+      writer(name(c, map)).put(key(c, k), bytes(c, value));
       return undefined;
     },
-    __kv_delete: (c, [map, key]) => (writer(text(c, map)).remove(keyOf(bytes(c, key))) ? c.true : c.false),
+    __kv_delete: (c, [map, k]) => (writer(name(c, map)).remove(key(c, k)) ? c.true : c.false),
     __kv_clear: (c, [map]) => {
       const target = writer(text(c, map));
       const keys: string[] = [];

@@ -39,7 +39,8 @@ export class ScriptFailure extends Error {
 
 /** A host function: takes the VM's argument handles, returns a handle (or undefined). */
 export type HostFunction = (context: QuickJSContext, args: QuickJSHandle[]) => QuickJSHandle | undefined;
-export type HostFunctions = Readonly<Record<(typeof HOST_FUNCTION_NAMES)[number], HostFunction>>;
+/** The interpreter answers `__request_body` itself (the bytes of the request being handled). */
+export type HostFunctions = Readonly<Record<Exclude<(typeof HOST_FUNCTION_NAMES)[number], '__request_body'>, HostFunction>>;
 
 export interface ScriptResponse {
   readonly status: number;
@@ -56,6 +57,8 @@ export class Interpreter {
   private readonly namespaces = new Map<string, QuickJSHandle>();
   private readonly functions = new Map<string, QuickJSHandle>();
   private deadlineMs = Number.POSITIVE_INFINITY;
+  /** The body of the request being handled: handed to the sandbox only if the handler asks for its bytes. */
+  private body: Uint8Array | undefined;
   private disposed = false;
   /** Bytes of compiled function code in the interpreter (QuickJS's own count), once modules are loaded. */
   bytecodeBytes = 0;
@@ -86,8 +89,9 @@ export class Interpreter {
         },
       );
       context = this.context = this.runtime.newContext();
+      const requestBody: HostFunction = (c) => (this.body === undefined ? c.undefined : c.newArrayBuffer(toArrayBuffer(this.body)));
       for (const name of HOST_FUNCTION_NAMES) {
-        const fn = host[name];
+        const fn = name === '__request_body' ? requestBody : host[name];
         const handle = this.context.newFunction(name, (...args) => fn(this.context, args));
         this.context.setProp(this.context.global, name, handle);
         handle.dispose();
@@ -128,27 +132,29 @@ export class Interpreter {
   }
 
   /**
-   * Calls a handler with the request (its fields as JSON text, its body as bytes). Host functions
-   * the handler calls run meanwhile, on this thread.
+   * Calls a handler with the request: its fields (method, path, route, params, query, headers,
+   * caller) as one JSON text the sandbox parses on first use, its body as text when it is UTF-8 and
+   * as bytes only when the handler asks for them. Host functions the handler calls run meanwhile,
+   * on this thread.
    */
   call(moduleName: string, functionName: string, requestJson: string, body: Uint8Array, seed: number): ScriptResponse {
     return this.withDeadline(() => {
       const fn = this.functionHandle(moduleName, functionName);
       const meta = this.context.newString(requestJson);
-      const bodyHandle = this.context.newArrayBuffer(toArrayBuffer(body));
       const text = utf8Text(body);
       const textHandle = text === undefined ? this.context.undefined : this.context.newString(text);
       const seedHandle = this.context.newNumber(seed);
       let result: QuickJSHandle;
+      this.body = body;
       try {
-        result = this.unwrap(this.context.callFunction(this.dispatch, this.context.undefined, fn, meta, bodyHandle, textHandle, seedHandle), `${moduleName}.${functionName}`);
+        result = this.unwrap(this.context.callFunction(this.dispatch, this.context.undefined, fn, meta, textHandle, seedHandle), `${moduleName}.${functionName}`);
+        result = this.settle(result, `${moduleName}.${functionName}`);
       } finally {
+        this.body = undefined;
         meta.dispose();
-        bodyHandle.dispose();
         textHandle.dispose();
         seedHandle.dispose();
       }
-      result = this.settle(result, `${moduleName}.${functionName}`);
       try {
         return this.readResponse(result);
       } finally {

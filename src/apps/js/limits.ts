@@ -62,6 +62,8 @@ export const INDEX_SEQNOS_MAX = 10_000_000;
 export const BUNDLE_INDEXES_MAX = 16;
 /** Seqnos one covenant.indexing query answers (the audit trail of one key is read in ranges). */
 export const INDEX_QUERY_SEQNOS_MAX = 10_000;
+/** Map objects (covenant.kv[name]) an interpreter keeps by name between requests; beyond it they are dropped and built again. */
+export const MAP_OBJECTS_CACHED_MAX = 64;
 
 assert(HISTORICAL_FETCHES_PER_TURN <= HISTORICAL_FETCHES_QUEUED_MAX, 'a turn reads at most the queue');
 assert(HISTORICAL_STATES_PER_REQUEST_MAX <= HISTORICAL_FETCHES_QUEUED_MAX, 'one request\'s states fit the fetch queue');

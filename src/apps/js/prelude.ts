@@ -4,6 +4,8 @@
  * randomness: `Date.now()` and `new Date()` give 0 unless the application enabled untrusted host
  * time, and `Math.random` is a generator seeded per transaction.
  */
+import { MAP_OBJECTS_CACHED_MAX } from './limits.js';
+
 export const HOST_FUNCTION_NAMES = [
   '__kv_get',
   '__kv_has',
@@ -25,6 +27,7 @@ export const HOST_FUNCTION_NAMES = [
   '__hkv_get',
   '__historical_txid',
   '__index_seqnos',
+  '__request_body',
 ] as const;
 
 export const PRELUDE = `(() => {
@@ -45,12 +48,27 @@ export const PRELUDE = `(() => {
     if (typeof name !== 'string' || name.length === 0) throw new TypeError('covenant.kv: a map name is a non-empty string');
     return name;
   };
+  // A key crosses to the host as a Latin-1 string (one character per byte, the store's own form):
+  // reading a string there is one call, an ArrayBuffer's bytes several. The host reads strings up
+  // to a NUL, so a key holding a zero byte crosses as U+0100 (never in Latin-1) and its hex.
+  const HEX = '0123456789abcdef';
+  const keyText = (k) => {
+    const bytes = new Uint8Array(buf(k, 'key'));
+    let s = '';
+    if (bytes.indexOf(0) >= 0) {
+      s = '\u0100';
+      for (let i = 0; i < bytes.length; i++) s += HEX[bytes[i] >> 4] + HEX[bytes[i] & 15];
+      return s;
+    }
+    for (let i = 0; i < bytes.length; i += 4096) s += String.fromCharCode.apply(null, bytes.subarray(i, i + 4096));
+    return s;
+  };
   const makeMap = (name) => {
     const map = {
-      get: (k) => h.__kv_get(name, buf(k, 'key')),
-      has: (k) => h.__kv_has(name, buf(k, 'key')),
-      set: (k, v) => { h.__kv_set(name, buf(k, 'key'), buf(v, 'value')); return map; },
-      delete: (k) => h.__kv_delete(name, buf(k, 'key')),
+      get: (k) => h.__kv_get(name, keyText(k)),
+      has: (k) => h.__kv_has(name, keyText(k)),
+      set: (k, v) => { h.__kv_set(name, keyText(k), buf(v, 'value')); return map; },
+      delete: (k) => h.__kv_delete(name, keyText(k)),
       clear: () => { h.__kv_clear(name); },
       forEach: (callback) => {
         if (typeof callback !== 'function') throw new TypeError('forEach takes a function (value, key, map)');
@@ -61,8 +79,19 @@ export const PRELUDE = `(() => {
     };
     return Object.freeze(map);
   };
+  // Map objects are kept by name (a handler names the same few maps on every request), up to a bound.
+  const maps = new Map();
+  const mapOf = (name) => {
+    let map = maps.get(name);
+    if (map === undefined) {
+      if (maps.size >= ${MAP_OBJECTS_CACHED_MAX}) maps.clear();
+      map = makeMap(mapName(name));
+      maps.set(name, map);
+    }
+    return map;
+  };
   const kv = new Proxy(Object.freeze({}), {
-    get: (_target, name) => (typeof name === 'string' ? makeMap(mapName(name)) : undefined),
+    get: (_target, name) => (typeof name === 'string' ? mapOf(name) : undefined),
     set: () => false,
     defineProperty: () => false,
   });
@@ -214,23 +243,46 @@ export const PRELUDE = `(() => {
     return stringify(out);
   };
 
-  // The host gives the body as bytes, and as text when it is valid UTF-8.
-  const makeRequest = (meta, body, text) => {
-    const request = parse(meta);
-    const asText = () => (typeof text === 'string' ? text : h.__utf8_decode(body));
-    request.body = Object.freeze({
-      text: asText,
-      json: () => parse(asText()),
-      arrayBuffer: () => body.slice(0),
-    });
-    return request;
-  };
+  // The host gives the body as text when it is valid UTF-8; its bytes are fetched when asked for.
+  class RequestBody {
+    #text; #bytes;
+    constructor(text) { this.#text = text; }
+    #data() { if (this.#bytes === undefined) this.#bytes = h.__request_body(); return this.#bytes; }
+    text() { return typeof this.#text === 'string' ? this.#text : h.__utf8_decode(this.#data()); }
+    json() { return parse(this.text()); }
+    arrayBuffer() { return this.#data().slice(0); }
+  }
+  Object.freeze(RequestBody.prototype);
+  // The request's other fields are parsed from their JSON text on first use (a handler often reads
+  // only its body); a field assigned to becomes the handler's own.
+  const own = (target, name, value) => Object.defineProperty(target, name, { value, writable: true, enumerable: true, configurable: true });
+  class Request {
+    #meta; #fields;
+    constructor(meta, text) { this.#meta = meta; this.body = Object.freeze(new RequestBody(text)); }
+    #field(name) { if (this.#fields === undefined) this.#fields = parse(this.#meta); return this.#fields[name]; }
+    get method() { return this.#field('method'); }
+    set method(value) { own(this, 'method', value); }
+    get path() { return this.#field('path'); }
+    set path(value) { own(this, 'path', value); }
+    get route() { return this.#field('route'); }
+    set route(value) { own(this, 'route', value); }
+    get params() { return this.#field('params'); }
+    set params(value) { own(this, 'params', value); }
+    get query() { return this.#field('query'); }
+    set query(value) { own(this, 'query', value); }
+    get headers() { return this.#field('headers'); }
+    set headers(value) { own(this, 'headers', value); }
+    get caller() { return this.#field('caller'); }
+    set caller(value) { own(this, 'caller', value); }
+  }
+  Object.freeze(Request.prototype);
+  const makeRequest = (meta, text) => new Request(meta, text);
 
   // Called by the host for each request: fresh seed, no untrusted time, then the handler.
-  g.__covenant_dispatch = (handler, meta, body, text, requestSeed) => {
+  g.__covenant_dispatch = (handler, meta, text, requestSeed) => {
     seed = requestSeed | 0;
     untrustedTime = false;
-    const res = handler(makeRequest(meta, body, text));
+    const res = handler(makeRequest(meta, text));
     if (res !== null && typeof res === 'object' && typeof res.then === 'function') return res.then(encode);
     return encode(res);
   };
