@@ -160,7 +160,7 @@ export class RpcInterface {
     }
     if (!this.sessions.requestArrived(req.socket, res)) {
       const max = this.options.maxOpenSessions;
-      this.fail(res, new CovenantError('SessionCapExhausted', `this interface serves at most ${max} client sessions at once: retry shortly`, 503), undefined);
+      this.fail(res, new CovenantError('SessionCapExhausted', `this interface serves at most ${max} client sessions at once: retry shortly`, 503));
       return;
     }
     if (!this.admit(req, res)) return;
@@ -203,7 +203,7 @@ export class RpcInterface {
    */
   private admit(req: IncomingMessage, res: ServerResponse): boolean {
     if (!this.pipelining.arrived(req.socket, res)) {
-      this.fail(res, tooManyPipelinedRequests(this.options.maxPipelinedRequests ?? pipelinedRequestsPerSessionDefault), undefined);
+      this.fail(res, tooManyPipelinedRequests(this.options.maxPipelinedRequests ?? pipelinedRequestsPerSessionDefault));
       return false;
     }
     const rate = this.requestRate;
@@ -214,7 +214,7 @@ export class RpcInterface {
         // meanwhile waits in TCP's buffers instead of costing the node one refusal each.
         const refusal = tooManyRequests(this.options.requestRate!, waitMs);
         this.pipelining.holdBackFor(req.socket, refusal.retryAfterSeconds! * 1000);
-        this.fail(res, refusal, undefined);
+        this.fail(res, refusal);
         return false;
       }
     }
@@ -223,7 +223,7 @@ export class RpcInterface {
     const release = budget.tryTake(clientRequestCostBytes(req), req.socket.remoteAddress ?? '');
     if (release === undefined) {
       this.pipelining.holdBack(req.socket);
-      this.fail(res, waitingWorkExhausted(budget), undefined);
+      this.fail(res, waitingWorkExhausted(budget));
       return false;
     }
     // Held until the handler answers, even when the client went away meanwhile: the work (a read
@@ -243,7 +243,7 @@ export class RpcInterface {
 
   private readAndDispatch(req: IncomingMessage, res: ServerResponse, request: RoutedRequest<Caller>): void {
     readBody(req, this.options.maxBodySizeBytes, (error, rawBody) => {
-      if (error !== undefined) this.fail(res, error, error);
+      if (error !== undefined) this.fail(res, error);
       else this.dispatch(res, request, rawBody);
     });
   }
@@ -286,7 +286,7 @@ export class RpcInterface {
   private failed(res: ServerResponse, e: unknown): void {
     const error = this.options.pipeline.failure(e);
     if (error !== undefined) {
-      this.fail(res, error, e);
+      this.fail(res, error);
       return;
     }
     this.answered(res);
@@ -369,7 +369,7 @@ export class RpcInterface {
   }
 
   /** Writes an error answer (a transport refusal, or the pipeline's mapping of a failure). */
-  private fail(res: ServerResponse, error: CovenantError, _cause: unknown): void {
+  private fail(res: ServerResponse, error: CovenantError): void {
     this.answered(res);
     if (res.headersSent) {
       res.destroy();
