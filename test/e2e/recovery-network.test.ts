@@ -10,7 +10,7 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ACCEPT_BALLOT, GovRequestFailed, propose, submitRecoveryShare, vote } from '../../src/cli/member.js';
@@ -57,6 +57,9 @@ describe('disaster recovery of a three-node network', () => {
       await all[2]!.kill();
       for (let i = 40; i < 80; i++) last = await write(first, i, `after ${i} ${'y'.repeat(60)}`);
       await waitCommitted(all[1]!, last);
+      // The recover node starts from a committed snapshot: the backup holds one once the evidence of a
+      // snapshot and a signature after it are committed, which may come after the last write.
+      await until('a committed snapshot on the backup', async () => (readdirSync(join(all[1]!.dir, 'snapshots')).some((f) => f.endsWith('.committed')) ? true : undefined), 20_000);
       await all[0]!.kill();
       await all[1]!.kill();
 
