@@ -17,8 +17,8 @@ export interface MemberConnection {
   readonly address: string;
   /**
    * Other nodes' addresses, tried in order when `address` (and each one before) cannot be
-   * connected to at all: the request never reached that node, so sending it elsewhere cannot
-   * apply it twice.
+   * connected to at all or knows no primary: the request was not executed there, so sending it
+   * elsewhere cannot apply it twice.
    */
   readonly fallbackAddresses?: readonly string[];
   /** Service certificate: the only CA trusted for TLS. */
@@ -93,25 +93,52 @@ async function requestAt(connection: MemberConnection, address: string, method: 
   }
 }
 
+/** How long a governance request waits for a primary (an election) before it reports NoPrimary. */
+const NO_PRIMARY_WAIT_MS = 30_000;
+/** The pause between rounds over the nodes while none knows a primary. */
+const NO_PRIMARY_PAUSE_MS = 250;
+
+function isNoPrimary(answer: HttpAnswer): boolean {
+  return answer.status === 503 && (answer.body as { error?: { code?: unknown } } | undefined)?.error?.code === 'NoPrimary';
+}
+
 /**
- * One governance request: to the connection's node, else (when it cannot be reached at all) to
- * each fallback in turn; redirects to the primary followed. JSON answer; non-2xx answers become
- * GovRequestFailed.
+ * One governance request: to the connection's node, else (when it cannot be reached at all, or
+ * knows no primary) to each fallback in turn; redirects to the primary followed. While no node
+ * knows a primary (an election is under way) the round is tried again, for up to
+ * NO_PRIMARY_WAIT_MS: a request answered NoPrimary was not executed, so sending it again cannot
+ * apply it twice. JSON answer; non-2xx answers become GovRequestFailed.
  */
 export async function govRequest(connection: MemberConnection, method: string, path: string, body?: Uint8Array): Promise<GovAnswer> {
   const addresses = [connection.address, ...(connection.fallbackAddresses ?? []).filter((a) => a !== connection.address)];
-  const unreachable: string[] = [];
+  const deadline = Date.now() + NO_PRIMARY_WAIT_MS;
   let answer: HttpAnswer | undefined;
-  for (const address of addresses) {
-    try {
-      answer = await requestAt(connection, address, method, path, body);
-      break;
-    } catch (e) {
-      if (!isUnreachable(e)) throw e;
-      unreachable.push(`${address} (${(e as { code?: string }).code})`);
+  for (;;) {
+    const unreachable: string[] = [];
+    let noPrimary: HttpAnswer | undefined;
+    answer = undefined;
+    for (const address of addresses) {
+      try {
+        const reply = await requestAt(connection, address, method, path, body);
+        if (isNoPrimary(reply)) {
+          noPrimary = reply;
+          continue;
+        }
+        answer = reply;
+        break;
+      } catch (e) {
+        if (!isUnreachable(e)) throw e;
+        unreachable.push(`${address} (${(e as { code?: string }).code})`);
+      }
     }
+    if (answer !== undefined) break;
+    if (noPrimary === undefined) throw new Error(`no node answered: ${unreachable.join(', ')}`);
+    if (Date.now() + NO_PRIMARY_PAUSE_MS > deadline) {
+      answer = noPrimary;
+      break;
+    }
+    await new Promise((resolve) => setTimeout(resolve, NO_PRIMARY_PAUSE_MS));
   }
-  if (answer === undefined) throw new Error(`no node answered: ${unreachable.join(', ')}`);
   const parsed = answer.body ?? (answer.text.length > 0 ? answer.text : undefined);
   if (answer.status < 200 || answer.status >= 300) {
     const error = (parsed as { error?: { code?: string; message?: string } } | undefined)?.error;

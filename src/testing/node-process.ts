@@ -4,7 +4,7 @@
  * process, discovery of the bound port through output_files, and a clean stop (or SIGKILL).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -119,8 +119,17 @@ export function spawnNode(configPath: string, cwd: string, env?: Record<string, 
     stdio: ['ignore', 'pipe', 'pipe'],
     ...(env ? { env: { ...process.env, ...env } } : {}),
   });
-  child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
-  child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
+  // COVENANT_TEST_NODE_LOGS=<folder>: every node's output is also kept there as <pid>.log (for a
+  // test that failed once: the nodes' side of what happened).
+  const logs = process.env['COVENANT_TEST_NODE_LOGS'];
+  const log = logs !== undefined && child.pid !== undefined ? join(logs, `${child.pid}.log`) : undefined;
+  if (log !== undefined) mkdirSync(logs!, { recursive: true });
+  const keep = (c: Buffer) => {
+    output += c.toString();
+    if (log !== undefined) appendFileSync(log, c);
+  };
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
   return { process: child, output: () => output };
 }
 
