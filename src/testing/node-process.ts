@@ -298,7 +298,18 @@ export function joinOptionsOf(node: StartedNode): Pick<JoinNodeOptions, 'target'
 
 /** Starts a node with command.type Join against `target`. */
 export async function startJoiningNode(options: JoinNodeOptions): Promise<StartedNode> {
-  const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'covenant-join-'));
+  if (options.dir !== undefined) return startJoiningNodeIn(options.dir, options);
+  // A folder made here is removed when the join fails (the error carries the node's output).
+  const dir = mkdtempSync(join(tmpdir(), 'covenant-join-'));
+  try {
+    return await startJoiningNodeIn(dir, options);
+  } catch (e) {
+    removeDir(dir);
+    throw e;
+  }
+}
+
+async function startJoiningNodeIn(dir: string, options: JoinNodeOptions): Promise<StartedNode> {
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'service_cert.pem'), options.serviceCertificatePem);
   const configPath = writeNodeConfig(
@@ -313,8 +324,9 @@ export async function startJoiningNode(options: JoinNodeOptions): Promise<Starte
   const child = spawned.process;
   const deadline = Date.now() + (options.readyTimeoutMs ?? 30_000);
   let address = '';
-  const fail = (why: string) => {
+  const fail = async (why: string) => {
     child.kill('SIGKILL');
+    await waitForExit(child);
     return new Error(`${why}:\n${spawned.output()}`);
   };
   const waitUntilJoined = options.waitUntilJoined ?? true;
@@ -322,7 +334,7 @@ export async function startJoiningNode(options: JoinNodeOptions): Promise<Starte
     // A caller that does not wait for the join may expect the node to give up: hand it the exited node.
     if (child.exitCode !== null && !waitUntilJoined) break;
     if (child.exitCode !== null) throw new Error(`joining node exited with ${child.exitCode}:\n${spawned.output()}`);
-    if (Date.now() > deadline) throw fail('joining node did not listen in time');
+    if (Date.now() > deadline) throw await fail('joining node did not listen in time');
     if (existsSync(addressesFile)) address = Object.values(JSON.parse(readFileSync(addressesFile, 'utf8')) as Record<string, string>)[0]!;
     else await sleep(50);
   }
@@ -332,7 +344,7 @@ export async function startJoiningNode(options: JoinNodeOptions): Promise<Starte
   if (waitUntilJoined) {
     for (;;) {
       if (child.exitCode !== null) throw new Error(`joining node exited with ${child.exitCode}:\n${spawned.output()}`);
-      if (Date.now() > deadline) throw fail('joining node did not join in time');
+      if (Date.now() > deadline) throw await fail('joining node did not join in time');
       if (trust && !trusted) trusted = await trustIfPending(dir, options);
       try {
         const state = await client.request('GET', '/node/state', { timeoutMs: 2000 });

@@ -15,7 +15,7 @@ import { generateEcKeyPair, generateIdentity } from '../../src/crypto/index.js';
 import { createVirtualQuote, defaultHostData, codeMeasurement } from '../../src/attestation/virtual.js';
 import { publicKeyDer } from '../../src/crypto/index.js';
 import { HttpsClient } from '../../src/platform/https-client.js';
-import { joinOptionsOf, startJoiningNode, waitForExit, type StartedNode } from '../../src/testing/node-process.js';
+import { joinOptionsOf, removeDir, startJoiningNode, waitForExit, type StartedNode } from '../../src/testing/node-process.js';
 import { startNetwork, until } from '../../src/testing/network.js';
 
 const FAST = { ledger_signatures: { delay: '20ms' }, consensus: { election_timeout: '500ms', message_timeout: '50ms' } };
@@ -43,6 +43,7 @@ describe('joining', () => {
       assert.notEqual(await waitForExit(wrongHost.process), 0);
       assert.match(wrongHost.output(), /JoinTargetNotTrusted/);
       assert.match(wrongHost.output(), /localhost/);
+      removeDir(wrongHost.dir);
 
       // A joiner whose host data members never registered.
       const untrusted = await startJoiningNode({
@@ -53,6 +54,7 @@ describe('joining', () => {
       });
       assert.notEqual(await waitForExit(untrusted.process), 0);
       assert.match(untrusted.output(), /UntrustedHostData/);
+      removeDir(untrusted.dir);
 
       // Raw join requests: a quote that binds another key, and a body key the TLS client does not hold.
       const identity = await generateIdentity({ commonName: 'joiner' });
