@@ -12,7 +12,7 @@ import { X509Certificate } from 'node:crypto';
 import { parseTxId } from '../base/ids.js';
 import { ACCEPT_BALLOT, openService, propose, vote, type MemberConnection } from '../cli/member.js';
 import { generateIdentity, nodeIdFromPublicKey, type Identity } from '../crypto/index.js';
-import { HttpsClient, type ClientIdentity } from '../platform/https-client.js';
+import { HttpsClient, type ClientIdentity, type HttpAnswer, type RequestOptions } from '../platform/https-client.js';
 
 /**
  * The `covenant` command the nodes run: this build's, or the one COVENANT_NODE_CLI names (a
@@ -140,6 +140,35 @@ export function waitForExit(child: ChildProcess): Promise<number | null> {
   return new Promise((resolve) => child.once('close', (code) => resolve(code)));
 }
 
+/**
+ * A test node's client: a request that fails in transport (reset, refused, hung up) says what the
+ * node process was doing then — running or exited, and the end of its output — so a test that
+ * fails once shows the node's side of it.
+ */
+class NodeClient extends HttpsClient {
+  constructor(
+    address: string,
+    caPem: string,
+    private readonly child: ChildProcess,
+    private readonly output: () => string,
+  ) {
+    super(address, caPem);
+  }
+
+  override async request(method: string, path: string, options?: RequestOptions): Promise<HttpAnswer> {
+    try {
+      return await super.request(method, path, options);
+    } catch (e) {
+      if (e instanceof Error && typeof (e as NodeJS.ErrnoException).code === 'string') {
+        const { exitCode, signalCode, pid } = this.child;
+        const state = exitCode !== null || signalCode !== null ? `exited (${exitCode ?? signalCode})` : 'running';
+        e.message += ` [${method} ${path} to node ${pid} at ${this.address}, ${state}; its output ends:\n${this.output().slice(-3000)}]`;
+      }
+      throw e;
+    }
+  }
+}
+
 /** The handle of a running node process: its client, and stop (SIGTERM) or kill (SIGKILL). */
 export function startedNode(parts: {
   dir: string;
@@ -152,7 +181,8 @@ export function startedNode(parts: {
   client?: HttpsClient;
 }): StartedNode {
   const child = parts.spawned.process;
-  const client = parts.client ?? new HttpsClient(parts.address, parts.serviceCertificatePem);
+  parts.client?.close();
+  const client = new NodeClient(parts.address, parts.serviceCertificatePem, child, parts.spawned.output);
   const signal = async (name: NodeJS.Signals) => {
     client.close();
     if (child.exitCode === null && child.signalCode === null) child.kill(name);

@@ -117,6 +117,17 @@ describe('auditing a ledger and receipts across two recoveries', () => {
   let ledger: string;
 
   before(async () => {
+    try {
+      await setUp();
+    } catch (e) {
+      // The nodes' side of a set-up that failed (a request refused or reset, a node that stopped).
+      const sides = [old, first, second].filter((n) => n !== undefined).map((n) => `node ${n.process.pid} (exit ${n.process.exitCode ?? n.process.signalCode ?? 'none'}):\n${n.output().slice(-3000)}`);
+      if (e instanceof Error) e.message += `\n${sides.join('\n')}`;
+      throw e;
+    }
+  });
+
+  async function setUp(): Promise<void> {
     work = mkdtempSync(join(tmpdir(), 'covenant-recovery-audit-'));
     const file = (name: string, bytes: string | Buffer) => {
       writeFileSync(join(work, name), bytes);
@@ -147,7 +158,7 @@ describe('auditing a ledger and receipts across two recoveries', () => {
     await openRecoveredService(second, first.serviceCertificatePem, members);
     await writeRecords(second, 2, 12);
     certs.newest = file('newest_service_cert.pem', second.serviceCertificatePem);
-  });
+  }
 
   after(async () => {
     for (const node of [old, first, second]) if (node !== undefined) await node.kill();
