@@ -263,6 +263,16 @@ export async function openTestService(node: StartedNode, timeoutMs = 30_000): Pr
 
 export async function startNode(options: StartNodeOptions = {}): Promise<StartedNode> {
   const prepared = await prepareStartNode(options);
+  try {
+    return await startPrepared(prepared, options);
+  } catch (e) {
+    // A folder made here is removed when the node does not start (the error carries its output).
+    if (options.dir === undefined) removeDir(prepared.dir);
+    throw e;
+  }
+}
+
+async function startPrepared(prepared: Awaited<ReturnType<typeof prepareStartNode>>, options: StartNodeOptions): Promise<StartedNode> {
   const { dir, configPath } = prepared;
   const spawned = spawnNode(configPath, dir, options.env);
   const child = spawned.process;
@@ -273,6 +283,7 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Started
     if (child.exitCode !== null) throw new Error(`node exited with ${child.exitCode}:\n${spawned.output()}`);
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
+      await waitForExit(child);
       throw new Error(`node did not become ready:\n${spawned.output()}`);
     }
     // The addresses are written when the interfaces listen; the service certificate once the service exists.
@@ -285,6 +296,7 @@ export async function startNode(options: StartNodeOptions = {}): Promise<Started
     serviceCertificatePem = readFileSync(join(dir, 'service_cert.pem'), 'utf8');
   } catch (e) {
     child.kill('SIGKILL');
+    await waitForExit(child);
     throw e;
   }
   const node = startedNode({ dir, configPath, address, serviceCertificatePem, spawned, user: prepared.user, member: prepared.member });
