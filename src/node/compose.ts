@@ -124,7 +124,6 @@ export class NodeComposition {
     this.commitStages = nodeCommitStages(init.clock, this.replica, this.driver, init.commitStageTimings);
     this.replica.whenDurable(() => {
       this.commitStages.check();
-      this.signatures.onSettled();
       this.driver.schedulePump();
     });
     this.peers.onFrame(FrameKind.Consensus, (from, payload) => {
@@ -413,7 +412,7 @@ export class NodeComposition {
       advanceCommit: (seqno) => {
         if (!this.replica.advanceCommit(seqno)) return;
         this.certificates.onCommit();
-        this.signatures.onSettled();
+        this.signatures.onCommit(seqno);
         this.commitWaiters.onCommit(seqno);
         this.linearizableReads.onCommit(seqno);
         // Only a primary keeps proposals; a backup need not build the consensus status at each commit.

@@ -7,7 +7,7 @@ import { EntryFlags } from '../../src/ledger/index.js';
 import { ManualClock } from '../../src/testing/manual-clock.js';
 import { Signatures, type SignaturesHost } from '../../src/node/write/signatures.js';
 
-function setup(options: { txCount: number; delayMs: number; electionTimeoutMs?: number; durability?: 'Synced' | 'Replicated' }) {
+function setup(options: { txCount: number; delayMs: number; electionTimeoutMs?: number }) {
   const clock = new ManualClock();
   const store = new Store();
   const proposed: { seqno: number; flags: number }[] = [];
@@ -24,18 +24,13 @@ function setup(options: { txCount: number; delayMs: number; electionTimeoutMs?: 
     forceLedgerChunk: () => undefined,
   };
   const host = {
-    config: {
-      ledger_signatures: { tx_count: options.txCount, delay: options.delayMs },
-      consensus: { election_timeout: options.electionTimeoutMs ?? 1000 },
-      ledger: { durability: options.durability ?? 'Synced' },
-    },
+    config: { ledger_signatures: { tx_count: options.txCount, delay: options.delayMs }, consensus: { election_timeout: options.electionTimeoutMs ?? 1000 } },
     clock,
     identity: { exists: true, nodeId: 'n', nodeCertificatePem: 'C', sign: () => new Uint8Array(8) },
     replica: {
       store,
       tree: new HistoryTree(),
       commitSeqno: 0,
-      durableSeqno: 0,
       lastSignedSeqno: 0,
       markSigned(seqno: number) {
         this.lastSignedSeqno = seqno;
@@ -117,8 +112,8 @@ test('writes waiting for their commit get one signature at the end of their turn
   assert.deepEqual(s.signed(), [3], 'nothing unsigned: no signature');
 });
 
-test('Replicated: at most one waiters\' signature in flight: the writes of later turns share the next one, made once it commits', () => {
-  const s = setup({ txCount: 100, delayMs: 1000, durability: 'Replicated' });
+test('at most one waiters\' signature in flight: the writes of later turns share the next one, made once it commits', () => {
+  const s = setup({ txCount: 100, delayMs: 1000 });
   const replica = (s.signatures as unknown as { host: { replica: { commitSeqno: number } } }).host.replica;
   s.write();
   s.signatures.requestAtTurnEnd();
@@ -133,52 +128,17 @@ test('Replicated: at most one waiters\' signature in flight: the writes of later
   assert.deepEqual(s.signed(), [2], 'one signature in flight at most');
   // Commit of something before the signature changes nothing; commit of the signature brings the next.
   replica.commitSeqno = 1;
-  s.signatures.onSettled();
+  s.signatures.onCommit(1);
   s.clock.advance(0);
   assert.deepEqual(s.signed(), [2]);
   replica.commitSeqno = 2;
-  s.signatures.onSettled();
+  s.signatures.onCommit(2);
   s.clock.advance(0);
   assert.deepEqual(s.signed(), [2, 6], 'one signature for the writes of the three turns');
   // The delay still bounds how long a write waits, whatever is in flight.
   s.write();
   s.signatures.requestAtTurnEnd();
   s.clock.advance(1000);
-  assert.deepEqual(s.signed(), [2, 6, 8]);
-});
-
-test('Synced: the next waiters\' signature starts once the one in flight is durable on the primary, before it commits', () => {
-  const s = setup({ txCount: 100, delayMs: 1000 });
-  const replica = (s.signatures as unknown as { host: { replica: { commitSeqno: number; durableSeqno: number } } }).host.replica;
-  s.write();
-  s.signatures.requestAtTurnEnd();
-  s.clock.advance(0);
-  assert.deepEqual(s.signed(), [2]);
-  for (let turn = 0; turn < 3; turn++) {
-    s.write();
-    s.signatures.requestAtTurnEnd();
-    s.clock.advance(0);
-  }
-  assert.deepEqual(s.signed(), [2], 'signature 2 is written, not yet synced: still in flight');
-  // A sync that ends short of the signature changes nothing.
-  replica.durableSeqno = 1;
-  s.signatures.onSettled();
-  s.clock.advance(0);
-  assert.deepEqual(s.signed(), [2]);
-  // Synced here, not committed (no backup has it yet): the next one goes.
-  replica.durableSeqno = 2;
-  s.signatures.onSettled();
-  s.clock.advance(0);
-  assert.deepEqual(s.signed(), [2, 6], 'one signature for the three turns, while 2 is still uncommitted');
-  assert.equal(replica.commitSeqno, 0);
-  // And again one at most: 6 is not durable.
-  s.write();
-  s.signatures.requestAtTurnEnd();
-  s.clock.advance(0);
-  assert.deepEqual(s.signed(), [2, 6]);
-  replica.durableSeqno = 6;
-  s.signatures.onSettled();
-  s.clock.advance(0);
   assert.deepEqual(s.signed(), [2, 6, 8]);
 });
 

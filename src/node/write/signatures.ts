@@ -3,15 +3,10 @@
  * over every earlier entry with its node key every `ledger_signatures.tx_count` transactions or
  * `ledger_signatures.delay`, whichever comes first, and when consensus asks for one (a new view,
  * a reconfiguration). Commit advances only to signatures. Writes waiting for their commit ask for
- * one at the end of their turn, but at most one such signature is in flight: the writes that
- * arrive meanwhile are all covered by the next one, made as soon as the one in flight is settled,
- * so that a busy primary signs (and its backups verify) about once per sync rather than once per
- * turn. With ledger.durability Synced a signature is settled once it is durable on this node
- * (written and synced): the next one then travels to the backups while they still sync the one
- * before, and a write waits for one commit round, not for the rest of the one under way and then
- * its own. Commit is unchanged: it reaches a transaction only with a signature covering it held on
- * the disks of a majority. With Replicated, where a sync costs nothing, a signature is settled once
- * committed. A signature that is a snapshot point
+ * one at the end of their turn, but at most one such signature is in flight (proposed, not yet
+ * committed): the writes that arrive meanwhile are all covered by the next one, made as soon as
+ * the one in flight commits, so that a busy primary signs (and its backups verify) once per
+ * commit round rather than once per turn. A signature that is a snapshot point
  * carries the snapshot marker and ends its chunk; the transaction right after it records the
  * snapshot's digest (its evidence).
  */
@@ -51,7 +46,7 @@ export class Signatures {
   private unsignedCount = 0;
   private timer: TimerHandle | undefined;
   private turnEndRequested = false;
-  /** The last signature proposed (0: none since a rollback): waiters' signatures wait while it is not settled. */
+  /** The last signature proposed (0: none since a rollback): waiters' signatures wait while it is not committed. */
   private lastEmittedSeqno = 0;
   /** Writes waiting for their commit asked for a signature while one was in flight. */
   private wantedAfterInFlight = false;
@@ -96,8 +91,8 @@ export class Signatures {
    */
   requestAtTurnEnd(): void {
     if (this.turnEndRequested) return;
-    if (this.lastEmittedSeqno > this.settledSeqno()) {
-      // One in flight: the next one, once it is settled, covers these writes too (onSettled).
+    if (this.lastEmittedSeqno > this.host.replica.commitSeqno) {
+      // One in flight: the next one, when it commits, covers these writes too (onCommit).
       this.wantedAfterInFlight = true;
       return;
     }
@@ -110,21 +105,9 @@ export class Signatures {
     });
   }
 
-  /**
-   * The seqno up to which a signature is settled: durable on this node with Synced (commit counts
-   * the primary's copy only once durable, so it is never beyond), committed with Replicated.
-   */
-  private settledSeqno(): number {
-    const { replica, config } = this.host;
-    return config.ledger.durability === 'Synced' ? Math.max(replica.durableSeqno, replica.commitSeqno) : replica.commitSeqno;
-  }
-
-  /**
-   * Commit moved, or this node's durable seqno (a sync ended): when the signature in flight is
-   * settled, the writes that asked for one meanwhile get the next.
-   */
-  onSettled(): void {
-    if (!this.wantedAfterInFlight || this.lastEmittedSeqno > this.settledSeqno()) return;
+  /** Commit reached `seqno`: when it covers the signature in flight, the writes that asked for one meanwhile get it. */
+  onCommit(seqno: number): void {
+    if (!this.wantedAfterInFlight || seqno < this.lastEmittedSeqno) return;
     this.wantedAfterInFlight = false;
     this.requestAtTurnEnd();
   }
