@@ -242,6 +242,7 @@ export async function runNodeCommand(configPath: string): Promise<void> {
     ...virtualHostData(),
     ...framingOption(logger),
     ...maxEntryOption(),
+    commitStageTimings: metrics,
     ...entryLeafReaderOption(),
     // Snapshots are encoded, written and synced off the request thread (docs/snapshots.md, "Generation").
     snapshotWriter: { writer: new WorkerSnapshotWriter(), kind: 'worker' },

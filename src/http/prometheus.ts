@@ -10,7 +10,7 @@
  */
 import { X509Certificate } from 'node:crypto';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { NodeOperatorQueries } from '../node/api.js';
+import { COMMIT_STAGES, type CommitStage, type CommitStageTimings, type NodeOperatorQueries } from '../node/api.js';
 import { GovTableDefs, PROPOSAL_STATES } from '../gov/index.js';
 import type { SessionMetrics } from './sessions.js';
 import type { WaitingWorkMetrics } from './waiting-work.js';
@@ -38,6 +38,11 @@ export interface MetricsSources {
 }
 
 const LATENCY_BUCKETS_SECONDS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+/** Fine enough below 50 ms to read a stage's median and p99 from the buckets (bench/commit-stages.ts). */
+const COMMIT_STAGE_BUCKETS_SECONDS = [
+  0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.0025, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008, 0.009, 0.01, 0.012, 0.014, 0.016, 0.018, 0.02, 0.025,
+  0.03, 0.035, 0.04, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5, 8,
+];
 const DISK_BUCKETS_SECONDS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
 /**
  * The node's reports read once per scrape, however many gauges use them (each report reads the
@@ -73,8 +78,8 @@ class ScrapeReads {
   }
 }
 
-/** The registry of one node process; also the ledger files' DiskTimings (src/platform/fs-disk.ts). */
-export class NodeMetrics {
+/** The registry of one node process; also the ledger files' DiskTimings (src/platform/fs-disk.ts) and the commit stages' timings. */
+export class NodeMetrics implements CommitStageTimings {
   readonly registry = new Registry();
   private readonly requestSeconds: Histogram<'interface' | 'route' | 'method' | 'status'>;
   /** Children of requestSeconds by their labels joined: a request costs a string and a Map lookup. */
@@ -82,6 +87,8 @@ export class NodeMetrics {
   private readonly appendSeconds: Histogram;
   private readonly appendedBytes: Counter;
   private readonly syncSeconds: Histogram;
+  /** Children of commitStageSeconds, one a stage (fixed: no label is built per write). */
+  private readonly commitStageChildren = new Map<CommitStage, { observe(value: number): void }>();
   private sources: MetricsSources | undefined;
   /** What the scrape in progress read from the node (undefined between scrapes). */
   private reads: ScrapeReads | undefined;
@@ -105,7 +112,19 @@ export class NodeMetrics {
     this.appendSeconds = new Histogram({ name: 'covenant_ledger_append_duration_seconds', help: 'Duration of one write of ledger entries to a chunk file', buckets: DISK_BUCKETS_SECONDS, registers });
     this.appendedBytes = new Counter({ name: 'covenant_ledger_appended_bytes_total', help: 'Bytes appended to ledger files', registers });
     this.syncSeconds = new Histogram({ name: 'covenant_ledger_fsync_duration_seconds', help: 'Duration of one fdatasync of a ledger file (durability point)', buckets: DISK_BUCKETS_SECONDS, registers });
+    const commitStageSeconds = new Histogram({
+      name: 'covenant_commit_stage_seconds',
+      help: "Time from a committed write's request read to each stage of its commit round, on the primary (docs/performance.md)",
+      labelNames: ['stage'],
+      buckets: COMMIT_STAGE_BUCKETS_SECONDS,
+      registers,
+    });
+    for (const stage of COMMIT_STAGES) this.commitStageChildren.set(stage, commitStageSeconds.labels(stage));
     this.defineScraped();
+  }
+
+  commitStage(stage: CommitStage, seconds: number): void {
+    this.commitStageChildren.get(stage)?.observe(seconds);
   }
 
   /** The node and its files, once they exist (before, the scraped figures are absent). */

@@ -21,6 +21,9 @@ import type { TxStatus } from './tx-status.js';
 import type { SnapshotRequestOutcome } from './snapshots.js';
 import type { SnapshotGenerationMetrics } from './snapshot-generation.js';
 import type { WriteOptions, WriteResult } from './write/transactions.js';
+import type { CommitStageTimings } from './write/commit-stages.js';
+
+export { COMMIT_STAGES, type CommitStage, type CommitStageTimings } from './write/commit-stages.js';
 export type { WriteOptions, WriteResult } from './write/transactions.js';
 
 export interface NodeInit {
@@ -73,6 +76,11 @@ export interface NodeInit {
    * lower it.
    */
   readonly maxEntryBytes?: number;
+  /**
+   * Where the times of each stage of a committed write go (src/node/write/commit-stages.ts; node
+   * processes pass their metrics registry). Default: none, and no write is timed.
+   */
+  readonly commitStageTimings?: CommitStageTimings;
   /**
    * The node's key pair, when it is not to make one: the simulator gives its nodes keys whose node
    * ids sort in the order of the nodes, so that a run does not depend on which ids came out.

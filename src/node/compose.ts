@@ -49,6 +49,7 @@ import { PendingNodeCleanup } from './tasks/pending-cleanup.js';
 import { PrimaryTasks } from './tasks/primary-tasks.js';
 import { Proposer } from './write/proposer.js';
 import { Signatures } from './write/signatures.js';
+import { CommitStages, nodeCommitStages } from './write/commit-stages.js';
 import { Transactions, type WriteResult } from './write/transactions.js';
 
 export class NodeComposition {
@@ -80,6 +81,7 @@ export class NodeComposition {
   readonly entryLeafReader: EntryLeafReader;
   readonly queries: OperatorQueries;
   readonly commitWaiters: CommitWaiters;
+  readonly commitStages: CommitStages;
   /** Disaster recovery's shares and private phase, rekeys, and the issue of recovery shares (src/node/recovery). */
   readonly recovery: Recovery;
   readonly rekey: Rekey;
@@ -119,8 +121,15 @@ export class NodeComposition {
     this.filesCleanup = this.buildFilesCleanup();
     this.peers = new Peers(() => this.identity.nodeId, init.logger);
     this.driver = new ConsensusDriver(this.driverHost());
-    this.replica.whenDurable(() => this.driver.schedulePump());
-    this.peers.onFrame(FrameKind.Consensus, (from, payload) => this.driver.onFrame(from, payload));
+    this.commitStages = nodeCommitStages(init.clock, this.replica, this.driver, init.commitStageTimings);
+    this.replica.whenDurable(() => {
+      this.commitStages.check();
+      this.driver.schedulePump();
+    });
+    this.peers.onFrame(FrameKind.Consensus, (from, payload) => {
+      this.driver.onFrame(from, payload);
+      this.commitStages.check(true);
+    });
     this.proposer = this.buildProposer();
     this.queries = this.buildQueries();
     this.signatures = this.buildSignatures();
@@ -238,7 +247,10 @@ export class NodeComposition {
       createEntryFramer: init.createEntryFramer,
       raft,
       isPrimary: () => this.isPrimary(),
-      schedulePump: () => this.driver.schedulePump(),
+      schedulePump: () => {
+        this.commitStages.check();
+        this.driver.schedulePump();
+      },
       snapshotWantsEntry: (flags) => this.snapshots.wantsEntry(flags),
       snapshotAfterEntry: (entry) => this.snapshots.afterEntry(entry),
     });
@@ -274,6 +286,7 @@ export class NodeComposition {
       currentView: () => raft().status().view,
       viewOf: (seqno) => this.queries.viewOf(seqno),
       pump: () => this.driver.pump(),
+      onSigned: (seqno) => this.commitStages.signed(seqno),
     });
   }
 
@@ -389,7 +402,10 @@ export class NodeComposition {
         this.signatures.onRollback();
       },
       applyReplicated: (entry) => this.replica.applyReplicated(entry),
-      persistEntries: (frames, truncateAfterSeqno) => this.replica.persist(frames, truncateAfterSeqno),
+      persistEntries: (frames, truncateAfterSeqno) => {
+        this.replica.persist(frames, truncateAfterSeqno);
+        this.commitStages.check();
+      },
       durableSeqno: () => this.replica.durableSeqno,
       persistHardState: () => this.persistState(),
       send: (to, message) => void this.peers.send(to, FrameKind.Consensus, message),

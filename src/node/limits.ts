@@ -333,3 +333,11 @@ assert(requestTurnMs < eventLoopTurnMsBound / 2, 'a turn of requests fits well w
 assert(requestsPerTurnMax >= pipelinedRequestsPerSessionDefault, 'one connection\'s whole pipeline can run in one turn');
 assert((snapshotDigestSliceBytes / 50e6) * 1000 < eventLoopTurnMsBound, 'a slice of a digest fits within the turn bound (even at 50 MB/s)');
 assert((snapshotLoadCheckBytes / 50e6) * 1000 < eventLoopTurnMsBound - snapshotSliceMs, 'between two looks at the clock a load cannot overrun the turn bound (even at 50 MB/s)');
+
+/**
+ * Committed writes whose stages one primary times at once (src/node/write/commit-stages.ts): more
+ * than the connections of a benchmark, so that every write of one is timed, not only the first
+ * of each round; beyond it, a write waits untimed.
+ */
+export const commitStageTracesMax = 256;
+assert(commitStageTracesMax <= commitWaitersMax, 'no more traced writes than writes that may wait');

@@ -280,13 +280,16 @@ export class CovenantNode implements NodeOperatorQueries, NodeGovernanceHost, No
 
   checkCommitWaitRoom(): void {
     this.parts.commitWaiters.checkRoom();
+    this.parts.commitStages.requestRead();
   }
 
   async awaitCommit(txId: TxId): Promise<void> {
+    const trace = this.parts.commitStages.executed(txId.seqno);
     // Signed at the end of this turn, with every write of the turn, not after ledger_signatures.delay.
     this.parts.signatures.requestAtTurnEnd();
     const id = formatTxId(txId);
     const status = await this.parts.commitWaiters.wait(txId, commitWaitTimeoutMs);
+    this.parts.commitStages.answered(trace, status === 'Committed');
     if (status === 'Committed') return;
     if (status === 'Invalid') {
       throw nodeError('TransactionRolledBack', `transaction ${id} was rolled back (the primary changed before it committed): nothing of it remains; retry the write`, { transaction_id: id });

@@ -37,6 +37,8 @@ export interface SignaturesHost {
   viewOf(seqno: number): number;
   /** Hands the consensus core's work to the driver. */
   pump(): void;
+  /** A signature transaction was proposed at `seqno` (the commit stages' tracer). */
+  onSigned?(seqno: number): void;
 }
 
 export class Signatures {
@@ -187,6 +189,7 @@ export class Signatures {
     this.unsignedCount = 0;
     this.lastEmittedSeqno = seqno;
     replica.markSigned(seqno);
+    this.host.onSigned?.(seqno);
     // Evidence of a snapshot written meanwhile (or left unrecorded by an earlier primary).
     this.writeDueEvidence();
   }
