@@ -507,6 +507,10 @@ export class Ledger {
       this.#lastFlags = scan.lastFlags;
       if (chunk.last !== undefined && !torn) {
         this.#reader.cacheIndex(chunk, index);
+        // Completed by an earlier run, perhaps never synced (it stopped before its sync): held open
+        // until the next sync has made it durable, like a chunk completed in this run, so neither a
+        // durable seqno nor its `.committed` rename runs ahead of its bytes.
+        chunk.file = disk.openForAppend(path);
         continue;
       }
       if (chunk.last !== undefined) this.#rename(chunk, { first: chunk.first, last: undefined, committed: false, recovery: false });

@@ -581,3 +581,25 @@ test('syncAsync makes the appends before it durable when it ends, not those afte
   assert.equal(disk.releaseSyncs(), 0);
   assert.equal(openLedger(disk).ledger.lastSeqno, 2);
 });
+
+test('a chunk an earlier run completed but never synced is synced by the next sync and before its commit renames it', () => {
+  const disk = new MemoryDisk({ random: () => 0 });
+  // A run completes ledger_1-3 and writes on, then stops before any sync (its writes stay in the
+  // page cache): the next run opens the same files.
+  openLedger(disk).ledger.append(entries(1, 5, [3]));
+  const { ledger } = openLedger(disk);
+  assert.deepEqual(names(ledger), ['ledger_1-3', 'ledger_4']);
+  assert.ok(disk.unsyncedBytes(`${DIR}/ledger_1-3`) > 0);
+  ledger.sync();
+  assert.equal(disk.unsyncedBytes(`${DIR}/ledger_1-3`), 0, 'a sync covers every entry the node holds, not only those it appended');
+
+  openLedger(disk).ledger.append(entries(6, 8, [8]));
+  const again = openLedger(disk).ledger;
+  assert.ok(disk.unsyncedBytes(`${DIR}/ledger_4-8`) > 0);
+  again.commit(8);
+  assert.equal(disk.unsyncedBytes(`${DIR}/ledger_4-8.committed`), 0, 'committed only once all of it is durable');
+  disk.crash();
+  const afterPowerCut = openLedger(disk).ledger;
+  assert.equal(afterPowerCut.committedSeqno, 8);
+  assert.equal(afterPowerCut.lastSeqno, 8);
+});
