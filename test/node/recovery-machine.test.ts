@@ -123,6 +123,19 @@ test('a recovery with members\' shares walks its edges in order, running each ef
   assert.equal(m.taken.size, walk.length);
 });
 
+test('sealing-based recovery and a failed read (edges outside the simulated procedure) walk their edges, running each effect', () => {
+  const { machine: m, ran } = machine();
+  for (const event of ['recover', 'public-ledger-read', 'secrets-unsealed', 'recovered-secrets-applied', 'private-domain-failed'] as const) m.post({ kind: event });
+  assert.equal(m.state, 'Failed');
+  assert.deepEqual(ran, ['take-lifecycle-edge', 'take-lifecycle-edge', 'record-unsealed-chain', 'read-private-domain', 'fail']);
+  const outside = RECOVERY_EDGES.filter((e) => e.only !== undefined).map(edgeName);
+  assert.deepEqual(outside.filter((name) => !m.taken.has(name)), [], 'the walk took every edge outside the simulated procedure');
+  const joiner = machine();
+  for (const event of ['trusted-by-recovering-service', 'open-proposal-applied', 'recovered-secrets-applied', 'private-domain-read', 'role-changed'] as const) joiner.machine.post({ kind: event });
+  assert.equal(joiner.machine.state, 'PartOfNetwork');
+  assert.deepEqual(joiner.ran, ['take-lifecycle-edge', 'none', 'read-private-domain', 'enter-network', 'open-if-primary']);
+});
+
 test('an ignored event changes nothing and runs no effect; a stopped machine ignores every event but a client\'s', () => {
   for (const state of STATES) {
     for (const event of RECOVERY_IGNORED[state]) {

@@ -97,7 +97,7 @@ function eventOf<K extends RecoveryEvent['kind']>(event: RecoveryEvent, kind: K)
   return event as EventOf<K>;
 }
 
-export class Recovery implements RecoveryEffects<RecoveryEvent> {
+export class Recovery {
   readonly machine: RecoveryMachine<RecoveryEvent>;
   private readonly shares: ShareRecorder;
   private readonly privateDomain: PrivateDomainReader;
@@ -108,7 +108,8 @@ export class Recovery implements RecoveryEffects<RecoveryEvent> {
   private decision: DecisionDriver | undefined;
 
   constructor(private readonly host: RecoveryHost) {
-    this.machine = new RecoveryMachine<RecoveryEvent>(this, host.logger);
+    const effects: RecoveryEffects<RecoveryEvent> = { run: (effect, event, edge) => this.runEffect(effect, event, edge), refusal: (state, event) => this.refusalOf(state, event) };
+    this.machine = new RecoveryMachine(effects, host.logger);
     this.shares = new ShareRecorder({
       ...host,
       recoveredRecordOf: (chain) => this.recoveredRecordOf(chain),
@@ -203,7 +204,7 @@ export class Recovery implements RecoveryEffects<RecoveryEvent> {
 
   // ---------------------------------------------------------------- the machine's effects
 
-  run(effect: RecoveryEffect, event: RecoveryEvent, edge: RecoveryEdge): void {
+  private runEffect(effect: RecoveryEffect, event: RecoveryEvent, edge: RecoveryEdge): void {
     const { host } = this;
     switch (effect) {
       case 'take-lifecycle-edge':
@@ -242,7 +243,8 @@ export class Recovery implements RecoveryEffects<RecoveryEvent> {
     }
   }
 
-  refusal(state: RecoveryState, event: RecoveryEvent): Error {
+  /** The typed error of a share the machine's state does not take. */
+  private refusalOf(state: RecoveryState, event: RecoveryEvent): Error {
     assert(event.kind === 'share-submitted' || event.kind === 'key-reassembled', () => `recovery: "${event.kind}" is not a client's event`);
     if (!this.host.isPrimary()) return nodeError('NotPrimary', 'recovery shares are submitted to the primary');
     if (state === 'Stopped' || state === 'Failed') return notWaitingForShares(`the node is ${state}: it takes no recovery share`);
@@ -314,17 +316,23 @@ export class Recovery implements RecoveryEffects<RecoveryEvent> {
     const { host } = this;
     host.transition(trigger, RECOVERY_TRIGGERS);
     const startedMs = host.clock.monotonicMs();
-    const chain = this.chainOf(record);
-    const firstHeld = host.secrets.linkFor(0).fromSeqno;
-    host.secrets.installOlder(chain.filter((s) => s.fromSeqno < firstHeld));
-    host.persistState();
-    this.privateDomain.read(record.last_recovered_seqno, this.startupSnapshot).then(
+    void this.installChainAndRead(record).then(
       (installed) => {
         if (installed) this.post({ kind: 'private-domain-read', record, startedMs });
         else host.logger.info(`the private phase ends unfinished: the node is ${host.lifecycle.state}`);
       },
       (error: unknown) => this.post({ kind: 'private-domain-failed', error }),
     );
+  }
+
+  /** The older secrets in front of the chain (at once), then the read; false if the node stopped meanwhile. */
+  private async installChainAndRead(record: RecoveredSecretsRecord): Promise<boolean> {
+    const { host } = this;
+    const chain = this.chainOf(record);
+    const firstHeld = host.secrets.linkFor(0).fromSeqno;
+    host.secrets.installOlder(chain.filter((s) => s.fromSeqno < firstHeld));
+    host.persistState();
+    return this.privateDomain.read(record.last_recovered_seqno, this.startupSnapshot);
   }
 
   private enterNetwork(record: RecoveredSecretsRecord, startedMs: number, trigger: LifecycleTrigger): void {
