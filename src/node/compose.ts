@@ -51,6 +51,7 @@ import { Proposer } from './write/proposer.js';
 import { Signatures } from './write/signatures.js';
 import { CommitStages, nodeCommitStages } from './write/commit-stages.js';
 import { Transactions, type WriteResult } from './write/transactions.js';
+import { JOINED_NETWORK_TRIGGERS } from './recovery/recovery-machine.js';
 
 export class NodeComposition {
   readonly init: NodeInit;
@@ -368,6 +369,8 @@ export class NodeComposition {
   private transition(trigger: LifecycleTrigger, allowed: readonly LifecycleTrigger[]): void {
     this.lifecycle.transition(trigger, allowed);
     this.primaryTasks.update(this.isPrimary() && this.lifecycle.allows.primaryTasks);
+    // A flow that made the node part of the network outside a recovery tells the recovery machine.
+    if (JOINED_NETWORK_TRIGGERS.includes(trigger)) this.recovery.post({ kind: 'joined-network' });
   }
 
   /** The store's watchers, on the store and on every store that replaces it. */

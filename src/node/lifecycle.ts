@@ -118,10 +118,14 @@ export class Lifecycle {
   }
 }
 
-/** The triggers each start-up flow may take (src/node/flows): one flow per command.type, plus restart. */
+/**
+ * The triggers each start-up flow may take (src/node/flows): one flow per command.type, plus
+ * restart. The recovery edges are the recovery machine's (src/node/recovery/recovery-machine.ts,
+ * RECOVERY_TRIGGERS): the recover and join flows post events to it.
+ */
 export const FLOW_TRIGGERS = {
   start: ['config', 'start'],
-  join: ['config', 'join', 'join-while-opening', 'trusted', 'trusted-by-recovered-network'],
+  join: ['config', 'join', 'join-while-opening', 'trusted'],
   restart: ['config', 'restart'],
-  recover: ['config', 'recover', 'public-ledger-restored', 'shares-reassembled', 'private-ledger-restored'],
+  recover: ['config'],
 } as const satisfies Record<string, readonly LifecycleTrigger[]>;

@@ -11,6 +11,8 @@ export * from './share-format.js';
 export * from './shares.js';
 export * from './submitted-shares.js';
 export * from './share-collection.js';
+export * from './share-checks.js';
+export { combineKey } from './key-sharing.js';
 export {
   VIRTUAL_CPU_KEY_LENGTH_BYTES,
   VIRTUAL_TCB_VERSION,

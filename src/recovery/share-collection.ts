@@ -9,40 +9,18 @@
  * threshold each accepted share comes back encrypted for the store (submitted-shares.ts), and a
  * new primary rebuilds the collection from those rows (`fromStore`).
  *
- * Submitting is async, because reassembling the key with `shamir-secret-sharing` is: the node
- * collects shares outside any KV transaction (a transaction runs synchronously, docs/architecture.md,
- * decision 2) and writes the outcome (a stored share, or the recovered chain) afterwards.
- * Submissions are handled one at a time, in the order they were made: one that arrives while
+ * Submitting is async, because reassembling the key with `shamir-secret-sharing` is. The checks
+ * are share-checks.ts's, which a node runs itself inside the transaction that records a share
+ * (a transaction runs synchronously, docs/architecture.md, decision 2). Submissions are handled one at a time, in the order they were made: one that arrives while
  * another reassembles the key waits for it, so no two submissions both see the threshold met.
  */
-import { bytesEqual, toHex } from '../base/index.js';
-import { RecoveryError, isRecoveryError } from './errors.js';
+import { RecoveryError } from './errors.js';
 import type { RandomBytes } from './random.js';
-import { type ChainSecret, openSecretChain, unwrapLatestSecret } from './secret-chain.js';
-import { type DecodedShare, decodeShare } from './share-format.js';
+import type { ChainSecret } from './secret-chain.js';
+import type { DecodedShare } from './share-format.js';
 import { combineKey } from './key-sharing.js';
+import { chainFromWrappingKey, checkNewShare, forget, type RecordedSharing, type StoredSubmittedShare } from './share-checks.js';
 import { decryptSubmittedShare, encryptSubmittedShare } from './submitted-shares.js';
-
-/** What the service recorded when it last issued shares, and the ledger's previous-secret records. */
-export interface RecordedSharing {
-  /** The members the shares were issued to. */
-  readonly recoveryMemberIds: readonly string[];
-  readonly threshold: number;
-  /**
-   * The sharing's public name; absent when the shares were issued by code that wrote only v1 shares
-   * (there is then nothing to check a v2 header against, and reconstruction alone decides).
-   */
-  readonly sharingId?: Uint8Array;
-  readonly wrappedLatestSecret: Uint8Array;
-  /** Every previous-secret record of the ledger, in any order. */
-  readonly previousSecretRecords: readonly Uint8Array[];
-}
-
-export interface StoredSubmittedShare {
-  readonly memberId: string;
-  /** encryptSubmittedShare's output. */
-  readonly storedShare: Uint8Array;
-}
 
 export type SubmitOutcome =
   /** Below the threshold: write `storedShare` to the store under the member's id. */
@@ -57,7 +35,6 @@ export function notWaitingForShares(why = 'the service is not waiting for recove
 
 export class ShareCollection {
   readonly #sharing: RecordedSharing;
-  readonly #members: ReadonlySet<string>;
   readonly #storageKey: Uint8Array;
   readonly #randomBytes: RandomBytes;
   /** Accepted shares by member id, in submission order. */
@@ -68,7 +45,6 @@ export class ShareCollection {
 
   constructor(sharing: RecordedSharing, storageKey: Uint8Array, randomBytes: RandomBytes) {
     this.#sharing = sharing;
-    this.#members = new Set(sharing.recoveryMemberIds);
     this.#storageKey = storageKey;
     this.#randomBytes = randomBytes;
   }
@@ -126,22 +102,7 @@ export class ShareCollection {
 
   async #submit(memberId: string, shareBytes: Uint8Array): Promise<SubmitOutcome> {
     this.#checkWaiting();
-    if (!this.#members.has(memberId)) {
-      throw new RecoveryError('ShareFromNonMember', `member ${memberId} holds no recovery share of this sharing`, { memberId });
-    }
-    if (this.#shares.has(memberId)) {
-      throw new RecoveryError('ShareAlreadySubmitted', `member ${memberId} has already submitted a share`, { memberId });
-    }
-    const share = decodeShare(shareBytes);
-    this.#checkBelongs(memberId, share);
-    for (const [other, s] of this.#shares) {
-      if (s.x === share.x) {
-        throw new RecoveryError('ShareIndexAlreadySubmitted', `member ${memberId} submitted the share with index ${share.x}, which member ${other} already submitted`, {
-          memberId,
-          shareIndex: share.x,
-        });
-      }
-    }
+    const share = checkNewShare(this.#sharing, this.#shares, memberId, shareBytes);
     const submittedCount = this.#shares.size + 1;
     const threshold = this.#sharing.threshold;
     if (submittedCount < threshold) {
@@ -165,50 +126,17 @@ export class ShareCollection {
     if (this.#state === 'Closed') throw notWaitingForShares('share collection is closed');
   }
 
-  /** A v2 share names its sharing: one of another sharing is refused before it can spoil a reconstruction. */
-  #checkBelongs(memberId: string, share: DecodedShare): void {
-    if (share.version !== 2) return;
-    if (share.threshold !== this.#sharing.threshold) {
-      throw new RecoveryError('ShareOfAnotherSharing', `member ${memberId}'s share is of a sharing with threshold ${share.threshold}, not ${this.#sharing.threshold}`, {
-        memberId,
-        shareThreshold: share.threshold,
-        threshold: this.#sharing.threshold,
-      });
-    }
-    const expected = this.#sharing.sharingId;
-    if (expected !== undefined && !bytesEqual(share.sharingId!, expected)) {
-      throw new RecoveryError('ShareOfAnotherSharing', `member ${memberId}'s share is of sharing ${toHex(share.sharingId!)}, not ${toHex(expected)}`, {
-        memberId,
-        shareSharingId: toHex(share.sharingId!),
-        sharingId: toHex(expected),
-      });
-    }
-  }
-
   async #reconstruct(shares: DecodedShare[], memberIds: string[]): Promise<ChainSecret[]> {
     const wrappingKey = await combineKey(shares);
-    let latest: ChainSecret;
     try {
-      latest = unwrapLatestSecret(wrappingKey, this.#sharing.wrappedLatestSecret);
-    } catch (e) {
-      if (isRecoveryError(e, 'LedgerSecretUnwrapFailed')) {
-        throw new RecoveryError(
-          'ShareReconstructionFailed',
-          `the ${shares.length} shares reassemble into a key that does not unwrap the latest ledger secret: at least one share is wrong or of another sharing`,
-          { memberIds },
-        );
-      }
-      throw e;
+      return chainFromWrappingKey(this.#sharing, wrappingKey, memberIds);
     } finally {
       wrappingKey.fill(0);
     }
-    // Only the latest secret is under the reassembled key: a failure further down is the ledger's
-    // records, not the shares', and keeps its own code.
-    return openSecretChain(latest, this.#sharing.previousSecretRecords);
   }
 
   #forget(): void {
-    for (const s of this.#shares.values()) s.y.fill(0);
+    forget(this.#shares.values());
     this.#shares.clear();
   }
 }

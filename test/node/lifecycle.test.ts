@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MemoryLogger } from '../../src/base/log.js';
 import { FLOW_TRIGGERS, LIFECYCLE_EDGES, Lifecycle, STATE_ALLOWANCES, edgeOf, type NodeLifecycleState } from '../../src/node/lifecycle.js';
+import { RECOVERY_TRIGGERS } from '../../src/node/recovery/recovery-machine.js';
 
 // The rows of the spec's node lifecycle table ("States and transitions"), as (from, to).
 const SPEC_ROWS: [NodeLifecycleState, NodeLifecycleState][] = [
@@ -43,11 +44,12 @@ test('a flow takes its own edges in order; an undefined transition or another fl
   assert.equal(edgeOf('Stopped', 'stop'), undefined, 'a stopped node stops once');
 });
 
-test('the recover flow walks the spec recovery rows to PartOfNetwork; the start flow cannot', () => {
+test('the recovery machine walks the spec recovery rows to PartOfNetwork; the start flow cannot', () => {
   const lifecycle = new Lifecycle(new MemoryLogger());
-  const seen: NodeLifecycleState[] = [];
-  for (const trigger of FLOW_TRIGGERS.recover) seen.push(lifecycle.transition(trigger, FLOW_TRIGGERS.recover));
+  const seen: NodeLifecycleState[] = [lifecycle.transition('config', FLOW_TRIGGERS.recover)];
+  for (const trigger of ['recover', 'public-ledger-restored', 'shares-reassembled', 'private-ledger-restored'] as const) seen.push(lifecycle.transition(trigger, RECOVERY_TRIGGERS));
   assert.deepEqual(seen, ['Initialized', 'ReadingPublicLedger', 'PartOfPublicNetwork', 'ReadingPrivateLedger', 'PartOfNetwork']);
+  assert.throws(() => new Lifecycle(new MemoryLogger()).transition('recover', FLOW_TRIGGERS.recover), /may not take the edge "recover"/, 'the recover flow posts to the machine instead');
   const other = new Lifecycle(new MemoryLogger());
   other.transition('config', FLOW_TRIGGERS.start);
   assert.throws(() => other.transition('recover', FLOW_TRIGGERS.start));

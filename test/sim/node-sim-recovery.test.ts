@@ -7,18 +7,20 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { RecoverySim, runRecoverySim } from '../../src/testing/sim/node-sim-recovery.js';
+import { RecoverySim, recoveryEdgeCoverage, runRecoverySim, type RecoverySimReport } from '../../src/testing/sim/node-sim-recovery.js';
 import { Violation } from '../../src/testing/sim/checker.js';
 import { jsonCodec } from '../../src/kv/index.js';
 
-// Seed 1 keeps every ledger; seed 3 keeps only a minority of them (a majority lost for good).
+// Seed 3 keeps every ledger; seed 1 keeps only a minority of them (a majority lost for good).
 const SEEDS = [1, 3];
 const STEPS = 300;
 
-test('fixed seeds: a service with snapshots and several chunks is recovered from its ledgers, and every checker holds', async () => {
+test('fixed seeds: a service with snapshots and several chunks is recovered from its ledgers, every checker holds, and the recovery machine takes every edge of a recovery with shares', async () => {
   const survivors = new Set<string>();
+  const reports: RecoverySimReport[] = [];
   for (const seed of SEEDS) {
     const report = await runRecoverySim({ seed, nodes: 3, steps: STEPS, stepsAfterRecovery: STEPS, livenessStepsMax: 2000 });
+    reports.push(report);
     survivors.add(report.survivors);
     assert.ok(report.snapshotSeqno > 0, `seed ${seed}: the kept Recover node started from a snapshot`);
     assert.ok(report.oldChunks > 2, `seed ${seed}: the old ledger has several chunks (${report.oldChunks})`);
@@ -28,6 +30,10 @@ test('fixed seeds: a service with snapshots and several chunks is recovered from
     if (report.survivors === 'all') assert.ok(report.recoveredSeqno >= report.oldCommitSeqno, `seed ${seed}: every committed transaction was recovered`);
   }
   assert.deepEqual([...survivors].sort(), ['all', 'minority'], 'both kinds of disaster ran');
+  // Only sealing-based recovery and a failed read take the others (test/node/recovery-machine.test.ts).
+  const coverage = recoveryEdgeCoverage(reports);
+  assert.deepEqual(coverage.missing, [], 'every edge of a recovery with shares was taken by some node');
+  assert.equal(coverage.outside.length, 3);
 });
 
 // Seed 108 found a restarted Recover node, primary again, that never caught up a backup partitioned

@@ -2,7 +2,8 @@
  * command.type Join on an empty ledger directory: joins an existing network (from a local or
  * fetched snapshot when there is one), Pending until members trust it, then takes the service
  * identity and secrets, starts replicating, and serves with its endorsed certificate. Edges:
- * join, join-while-opening, trusted, trusted-by-recovered-network.
+ * join, join-while-opening, trusted; a node trusted by a recovering service posts
+ * `trusted-by-recovering-service` to the recovery machine, which takes trusted-by-recovered-network.
  */
 import { toBase64 } from '../../base/bytes.js';
 import { nodeError } from '../errors.js';
@@ -95,7 +96,7 @@ export async function joinFlow(ctx: FlowContext, addresses: NodeAddresses, clien
     // A recovering service: this node holds only the public domain of its previous service's
     // entries until members recover its secrets (src/node/recovery).
     if (!pending) ctx.transition('join', FLOW_TRIGGERS.join);
-    ctx.transition('trusted-by-recovered-network', FLOW_TRIGGERS.join);
+    ctx.recovery.post({ kind: 'trusted-by-recovering-service' });
   } else {
     ctx.transition(pending ? 'trusted' : 'join-while-opening', FLOW_TRIGGERS.join);
   }

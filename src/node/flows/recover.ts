@@ -7,8 +7,10 @@
  * service's certificate, and this node as the only node (the old nodes are deleted: they never
  * pass through Retired). New ledger files carry `.recovery` until the service opens. It is then
  * primary of a view at least two above the last old one, so no transaction id of the new service
- * is one of the old service's. Edges: recover, public-ledger-restored. The private domain is read
- * once members have submitted their recovery shares (src/node/recovery/recovery.ts).
+ * is one of the old service's. The recovery machine (src/node/recovery/recovery-machine.ts) takes
+ * the lifecycle edges recover and public-ledger-restored as the flow posts `recover` and
+ * `public-ledger-read`; the private domain is read once members have submitted their recovery
+ * shares (src/node/recovery/recovery.ts).
  */
 import { assert } from '../../base/assert.js';
 import { errorMessage } from '../../base/errors.js';
@@ -16,7 +18,6 @@ import { certificateId, parseCertificate } from '../../crypto/index.js';
 import type { Tx } from '../../kv/index.js';
 import type { NodeAddresses } from '../api.js';
 import { nodeError } from '../errors.js';
-import { FLOW_TRIGGERS } from '../lifecycle.js';
 import { phaseSummary, readPublicLedger, type PublicLedgerRead } from '../recovery/public-ledger.js';
 import { SINGLETON_KEY, TableDefs, type NodeInfo, type SealedRecoveryKeyRecord, type ServiceInfo } from '../tables.js';
 import type { FlowContext } from './context.js';
@@ -34,7 +35,7 @@ export async function recoverFlow(ctx: FlowContext, addresses: NodeAddresses): P
   // self-signed certificate as CA (spec endpoint rule 9): node_certificate_file holds that one.
   init.writeTextFile(config.node_certificate_file, identity.selfSignedCertificatePem);
   const startedMs = init.clock.monotonicMs();
-  ctx.transition('recover', FLOW_TRIGGERS.recover);
+  ctx.recovery.post({ kind: 'recover' });
   replica.openLedger(undefined, { recovery: true });
   if (replica.ledger.lastSeqno === 0) {
     throw nodeError('RecoveryLedgerEmpty', `there is no ledger to recover in "${config.ledger.directory}" or ledger.read_only_directories`);
@@ -85,7 +86,7 @@ export async function recoverFlow(ctx: FlowContext, addresses: NodeAddresses): P
   ctx.signatures.emit();
   ctx.pump();
   ctx.persistState();
-  ctx.transition('public-ledger-restored', FLOW_TRIGGERS.recover);
+  ctx.recovery.post({ kind: 'public-ledger-read' });
   logger.info(`public phase: ${phaseSummary(lastSeqno - from.seqno, init.clock.monotonicMs() - startedMs)}, from the start of the recovery to PartOfPublicNetwork`);
   ctx.startBackgroundWork();
   if (opening !== undefined) {

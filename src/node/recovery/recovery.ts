@@ -4,17 +4,19 @@
  * then, on every node, reading the private domain of the previous service's entries and opening
  * the service (spec "Disaster recovery procedure" 4; docs/recovery.md).
  *
- * - Shares: members read their encrypted share (`encryptedShare`) and submit it decrypted
- *   (`submitShare`). The primary collects them in a ShareCollection (src/recovery) built from the
- *   recorded issue of shares and the previous-secret records of the ledger; each accepted share is
- *   stored encrypted (Tables.submittedShares), so a new primary rebuilds the collection from the
- *   store. At the threshold, the recovered chain of ledger secrets is written, encrypted under a
- *   key every trusted node derives from the service key (Tables.recoveredLedgerSecrets).
+ * Its control flow is the recovery machine (recovery-machine.ts): the flows, the HTTP handlers
+ * (`submitShare`), the store listeners (`watch`) and the role-change callback only post events;
+ * this class runs the effects of the machine's edges:
+ *
+ * - Shares: a member's decrypted share is checked against the recorded issue of shares, the
+ *   ledger's previous-secret records and the shares already stored (src/recovery/share-checks.ts),
+ *   and recorded, encrypted (Tables.submittedShares), in the same transaction. At the threshold the
+ *   key is reassembled outside any transaction (the library's `combine` is async); its end is an
+ *   event, whose transaction checks everything again with the key and records the recovered chain
+ *   of ledger secrets, encrypted under a key every trusted node derives from the service key
+ *   (Tables.recoveredLedgerSecrets).
  * - Private domain: every node that applies that record installs the previous secrets in front of
- *   its chain and reads the private domain of the previous service's entries from its own ledger
- *   (from its startup snapshot when it has one) into a side store, which then replays what the
- *   node committed meanwhile (a joiner of a service that already opened applies new private writes)
- *   and hands its private maps to the store at the committed version, under any writes above it:
+ *   its chain and reads the private domain of the previous service's entries (private-domain.ts):
  *   PartOfPublicNetwork → ReadingPrivateLedger → PartOfNetwork.
  * - Open: the primary, once it has read its private domain, opens the service (status Open,
  *   recovery_count + 1), records the previous service's latest secret under this service's first
@@ -27,18 +29,14 @@ import type { Clock } from '../../base/clock.js';
 import type { TxId } from '../../base/ids.js';
 import { errorMessage } from '../../base/errors.js';
 import type { Logger } from '../../base/log.js';
-import { copyValue, SnapshotLoader, Store, type TableDef, type Tx } from '../../kv/index.js';
-import type { EntryLeavesRequest, EntryReplayer, ReplayedEntries } from '../../ledger/index.js';
+import type { Store, Tx } from '../../kv/index.js';
+import type { EntryReplayer } from '../../ledger/index.js';
 import {
   type ChainSecret,
   type RandomBytes,
-  type RecordedSharing,
-  ShareCollection,
-  type StoredSubmittedShare,
   decryptSubmittedShare,
   encryptSubmittedShare,
   notWaitingForShares,
-  RecoveryError,
   sealPreviousSecret,
   submittedShareStorageKey,
 } from '../../recovery/index.js';
@@ -46,20 +44,19 @@ import { nodeError } from '../errors.js';
 import type { LedgerSecrets } from '../identity/ledger-secrets.js';
 import type { ServiceIdentity } from '../identity/service-identity.js';
 import type { Lifecycle, LifecycleTrigger } from '../lifecycle.js';
-import { FLOW_TRIGGERS } from '../lifecycle.js';
-import { recoveryReadBatchBytesMax, recoveryReadBatchEntriesMax } from '../limits.js';
 import type { Replica } from '../replica.js';
-import { loadSnapshotInSlices } from '../snapshot-loading.js';
 import type { StartupSnapshot } from '../snapshots.js';
 import { SINGLETON_KEY, TableDefs, Tables, type OpenKindRecord, type RecoveredSecretsRecord } from '../tables.js';
-import { ledgerEntries, phaseSummary, ReadProgress, type ReadEntry } from './public-ledger.js';
 import type { DecisionDriver } from './decision-driver.js';
+import { PrivateDomainReader } from './private-domain.js';
+import { phaseSummary } from './public-ledger.js';
+import { RECOVERY_TRIGGERS, RecoveryMachine, type RecoveryEdge, type RecoveryEffect, type RecoveryEffects, type RecoveryState } from './recovery-machine.js';
+import { ShareRecorder, type ShareSubmission, type SubmittedShare } from './share-recorder.js';
+
+export type { ShareSubmission } from './share-recorder.js';
 
 /** The row name under which the recovered chain is encrypted (member ids are hex digests: no clash). */
-const RECOVERED_CHAIN_ROW = ':recovered_ledger_secrets';
-
-/** The recovery edges the private phase takes, on a recovery node or a node that joined the recovering service. */
-const PRIVATE_PHASE_TRIGGERS: readonly LifecycleTrigger[] = FLOW_TRIGGERS.recover;
+export const RECOVERED_CHAIN_ROW = ':recovered_ledger_secrets';
 
 export interface RecoveryHost {
   readonly logger: Logger;
@@ -82,25 +79,53 @@ export interface RecoveryHost {
   readonly entryReplayer?: EntryReplayer | undefined;
 }
 
-/** The answer to a submitted share. */
-export interface ShareSubmission {
-  readonly message: string;
-  readonly submitted_count: number;
-  readonly recovery_threshold: number;
-  /** The transaction that kept the share (not part of the JSON answer: the x-covenant-transaction-id header). */
-  readonly txId: TxId | undefined;
+/** The recovery machine's inputs (recovery-machine.ts names each kind). */
+export type RecoveryEvent =
+  | { readonly kind: 'recover' | 'public-ledger-read' | 'trusted-by-recovering-service' | 'joined-network' | 'open-proposal-applied' | 'open-committed' | 'stop' }
+  | { readonly kind: 'secrets-unsealed'; readonly chain: readonly ChainSecret[]; readonly openKind: OpenKindRecord }
+  | { readonly kind: 'share-submitted'; readonly submission: SubmittedShare }
+  | { readonly kind: 'key-reassembled'; readonly submission: SubmittedShare; readonly key: Uint8Array | undefined; readonly error?: unknown }
+  | { readonly kind: 'recovered-secrets-applied'; readonly record: RecoveredSecretsRecord }
+  | { readonly kind: 'private-domain-read'; readonly record: RecoveredSecretsRecord; readonly startedMs: number }
+  | { readonly kind: 'private-domain-failed'; readonly error: unknown }
+  | { readonly kind: 'role-changed'; readonly primary: boolean };
+
+type EventOf<K extends RecoveryEvent['kind']> = Extract<RecoveryEvent, { kind: K }>;
+
+function eventOf<K extends RecoveryEvent['kind']>(event: RecoveryEvent, kind: K): EventOf<K> {
+  assert(event.kind === kind, () => `recovery: an effect of "${kind}" runs on "${event.kind}"`);
+  return event as EventOf<K>;
 }
 
 export class Recovery {
-  private collection: Promise<ShareCollection> | undefined;
-  private privatePhase: Promise<void> | undefined;
-  /** The snapshot the recovery node read the public ledger from: the private domain is read from it too. */
+  readonly machine: RecoveryMachine<RecoveryEvent>;
+  private readonly shares: ShareRecorder;
+  private readonly privateDomain: PrivateDomainReader;
+  /** The snapshot the node read the public ledger from (or joined from): the private domain is read from it too. */
   startupSnapshot: StartupSnapshot | undefined;
 
   /** The recovery decision protocol this node runs (sealing-based recovery), if any. */
   private decision: DecisionDriver | undefined;
 
-  constructor(private readonly host: RecoveryHost) {}
+  constructor(private readonly host: RecoveryHost) {
+    const effects: RecoveryEffects<RecoveryEvent> = { run: (effect, event, edge) => this.runEffect(effect, event, edge), refusal: (state, event) => this.refusalOf(state, event) };
+    this.machine = new RecoveryMachine(effects, host.logger);
+    this.shares = new ShareRecorder({
+      ...host,
+      recoveredRecordOf: (chain) => this.recoveredRecordOf(chain),
+      keyReassembled: (submission, key, error) => this.postFromCompletion({ kind: 'key-reassembled', submission, key, ...(error !== undefined ? { error } : {}) }),
+    });
+    this.privateDomain = new PrivateDomainReader({ ...host, reading: () => this.machine.state === 'ReadingPrivateLedger' });
+  }
+
+  get state(): RecoveryState {
+    return this.machine.state;
+  }
+
+  /** Posts an event to the machine (a start-up flow's, or one of this class's own). */
+  post(event: RecoveryEvent): void {
+    this.machine.post(event);
+  }
 
   attachDecision(driver: DecisionDriver): void {
     this.decision = driver;
@@ -112,39 +137,40 @@ export class Recovery {
   }
 
   close(): void {
-    void this.decision?.close();
-  }
-
-  /** Wires the store's listeners (on the store and any store that replaces it). */
-  watch(store: Store): void {
-    store.onMapApplied(Tables.serviceInfo, () => this.onServiceRecord());
-    // The rename must not be undone: only once consensus commits this service's Open.
-    store.onMapCommitted(Tables.serviceInfo, (version) => {
-      if (version >= this.host.replica.serviceStartSeqno) this.host.defer(() => this.completeRecoveryIfOpenCommitted());
-    });
-    store.onMapApplied(Tables.recoveredLedgerSecrets, (version, writes) => {
-      const raw = writes.get(SINGLETON_KEY);
-      if (raw === undefined || raw === null) return;
-      // A record an earlier recovery wrote (a joiner of a second recovery replicates it with the
-      // old entries) is under that service's key: only this service's record starts the phase.
-      if (version < this.host.replica.serviceStartSeqno) return;
-      const record = TableDefs.recoveredLedgerSecrets.codec.decode(raw);
-      this.host.defer(() => this.startPrivatePhase(record));
-    });
+    this.post({ kind: 'stop' });
   }
 
   /**
-   * A primary change: the collection is rebuilt from the store by whichever node is primary, and a
-   * new primary that has read its private domain opens the service if the last one did not.
+   * Wires the store's listeners (on the store and any store that replaces it): each posts an
+   * event, soon (outside the store's apply or commit) when its edge writes or takes a lifecycle edge.
    */
-  onRoleChange(primary: boolean): void {
-    this.dropCollection();
-    if (primary) this.host.defer(() => this.openIfReady());
+  watch(store: Store): void {
+    const ofThisService = (version: number) => version >= this.host.replica.serviceStartSeqno;
+    store.onMapApplied(Tables.serviceInfo, (version, writes) => {
+      const raw = writes.get(SINGLETON_KEY);
+      if (raw === undefined || raw === null || !ofThisService(version)) return;
+      // Posted at once (its edge writes nothing): a share submitted next finds the machine waiting.
+      if (TableDefs.serviceInfo.codec.decode(raw).status === 'WaitingForRecoveryShares') this.post({ kind: 'open-proposal-applied' });
+    });
+    // The rename must not be undone: only once consensus commits this service's Open.
+    store.onMapCommitted(Tables.serviceInfo, (version) => {
+      if (ofThisService(version)) this.notify({ kind: 'open-committed' });
+    });
+    store.onMapApplied(Tables.recoveredLedgerSecrets, (version, writes) => {
+      const raw = writes.get(SINGLETON_KEY);
+      // A record an earlier recovery wrote (a joiner of a second recovery replicates it with the
+      // old entries) is under that service's key: only this service's record starts the phase.
+      if (raw === undefined || raw === null || !ofThisService(version)) return;
+      this.notify({ kind: 'recovered-secrets-applied', record: TableDefs.recoveredLedgerSecrets.codec.decode(raw) });
+    });
   }
 
-  // ---------------------------------------------------------------- shares
+  /** A primary change (the driver's role-change callback). */
+  onRoleChange(primary: boolean): void {
+    this.post({ kind: 'role-changed', primary });
+  }
 
-  /** A member's encrypted share of the last issue (GET /gov/recovery/encrypted-shares/{member_id}). */
+  /** A member's encrypted share of the last issue (GET /gov/recovery/encrypted-shares/{member_id}): a read, not an event. */
   encryptedShare(memberId: string): { encrypted_share: string } {
     const record = this.host.executeRead((tx) => tx.table(TableDefs.recoveryShares).get(SINGLETON_KEY));
     const share = record?.encrypted_shares[memberId];
@@ -157,38 +183,90 @@ export class Recovery {
    * the transaction that keeps the outcome (the governance layer's replay check and history);
    * a refused share changes nothing.
    */
-  async submitShare(memberId: string, share: Uint8Array, record: (tx: Tx) => void): Promise<ShareSubmission> {
-    this.checkWaiting();
-    const collection = await this.openCollection();
-    const outcome = await collection.submit(memberId, share);
-    let txId: TxId | undefined;
+  submitShare(memberId: string, share: Uint8Array, record: (tx: Tx) => void): Promise<ShareSubmission> {
+    return new Promise((resolve, reject) => {
+      const submission: SubmittedShare = { memberId, share, record, resolve, reject };
+      try {
+        this.post({ kind: 'share-submitted', submission });
+      } catch (e) {
+        reject(e);
+      }
+    });
+  }
+
+  /**
+   * Sealing-based recovery: the recovery decision protocol chose this node, which unsealed the
+   * chain of ledger secrets itself and opens the service with no member vote or share.
+   */
+  openWithUnsealedSecrets(chain: readonly ChainSecret[], openKind: OpenKindRecord): void {
+    this.post({ kind: 'secrets-unsealed', chain, openKind });
+  }
+
+  // ---------------------------------------------------------------- the machine's effects
+
+  private runEffect(effect: RecoveryEffect, event: RecoveryEvent, edge: RecoveryEdge): void {
+    const { host } = this;
+    switch (effect) {
+      case 'take-lifecycle-edge':
+        return host.transition(edge.trigger!, RECOVERY_TRIGGERS);
+      case 'check-and-record-share':
+        return this.shares.checkAndRecord(eventOf(event, 'share-submitted').submission);
+      case 'check-key-and-record-chain': {
+        const { submission, key, error } = eventOf(event, 'key-reassembled');
+        return this.shares.recordChain(submission, key, error);
+      }
+      case 'record-unsealed-chain': {
+        const { chain, openKind } = eventOf(event, 'secrets-unsealed');
+        return this.recordUnsealedChain(chain, openKind);
+      }
+      case 'read-private-domain':
+        return this.readPrivateDomain(eventOf(event, 'recovered-secrets-applied').record, edge.trigger!);
+      case 'enter-network': {
+        const { record, startedMs } = eventOf(event, 'private-domain-read');
+        return this.enterNetwork(record, startedMs, edge.trigger!);
+      }
+      case 'open-if-primary':
+        if (host.isPrimary()) host.defer(() => this.openIfReady());
+        return;
+      case 'complete-recovery':
+        return this.completeRecoveryIfOpenCommitted();
+      case 'fail': {
+        const { error } = eventOf(event, 'private-domain-failed');
+        host.logger.fatal(`reading the private ledger failed: ${errorMessage(error)}`);
+        throw error;
+      }
+      case 'close':
+        void this.decision?.close();
+        return;
+      case 'none':
+        return;
+    }
+  }
+
+  /** The typed error of a share the machine's state does not take. */
+  private refusalOf(state: RecoveryState, event: RecoveryEvent): Error {
+    assert(event.kind === 'share-submitted' || event.kind === 'key-reassembled', () => `recovery: "${event.kind}" is not a client's event`);
+    if (!this.host.isPrimary()) return nodeError('NotPrimary', 'recovery shares are submitted to the primary');
+    if (state === 'Stopped' || state === 'Failed') return notWaitingForShares(`the node is ${state}: it takes no recovery share`);
+    const info = this.host.executeRead((tx) => tx.table(TableDefs.serviceInfo).get(SINGLETON_KEY));
+    const recovered = state === 'ReadingPrivateLedger' || state === 'PartOfNetwork';
+    if (recovered && info?.status === 'WaitingForRecoveryShares') return notWaitingForShares('the ledger secrets are already recovered: no more shares are needed');
+    return notWaitingForShares(`the service is ${info?.status ?? 'not created'}, not waiting for recovery shares (members vote transition_service_to_open first)`);
+  }
+
+  /** A listener's event, posted soon (outside the store's apply or commit). */
+  private notify(event: RecoveryEvent): void {
+    this.host.defer(() => this.post(event));
+  }
+
+  /** The end of async work, as an event; a refused client's event goes to its client. */
+  private postFromCompletion(event: RecoveryEvent): void {
     try {
-      txId = this.host.executeWrite((tx) => {
-        // The collection checked the share against the store as it was read; the transaction that
-        // records it checks again what may have changed meanwhile.
-        this.checkWaiting(tx);
-        if (tx.table(TableDefs.submittedShares).has(memberId)) throw new RecoveryError('ShareAlreadySubmitted', `member ${memberId} has already submitted a share`, { memberId });
-        record(tx);
-        if (outcome.status === 'Accepted') {
-          tx.table(TableDefs.submittedShares).put(memberId, Buffer.from(outcome.storedShare).toString('base64'));
-          return;
-        }
-        tx.table(TableDefs.recoveredLedgerSecrets).put(SINGLETON_KEY, this.recoveredRecordOf(outcome.ledgerSecrets));
-        clearMap(tx, TableDefs.submittedShares);
-      }).txId;
+      this.post(event);
     } catch (e) {
-      // The collection holds a share the store does not: rebuilt from the store next time.
-      this.dropCollection();
-      throw e;
+      if (event.kind !== 'key-reassembled') throw e;
+      event.submission.reject(e);
     }
-    if (outcome.status === 'Recovered') {
-      this.dropCollection();
-      this.host.logger.info(`recovery shares: ${outcome.submittedCount} of ${outcome.threshold} submitted; the ledger secrets are recovered`);
-      return { message: 'the ledger secrets are recovered; the service opens once the private ledger is read', submitted_count: outcome.submittedCount, recovery_threshold: outcome.threshold, txId };
-    }
-    const more = outcome.threshold - outcome.submittedCount;
-    this.host.logger.info(`recovery shares: ${outcome.submittedCount} of ${outcome.threshold} submitted`);
-    return { message: `${outcome.submittedCount} recovery share(s) of ${outcome.threshold} submitted; ${more} more needed`, submitted_count: outcome.submittedCount, recovery_threshold: outcome.threshold, txId };
   }
 
   /** The recovered chain for every node of the service, encrypted under the storage key. */
@@ -200,74 +278,19 @@ export class Recovery {
   }
 
   /**
-   * Sealing-based recovery: the recovery decision protocol chose this node, which unsealed the
-   * chain of ledger secrets itself. It opens the service with no member vote or share: the
-   * service waits for nothing, the recovered chain is recorded as at the share threshold, and
+   * The service waits for nothing: the recovered chain is recorded as at the share threshold, and
    * open_kind says how the protocol decided; every node then reads its private domain and the
    * primary opens the service.
    */
-  openWithUnsealedSecrets(chain: readonly ChainSecret[], openKind: OpenKindRecord): TxId | undefined {
-    return this.host.executeWrite((tx) => {
+  private recordUnsealedChain(chain: readonly ChainSecret[], openKind: OpenKindRecord): void {
+    this.host.executeWrite((tx) => {
       const infoMap = tx.table(TableDefs.serviceInfo);
       const info = infoMap.get(SINGLETON_KEY);
       assert(info?.status === 'Recovering', 'a service opened by the recovery decision protocol is recovering');
       infoMap.put(SINGLETON_KEY, { ...info, status: 'WaitingForRecoveryShares' });
       tx.table(TableDefs.recoveredLedgerSecrets).put(SINGLETON_KEY, this.recoveredRecordOf(chain));
       tx.table(TableDefs.recoveryDecisionOpenKind).put(SINGLETON_KEY, openKind);
-    }).txId;
-  }
-
-  private checkWaiting(tx?: Tx): void {
-    if (!this.host.isPrimary()) throw nodeError('NotPrimary', 'recovery shares are submitted to the primary');
-    const read = (t: Tx) => t.table(TableDefs.serviceInfo).get(SINGLETON_KEY);
-    const info = tx !== undefined ? read(tx) : this.host.executeRead(read);
-    if (info?.status !== 'WaitingForRecoveryShares') {
-      throw notWaitingForShares(`the service is ${info?.status ?? 'not created'}, not waiting for recovery shares (members vote transition_service_to_open first)`);
-    }
-  }
-
-  private openCollection(): Promise<ShareCollection> {
-    if (this.collection === undefined) {
-      const building = this.buildCollection();
-      this.collection = building;
-      building.catch(() => {
-        if (this.collection === building) this.collection = undefined;
-      });
-    }
-    return this.collection;
-  }
-
-  private async buildCollection(): Promise<ShareCollection> {
-    const { sharing, stored } = this.host.executeRead((tx) => {
-      const record = tx.table(TableDefs.recoveryShares).get(SINGLETON_KEY);
-      if (record === undefined) throw notWaitingForShares('the recovered ledger records no recovery shares: it cannot be recovered with member shares');
-      const previousSecretRecords: Uint8Array[] = [];
-      tx.table(TableDefs.previousLedgerSecrets).forEach((b64) => void previousSecretRecords.push(fromBase64(b64)));
-      const submitted: StoredSubmittedShare[] = [];
-      tx.table(TableDefs.submittedShares).forEach((b64, memberId) => void submitted.push({ memberId, storedShare: fromBase64(b64) }));
-      const recorded: RecordedSharing = {
-        recoveryMemberIds: Object.keys(record.encrypted_shares),
-        threshold: record.threshold,
-        sharingId: new Uint8Array(Buffer.from(record.sharing_id, 'hex')),
-        wrappedLatestSecret: fromBase64(record.wrapped_latest_secret),
-        previousSecretRecords,
-      };
-      return { sharing: recorded, stored: submitted };
     });
-    const storageKey = submittedShareStorageKey(this.host.service.keyPem);
-    return ShareCollection.fromStore(sharing, storageKey, stored, this.host.randomBytes);
-  }
-
-  private dropCollection(): void {
-    const collection = this.collection;
-    this.collection = undefined;
-    void collection?.then((c) => c.close()).catch(() => undefined);
-  }
-
-  private onServiceRecord(): void {
-    const info = this.host.replica.store.currentRaw(Tables.serviceInfo, SINGLETON_KEY);
-    if (info === undefined) return;
-    if (TableDefs.serviceInfo.codec.decode(info).status !== 'WaitingForRecoveryShares') this.dropCollection();
   }
 
   /**
@@ -276,9 +299,9 @@ export class Recovery {
    * while the previous service's records are read (they say Open too).
    */
   private completeRecoveryIfOpenCommitted(): void {
-    const { replica, lifecycle } = this.host;
+    const { replica } = this.host;
     const { ledger, store } = replica;
-    if (!ledger.recoveryMode || lifecycle.state !== 'PartOfNetwork' || store.committedVersion < replica.serviceStartSeqno) return;
+    if (!ledger.recoveryMode || this.machine.state !== 'PartOfNetwork' || store.committedVersion < replica.serviceStartSeqno) return;
     const info = store.readAt(store.committedVersion).table(TableDefs.serviceInfo).get(SINGLETON_KEY);
     if (info?.status !== 'Open') return;
     ledger.completeRecovery();
@@ -288,30 +311,35 @@ export class Recovery {
 
   // ---------------------------------------------------------------- the private domain
 
-  private startPrivatePhase(record: RecoveredSecretsRecord): void {
-    if (this.privatePhase !== undefined || this.host.lifecycle.state !== 'PartOfPublicNetwork') return;
-    this.privatePhase = this.readPrivateDomain(record).catch((e: unknown) => {
-      this.host.logger.fatal(`reading the private ledger failed: ${errorMessage(e)}`);
-      throw e;
-    });
+  /** Installs the older secrets and starts reading; the read's end comes back as an event. */
+  private readPrivateDomain(record: RecoveredSecretsRecord, trigger: LifecycleTrigger): void {
+    const { host } = this;
+    host.transition(trigger, RECOVERY_TRIGGERS);
+    const startedMs = host.clock.monotonicMs();
+    void this.installChainAndRead(record).then(
+      (installed) => {
+        if (installed) this.post({ kind: 'private-domain-read', record, startedMs });
+        else host.logger.info(`the private phase ends unfinished: the node is ${host.lifecycle.state}`);
+      },
+      (error: unknown) => this.post({ kind: 'private-domain-failed', error }),
+    );
   }
 
-  private async readPrivateDomain(record: RecoveredSecretsRecord): Promise<void> {
+  /** The older secrets in front of the chain (at once), then the read; false if the node stopped meanwhile. */
+  private async installChainAndRead(record: RecoveredSecretsRecord): Promise<boolean> {
     const { host } = this;
-    host.transition('shares-reassembled', PRIVATE_PHASE_TRIGGERS);
-    const startedMs = host.clock.monotonicMs();
     const chain = this.chainOf(record);
     const firstHeld = host.secrets.linkFor(0).fromSeqno;
     host.secrets.installOlder(chain.filter((s) => s.fromSeqno < firstHeld));
     host.persistState();
-    const privateStore = await this.replayPrivate(record.last_recovered_seqno);
-    if (!(await this.catchUpAndInstall(privateStore))) {
-      this.host.logger.info(`the private phase ends unfinished: the node is ${host.lifecycle.state}`);
-      return;
-    }
-    host.transition('private-ledger-restored', PRIVATE_PHASE_TRIGGERS);
+    return this.privateDomain.read(record.last_recovered_seqno, this.startupSnapshot);
+  }
+
+  private enterNetwork(record: RecoveredSecretsRecord, startedMs: number, trigger: LifecycleTrigger): void {
+    const { host } = this;
+    host.transition(trigger, RECOVERY_TRIGGERS);
     const entries = record.last_recovered_seqno - (this.startupSnapshot?.seqno ?? 0);
-    this.host.logger.info(
+    host.logger.info(
       `the private domain of the previous service is restored; private phase: ${phaseSummary(entries, host.clock.monotonicMs() - startedMs)}, from ReadingPrivateLedger to PartOfNetwork`,
     );
     if (host.isPrimary()) host.defer(() => this.openIfReady());
@@ -326,127 +354,10 @@ export class Recovery {
     return (JSON.parse(utf8.decode(plain)) as { from_seqno: number; secret: string }[]).map((s) => ({ fromSeqno: s.from_seqno, secret: fromBase64(s.secret) }));
   }
 
-  /** The previous service's entries, public and private domains, into a store of their own. */
-  private async replayPrivate(lastSeqno: number): Promise<Store> {
-    const { logger, clock } = this.host;
-    const snapshot = this.startupSnapshot;
-    const from = snapshot !== undefined ? snapshot.seqno : 0;
-    // Nothing reads this store's older versions: each batch is folded into its state at once and
-    // compacted, so that no write set outlives its batch (few survive a young collection).
-    const options = { checkpointInterval: recoveryReadBatchEntriesMax };
-    // Loaded over many turns (snapshot-loading.ts): the node keeps serving its part of the recovered service meanwhile.
-    const loader = snapshot !== undefined ? new SnapshotLoader(snapshot.parts.kv, this.host.secrets.framingFor(snapshot.seqno).encryptor, options) : undefined;
-    const store = loader !== undefined ? await loadSnapshotInSlices(clock, loader) : new Store(options);
-    assert(store !== undefined, 'a load that is never stopped gives a store');
-    logger.info(`reading the private domain of the ledger: entries ${from + 1}..${lastSeqno}`);
-    const progress = new ReadProgress('reading the private ledger', lastSeqno, logger, clock);
-    const replayer = this.host.entryReplayer;
-    if (replayer === undefined || lastSeqno <= from) await this.replayHere(store, from + 1, lastSeqno, progress);
-    else await this.replayOnThreads(replayer, store, from + 1, lastSeqno, progress);
-    assert(store.version === lastSeqno, `the private domain is read up to seqno ${lastSeqno} (read ${store.version})`);
-    store.compact(store.version);
-    logger.info(`private ledger read: ${progress.summary()}`);
-    return store;
-  }
-
-  /**
-   * The store applied entries of the recovered service while the previous service's were read
-   * (a joiner of a service that already opened applies its new private writes too): `replayed`
-   * replays them as well, up to the store's committed version (never rolled back), and the store
-   * then takes its private maps there, in the same turn, under the writes of any versions above.
-   * False if the node left ReadingPrivateLedger meanwhile (it stopped).
-   */
-  private async catchUpAndInstall(replayed: Store): Promise<boolean> {
-    const { replica, logger, clock } = this.host;
-    const progress = new ReadProgress('catching up with the recovered service', Math.max(replayed.version, replica.store.committedVersion), logger, clock);
-    for (;;) {
-      if (this.host.lifecycle.state !== 'ReadingPrivateLedger') return false;
-      const committed = replica.store.committedVersion;
-      if (committed < replayed.version) {
-        // The previous service's last entry is not yet committed here: wait for consensus.
-        await new Promise<void>((resolve) => clock.setTimer(CATCH_UP_WAIT_MS, resolve));
-        continue;
-      }
-      if (committed - replayed.version > recoveryReadBatchEntriesMax) {
-        await this.replayHere(replayed, replayed.version + 1, committed, progress);
-        continue;
-      }
-      // Few enough to replay in this turn: nothing commits or rolls back meanwhile.
-      for (const batch of ledgerEntries(replica, replayed.version + 1, committed)) this.applyBatch(replayed, batch);
-      replica.store.installPrivateMaps(replayed.current());
-      return true;
-    }
-  }
-
-  /** Entries first..last, read and decrypted on this thread, into `store`. */
-  private async replayHere(store: Store, first: number, last: number, progress: ReadProgress): Promise<void> {
-    const { replica } = this.host;
-    for (const batch of ledgerEntries(replica, first, last)) {
-      const bytes = this.applyBatch(store, batch);
-      progress.add(batch.length, bytes, batch.at(-1)!.seqno);
-      await this.host.yieldControl();
-    }
-  }
-
-  /** One batch of entries read from the ledger, applied to `store` in both domains; returns their frames' bytes. */
-  private applyBatch(store: Store, batch: readonly ReadEntry[]): number {
-    const { replica } = this.host;
-    let bytes = 0;
-    for (const item of batch) {
-      const decoded = item.entry;
-      if (decoded === undefined) throw nodeError('LedgerEntryUnreadable', `entry ${item.seqno} cannot be read: ${item.error}`);
-      store.applyWriteSet(decoded.seqno, decoded.publicBytes, replica.privatePlainOf(decoded));
-      bytes += decoded.frameSizeBytes;
-    }
-    store.compact(store.version);
-    return bytes;
-  }
-
-  /**
-   * The same, read and decrypted on the entry replayer's threads a few ranges ahead of the range
-   * this thread applies (decrypting is most of the work). A range they cannot replay is replayed
-   * here, which reports the entry that stops it as replayHere does.
-   */
-  private async replayOnThreads(replayer: EntryReplayer, store: Store, first: number, last: number, progress: ReadProgress): Promise<void> {
-    const { replica } = this.host;
-    const secrets = this.host.secrets.records().map((r) => ({ fromSeqno: r.from_seqno, secret: fromBase64(r.secret) }));
-    const inFlight: { first: number; last: number; replayed: Promise<ReplayedEntries | undefined> }[] = [];
-    let next = first;
-    const requestAhead = (): void => {
-      while (inFlight.length < REPLAY_RANGES_AHEAD && next <= last) {
-        const range = replayRange(replica, next, last);
-        next = range.last + 1;
-        const replayed = range.request === undefined ? Promise.resolve(undefined) : replayer.replayOf({ ...range.request, secrets }).catch(() => undefined);
-        inFlight.push({ first: range.first, last: range.last, replayed });
-      }
-    };
-    try {
-      requestAhead();
-      for (let range = inFlight.shift(); range !== undefined; range = inFlight.shift()) {
-        requestAhead();
-        const replayed = await range.replayed;
-        if (replayed === undefined) {
-          await this.replayHere(store, range.first, range.last, progress);
-          continue;
-        }
-        const { packed, bounds } = replayed;
-        for (let seqno = range.first, i = 0; seqno <= range.last; seqno++, i += 2) {
-          // The private values the store keeps are views of a copy of their own, not of the whole range.
-          store.applyWriteSet(seqno, packed.subarray(bounds[i]!, bounds[i + 1]!), copyValue(packed.subarray(bounds[i + 1]!, bounds[i + 2]!)));
-        }
-        store.compact(store.version);
-        progress.add(range.last - range.first + 1, replayed.frameBytes, range.last);
-        await this.host.yieldControl();
-      }
-    } finally {
-      replayer.release();
-    }
-  }
-
   /** The primary opens the recovered service, once it has read its own private domain. */
   private openIfReady(): void {
     const { host } = this;
-    if (!host.isPrimary() || host.lifecycle.state !== 'PartOfNetwork') return;
+    if (!host.isPrimary() || this.machine.state !== 'PartOfNetwork') return;
     const record = host.executeRead((tx) => tx.table(TableDefs.recoveredLedgerSecrets).get(SINGLETON_KEY));
     if (record === undefined) return;
     const first = host.secrets.linkFor(host.replica.serviceStartSeqno);
@@ -467,48 +378,6 @@ export class Recovery {
       host.logger.fail(`opening the recovered service failed: ${errorMessage(e)}; it is retried when this node is primary again`);
     }
   }
-}
-
-/** How long the private phase waits for the previous service's last entry to commit here. */
-const CATCH_UP_WAIT_MS = 50;
-
-/** Ranges the entry replayer's threads replay at once (in turn), ahead of the one applied. */
-const REPLAY_RANGES_AHEAD = 4;
-
-/**
- * The next range of entries to replay from `first`: at most recoveryReadBatchEntriesMax entries
- * whose frames take at most about recoveryReadBatchBytesMax, as finely as the ledger locates
- * them without reading (request undefined: it cannot locate them, the range is replayed here).
- */
-function replayRange(replica: Replica, first: number, last: number): { first: number; last: number; request: EntryLeavesRequest | undefined } {
-  let upTo = Math.min(last, first + recoveryReadBatchEntriesMax - 1);
-  let request: EntryLeavesRequest;
-  try {
-    request = replica.ledger.locateEntries(first, upTo);
-    while (upTo > first && spanBytes(request) > recoveryReadBatchBytesMax) {
-      const half = first + Math.floor((upTo - first) / 2);
-      const smaller = replica.ledger.locateEntries(first, half);
-      if (spanBytes(smaller) >= spanBytes(request)) break;
-      upTo = half;
-      request = smaller;
-    }
-  } catch {
-    return { first, last: upTo, request: undefined };
-  }
-  return { first, last: upTo, request };
-}
-
-function spanBytes(request: EntryLeavesRequest): number {
-  let bytes = 0;
-  for (const span of request.spans) bytes += span.endBytes - span.startBytes;
-  return bytes;
-}
-
-function clearMap<V>(tx: Tx, table: TableDef<V>): void {
-  const map = tx.table(table);
-  const keys: string[] = [];
-  map.forEach((_, key) => void keys.push(key));
-  for (const key of keys) map.remove(key);
 }
 
 function fromBase64(b64: string): Uint8Array {

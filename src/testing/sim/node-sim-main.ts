@@ -19,7 +19,7 @@ import { randomInt } from 'node:crypto';
 import { Violation } from './checker.js';
 import { SimArgs } from './cli-args.js';
 import { runNodeSim } from './node-sim.js';
-import { RECOVERY_BUGS, runRecoverySim, type RecoveryBug } from './node-sim-recovery.js';
+import { RECOVERY_BUGS, recoveryEdgeCoverage, runRecoverySim, type RecoveryBug, type RecoverySimReport } from './node-sim-recovery.js';
 import { runRequestSim } from './node-sim-requests.js';
 
 const args = new SimArgs(
@@ -52,10 +52,13 @@ async function run(runSeed: number): Promise<unknown> {
   return runRecoverySim({ seed: runSeed, nodes, steps, stepsAfterRecovery: steps, livenessStepsMax: 2000, ...(bug ? { bug } : {}) });
 }
 
+const recoveryReports: RecoverySimReport[] = [];
 for (let i = 0; i < runs; i++) {
   const started = Date.now();
   try {
-    const { trace: _trace, governance: _governance, ...figures } = (await run(seed + i)) as { trace: unknown; governance?: unknown };
+    const report = await run(seed + i);
+    if (recovery) recoveryReports.push(report as RecoverySimReport);
+    const { trace: _trace, governance: _governance, recoveryEdges: _edges, ...figures } = report as { trace: unknown; governance?: unknown; recoveryEdges?: unknown };
     console.log(`seed ${seed + i}: ok in ${Date.now() - started} ms ${JSON.stringify(figures)}`);
   } catch (e) {
     if (!(e instanceof Violation)) throw e;
@@ -63,6 +66,13 @@ for (let i = 0; i < runs; i++) {
     console.log(`seed ${seed + i}: VIOLATION ${e.message}\nreplay: ${replay}`);
     process.exit(1);
   }
+}
+if (recovery) {
+  // The recovery machine's edges the runs took (src/node/recovery/recovery-machine.ts).
+  const coverage = recoveryEdgeCoverage(recoveryReports);
+  console.log(`recovery machine: ${coverage.taken.length} of ${coverage.taken.length + coverage.missing.length + coverage.outside.length} edges taken over ${runs} run(s)`);
+  for (const edge of coverage.missing) console.log(`  not taken: ${edge}`);
+  for (const edge of coverage.outside) console.log(`  outside this procedure: ${edge}`);
 }
 // The governance sandbox's worker thread would keep the process alive.
 process.exit(0);

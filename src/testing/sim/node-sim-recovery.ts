@@ -28,8 +28,10 @@ import { formatTxId, type TxId } from '../../base/ids.js';
 import { certificateId, generateEcKeyPair, generateIdentity, nodeIdFromPublicKey, type KeyPair } from '../../crypto/index.js';
 import { COSE_CONTENT_TYPE, DEFAULT_SANDBOX_LIMITS, Governance, type JsEngine, loadJsEngine, signGovRequest, type GovMessageType, type GovRequest } from '../../gov/index.js';
 import { serviceEndorsementsChainOf, verifyReceipt, type Receipt } from '../../merkle/index.js';
+import type { NodeConfig } from '../../config/index.js';
 import type { CovenantNode } from '../../node/node.js';
 import { decryptShare } from '../../recovery/index.js';
+import { edgeName, RECOVERY_EDGES } from '../../node/recovery/recovery-machine.js';
 import { Violation } from './checker.js';
 import { NodeSim, rawConfigOf, simConfig, writeFile, type NodeSimOptions, type SimHost } from './node-sim.js';
 import { SimTables } from './sim-tables.js';
@@ -62,6 +64,8 @@ export interface RecoverySimReport {
   readonly committedSeqno: number;
   readonly writes: number;
   readonly crashes: number;
+  /** The recovery machine's edges (edgeName) some node of the run took. */
+  readonly recoveryEdges: readonly string[];
   readonly trace: readonly string[];
 }
 
@@ -95,6 +99,8 @@ export class RecoverySim extends NodeSim {
   private oldChunks = 0;
   private receiptsVerified = 0;
   private requestCount = 0;
+  /** Every node the run created: their recovery machines' edges make up the run's coverage. */
+  private readonly created: CovenantNode[] = [];
 
   constructor(override readonly options: RecoverySimOptions) {
     super(options);
@@ -112,6 +118,12 @@ export class RecoverySim extends NodeSim {
       };
     }
     return simConfig(raw);
+  }
+
+  protected override createNode(host: SimHost, config: NodeConfig): CovenantNode {
+    const node = super.createNode(host, config);
+    this.created.push(node);
+    return node;
   }
 
   override async setUp(): Promise<void> {
@@ -343,6 +355,11 @@ export class RecoverySim extends NodeSim {
       this.hosts.every((h) => h.node?.state === 'PartOfNetwork' && h.node.serviceInfo()?.status === 'Open'),
     );
     this.trace.push(`t=${this.step} recovered service open`);
+    // The Recover node's recovery ends when it renames its `.recovery` files, once the Open is
+    // committed: a crash before that recovers again from the old ledger, which is not this run's
+    // procedure (the node would have no state to restart from).
+    await this.untilSettled('the Recover node completes its recovery', () => this.hosts.every((h) => h.node !== undefined && !h.node.parts.replica.recoveryInProgress));
+    this.trace.push(`t=${this.step} recovery complete`);
     if (this.options.bug === 'drop-old-entry') this.plantDroppedEntry();
   }
 
@@ -397,9 +414,29 @@ export class RecoverySim extends NodeSim {
       committedSeqno: base.committedSeqno,
       writes: base.writes,
       crashes: base.crashes,
+      recoveryEdges: [...new Set(this.created.flatMap((node) => [...node.parts.recovery.machine.taken]))].sort(),
       trace: base.trace,
     };
   }
+}
+
+/** The recovery machine's edges runs took, against its table (an edge with `only` is outside the simulated procedure). */
+export interface RecoveryEdgeCoverage {
+  readonly taken: readonly string[];
+  /** Edges of a recovery with members' shares that no run took. */
+  readonly missing: readonly string[];
+  /** Edges only another procedure takes (sealing-based recovery, a failed read): covered by unit tests. */
+  readonly outside: readonly string[];
+}
+
+export function recoveryEdgeCoverage(reports: readonly Pick<RecoverySimReport, 'recoveryEdges'>[]): RecoveryEdgeCoverage {
+  const seen = new Set(reports.flatMap((r) => r.recoveryEdges));
+  const names = (edges: typeof RECOVERY_EDGES) => edges.map(edgeName);
+  return {
+    taken: names(RECOVERY_EDGES.filter((e) => seen.has(edgeName(e)))),
+    missing: names(RECOVERY_EDGES.filter((e) => e.only === undefined && !seen.has(edgeName(e)))),
+    outside: RECOVERY_EDGES.filter((e) => e.only !== undefined).map((e) => `${edgeName(e)} (${e.only})`),
+  };
 }
 
 function flipBase64(text: string): string {
