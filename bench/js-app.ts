@@ -5,7 +5,8 @@
  * built-in round the bundle is removed (remove_js_app), before a JavaScript round it is deployed
  * again (set_js_app), so that drift of the machine falls on both. A round counts the writes
  * answered 2xx, then waits until the network committed the last one: committed writes per second.
- * Prints one JSON line per round and a summary with the ratio JavaScript / built-in.
+ * Prints one JSON line per round (with the CPU time per committed write of the primary and of the
+ * backups, from /proc, over the load) and a summary with the ratio JavaScript / built-in.
  *
  *   npm run bench:js [-- --duration 4 --rounds 2 --connections 32]
  */
@@ -18,6 +19,7 @@ import { memberConnectionOf, type StartedNode } from '../src/testing/node-proces
 import { startNetwork, until } from '../src/testing/network.js';
 import { buildRequest, runLoad, type LoadTarget } from './load.js';
 import { numberArg } from './args.js';
+import { cpuUs } from './proc.js';
 
 const durationMs = numberArg('--duration', 4) * 1000;
 const rounds = numberArg('--rounds', 2);
@@ -48,7 +50,9 @@ try {
   const primary = await network.primary();
   const host = primary.address;
   let last = '';
+  const backups = network.nodes.filter((n) => n !== primary);
   const measure = async (ms: number) => {
+    const cpuBefore = [primary, ...backups].map((n) => cpuUs(n.process.pid!));
     const result = await runLoad(targetOf(primary), {
       connections,
       durationMs: ms,
@@ -63,8 +67,10 @@ try {
       const commit = await primary.client.request('GET', '/node/commit');
       return Number(String(commit.body.transaction_id).split('.')[1]) >= seqno ? true : undefined;
     });
+    const cpuUsed = [primary, ...backups].map((n, i) => cpuUs(n.process.pid!) - cpuBefore[i]!);
     const ok = result.requests - result.non2xx - result.errors;
-    return { writesPerS: Math.round((ok * 1000) / result.elapsedMs), result };
+    const perWrite = (us: number) => Math.round(us / Math.max(ok, 1));
+    return { writesPerS: Math.round((ok * 1000) / result.elapsedMs), result, primaryCpuUsPerWrite: perWrite(cpuUsed[0]!), backupCpuUsPerWrite: perWrite(cpuUsed.slice(1).reduce((a, b) => a + b, 0) / backups.length) };
   };
   let installed: App = 'built-in';
   for (const app of ['built-in', 'javascript'] as const) {
@@ -78,9 +84,9 @@ try {
     for (const app of order) {
       await install(primary, app, installed);
       installed = app;
-      const { writesPerS, result } = await measure(durationMs);
+      const { writesPerS, result, primaryCpuUsPerWrite, backupCpuUsPerWrite } = await measure(durationMs);
       totals[app].push(writesPerS);
-      console.log(JSON.stringify({ bench: 'js-app', app, committed_writes_per_s: writesPerS, p50_ms: result.latencyP50Ms, p99_ms: result.latencyP99Ms, non2xx: result.non2xx, errors: result.errors }));
+      console.log(JSON.stringify({ bench: 'js-app', app, committed_writes_per_s: writesPerS, p50_ms: result.latencyP50Ms, p99_ms: result.latencyP99Ms, non2xx: result.non2xx, errors: result.errors, primary_cpu_us_per_write: primaryCpuUsPerWrite, backup_cpu_us_per_write: backupCpuUsPerWrite }));
     }
   }
   const mean = (xs: number[]) => Math.round(xs.reduce((a, b) => a + b, 0) / xs.length);
