@@ -35,7 +35,9 @@ function callOnce(i: number): void {
   const tx = store.beginTx();
   const scope: RequestScope = { reader: tx, tx, commitTxId: () => '2.7', randomBytes: (n) => new Uint8Array(n), nowMs: () => 0, applyWrites: false, claimsDigest: undefined };
   const body = Buffer.from(JSON.stringify({ id: i % 1000, msg }));
-  const response = engine.withInterpreter(source, bundle, DEFAULT_RUNTIME_OPTIONS, scope, (interpreter) => interpreter.call('logging.js', 'postPrivate', requestJson, body, i));
+  const response = engine.withInterpreter(source, bundle, DEFAULT_RUNTIME_OPTIONS, scope, (interpreter) =>
+    interpreter.call('logging.js', 'postPrivate', { fields: () => requestJson, body, seed: i, writable: true }),
+  );
   if (response.status !== 200) throw new Error(`the handler answered ${response.status}: ${response.text ?? ''}`);
 }
 
