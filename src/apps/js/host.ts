@@ -67,6 +67,8 @@ function checkWritable(name: string): void {
   }
 }
 
+const utf8Encoder = new TextEncoder();
+
 const verifyKeys = new Map<string, KeyObject>();
 const VERIFY_KEYS_CACHED_MAX = 64;
 
@@ -226,11 +228,11 @@ export function createHost(currentScope: () => RequestScope | undefined): Interp
       for (const k of keys) target.remove(k);
       return undefined;
     },
-    __kv_size: (c, [map]) => c.newNumber(reader(text(c, map)).size),
+    __kv_size: (c, [map]) => c.newNumber(reader(name(c, map)).size),
     __kv_entries: (c, [map]) => {
-      const name = text(c, map);
-      const source = reader(name);
-      if (source.size > FOR_EACH_ENTRIES_MAX) throw new HostError(`forEach visits at most ${FOR_EACH_ENTRIES_MAX} entries; map "${name}" has ${source.size}`);
+      const mapName = name(c, map);
+      const source = reader(mapName);
+      if (source.size > FOR_EACH_ENTRIES_MAX) throw new HostError(`forEach visits at most ${FOR_EACH_ENTRIES_MAX} entries; map "${mapName}" has ${source.size}`);
       const array = c.newArray();
       let i = 0;
       source.forEach((value, key) => {
@@ -243,7 +245,8 @@ export function createHost(currentScope: () => RequestScope | undefined): Interp
       });
       return array;
     },
-    __utf8_encode: (c, [s]) => buffer(c, new Uint8Array(Buffer.from(text(c, s), 'utf8'))),
+    // The prelude checked the argument is a string; the encoder's array is exactly the bytes (no copy).
+    __utf8_encode: (c, [s]) => c.newArrayBuffer(utf8Encoder.encode(name(c, s)).buffer),
     __utf8_decode: (c, [b]) => {
       const data = bytes(c, b);
       return c.newString(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('utf8'));
