@@ -204,6 +204,14 @@ describe('pending writes in the sandbox', () => {
     assert.equal(tx.map('public:svc.gov.users.certs', stringKeyCodec, bytesCodec).size, 0);
   });
 
+  test('a module\'s top level cannot write: it runs once, with whichever request first loads it', () => {
+    const bundle = bundleOf({ run: `return { body: true };` }, `covenant.kv['records'].set(covenant.strToBuf('k'), covenant.strToBuf('v'));\n`);
+    const store = new Store();
+    const tx = store.beginTx();
+    assert.throws(() => call(store, bundle, {}, 'run', undefined, tx), /covenant\.kv is written only while a request is handled/);
+    assert.equal(records(tx).size, 0);
+  });
+
   test('a request kept past its handler cannot read what it had not read', () => {
     const bundle = bundleOf(
       {

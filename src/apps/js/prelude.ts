@@ -71,11 +71,15 @@ export const PRELUDE = `(() => {
   // grown past its bound. The host checks every write again as it applies it.
   const pending = new Map();
   let pendingBytes = 0;
+  // Whether a handler runs (writes outside one, at a module's top level, would have no request to
+  // go with) and whether it may write.
+  let handling = false;
   let writable = false;
   const checkWritable = (name) => {
     if (name.startsWith(${JSON.stringify(SERVICE_PUBLIC_PREFIX)}) || name.startsWith(${JSON.stringify(SERVICE_PRIVATE_PREFIX)})) {
       throw new Error(${JSON.stringify(SERVICE_TABLE_WRITE)}.replace('{map}', () => name));
     }
+    if (!handling) throw new Error('map "' + name + '": covenant.kv is written only while a request is handled (not by the top level of a module)');
     if (!writable) throw new Error(${JSON.stringify(READONLY_WRITE)}.replace('{map}', () => name));
   };
   const copyOf = (x, what) => (x instanceof ArrayBuffer ? x.slice(0) : buf(x, what));
@@ -390,10 +394,21 @@ export const PRELUDE = `(() => {
     seed = requestSeed | 0;
     untrustedTime = false;
     writable = canWrite === true;
+    handling = true;
     pending.clear();
     pendingBytes = 0;
-    const res = handler(new Request(requestNumber, text));
-    if (res !== null && typeof res === 'object' && typeof res.then === 'function') return res.then(encode);
+    let res;
+    try {
+      res = handler(new Request(requestNumber, text));
+    } catch (e) {
+      handling = false;
+      throw e;
+    }
+    if (res !== null && typeof res === 'object' && typeof res.then === 'function') return res.then(finish, (e) => { handling = false; throw e; });
+    return finish(res);
+  };
+  const finish = (res) => {
+    handling = false;
     return encode(res);
   };
 })();`;
