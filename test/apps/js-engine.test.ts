@@ -86,7 +86,7 @@ describe('the engine in a transaction', () => {
     };
     const source_ = {};
     const response = engine.withInterpreter(source_, bundle, opts.options ?? DEFAULT_RUNTIME_OPTIONS, scope, (i) =>
-      i.call('app.js', 'run', opts.requestJson ?? JSON.stringify({ method: 'POST', path: '/app/x', params: {} }), Buffer.from(opts.body ?? ''), 42),
+      i.call('app.js', 'run', { fields: () => opts.requestJson ?? JSON.stringify({ method: 'POST', path: '/app/x', params: {} }), body: Buffer.from(opts.body ?? ''), seed: 42, writable: !opts.readonly }),
     );
     return { response, tx, scope, store };
   };

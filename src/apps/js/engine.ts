@@ -14,7 +14,7 @@ import { createRequire } from 'node:module';
 import { newQuickJSWASMModuleFromVariant, newVariant, type QuickJSSyncVariant, type QuickJSWASMModule } from 'quickjs-emscripten-core';
 import * as variantModule from '@jitl/quickjs-wasmfile-release-sync';
 import { parseBundle, BundleError, type AppBundle } from './bundle.js';
-import { createHostFunctions, type RequestScope } from './host.js';
+import { createHost, type RequestScope } from './host.js';
 import { Interpreter, ScriptFailure, type RuntimeOptions } from './interpreter.js';
 import {
   DEFAULT_EXECUTION_TIME_MS_MAX,
@@ -23,6 +23,7 @@ import {
   ENGINE_MEMORY_BYTES_MAX,
   EXECUTION_TIME_MS_MAX_LIMIT,
   HEAP_BYTES_MAX_LIMIT,
+  HEAP_BYTES_MAX_MIN,
   STACK_BYTES_MAX_LIMIT,
 } from './limits.js';
 
@@ -54,7 +55,7 @@ export function runtimeOptionsOf(stored: unknown): RuntimeOptions {
     return typeof value === 'number' && Number.isInteger(value) ? Math.min(Math.max(value, min), max) : fallback;
   };
   return {
-    heapBytesMax: pick('max_heap_bytes', DEFAULT_HEAP_BYTES_MAX, 1024 * 1024, HEAP_BYTES_MAX_LIMIT),
+    heapBytesMax: pick('max_heap_bytes', DEFAULT_HEAP_BYTES_MAX, HEAP_BYTES_MAX_MIN, HEAP_BYTES_MAX_LIMIT),
     stackBytesMax: pick('max_stack_bytes', DEFAULT_STACK_BYTES_MAX, 64 * 1024, STACK_BYTES_MAX_LIMIT),
     executionTimeMsMax: pick('max_execution_time_ms', DEFAULT_EXECUTION_TIME_MS_MAX, 1, EXECUTION_TIME_MS_MAX_LIMIT),
   };
@@ -103,7 +104,7 @@ export class AppEngine {
   private reloading: Promise<void> | undefined;
   private cached: CachedInterpreter | undefined;
   private scope: RequestScope | undefined;
-  private readonly host = createHostFunctions(() => this.scope);
+  private readonly host = createHost(() => this.scope);
   /** Interpreters built so far (a rebuild after a limit counts). */
   interpretersBuilt = 0;
   /** WebAssembly instances dropped after a script hit a limit or the engine failed. */

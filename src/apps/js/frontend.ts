@@ -29,7 +29,7 @@ import { authenticate, type AuthnDeps } from './authn.js';
 import { BUILT_IN_APP_PATHS, parseBundle, type AppBundle, type AppEndpoint } from './bundle.js';
 import { AppEngine, EngineUnavailable, runtimeOptionsOf } from './engine.js';
 import type { RequestScope } from './host.js';
-import { ScriptFailure, type RuntimeOptions, type ScriptResponse } from './interpreter.js';
+import { ScriptFailure, type RuntimeOptions, type ScriptRequest, type ScriptResponse } from './interpreter.js';
 import { HistoricalCache, historicalPending, type HistoricalCacheLimits } from './historical.js';
 import { RequestHistory } from './historical-scope.js';
 import { IndexingService } from './indexing.js';
@@ -225,19 +225,22 @@ export class JsAppFrontend implements ApplicationFrontend {
         return this.execute(raw, endpoint, ctx);
       });
     }
-    const requestJson = requestJsonOf(endpoint, ctx, (table, id) => this.node.executeRead((tx) => tx.table(table).get(id)));
-    if (endpoint.properties.mode === 'historical') return this.historical(raw, endpoint, ctx, requestJson);
-    if (endpoint.properties.mode === 'readwrite') return this.write(raw, endpoint, ctx, requestJson);
+    // Built only if the handler reads a field other than its body.
+    const fields = () => requestJsonOf(endpoint, ctx, (table, id) => this.node.executeRead((tx) => tx.table(table).get(id)));
+    if (endpoint.properties.mode === 'historical') return this.historical(raw, endpoint, ctx, fields);
+    if (endpoint.properties.mode === 'readwrite') return this.write(raw, endpoint, ctx, fields);
     // The state the pipeline gives: current, or committed and confirmed (linearizable); the answer names it.
-    const result = ctx.state.read((reader, version) => this.run(raw, endpoint, this.scopeOf(reader, undefined), requestJson, ctx.rawBody, version, reader));
+    const result = ctx.state.read((reader, version) =>
+      this.run(raw, endpoint, this.scopeOf(reader, undefined), { fields, body: ctx.rawBody, seed: version, writable: false }, reader),
+    );
     return responseOf(result, undefined);
   }
 
-  private write(raw: Uint8Array, endpoint: AppEndpoint, ctx: RequestContext, requestJson: string): RouteResponse {
+  private write(raw: Uint8Array, endpoint: AppEndpoint, ctx: RequestContext, fields: () => string): RouteResponse {
     let scope: RequestScope | undefined;
     const fn = (tx: Tx): ScriptResponse => {
       scope = this.scopeOf(tx, tx);
-      const response = this.run(raw, endpoint, scope, requestJson, ctx.rawBody, Number(tx.startVersion), tx);
+      const response = this.run(raw, endpoint, scope, { fields, body: ctx.rawBody, seed: Number(tx.startVersion), writable: true }, tx);
       if (response.status >= 400 && !scope.applyWrites) throw new DropWrites(response);
       return response;
     };
@@ -261,7 +264,7 @@ export class JsAppFrontend implements ApplicationFrontend {
    * receipt and the state right after it (historical-scope.ts); 202 until the entries it needs are
    * read from the ledger files, TransactionInvalid (404) for a transaction that never committed.
    */
-  private historical(raw: Uint8Array, endpoint: AppEndpoint, ctx: RequestContext, requestJson: string): RouteResponse {
+  private historical(raw: Uint8Array, endpoint: AppEndpoint, ctx: RequestContext, fields: () => string): RouteResponse {
     const header = ctx.headers[TRANSACTION_ID_HEADER];
     if (typeof header !== 'string') {
       throw new CovenantError('MissingRequiredHeader', `the ${TRANSACTION_ID_HEADER} header names the transaction a historical endpoint reads (<view>.<seqno>)`, 400);
@@ -278,7 +281,7 @@ export class JsAppFrontend implements ApplicationFrontend {
     const run = (tx: Tx) => {
       const scope = { ...this.scopeOf(tx, undefined), historical: history };
       try {
-        return this.run(raw, endpoint, scope, requestJson, ctx.rawBody, txId.seqno, tx);
+        return this.run(raw, endpoint, scope, { fields, body: ctx.rawBody, seed: txId.seqno, writable: false }, tx);
       } catch (e) {
         if (history.notReady !== undefined || history.failure !== undefined) return undefined;
         throw e;
@@ -303,7 +306,7 @@ export class JsAppFrontend implements ApplicationFrontend {
   }
 
   /** Runs the handler; maps the script's failures to 500 answers (nothing it wrote is kept: the transaction is dropped). */
-  private run(raw: Uint8Array, endpoint: AppEndpoint, scope: RequestScope, requestJson: string, body: Buffer, seed: number, reader: StateReader): ScriptResponse {
+  private run(raw: Uint8Array, endpoint: AppEndpoint, scope: RequestScope, request: ScriptRequest, reader: StateReader): ScriptResponse {
     const app = this.installed();
     // The bundle was replaced between routing and execution: the request ran against the old one's routes.
     if (app?.raw !== raw || app.bundle === undefined) {
@@ -315,7 +318,7 @@ export class JsAppFrontend implements ApplicationFrontend {
     this.executions++;
     try {
       return this.engine.withInterpreter(raw, bundle, options, scope, (interpreter) =>
-        interpreter.call(endpoint.properties.js_module, endpoint.properties.js_function, requestJson, body, seed),
+        interpreter.call(endpoint.properties.js_module, endpoint.properties.js_function, request),
       );
     } catch (e) {
       // A historical read that is not ready stops the handler: the request is answered 202, not failed.

@@ -8,13 +8,11 @@ import { createPublicKey, verify as verifySignature, type KeyObject } from 'node
 import type { QuickJSContext, QuickJSHandle } from 'quickjs-emscripten-core';
 import { sha256 } from '../../crypto/index.js';
 import { bytesCodec, stringKeyCodec, type MapReader, type StoreView, type Tx, type TxMap } from '../../kv/index.js';
-import type { HostFunctions } from './interpreter.js';
-import { toArrayBuffer } from './interpreter.js';
+import type { HostFunctions, InterpreterHost } from './interpreter.js';
+import { ScriptFailure, toArrayBuffer } from './interpreter.js';
 import { FOR_EACH_ENTRIES_MAX, RANDOM_BYTES_MAX } from './limits.js';
+import { READONLY_WRITE, refusal, SERVICE_PRIVATE_PREFIX, SERVICE_PUBLIC_PREFIX, SERVICE_TABLE_WRITE } from './map-rules.js';
 
-/** Service tables: `public:svc.*` may be read, never written; private `svc.*` (ledger secrets) is out of reach. */
-const SERVICE_PUBLIC_PREFIX = 'public:svc.';
-const SERVICE_PRIVATE_PREFIX = 'svc.';
 const CLAIMS_DIGEST_BYTES = 32;
 /** Marks a key the prelude sent as hex (it holds a zero byte, which a string cannot carry across). */
 const HEX_KEY_MARK = 0x100;
@@ -65,9 +63,11 @@ function checkReadable(name: string): void {
 
 function checkWritable(name: string): void {
   if (name.startsWith(SERVICE_PUBLIC_PREFIX) || name.startsWith(SERVICE_PRIVATE_PREFIX)) {
-    throw new HostError(`map "${name}" is a service table: applications cannot write it`);
+    throw new HostError(refusal(SERVICE_TABLE_WRITE, name));
   }
 }
+
+const utf8Encoder = new TextEncoder();
 
 const verifyKeys = new Map<string, KeyObject>();
 const VERIFY_KEYS_CACHED_MAX = 64;
@@ -117,8 +117,43 @@ function verifyWith(algorithmJson: string, pem: string, signature: Uint8Array, d
   }
 }
 
+/** A key as the prelude sends it: its bytes as Latin-1, or U+0100 and their hex when one is zero. */
+function keyOfText(s: string): string {
+  return s.charCodeAt(0) === HEX_KEY_MARK ? Buffer.from(s.slice(1), 'hex').toString('latin1') : s;
+}
+
+/**
+ * Applies writes a handler left pending in the sandbox (the prelude's packWrites): `writes` is
+ * [[map name, [key, value length or -1 for a removal, ...]], ...] and the values are in `bytes`
+ * from `offset` on, one after the other. The shape comes from the sandbox, so it is checked (a
+ * script that changed the built-ins the prelude uses can send anything).
+ */
+function applyPendingWrites(writer: (name: string) => TxMap<string, Uint8Array>, writes: unknown, bytes: Uint8Array, offset: number): void {
+  const malformed = (why: string) => new HostError(`the handler's pending writes are malformed: ${why}`);
+  if (!Array.isArray(writes)) throw malformed('not a list');
+  let at = offset;
+  for (const item of writes as unknown[]) {
+    if (!Array.isArray(item) || typeof item[0] !== 'string' || !Array.isArray(item[1]) || item[1].length % 2 !== 0) throw malformed('not [name, [key, length, ...]]');
+    const map = writer(item[0]);
+    const list = item[1] as unknown[];
+    for (let i = 0; i < list.length; i += 2) {
+      const key = list[i];
+      const length = list[i + 1];
+      if (typeof key !== 'string' || typeof length !== 'number' || !Number.isInteger(length) || length < -1) throw malformed('an entry is not [key, length]');
+      if (length === -1) {
+        map.remove(keyOfText(key));
+        continue;
+      }
+      if (at + length > bytes.byteLength) throw malformed('the values are shorter than their lengths');
+      map.put(keyOfText(key), bytes.slice(at, at + length));
+      at += length;
+    }
+  }
+  if (at !== bytes.byteLength) throw malformed('bytes are left over');
+}
+
 /** The host functions of an interpreter, reading the scope of the request being handled. */
-export function createHostFunctions(currentScope: () => RequestScope | undefined): HostFunctions {
+export function createHost(currentScope: () => RequestScope | undefined): InterpreterHost {
   const scope = (): RequestScope => {
     const s = currentScope();
     if (s === undefined) throw new HostError('covenant.kv, covenant.rpc and covenant.consensus are available only while a request is handled');
@@ -143,10 +178,7 @@ export function createHostFunctions(currentScope: () => RequestScope | undefined
     return c.getString(h);
   };
   // A key from the prelude: its bytes as Latin-1, or U+0100 and their hex when one is zero.
-  const key = (c: QuickJSContext, h: QuickJSHandle | undefined): string => {
-    const s = name(c, h);
-    return s.charCodeAt(0) === HEX_KEY_MARK ? Buffer.from(s.slice(1), 'hex').toString('latin1') : s;
-  };
+  const key = (c: QuickJSContext, h: QuickJSHandle | undefined): string => keyOfText(name(c, h));
   const buffer = (c: QuickJSContext, value: Uint8Array) => c.newArrayBuffer(toArrayBuffer(value));
   // The application's JavaScript names any table it may use and handles its bytes: no declaration applies.
   const reader = (name: string): MapReader<string, Uint8Array> => {
@@ -166,20 +198,27 @@ export function createHostFunctions(currentScope: () => RequestScope | undefined
   const writer = (name: string): TxMap<string, Uint8Array> => {
     checkWritable(name);
     const s = scope();
-    if (s.tx === undefined) throw new HostError(`map "${name}" cannot be written by a readonly endpoint`);
+    if (s.tx === undefined) throw new HostError(refusal(READONLY_WRITE, name));
     return s.tx.map(name, stringKeyCodec, bytesCodec) as TxMap<string, Uint8Array>;
   };
-  return {
+  const functions: HostFunctions = {
     __kv_get: (c, [map, k]) => {
       const value = reader(name(c, map)).get(key(c, k));
       return value === undefined ? c.undefined : buffer(c, value);
     },
     __kv_has: (c, [map, k]) => (reader(name(c, map)).has(key(c, k)) ? c.true : c.false),
-    __kv_set: (c, [map, k, value]) => {
-      writer(name(c, map)).put(key(c, k), bytes(c, value));
+    __kv_apply: (c, [writes, values]) => {
+      const list = text(c, writes);
+      const data = bytes(c, values);
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(list);
+      } catch {
+        throw new HostError("the handler's pending writes are not JSON");
+      }
+      applyPendingWrites(writer, parsed, data, 0);
       return undefined;
     },
-    __kv_delete: (c, [map, k]) => (writer(name(c, map)).remove(key(c, k)) ? c.true : c.false),
     __kv_clear: (c, [map]) => {
       const target = writer(text(c, map));
       const keys: string[] = [];
@@ -189,11 +228,11 @@ export function createHostFunctions(currentScope: () => RequestScope | undefined
       for (const k of keys) target.remove(k);
       return undefined;
     },
-    __kv_size: (c, [map]) => c.newNumber(reader(text(c, map)).size),
+    __kv_size: (c, [map]) => c.newNumber(reader(name(c, map)).size),
     __kv_entries: (c, [map]) => {
-      const name = text(c, map);
-      const source = reader(name);
-      if (source.size > FOR_EACH_ENTRIES_MAX) throw new HostError(`forEach visits at most ${FOR_EACH_ENTRIES_MAX} entries; map "${name}" has ${source.size}`);
+      const mapName = name(c, map);
+      const source = reader(mapName);
+      if (source.size > FOR_EACH_ENTRIES_MAX) throw new HostError(`forEach visits at most ${FOR_EACH_ENTRIES_MAX} entries; map "${mapName}" has ${source.size}`);
       const array = c.newArray();
       let i = 0;
       source.forEach((value, key) => {
@@ -206,7 +245,8 @@ export function createHostFunctions(currentScope: () => RequestScope | undefined
       });
       return array;
     },
-    __utf8_encode: (c, [s]) => buffer(c, new Uint8Array(Buffer.from(text(c, s), 'utf8'))),
+    // The prelude checked the argument is a string; the encoder's array is exactly the bytes (no copy).
+    __utf8_encode: (c, [s]) => c.newArrayBuffer(utf8Encoder.encode(name(c, s)).buffer),
     __utf8_decode: (c, [b]) => {
       const data = bytes(c, b);
       return c.newString(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('utf8'));
@@ -246,4 +286,14 @@ export function createHostFunctions(currentScope: () => RequestScope | undefined
     __index_seqnos: (c, [index, key, from, to]) =>
       c.newString(JSON.stringify(historical().seqnosByKey(text(c, index), keyOf(bytes(c, key)), integer(c, from, 'from'), integer(c, to, 'to')))),
   };
+  const applyWrites = (writes: unknown, values: Uint8Array, offset: number): void => {
+    try {
+      applyPendingWrites(writer, writes, values, offset);
+    } catch (e) {
+      // As if a host function had thrown it in the handler: an exception of the script.
+      if (e instanceof HostError) throw new ScriptFailure('Exception', `Error: ${e.message}`);
+      throw e;
+    }
+  };
+  return { functions, applyWrites };
 }

@@ -39,8 +39,26 @@ export class ScriptFailure extends Error {
 
 /** A host function: takes the VM's argument handles, returns a handle (or undefined). */
 export type HostFunction = (context: QuickJSContext, args: QuickJSHandle[]) => QuickJSHandle | undefined;
-/** The interpreter answers `__request_body` itself (the bytes of the request being handled). */
-export type HostFunctions = Readonly<Record<Exclude<(typeof HOST_FUNCTION_NAMES)[number], '__request_body'>, HostFunction>>;
+/** The interpreter answers `__request_body` and `__request_fields` itself (from the request being handled). */
+export type HostFunctions = Readonly<Record<Exclude<(typeof HOST_FUNCTION_NAMES)[number], '__request_body' | '__request_fields'>, HostFunction>>;
+
+/** What the interpreter needs of the host: its functions, and where a handler's pending writes go once it returned. */
+export interface InterpreterHost {
+  readonly functions: HostFunctions;
+  /** Applies the writes the prelude packed (host.ts), values in `bytes` from `offset` on; a refused or malformed write throws a ScriptFailure. */
+  applyWrites(writes: unknown, bytes: Uint8Array, offset: number): void;
+}
+
+/** One request as the interpreter hands it to a handler. */
+export interface ScriptRequest {
+  /** Its fields (method, path, route, params, query, headers, caller) as JSON: built only if the handler reads one. */
+  readonly fields: () => string;
+  readonly body: Uint8Array;
+  /** Seeds the request's Math.random. */
+  readonly seed: number;
+  /** Whether the handler may write (a readwrite endpoint). */
+  readonly writable: boolean;
+}
 
 export interface ScriptResponse {
   readonly status: number;
@@ -57,8 +75,8 @@ export class Interpreter {
   private readonly namespaces = new Map<string, QuickJSHandle>();
   private readonly functions = new Map<string, QuickJSHandle>();
   private deadlineMs = Number.POSITIVE_INFINITY;
-  /** The body of the request being handled: handed to the sandbox only if the handler asks for its bytes. */
-  private body: Uint8Array | undefined;
+  /** The request being handled: its body and fields are handed to the sandbox only if the handler asks for them. */
+  private request: ScriptRequest | undefined;
   private disposed = false;
   /** Bytes of compiled function code in the interpreter (QuickJS's own count), once modules are loaded. */
   bytecodeBytes = 0;
@@ -67,7 +85,7 @@ export class Interpreter {
     quickjs: QuickJSWASMModule,
     private readonly bundle: AppBundle,
     readonly options: RuntimeOptions,
-    host: HostFunctions,
+    private readonly host: InterpreterHost,
   ) {
     this.runtime = quickjs.newRuntime();
     let context: QuickJSContext | undefined;
@@ -89,9 +107,10 @@ export class Interpreter {
         },
       );
       context = this.context = this.runtime.newContext();
-      const requestBody: HostFunction = (c) => (this.body === undefined ? c.undefined : c.newArrayBuffer(toArrayBuffer(this.body)));
+      const requestBody: HostFunction = (c) => (this.request === undefined ? c.undefined : c.newArrayBuffer(toArrayBuffer(this.request.body)));
+      const requestFields: HostFunction = (c) => (this.request === undefined ? c.undefined : c.newString(this.request.fields()));
       for (const name of HOST_FUNCTION_NAMES) {
-        const fn = name === '__request_body' ? requestBody : host[name];
+        const fn = name === '__request_body' ? requestBody : name === '__request_fields' ? requestFields : host.functions[name];
         const handle = this.context.newFunction(name, (...args) => fn(this.context, args));
         this.context.setProp(this.context.global, name, handle);
         handle.dispose();
@@ -132,31 +151,30 @@ export class Interpreter {
   }
 
   /**
-   * Calls a handler with the request: its fields (method, path, route, params, query, headers,
-   * caller) as one JSON text the sandbox parses on first use, its body as text when it is UTF-8 and
-   * as bytes only when the handler asks for them. Host functions the handler calls run meanwhile,
-   * on this thread.
+   * Calls a handler with the request: its body as text when it is UTF-8, its other fields (one JSON
+   * text) and the body's bytes only when the handler asks for them. Host functions the handler
+   * calls run meanwhile, on this thread; the writes it left pending are applied once it returned.
    */
-  call(moduleName: string, functionName: string, requestJson: string, body: Uint8Array, seed: number): ScriptResponse {
+  call(moduleName: string, functionName: string, request: ScriptRequest): ScriptResponse {
     return this.withDeadline(() => {
+      const where = `${moduleName}.${functionName}`;
       const fn = this.functionHandle(moduleName, functionName);
-      const meta = this.context.newString(requestJson);
-      const text = utf8Text(body);
+      const text = utf8Text(request.body);
       const textHandle = text === undefined ? this.context.undefined : this.context.newString(text);
-      const seedHandle = this.context.newNumber(seed);
+      const seedHandle = this.context.newNumber(request.seed);
+      const writable = request.writable ? this.context.true : this.context.false;
       let result: QuickJSHandle;
-      this.body = body;
+      this.request = request;
       try {
-        result = this.unwrap(this.context.callFunction(this.dispatch, this.context.undefined, fn, meta, textHandle, seedHandle), `${moduleName}.${functionName}`);
-        result = this.settle(result, `${moduleName}.${functionName}`);
+        result = this.unwrap(this.context.callFunction(this.dispatch, this.context.undefined, fn, textHandle, seedHandle, writable), where);
+        result = this.settle(result, where);
       } finally {
-        this.body = undefined;
-        meta.dispose();
+        this.request = undefined;
         textHandle.dispose();
         seedHandle.dispose();
       }
       try {
-        return this.readResponse(result);
+        return this.readResponse(result, where);
       } finally {
         result.dispose();
       }
@@ -249,20 +267,33 @@ export class Interpreter {
     throw new ScriptFailure('InvalidResponse', `${where} returned a promise that did not settle (only synchronous work is possible in a transaction)`);
   }
 
-  /** The prelude's encoding of the answer: its JSON text, or {m: that text, b: the body's bytes}. */
-  private readResponse(result: QuickJSHandle): ScriptResponse {
+  /**
+   * The prelude's encoding of the answer: its JSON text, or {m: that text, b: bytes} where the
+   * bytes are a bytes body (its length `n` when the request left writes pending) followed by the
+   * values of those writes (`w`), which go to the host here.
+   */
+  private readResponse(result: QuickJSHandle, where: string): ScriptResponse {
     const c = this.context;
     if (c.typeof(result) === 'string') {
-      const { s, h, k, t } = JSON.parse(c.getString(result)) as { s: number; h: Record<string, string>; k: ScriptResponse['kind']; t?: string };
+      const { s, h, k, t } = JSON.parse(c.getString(result)) as Answer;
       return t === undefined ? { status: s, headers: h, kind: k } : { status: s, headers: h, kind: k, text: t };
     }
     const m = c.getProp(result, 'm');
     const b = c.getProp(result, 'b');
     try {
-      const { s, h } = JSON.parse(c.getString(m)) as { s: number; h: Record<string, string> };
+      const { s, h, k, t, w, n } = JSON.parse(c.getString(m)) as Answer;
       const view = c.getArrayBuffer(b);
       try {
-        return { status: s, headers: h, kind: 'bytes', bytes: new Uint8Array(view.value) };
+        if (w !== undefined) {
+          try {
+            this.host.applyWrites(w, view.value, k === 'bytes' ? (n ?? 0) : 0);
+          } catch (e) {
+            if (e instanceof ScriptFailure) throw new ScriptFailure(e.kind, `${where}: ${e.message}`);
+            throw e;
+          }
+        }
+        if (k === 'bytes') return { status: s, headers: h, kind: k, bytes: view.value.slice(0, w === undefined ? view.value.byteLength : (n ?? 0)) };
+        return t === undefined ? { status: s, headers: h, kind: k } : { status: s, headers: h, kind: k, text: t };
       } finally {
         view.dispose();
       }
@@ -306,6 +337,17 @@ export class Interpreter {
     }
     return { kind: 'Exception', name, message: `${name}: ${message}` };
   }
+}
+
+/** The answer's JSON from the prelude's encode. */
+interface Answer {
+  s: number;
+  h: Record<string, string>;
+  k: ScriptResponse['kind'];
+  t?: string;
+  /** Writes left pending, and the length of the bytes body before their values. */
+  w?: unknown;
+  n?: number;
 }
 
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true });

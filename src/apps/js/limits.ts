@@ -62,6 +62,14 @@ export const INDEX_SEQNOS_MAX = 10_000_000;
 export const BUNDLE_INDEXES_MAX = 16;
 /** Seqnos one covenant.indexing query answers (the audit trail of one key is read in ranges). */
 export const INDEX_QUERY_SEQNOS_MAX = 10_000;
+/** The smallest max_heap_bytes set_js_runtime_options gives an interpreter (a smaller value is raised to it). */
+export const HEAP_BYTES_MAX_MIN = 1024 * 1024;
+/**
+ * Bytes of keys and values a handler's writes hold in the sandbox before they are handed to the
+ * host (at the latest when the handler returns): the buffer is a copy of them in the interpreter's
+ * heap, so it stays a fraction of the smallest heap.
+ */
+export const WRITES_BUFFERED_BYTES_MAX = 256 * 1024;
 /** Map objects (covenant.kv[name]) an interpreter keeps by name between requests; beyond it they are dropped and built again. */
 export const MAP_OBJECTS_CACHED_MAX = 64;
 
@@ -70,4 +78,6 @@ assert(HISTORICAL_STATES_PER_REQUEST_MAX <= HISTORICAL_FETCHES_QUEUED_MAX, 'one 
 assert(DEFAULT_HEAP_BYTES_MAX <= HEAP_BYTES_MAX_LIMIT, 'the default heap fits the largest allowed');
 assert(DEFAULT_STACK_BYTES_MAX <= STACK_BYTES_MAX_LIMIT, 'the default stack fits the largest allowed');
 assert(DEFAULT_EXECUTION_TIME_MS_MAX <= EXECUTION_TIME_MS_MAX_LIMIT, 'the default time fits the largest allowed');
+assert(HEAP_BYTES_MAX_MIN <= DEFAULT_HEAP_BYTES_MAX, 'the default heap is allowed');
+assert(4 * WRITES_BUFFERED_BYTES_MAX <= HEAP_BYTES_MAX_MIN, 'pending writes leave most of the smallest heap to the handler');
 assert(ENGINE_MEMORY_BYTES_MAX >= 2 * HEAP_BYTES_MAX_LIMIT, 'the engine memory holds the largest heap with room for what the interpreter does not count');

@@ -4,16 +4,16 @@
  * randomness: `Date.now()` and `new Date()` give 0 unless the application enabled untrusted host
  * time, and `Math.random` is a generator seeded per transaction.
  */
-import { MAP_OBJECTS_CACHED_MAX } from './limits.js';
+import { MAP_OBJECTS_CACHED_MAX, WRITES_BUFFERED_BYTES_MAX } from './limits.js';
+import { READONLY_WRITE, SERVICE_PRIVATE_PREFIX, SERVICE_PUBLIC_PREFIX, SERVICE_TABLE_WRITE } from './map-rules.js';
 
 export const HOST_FUNCTION_NAMES = [
   '__kv_get',
   '__kv_has',
-  '__kv_set',
-  '__kv_delete',
   '__kv_clear',
   '__kv_size',
   '__kv_entries',
+  '__kv_apply',
   '__utf8_encode',
   '__utf8_decode',
   '__crypto_sha256',
@@ -28,6 +28,7 @@ export const HOST_FUNCTION_NAMES = [
   '__historical_txid',
   '__index_seqnos',
   '__request_body',
+  '__request_fields',
 ] as const;
 
 export const PRELUDE = `(() => {
@@ -63,19 +64,104 @@ export const PRELUDE = `(() => {
     for (let i = 0; i < bytes.length; i += 4096) s += String.fromCharCode.apply(null, bytes.subarray(i, i + 4096));
     return s;
   };
+  // A handler's writes are kept here, per map (key text -> a copy of the value, or null for a
+  // removal), and handed to the host once, with the answer: a call to the host costs more than the
+  // write itself. A read of a key written earlier in the request is answered from here; what needs
+  // a map's whole state (size, forEach) hands that map's writes over first, and so does a buffer
+  // grown past its bound. The host checks every write again as it applies it.
+  const pending = new Map();
+  let pendingBytes = 0;
+  // Whether a handler runs (writes outside one, at a module's top level, would have no request to
+  // go with) and whether it may write.
+  let handling = false;
+  let writable = false;
+  const checkWritable = (name) => {
+    if (name.startsWith(${JSON.stringify(SERVICE_PUBLIC_PREFIX)}) || name.startsWith(${JSON.stringify(SERVICE_PRIVATE_PREFIX)})) {
+      throw new Error(${JSON.stringify(SERVICE_TABLE_WRITE)}.replace('{map}', () => name));
+    }
+    if (!handling) throw new Error('map "' + name + '": covenant.kv is written only while a request is handled (not by the top level of a module)');
+    if (!writable) throw new Error(${JSON.stringify(READONLY_WRITE)}.replace('{map}', () => name));
+  };
+  const copyOf = (x, what) => (x instanceof ArrayBuffer ? x.slice(0) : buf(x, what));
+  // The pending writes of some maps as the host reads them: [[map name, [key text, value length
+  // (-1: a removal), ...]], ...], and the values' bytes one after the other, after \`head\`'s.
+  const packWrites = (names, head) => {
+    const writes = [];
+    const values = [];
+    let total = head === undefined ? 0 : head.byteLength;
+    for (let i = 0; i < names.length; i++) {
+      const list = [];
+      pending.get(names[i]).forEach((value, text) => {
+        if (value === null) { list.push(text, -1); return; }
+        list.push(text, value.byteLength);
+        values.push(value);
+        total += value.byteLength;
+      });
+      writes.push([names[i], list]);
+      pending.delete(names[i]);
+    }
+    if (pending.size === 0) pendingBytes = 0;
+    if (values.length === 1 && head === undefined) return { writes, bytes: values[0] };
+    const bytes = new Uint8Array(total);
+    let offset = 0;
+    if (head !== undefined) { bytes.set(new Uint8Array(head)); offset = head.byteLength; }
+    for (let i = 0; i < values.length; i++) { bytes.set(new Uint8Array(values[i]), offset); offset += values[i].byteLength; }
+    return { writes, bytes: bytes.buffer };
+  };
+  const pendingNames = () => { const names = []; pending.forEach((_entries, name) => { names.push(name); }); return names; };
+  const applyNow = (names) => { const { writes, bytes } = packWrites(names, undefined); h.__kv_apply(stringify(writes), bytes); };
   const makeMap = (name) => {
+    const writesOf = () => {
+      let entries = pending.get(name);
+      if (entries === undefined) { entries = new Map(); pending.set(name, entries); }
+      return entries;
+    };
+    // undefined: not written in this request; null: removed; else the value written.
+    const buffered = (text) => { const entries = pending.get(name); return entries === undefined ? undefined : entries.get(text); };
+    const flush = () => { if (pending.has(name)) applyNow([name]); };
+    const bound = (bytes) => { pendingBytes += bytes; if (pendingBytes > ${WRITES_BUFFERED_BYTES_MAX}) applyNow(pendingNames()); };
     const map = {
-      get: (k) => h.__kv_get(name, keyText(k)),
-      has: (k) => h.__kv_has(name, keyText(k)),
-      set: (k, v) => { h.__kv_set(name, keyText(k), buf(v, 'value')); return map; },
-      delete: (k) => h.__kv_delete(name, keyText(k)),
-      clear: () => { h.__kv_clear(name); },
+      get: (k) => {
+        const text = keyText(k);
+        const value = buffered(text);
+        if (value === undefined) return h.__kv_get(name, text);
+        return value === null ? undefined : value.slice(0);
+      },
+      has: (k) => {
+        const text = keyText(k);
+        const value = buffered(text);
+        return value === undefined ? h.__kv_has(name, text) : value !== null;
+      },
+      set: (k, v) => {
+        checkWritable(name);
+        const text = keyText(k);
+        const value = copyOf(v, 'value');
+        writesOf().set(text, value);
+        bound(text.length + value.byteLength);
+        return map;
+      },
+      delete: (k) => {
+        checkWritable(name);
+        const text = keyText(k);
+        const value = buffered(text);
+        const existed = value === undefined ? h.__kv_has(name, text) : value !== null;
+        writesOf().set(text, null);
+        bound(text.length);
+        return existed;
+      },
+      clear: () => {
+        checkWritable(name);
+        // What the request wrote to the map goes with the rest of it.
+        pending.delete(name);
+        h.__kv_clear(name);
+      },
       forEach: (callback) => {
         if (typeof callback !== 'function') throw new TypeError('forEach takes a function (value, key, map)');
+        flush();
         const entries = h.__kv_entries(name);
         for (let i = 0; i < entries.length; i += 2) callback(entries[i + 1], entries[i], map);
       },
-      get size() { return h.__kv_size(name); },
+      get size() { flush(); return h.__kv_size(name); },
     };
     return Object.freeze(map);
   };
@@ -211,9 +297,25 @@ export const PRELUDE = `(() => {
   const bad = (message) => { throw new CovenantResponseError(message); };
   const HEADER_NAME = /^[!#$%&'*+.^_\`|~0-9A-Za-z-]+$/;
 
-  // The handler's answer in a form the host reads field by field.
+  // The handler's answer in a form the host reads with few calls: one JSON string, or that string
+  // and one ArrayBuffer (a bytes body, then the values of the writes the request left pending).
   const encode = (res) => {
-    if (res === undefined || res === null) return '{"s":200,"h":{},"k":"none"}';
+    let out;
+    if (res === undefined || res === null) {
+      if (pending.size === 0) return '{"s":200,"h":{},"k":"none"}';
+      out = { s: 200, h: {}, k: 'none' };
+    } else {
+      out = answerOf(res);
+    }
+    const head = out.k === 'bytes' ? out.b : undefined;
+    delete out.b;
+    if (pending.size === 0) return head === undefined ? stringify(out) : { m: stringify(out), b: head };
+    const { writes, bytes } = packWrites(pendingNames(), head);
+    out.w = writes;
+    if (head !== undefined) out.n = head.byteLength;
+    return { m: stringify(out), b: bytes };
+  };
+  const answerOf = (res) => {
     if (typeof res !== 'object' || Array.isArray(res)) bad('a handler returns an object {statusCode?, headers?, body?}, not ' + (Array.isArray(res) ? 'an array' : typeof res));
     const status = res.statusCode === undefined ? 200 : res.statusCode;
     if (!Number.isInteger(status) || status < 100 || status > 599) bad('statusCode must be an integer in [100, 599], not ' + String(status));
@@ -228,11 +330,10 @@ export const PRELUDE = `(() => {
         headers[name.toLowerCase()] = text;
       }
     }
-    // One string for the host to read (bytes beside it): each value read across costs a call.
     const body = res.body;
     const out = { s: status, h: headers };
     if (body === undefined || body === null) out.k = 'none';
-    else if (body instanceof ArrayBuffer || isView(body)) { out.k = 'bytes'; return { m: stringify(out), b: buf(body, 'body') }; }
+    else if (body instanceof ArrayBuffer || isView(body)) { out.k = 'bytes'; out.b = buf(body, 'body'); }
     else if (typeof body === 'string') { out.k = 'text'; out.t = body; }
     else {
       const text = stringify(body);
@@ -240,26 +341,36 @@ export const PRELUDE = `(() => {
       out.k = 'json';
       out.t = text;
     }
-    return stringify(out);
+    return out;
   };
 
+  // The request being handled: its number (a request kept past its handler cannot fetch what it
+  // had not read: the host hands over only the current request's fields and body).
+  let requestNumber = 0;
+  const fetched = (n, value, what) => {
+    if (n !== requestNumber || value === undefined) throw new TypeError("the request's " + what + ' can be read only while its handler runs');
+    return value;
+  };
   // The host gives the body as text when it is valid UTF-8; its bytes are fetched when asked for.
   class RequestBody {
-    #text; #bytes;
-    constructor(text) { this.#text = text; }
-    #data() { if (this.#bytes === undefined) this.#bytes = h.__request_body(); return this.#bytes; }
+    #n; #text; #bytes;
+    constructor(n, text) { this.#n = n; this.#text = text; }
+    #data() { if (this.#bytes === undefined) this.#bytes = fetched(this.#n, this.#n === requestNumber ? h.__request_body() : undefined, 'body'); return this.#bytes; }
     text() { return typeof this.#text === 'string' ? this.#text : h.__utf8_decode(this.#data()); }
     json() { return parse(this.text()); }
     arrayBuffer() { return this.#data().slice(0); }
   }
   Object.freeze(RequestBody.prototype);
-  // The request's other fields are parsed from their JSON text on first use (a handler often reads
-  // only its body); a field assigned to becomes the handler's own.
+  // The request's other fields are fetched from the host as one JSON text on first use (a handler
+  // often reads only its body); a field assigned to becomes the handler's own.
   const own = (target, name, value) => Object.defineProperty(target, name, { value, writable: true, enumerable: true, configurable: true });
   class Request {
-    #meta; #fields;
-    constructor(meta, text) { this.#meta = meta; this.body = Object.freeze(new RequestBody(text)); }
-    #field(name) { if (this.#fields === undefined) this.#fields = parse(this.#meta); return this.#fields[name]; }
+    #n; #fields;
+    constructor(n, text) { this.#n = n; this.body = Object.freeze(new RequestBody(n, text)); }
+    #field(name) {
+      if (this.#fields === undefined) this.#fields = parse(fetched(this.#n, this.#n === requestNumber ? h.__request_fields() : undefined, 'fields'));
+      return this.#fields[name];
+    }
     get method() { return this.#field('method'); }
     set method(value) { own(this, 'method', value); }
     get path() { return this.#field('path'); }
@@ -276,14 +387,28 @@ export const PRELUDE = `(() => {
     set caller(value) { own(this, 'caller', value); }
   }
   Object.freeze(Request.prototype);
-  const makeRequest = (meta, text) => new Request(meta, text);
 
-  // Called by the host for each request: fresh seed, no untrusted time, then the handler.
-  g.__covenant_dispatch = (handler, meta, text, requestSeed) => {
+  // Called by the host for each request: fresh seed, no untrusted time, no pending writes, then the handler.
+  g.__covenant_dispatch = (handler, text, requestSeed, canWrite) => {
+    requestNumber++;
     seed = requestSeed | 0;
     untrustedTime = false;
-    const res = handler(makeRequest(meta, text));
-    if (res !== null && typeof res === 'object' && typeof res.then === 'function') return res.then(encode);
+    writable = canWrite === true;
+    handling = true;
+    pending.clear();
+    pendingBytes = 0;
+    let res;
+    try {
+      res = handler(new Request(requestNumber, text));
+    } catch (e) {
+      handling = false;
+      throw e;
+    }
+    if (res !== null && typeof res === 'object' && typeof res.then === 'function') return res.then(finish, (e) => { handling = false; throw e; });
+    return finish(res);
+  };
+  const finish = (res) => {
+    handling = false;
     return encode(res);
   };
 })();`;
