@@ -498,6 +498,21 @@ export class NodeSim {
     host.checkedSeqno = commit;
   }
 
+  /**
+   * Steps without faults until what the set-up wrote (the service, the joins) is committed on every
+   * node. Power cuts start only then: a cut before it may lose the joins themselves (nothing the
+   * service acknowledged), after which the joiners, sure they were trusted, can never come back — a
+   * network an operator builds again, not one the run can judge.
+   */
+  async establish(stepsMax = 500): Promise<void> {
+    const target = this.hosts[0]!.node!.parts.replica.ledger.lastSeqno;
+    for (let i = 0; i < stepsMax; i++) {
+      await this.advanceSettled(false);
+      if (this.hosts.every((h) => (h.node?.parts.replica.commitSeqno ?? 0) >= target)) return;
+    }
+    throw new Violation('liveness', `the set-up (seqno ${target}) was not committed on every node within ${stepsMax} steps`);
+  }
+
   /** Heals everything, writes once more, and requires that write committed on every node; then compares files and roots. */
   async checkLiveness(): Promise<void> {
     this.network.heal();
@@ -573,6 +588,7 @@ export async function runNodeSim(options: NodeSimOptions): Promise<NodeSimReport
   try {
     await sim.setUp();
     try {
+      if ((options.powerCutProbability ?? 0) > 0) await sim.establish();
       for (let i = 0; i < options.steps; i++) await sim.advanceSettled(true);
       await sim.checkLiveness();
     } catch (e) {
