@@ -34,16 +34,20 @@ test('committed writes: the primary reports the time to each stage of their comm
     const text = (await primary.client.request('GET', '/node/metrics', { headers: { accept: 'text/plain' } })).text;
     const counts = stageSeries(text, 'count');
     const sums = stageSeries(text, 'sum');
-    for (const stage of COMMIT_STAGES) assert.equal(counts.get(stage), writes, `${stage}: one observation per committed write`);
+    // The primary's own syncs are not on the commit path (two backups' copies commit without
+    // them): observed only for the writes whose answer came after them.
+    const ownSyncs = new Set<string>(['synced', 'signature_synced']);
+    for (const stage of COMMIT_STAGES) {
+      if (ownSyncs.has(stage)) assert.ok((counts.get(stage) ?? 0) <= writes, `${stage}: at most one observation per committed write`);
+      else assert.equal(counts.get(stage), writes, `${stage}: one observation per committed write`);
+    }
     assert.match(text, /^covenant_commit_stage_seconds_bucket\{le="0\.001",stage="executed"\} \d+$/m, 'fixed buckets');
     // One write at a time: each reaches its milestones in the round's order (means, on the node's clock).
     const mean = (stage: string) => sums.get(stage)! / writes;
     for (const [earlier, later] of [
       ['executed', 'framed'],
       ['framed', 'appended'],
-      ['appended', 'synced'],
-      ['signed', 'signature_synced'],
-      ['signature_synced', 'committed'],
+      ['signed', 'signature_appended'],
       ['backup_acked', 'committed'],
       ['committed', 'answered'],
     ] as const) {
