@@ -273,20 +273,36 @@ export class Replica {
     this.init.logger.info(`store and Merkle tree installed from ${snapshot.name} in ${Math.round(this.init.clock.monotonicMs() - started)}ms`);
   }
 
-  /** Replays the node's own ledger after `fromSeqno` at restart (entries were checked when first written). */
+  /**
+   * Replays the node's own ledger after `fromSeqno` at restart, in one call (entries were checked
+   * when first written). A node replays in slices instead (replay-slices.ts: replayEntries a
+   * bounded number at a time, then finishReplay), to the same store, tree and commit.
+   */
   replay(fromSeqno: number): void {
-    const last = this.ledger.lastSeqno;
     const started = this.init.clock.monotonicMs();
-    for (let seqno = fromSeqno + 1; seqno <= last; seqno++) {
+    this.replayEntries(fromSeqno + 1, this.ledger.lastSeqno);
+    this.finishReplay(fromSeqno, started);
+  }
+
+  /** Applies the ledger's entries `firstSeqno`..`lastSeqno` (the next ones to replay), compacting as it goes. */
+  replayEntries(firstSeqno: number, lastSeqno: number): void {
+    assert(firstSeqno === this.store.version + 1 && lastSeqno <= this.ledger.lastSeqno, () => `replaying ${firstSeqno}..${lastSeqno} after ${this.store.version}`);
+    for (let seqno = firstSeqno; seqno <= lastSeqno; seqno++) {
       this.applyEntry(decodeEntry(this.ledger.getEntry(seqno)));
       if (this.store.version > this.store.committedVersion + replayUncommittedVersionsMax) {
         this.store.compact(Math.min(this.ledger.committedSeqno, this.store.version));
       }
     }
+  }
+
+  /** Once every entry after `fromSeqno` is replayed: the commit is the ledger's, and the store compacted to it. */
+  finishReplay(fromSeqno: number, startedMs: number, turns = 1): void {
+    const last = this.ledger.lastSeqno;
+    assert(this.store.version === last, () => `replayed up to ${this.store.version} of ${last}`);
     this.#commitSeqno = Math.max(this.ledger.committedSeqno, fromSeqno);
     this.store.compact(this.commitSeqno);
     this.init.logger.info(
-      `replayed ${last - fromSeqno} ledger entries in ${Math.round(this.init.clock.monotonicMs() - started)}ms (committed up to ${this.commitSeqno})`,
+      `replayed ${last - fromSeqno} ledger entries in ${Math.round(this.init.clock.monotonicMs() - startedMs)}ms over ${turns} turn(s) of the event loop (committed up to ${this.commitSeqno})`,
     );
   }
 

@@ -6,13 +6,13 @@
  * network with a join request; the primary then catches it up. A Start node has no one to ask:
  * it binds the ports it had (the command prefers them), where its peers know it. Edges: restart.
  */
-import { errorMessage } from '../../base/errors.js';
 import { nodeError } from '../errors.js';
 import type { NodeAddresses } from '../api.js';
 import { requestJoin } from '../join/joiner.js';
 import type { JoinClient } from '../join.js';
 import { FLOW_TRIGGERS } from '../lifecycle.js';
-import { listCommittedSnapshots, verifySnapshotFile, type StartupSnapshot } from '../snapshots.js';
+import { findStartupSnapshotInSlices, replayInSlices, type StartupSnapshotSearch } from '../restart-slices.js';
+import type { StartupSnapshot } from '../snapshots.js';
 import type { FlowContext } from './context.js';
 import { joinerHost, joinRequestOf } from './join.js';
 
@@ -39,13 +39,16 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
   const startupSeqno = state.startup_seqno ?? 0;
   if (startupSeqno > 0) {
     // The ledger of a node that joined from a snapshot starts after it: start from a snapshot again.
-    const snapshot = ctx.snapshots.findStartupSnapshot(ctx.service.certificatePem);
+    // Read, hashed and loaded over many turns (restart-slices.ts): the node answers meanwhile.
+    const snapshot = await findStartupSnapshotInSlices(searchOf(ctx), ctx.service.certificatePem);
+    if (ctx.stopped()) return;
     if (!snapshot || snapshot.seqno < startupSeqno || snapshot.seqno > last) {
       throw nodeError(
         'StartupSnapshotMissing',
         `this node started from the snapshot at seqno ${startupSeqno}: a valid committed snapshot between it and the ledger's last seqno ${last} must be in snapshots.directory`,
       );
     }
+    ctx.logger.info(`starting from snapshot ${snapshot.path}`);
     ctx.startupSnapshot = snapshot;
     replica.startFrom(startupSeqno);
     const store = replica.snapshotStoreAtOnce(snapshot) ?? (await replica.snapshotStoreInSlices(snapshot, () => ctx.stopped()));
@@ -55,8 +58,9 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
     ctx.recovery.startupSnapshot = snapshot;
     from = snapshot.seqno;
   }
-  replica.replay(from);
-  if (ctx.startupSnapshot !== undefined) ctx.startupSnapshot = logStartOf(ctx, ctx.startupSnapshot);
+  if (!(await replayInSlices(ctx.init.clock, replica, from, () => ctx.stopped()))) return;
+  if (ctx.startupSnapshot !== undefined) ctx.startupSnapshot = await logStartOf(ctx, ctx.startupSnapshot);
+  if (ctx.stopped()) return;
   ctx.createConsensus({ lastSeqno: last, view: Math.max(state.view, replica.ledger.lastView), votedFor: ctx.driver.hardVotedFor, commitSeqno: replica.commitSeqno });
   ctx.transition('restart', FLOW_TRIGGERS.restart);
   ctx.startBackgroundWork();
@@ -84,7 +88,7 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
  * snapshot of this service the ledger holds the entries after). With none older, the log starts at `newest`, and a
  * backup behind it must join again from a snapshot (docs/snapshots.md).
  */
-function logStartOf(ctx: FlowContext, newest: StartupSnapshot): StartupSnapshot | undefined {
+async function logStartOf(ctx: FlowContext, newest: StartupSnapshot): Promise<StartupSnapshot | undefined> {
   const before = ctx.replica.ledger.firstSeqno - 1;
   if (before <= 0) return undefined;
   if (before >= newest.seqno) return newest;
@@ -92,19 +96,18 @@ function logStartOf(ctx: FlowContext, newest: StartupSnapshot): StartupSnapshot 
   // starts after one (the node joined the recovering service from it) continues into this service's
   // snapshots, the oldest of which is then where the log starts.
   const lowest = Math.max(before, ctx.replica.serviceStartSeqno);
-  const { directory, read_only_directory: readOnly } = ctx.init.config.snapshots;
-  const disk = ctx.init.disk;
   // Oldest first: the lower the log starts, the further behind a backup it can still catch up.
-  const candidates = listCommittedSnapshots(disk, readOnly === undefined ? [directory] : [directory, readOnly]).reverse();
-  for (const candidate of candidates) {
-    if (candidate.seqno < lowest || candidate.seqno >= newest.seqno) continue;
-    const path = disk.join(candidate.directory, candidate.name);
-    try {
-      return verifySnapshotFile(candidate.name, disk.readAll(path), ctx.service.certificatePem);
-    } catch (e) {
-      ctx.logger.fail(`invalid snapshot ${path}: ${errorMessage(e)}`);
-    }
-  }
+  const oldest = await findStartupSnapshotInSlices(searchOf(ctx), ctx.service.certificatePem, {
+    accept: (seqno) => seqno >= lowest && seqno < newest.seqno,
+    oldestFirst: true,
+    keepInvalid: true,
+  });
+  if (oldest !== undefined) return oldest;
   ctx.logger.info(`no valid snapshot of this service from seqno ${lowest} on (the ledger starts after ${before}), older than ${newest.seqno}: consensus serves entries from ${newest.seqno + 1} on`);
   return newest;
+}
+
+function searchOf(ctx: FlowContext): StartupSnapshotSearch {
+  const { directory, read_only_directory: readOnlyDirectory } = ctx.init.config.snapshots;
+  return { clock: ctx.init.clock, disk: ctx.init.disk, logger: ctx.logger, directory, readOnlyDirectory, stopped: () => ctx.stopped() };
 }
