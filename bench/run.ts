@@ -67,7 +67,7 @@ import { fileURLToPath } from 'node:url';
 import { parseTxId } from '../src/base/ids.js';
 import { createSelfSignedCertificate, generateEcKeyPair } from '../src/crypto/index.js';
 import { HttpsClient } from '../src/platform/https-client.js';
-import { removeDir, startNode, type StartedNode } from '../src/testing/node-process.js';
+import { CLI_ENTRY, removeDir, startNode, type StartedNode } from '../src/testing/node-process.js';
 import { startNetwork, until } from '../src/testing/network.js';
 import { abAvailable, runAb, type AbResult } from './ab.js';
 import { buildRequest, percentile, runLoad, type LoadTarget } from './load.js';
@@ -606,7 +606,9 @@ async function main(): Promise<void> {
     };
     const records = Number(process.argv[stateAt + 1]);
     if (!Number.isSafeInteger(records) || records <= 0) throw new Error('--state needs a number of records');
-    await stateBench({ records, connections: option('--connections', 64), reportEveryS: option('--report-every', 10) });
+    const buildsAt = process.argv.indexOf('--restart-builds');
+    const restartBuilds = buildsAt !== -1 ? process.argv[buildsAt + 1]!.split(',') : process.argv.includes('--restart') ? [CLI_ENTRY] : [];
+    await stateBench({ records, connections: option('--connections', 64), reportEveryS: option('--report-every', 10), restartBuilds, restartRounds: option('--restart-rounds', 1) });
     return;
   }
   const args = parseArgs(process.argv.slice(2));

@@ -295,6 +295,16 @@ export class Replica {
     }
   }
 
+  /**
+   * Compacts the replayed versions up to the ledger's commit: a sliced replay does so after each
+   * slice, so that no turn folds more than a slice's versions (replayEntries alone folds
+   * replayUncommittedVersionsMax at a time). The state is the same either way.
+   */
+  compactReplayed(): void {
+    const to = Math.min(this.ledger.committedSeqno, this.store.version);
+    if (to > this.store.committedVersion) this.store.compact(to);
+  }
+
   /** Once every entry after `fromSeqno` is replayed: the commit is the ledger's, and the store compacted to it. */
   finishReplay(fromSeqno: number, startedMs: number, turns = 1): void {
     const last = this.ledger.lastSeqno;

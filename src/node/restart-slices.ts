@@ -36,7 +36,8 @@ export function inTurns(clock: Clock, step: () => boolean, stopped: () => boolea
 /**
  * Replays the ledger after `fromSeqno` into the replica, up to replaySliceEntriesMax entries or
  * snapshotSliceMs a turn (the clock is looked at after each entry: one entry is a few µs to a few
- * ms, a large write). False when the node stopped meanwhile.
+ * ms, a large write), compacting what is committed after each slice. False when the node stopped
+ * meanwhile.
  */
 export async function replayInSlices(clock: Clock, replica: Replica, fromSeqno: number, stopped: () => boolean = () => false, entriesMax = replaySliceEntriesMax): Promise<boolean> {
   const startedMs = clock.monotonicMs();
@@ -54,6 +55,7 @@ export async function replayInSlices(clock: Clock, replica: Replica, fromSeqno: 
         next++;
         if (clock.monotonicMs() - sliceStartMs >= snapshotSliceMs) break;
       }
+      replica.compactReplayed();
       return next > last;
     },
     stopped,
