@@ -9,7 +9,7 @@ import type { Clock } from '../base/clock.js';
 import { errorMessage } from '../base/errors.js';
 import type { Logger } from '../base/log.js';
 import { snapshotEvidenceCoveredBytes, type Disk } from '../ledger/index.js';
-import { replaySliceEntriesMax, snapshotFileReadSliceBytes, snapshotSliceMs } from './limits.js';
+import { replaySliceEntriesMax, snapshotDigestSliceBytes, snapshotFileReadSliceBytes, snapshotSliceMs } from './limits.js';
 import type { Replica } from './replica.js';
 import { digestInSlices } from './snapshot-loading.js';
 import { listCommittedSnapshots, verifySnapshotFile, type StartupSnapshot } from './snapshots.js';
@@ -123,31 +123,63 @@ export interface StartupSnapshotSearch {
   readonly stopped: () => boolean;
 }
 
+export interface StartupSnapshotSearchOptions {
+  /** Which candidates to consider, by their names' seqnos (none other is read). */
+  readonly accept?: (seqno: number) => boolean;
+  readonly oldestFirst?: boolean;
+  /** Leaves an invalid file in snapshots.directory rather than deleting it. */
+  readonly keepInvalid?: boolean;
+}
+
 /**
- * SnapshotManager.findStartupSnapshot over several turns: the newest committed snapshot that
- * verifies; an invalid one in snapshots.directory is deleted and the next tried. `accept` narrows
- * the candidates by their names' seqnos (none is read otherwise). Undefined when none verifies or
- * the node stopped.
+ * SnapshotManager.findStartupSnapshot over several turns: the newest (or oldest) committed
+ * snapshot that verifies; an invalid one in snapshots.directory is deleted and the next tried.
+ * Undefined when none verifies or the node stopped. Use as
+ * `startupSnapshotAtOnce(s, pem)?.snapshot ?? (await findStartupSnapshotInSlices(s, pem))` when the
+ * outcome of the first may be undefined: see startupSnapshotAtOnce.
  */
-export async function findStartupSnapshotInSlices(
-  search: StartupSnapshotSearch,
-  serviceCertificatePem: string,
-  options: { readonly accept?: (seqno: number) => boolean; readonly oldestFirst?: boolean; readonly keepInvalid?: boolean } = {},
-): Promise<StartupSnapshot | undefined> {
-  const { clock, disk, logger, directory, readOnlyDirectory, stopped } = search;
-  const candidates = listCommittedSnapshots(disk, readOnlyDirectory === undefined ? [directory] : [directory, readOnlyDirectory]);
-  if (options.oldestFirst === true) candidates.reverse();
-  for (const candidate of candidates) {
-    if (options.accept !== undefined && !options.accept(candidate.seqno)) continue;
+export async function findStartupSnapshotInSlices(search: StartupSnapshotSearch, serviceCertificatePem: string, options: StartupSnapshotSearchOptions = {}): Promise<StartupSnapshot | undefined> {
+  const { clock, disk, stopped } = search;
+  for (const candidate of candidatesOf(search, options)) {
     const path = disk.join(candidate.directory, candidate.name);
     try {
-      const found = await verifySnapshotFileInSlices(clock, disk, candidate.name, path, serviceCertificatePem, stopped);
-      if (found === undefined) return undefined;
-      return found;
+      return await verifySnapshotFileInSlices(clock, disk, candidate.name, path, serviceCertificatePem, stopped);
     } catch (e) {
-      logger.fail(`invalid snapshot ${path}: ${errorMessage(e)}`);
-      if (candidate.directory === directory && options.keepInvalid !== true) disk.remove(path);
+      dropInvalid(search, candidate.directory, path, e, options);
     }
   }
   return undefined;
+}
+
+/**
+ * The search of findStartupSnapshotInSlices done in this turn, while every candidate it must read
+ * is at most snapshotDigestSliceBytes (one slice of a digest: a young service's snapshots, the
+ * simulator's): `{ snapshot }`, the outcome (undefined: none verifies). Undefined as soon as a
+ * larger one must be read: the caller searches in slices instead. A start-up flow thus continues
+ * without yielding when its snapshots are small.
+ */
+export function startupSnapshotAtOnce(search: StartupSnapshotSearch, serviceCertificatePem: string, options: StartupSnapshotSearchOptions = {}): { snapshot: StartupSnapshot | undefined } | undefined {
+  const { disk } = search;
+  for (const candidate of candidatesOf(search, options)) {
+    const path = disk.join(candidate.directory, candidate.name);
+    if (disk.sizeBytes(path) > snapshotDigestSliceBytes) return undefined;
+    try {
+      return { snapshot: { ...verifySnapshotFile(candidate.name, disk.readAll(path), serviceCertificatePem), path } };
+    } catch (e) {
+      dropInvalid(search, candidate.directory, path, e, options);
+    }
+  }
+  return { snapshot: undefined };
+}
+
+function candidatesOf(search: StartupSnapshotSearch, options: StartupSnapshotSearchOptions): { name: string; directory: string; seqno: number }[] {
+  const { disk, directory, readOnlyDirectory } = search;
+  const candidates = listCommittedSnapshots(disk, readOnlyDirectory === undefined ? [directory] : [directory, readOnlyDirectory]);
+  if (options.oldestFirst === true) candidates.reverse();
+  return options.accept === undefined ? candidates : candidates.filter((c) => options.accept!(c.seqno));
+}
+
+function dropInvalid(search: StartupSnapshotSearch, directory: string, path: string, e: unknown, options: StartupSnapshotSearchOptions): void {
+  search.logger.fail(`invalid snapshot ${path}: ${errorMessage(e)}`);
+  if (directory === search.directory && options.keepInvalid !== true) search.disk.remove(path);
 }

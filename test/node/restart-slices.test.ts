@@ -13,9 +13,9 @@ import { encodeSnapshotFile, encodeSnapshotReceipt, Ledger } from '../../src/led
 import { buildReceipt, createCommitEvidenceDeriver, formatCommitEvidence, HistoryTree, leafFromComponents, signMerkleRoot } from '../../src/merkle/index.js';
 import { LedgerSecrets } from '../../src/node/identity/ledger-secrets.js';
 import { ServiceIdentity } from '../../src/node/identity/service-identity.js';
-import { replaySliceEntriesMax, snapshotFileReadSliceBytes } from '../../src/node/limits.js';
+import { replaySliceEntriesMax, snapshotDigestSliceBytes, snapshotFileReadSliceBytes } from '../../src/node/limits.js';
 import { Replica } from '../../src/node/replica.js';
-import { findStartupSnapshotInSlices, replayInSlices, verifySnapshotFileInSlices } from '../../src/node/restart-slices.js';
+import { findStartupSnapshotInSlices, replayInSlices, startupSnapshotAtOnce, verifySnapshotFileInSlices } from '../../src/node/restart-slices.js';
 import { verifySnapshotFile } from '../../src/node/snapshots.js';
 import { MemoryDisk } from '../../src/testing/memory-disk.js';
 import { generateSigningIdentities, writeSignedLedger, type SigningIdentities } from '../../src/testing/signed-ledger.js';
@@ -302,4 +302,19 @@ test('the startup snapshot search skips and deletes an invalid newer file, and f
   assert.equal(value?.path, disk.join('snapshots', NAME));
   assert.equal(disk.exists(disk.join('snapshots', newer)), false, 'the invalid file in snapshots.directory is deleted');
   assert.ok(logger.entries.some((e) => e.msg.includes('invalid snapshot') && e.msg.includes(newer)));
+});
+
+test('a search whose candidates are all small is done in this turn; one that must read a large file is left to the slices', () => {
+  const disk = diskWith(fileBytes);
+  const search = { clock: new TurnClock(), disk, logger: new MemoryLogger(), directory: 'snapshots', readOnlyDirectory: undefined, stopped: () => false };
+  assert.ok(fileBytes.byteLength > snapshotDigestSliceBytes);
+  assert.equal(startupSnapshotAtOnce(search, service.certificatePem), undefined, 'a large candidate: searched in slices');
+  // A small invalid newer file is dropped at once; the large valid one still needs slices.
+  const small = disk.createFile(disk.join('snapshots', 'snapshot_30_31.committed'));
+  small.append([fileBytes.subarray(0, 1000)]);
+  small.close();
+  assert.equal(startupSnapshotAtOnce(search, service.certificatePem), undefined);
+  assert.equal(disk.exists(disk.join('snapshots', 'snapshot_30_31.committed')), false);
+  // Only small files, none valid: the outcome (none) at once.
+  assert.deepEqual(startupSnapshotAtOnce(search, service.certificatePem, { accept: (seqno) => seqno > SEQNO }), { snapshot: undefined });
 });

@@ -11,7 +11,8 @@ import type { NodeAddresses } from '../api.js';
 import { requestJoin } from '../join/joiner.js';
 import type { JoinClient } from '../join.js';
 import { FLOW_TRIGGERS } from '../lifecycle.js';
-import { findStartupSnapshotInSlices, replayInSlices, type StartupSnapshotSearch } from '../restart-slices.js';
+import { replaySliceEntriesMax } from '../limits.js';
+import { findStartupSnapshotInSlices, replayInSlices, startupSnapshotAtOnce, type StartupSnapshotSearch, type StartupSnapshotSearchOptions } from '../restart-slices.js';
 import type { StartupSnapshot } from '../snapshots.js';
 import type { FlowContext } from './context.js';
 import { joinerHost, joinRequestOf } from './join.js';
@@ -40,7 +41,9 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
   if (startupSeqno > 0) {
     // The ledger of a node that joined from a snapshot starts after it: start from a snapshot again.
     // Read, hashed and loaded over many turns (restart-slices.ts): the node answers meanwhile.
-    const snapshot = await findStartupSnapshotInSlices(searchOf(ctx), ctx.service.certificatePem);
+    const search = searchOf(ctx);
+    const atOnce = startupSnapshotAtOnce(search, ctx.service.certificatePem);
+    const snapshot = atOnce !== undefined ? atOnce.snapshot : await findStartupSnapshotInSlices(search, ctx.service.certificatePem);
     if (ctx.stopped()) return;
     if (!snapshot || snapshot.seqno < startupSeqno || snapshot.seqno > last) {
       throw nodeError(
@@ -58,9 +61,15 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
     ctx.recovery.startupSnapshot = snapshot;
     from = snapshot.seqno;
   }
-  if (!(await replayInSlices(ctx.init.clock, replica, from, () => ctx.stopped()))) return;
-  if (ctx.startupSnapshot !== undefined) ctx.startupSnapshot = await logStartOf(ctx, ctx.startupSnapshot);
-  if (ctx.stopped()) return;
+  // A ledger of at most one slice's entries (a young service's, the simulator's) is replayed in this
+  // turn, a larger one over many: a start-up flow continues without yielding when it can.
+  if (last - from <= replaySliceEntriesMax) replica.replay(from);
+  else if (!(await replayInSlices(ctx.init.clock, replica, from, () => ctx.stopped()))) return;
+  if (ctx.startupSnapshot !== undefined) {
+    const start = logStartAtOnce(ctx, ctx.startupSnapshot);
+    ctx.startupSnapshot = start !== undefined ? start.snapshot : await logStartOf(ctx, ctx.startupSnapshot);
+    if (ctx.stopped()) return;
+  }
   ctx.createConsensus({ lastSeqno: last, view: Math.max(state.view, replica.ledger.lastView), votedFor: ctx.driver.hardVotedFor, commitSeqno: replica.commitSeqno });
   ctx.transition('restart', FLOW_TRIGGERS.restart);
   ctx.startBackgroundWork();
@@ -89,25 +98,42 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
  * backup behind it must join again from a snapshot (docs/snapshots.md).
  */
 async function logStartOf(ctx: FlowContext, newest: StartupSnapshot): Promise<StartupSnapshot | undefined> {
+  const plan = logStartPlan(ctx, newest);
+  if (!('options' in plan)) return plan.snapshot;
+  return logStartFound(ctx, newest, await findStartupSnapshotInSlices(searchOf(ctx), ctx.service.certificatePem, plan.options));
+}
+
+/** logStartOf in this turn while the snapshots it must read are small (startupSnapshotAtOnce); undefined otherwise. */
+function logStartAtOnce(ctx: FlowContext, newest: StartupSnapshot): { snapshot: StartupSnapshot | undefined } | undefined {
+  const plan = logStartPlan(ctx, newest);
+  if (!('options' in plan)) return plan;
+  const found = startupSnapshotAtOnce(searchOf(ctx), ctx.service.certificatePem, plan.options);
+  return found === undefined ? undefined : { snapshot: logStartFound(ctx, newest, found.snapshot) };
+}
+
+/** Where the log starts without reading a snapshot, or which snapshots to try. */
+function logStartPlan(ctx: FlowContext, newest: StartupSnapshot): { snapshot: StartupSnapshot | undefined } | { options: StartupSnapshotSearchOptions } {
   const before = ctx.replica.ledger.firstSeqno - 1;
-  if (before <= 0) return undefined;
-  if (before >= newest.seqno) return newest;
+  if (before <= 0) return { snapshot: undefined };
+  if (before >= newest.seqno) return { snapshot: newest };
   // A snapshot of a previous service holds its configurations, not this service's: a ledger that
   // starts after one (the node joined the recovering service from it) continues into this service's
   // snapshots, the oldest of which is then where the log starts.
   const lowest = Math.max(before, ctx.replica.serviceStartSeqno);
   // Oldest first: the lower the log starts, the further behind a backup it can still catch up.
-  const oldest = await findStartupSnapshotInSlices(searchOf(ctx), ctx.service.certificatePem, {
-    accept: (seqno) => seqno >= lowest && seqno < newest.seqno,
-    oldestFirst: true,
-    keepInvalid: true,
-  });
+  return { options: { accept: (seqno) => seqno >= lowest && seqno < newest.seqno, oldestFirst: true, keepInvalid: true } };
+}
+
+function logStartFound(ctx: FlowContext, newest: StartupSnapshot, oldest: StartupSnapshot | undefined): StartupSnapshot {
   if (oldest !== undefined) return oldest;
+  const before = ctx.replica.ledger.firstSeqno - 1;
+  const lowest = Math.max(before, ctx.replica.serviceStartSeqno);
   ctx.logger.info(`no valid snapshot of this service from seqno ${lowest} on (the ledger starts after ${before}), older than ${newest.seqno}: consensus serves entries from ${newest.seqno + 1} on`);
   return newest;
 }
 
-function searchOf(ctx: FlowContext): StartupSnapshotSearch {
+/** Where a starting node looks for its startup snapshot (snapshots.directory, then snapshots.read_only_directory). */
+export function searchOf(ctx: FlowContext): StartupSnapshotSearch {
   const { directory, read_only_directory: readOnlyDirectory } = ctx.init.config.snapshots;
   return { clock: ctx.init.clock, disk: ctx.init.disk, logger: ctx.logger, directory, readOnlyDirectory, stopped: () => ctx.stopped() };
 }
