@@ -46,7 +46,9 @@
  *
  * With --state N it instead fills N fresh records on three nodes with the default snapshot
  * settings and reports, as it goes, throughput, latency, view changes, refused writes, RSS, snapshot
- * size and generation time, and event-loop delay (bench/state.ts).
+ * size and generation time, and event-loop delay (bench/state.ts); with --restart (or
+ * --restart-builds <cli>,<cli> and --restart-rounds N) it then restarts a backup and the node that
+ * joined from the snapshot and reports how the RPC answered meanwhile.
  *
  * With --recovery it instead measures how fast a Recover node replays a ledger of N transactions
  * (bench/recovery.ts; `npm run bench -- --recovery [--transactions 1000000]`).

@@ -275,7 +275,7 @@ export class Replica {
 
   /**
    * Replays the node's own ledger after `fromSeqno` at restart, in one call (entries were checked
-   * when first written). A node replays in slices instead (replay-slices.ts: replayEntries a
+   * when first written). A node replays in slices instead (restart-slices.ts: replayEntries a
    * bounded number at a time, then finishReplay), to the same store, tree and commit.
    */
   replay(fromSeqno: number): void {

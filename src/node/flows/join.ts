@@ -13,7 +13,7 @@ import type { JoinClient, JoinRequest, NetworkInfo } from '../join.js';
 import { FLOW_TRIGGERS } from '../lifecycle.js';
 import type { FlowContext } from './context.js';
 import { sealedRecoveryKeyOf } from './genesis.js';
-import { searchOf } from './restart.js';
+import { startupSnapshotSearchOf } from './startup-snapshot.js';
 import { findStartupSnapshotInSlices, startupSnapshotAtOnce } from '../restart-slices.js';
 import type { SealedRecoveryKeyRecord } from '../tables.js';
 
@@ -71,7 +71,7 @@ export async function joinFlow(ctx: FlowContext, addresses: NodeAddresses, clien
   init.writeTextFile(config.node_certificate_file, ctx.identity.selfSignedCertificatePem);
   ctx.service.adopt(init.readTextFile(config.command.service_certificate_file));
   // Read and hashed over many turns (restart-slices.ts): the node answers meanwhile.
-  const search = searchOf(ctx);
+  const search = startupSnapshotSearchOf(ctx);
   const atOnce = startupSnapshotAtOnce(search, ctx.service.certificatePem);
   ctx.startupSnapshot = atOnce !== undefined ? atOnce.snapshot : await findStartupSnapshotInSlices(search, ctx.service.certificatePem);
   if (ctx.stopped()) return;

@@ -12,7 +12,8 @@ import { requestJoin } from '../join/joiner.js';
 import type { JoinClient } from '../join.js';
 import { FLOW_TRIGGERS } from '../lifecycle.js';
 import { replaySliceEntriesMax } from '../limits.js';
-import { findStartupSnapshotInSlices, replayInSlices, startupSnapshotAtOnce, type StartupSnapshotSearch, type StartupSnapshotSearchOptions } from '../restart-slices.js';
+import { findStartupSnapshotInSlices, replayInSlices, startupSnapshotAtOnce, type StartupSnapshotSearchOptions } from '../restart-slices.js';
+import { startupSnapshotSearchOf } from './startup-snapshot.js';
 import type { StartupSnapshot } from '../snapshots.js';
 import type { FlowContext } from './context.js';
 import { joinerHost, joinRequestOf } from './join.js';
@@ -41,7 +42,7 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
   if (startupSeqno > 0) {
     // The ledger of a node that joined from a snapshot starts after it: start from a snapshot again.
     // Read, hashed and loaded over many turns (restart-slices.ts): the node answers meanwhile.
-    const search = searchOf(ctx);
+    const search = startupSnapshotSearchOf(ctx);
     const atOnce = startupSnapshotAtOnce(search, ctx.service.certificatePem);
     const snapshot = atOnce !== undefined ? atOnce.snapshot : await findStartupSnapshotInSlices(search, ctx.service.certificatePem);
     if (ctx.stopped()) return;
@@ -100,14 +101,14 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
 async function logStartOf(ctx: FlowContext, newest: StartupSnapshot): Promise<StartupSnapshot | undefined> {
   const plan = logStartPlan(ctx, newest);
   if (!('options' in plan)) return plan.snapshot;
-  return logStartFound(ctx, newest, await findStartupSnapshotInSlices(searchOf(ctx), ctx.service.certificatePem, plan.options));
+  return logStartFound(ctx, newest, await findStartupSnapshotInSlices(startupSnapshotSearchOf(ctx), ctx.service.certificatePem, plan.options));
 }
 
 /** logStartOf in this turn while the snapshots it must read are small (startupSnapshotAtOnce); undefined otherwise. */
 function logStartAtOnce(ctx: FlowContext, newest: StartupSnapshot): { snapshot: StartupSnapshot | undefined } | undefined {
   const plan = logStartPlan(ctx, newest);
   if (!('options' in plan)) return plan;
-  const found = startupSnapshotAtOnce(searchOf(ctx), ctx.service.certificatePem, plan.options);
+  const found = startupSnapshotAtOnce(startupSnapshotSearchOf(ctx), ctx.service.certificatePem, plan.options);
   return found === undefined ? undefined : { snapshot: logStartFound(ctx, newest, found.snapshot) };
 }
 
@@ -130,10 +131,4 @@ function logStartFound(ctx: FlowContext, newest: StartupSnapshot, oldest: Startu
   const lowest = Math.max(before, ctx.replica.serviceStartSeqno);
   ctx.logger.info(`no valid snapshot of this service from seqno ${lowest} on (the ledger starts after ${before}), older than ${newest.seqno}: consensus serves entries from ${newest.seqno + 1} on`);
   return newest;
-}
-
-/** Where a starting node looks for its startup snapshot (snapshots.directory, then snapshots.read_only_directory). */
-export function searchOf(ctx: FlowContext): StartupSnapshotSearch {
-  const { directory, read_only_directory: readOnlyDirectory } = ctx.init.config.snapshots;
-  return { clock: ctx.init.clock, disk: ctx.init.disk, logger: ctx.logger, directory, readOnlyDirectory, stopped: () => ctx.stopped() };
 }
