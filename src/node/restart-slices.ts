@@ -67,7 +67,8 @@ export async function replayInSlices(clock: Clock, replica: Replica, fromSeqno: 
 /** A file's bytes, read snapshotFileReadSliceBytes a turn; undefined when the node stopped meanwhile. */
 export async function readFileInSlices(clock: Clock, disk: Disk, path: string, stopped: () => boolean = () => false): Promise<Uint8Array | undefined> {
   const size = disk.sizeBytes(path);
-  const bytes = Buffer.allocUnsafe(size);
+  // A buffer of its own (not a slice of the shared pool, which a small store section would keep alive).
+  const bytes = Buffer.allocUnsafeSlow(size);
   let offset = 0;
   const done = await inTurns(
     clock,
