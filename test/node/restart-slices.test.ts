@@ -318,3 +318,17 @@ test('a search whose candidates are all small is done in this turn; one that mus
   // Only small files, none valid: the outcome (none) at once.
   assert.deepEqual(startupSnapshotAtOnce(search, service.certificatePem, { accept: (seqno) => seqno > SEQNO }), { snapshot: undefined });
 });
+
+test('consensus builds its log from what the replay recorded: the entries a fresh read of the ledger gives', async () => {
+  const metadata = (replica: Replica) => [...replica.entriesFromLedger(1, ENTRIES)].map((e) => `${e.seqno}.${e.view}.${e.kind}`);
+  const fresh = metadata(replicaOn(ledgerDisk(), new TurnClock()));
+  assert.equal(fresh.length, ENTRIES);
+  assert.ok(fresh.some((m) => m.endsWith('.signature')) && fresh.some((m) => m.endsWith('.normal')));
+  const clock = new TurnClock();
+  const disk = ledgerDisk();
+  const replica = replicaOn(disk, clock);
+  await settle(clock, replayInSlices(clock, replica, 0, () => false, 1000));
+  // The ledger's files are gone: only what the replay recorded can answer.
+  for (const name of disk.listDirectory('ledger')) if (name.startsWith('ledger_')) disk.remove(disk.join('ledger', name));
+  assert.deepEqual(metadata(replica), fresh);
+});
