@@ -46,7 +46,9 @@
  *
  * With --state N it instead fills N fresh records on three nodes with the default snapshot
  * settings and reports, as it goes, throughput, latency, view changes, refused writes, RSS, snapshot
- * size and generation time, and event-loop delay (bench/state.ts).
+ * size and generation time, and event-loop delay (bench/state.ts); with --restart (or
+ * --restart-builds <cli>,<cli> and --restart-rounds N) it then restarts a backup and the node that
+ * joined from the snapshot and reports how the RPC answered meanwhile.
  *
  * With --recovery it instead measures how fast a Recover node replays a ledger of N transactions
  * (bench/recovery.ts; `npm run bench -- --recovery [--transactions 1000000]`).
@@ -67,7 +69,7 @@ import { fileURLToPath } from 'node:url';
 import { parseTxId } from '../src/base/ids.js';
 import { createSelfSignedCertificate, generateEcKeyPair } from '../src/crypto/index.js';
 import { HttpsClient } from '../src/platform/https-client.js';
-import { removeDir, startNode, type StartedNode } from '../src/testing/node-process.js';
+import { CLI_ENTRY, removeDir, startNode, type StartedNode } from '../src/testing/node-process.js';
 import { startNetwork, until } from '../src/testing/network.js';
 import { abAvailable, runAb, type AbResult } from './ab.js';
 import { buildRequest, percentile, runLoad, type LoadTarget } from './load.js';
@@ -606,7 +608,9 @@ async function main(): Promise<void> {
     };
     const records = Number(process.argv[stateAt + 1]);
     if (!Number.isSafeInteger(records) || records <= 0) throw new Error('--state needs a number of records');
-    await stateBench({ records, connections: option('--connections', 64), reportEveryS: option('--report-every', 10) });
+    const buildsAt = process.argv.indexOf('--restart-builds');
+    const restartBuilds = buildsAt !== -1 ? process.argv[buildsAt + 1]!.split(',') : process.argv.includes('--restart') ? [CLI_ENTRY] : [];
+    await stateBench({ records, connections: option('--connections', 64), reportEveryS: option('--report-every', 10), restartBuilds, restartRounds: option('--restart-rounds', 1) });
     return;
   }
   const args = parseArgs(process.argv.slice(2));

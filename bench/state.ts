@@ -10,13 +10,23 @@
  * COVENANT_NODE_CLI=<another build's dist/src/cli/main.js> runs the same load against that build's
  * nodes (figures its /node/metrics lacks are null).
  *
- *   npm run bench -- --state 1000000 [--connections 64] [--report-every 10]
+ * With --restart, after the fill a backup (which replays its whole ledger at restart) and then the
+ * node that joined from the snapshot (which checks and loads that snapshot, then replays the ledger
+ * after it) are stopped and run again, once with each build `--restart-builds` names (CLI entry
+ * points, comma-separated; default this build's) in turn, `--restart-rounds` times: a `state-restart`
+ * line per restart gives spawn → RPC answering, spawn → PartOfNetwork, the longest wait between two
+ * answers of GET /node/state polled every 20 ms meanwhile, and the node's largest event-loop delay
+ * since its start as it reports once PartOfNetwork (GET /node/metrics `event_loop.since_start`).
+ *
+ *   npm run bench -- --state 1000000 [--connections 64] [--report-every 10] [--restart [--restart-builds a,b] [--restart-rounds 2]]
  */
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, statSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startNetwork, until, type TestNetwork } from '../src/testing/network.js';
-import { joinOptionsOf, removeDir, startJoiningNode, type StartedNode } from '../src/testing/node-process.js';
+import { CLI_ENTRY, joinOptionsOf, removeDir, startedNode, startJoiningNode, type StartedNode } from '../src/testing/node-process.js';
+import { HttpsClient } from '../src/platform/https-client.js';
 import { buildRequest, percentile, runLoad, type LoadTarget } from './load.js';
 import { rssMb } from './proc.js';
 
@@ -24,6 +34,9 @@ export interface StateArgs {
   readonly records: number;
   readonly connections: number;
   readonly reportEveryS: number;
+  /** CLI entry points to restart nodes with after the fill, in turn (none: no restarts). */
+  readonly restartBuilds: readonly string[];
+  readonly restartRounds: number;
 }
 
 const MESSAGE = 'x'.repeat(200);
@@ -146,7 +159,8 @@ export async function stateBench(args: StateArgs): Promise<void> {
         latency_p99_ms: Math.round(result.latencyP99Ms * 10) / 10,
       }),
     );
-    await joinFromSnapshot(network);
+    if (args.restartBuilds.length > 0) await restartBackup(network, args);
+    await joinFromSnapshot(network, args);
   } finally {
     await network.stopAll();
   }
@@ -158,7 +172,7 @@ export async function stateBench(args: StateArgs): Promise<void> {
  * reaching the primary's, the snapshot it started from, its RSS and event-loop delay, and the views
  * of the three nodes (a change is an election during the join).
  */
-async function joinFromSnapshot(network: TestNetwork): Promise<void> {
+async function joinFromSnapshot(network: TestNetwork, args: StateArgs): Promise<void> {
   const primary = await network.primary();
   const viewsBefore = await Promise.all(network.nodes.map(async (n) => (await figuresOf(n)).view));
   const committedOf = async (node: StartedNode) => {
@@ -173,7 +187,7 @@ async function joinFromSnapshot(network: TestNetwork): Promise<void> {
     copyFileSync(join(primary.dir, 'snapshots', snapshot.name), join(dir, 'snapshots', snapshot.name));
   }
   const started = performance.now();
-  const joiner = await startJoiningNode({ ...joinOptionsOf(primary), dir, configPatch: { logging: { level: 'fail' } }, readyTimeoutMs: 30 * 60_000 });
+  let joiner = await startJoiningNode({ ...joinOptionsOf(primary), dir, configPatch: { logging: { level: 'fail' } }, readyTimeoutMs: 30 * 60_000 });
   try {
     const joinedS = (performance.now() - started) / 1000;
     await until('the joiner to catch up', async () => ((await committedOf(joiner)) >= target ? true : undefined), 30 * 60_000, 100);
@@ -195,8 +209,98 @@ async function joinFromSnapshot(network: TestNetwork): Promise<void> {
         view_changes: viewsAfter.map((v, i) => (v === null || viewsBefore[i] === null ? null : v - viewsBefore[i]!)),
       }),
     );
+    for (let round = 0; round < args.restartRounds && args.restartBuilds.length > 0; round++) {
+      for (const build of args.restartBuilds) joiner = await restartMeasured(network, joiner, build, 'joined from the snapshot');
+    }
   } finally {
     await joiner.stop();
     removeDir(joiner.dir);
   }
+}
+
+async function committedSeqnoOf(node: StartedNode): Promise<number> {
+  const answer = await node.client.request('GET', '/node/commit', { timeoutMs: 5000 }).catch(() => undefined);
+  return Number(String(answer?.body?.transaction_id ?? '0.0').split('.')[1]);
+}
+
+/** After the fill: a backup (its ledger from the first entry, no snapshot) restarted with each build in turn. */
+async function restartBackup(network: TestNetwork, args: StateArgs): Promise<void> {
+  const primary = await network.primary();
+  const index = network.nodes.findIndex((n) => n !== primary);
+  for (let round = 0; round < args.restartRounds; round++) {
+    for (const build of args.restartBuilds) network.nodes[index] = await restartMeasured(network, network.nodes[index]!, build, 'backup');
+  }
+}
+
+/**
+ * Stops `node` and runs it again with the `covenant` command at `cli`, polling GET /node/state
+ * every 20 ms from the moment its RPC address is published until it is PartOfNetwork; then waits
+ * for it to catch up with the primary's commit. One `state-restart` line.
+ */
+async function restartMeasured(network: TestNetwork, node: StartedNode, cli: string, kind: string): Promise<StartedNode> {
+  await node.stop();
+  const addressesFile = join(node.dir, 'rpc_addresses.json');
+  rmSync(addressesFile, { force: true });
+  let output = '';
+  const child = spawn(process.execPath, [cli, 'node', '--config', node.configPath], { cwd: node.dir, stdio: ['ignore', 'pipe', 'pipe'] });
+  const keep = (c: Buffer) => {
+    output += c.toString();
+    if (output.length > 1 << 20) output = output.slice(-(1 << 19));
+  };
+  child.stdout.on('data', keep);
+  child.stderr.on('data', keep);
+  const spawned = { process: child, output: () => output };
+  const started = performance.now();
+  const deadline = started + 60 * 60_000;
+  let client: HttpsClient | undefined;
+  let address = '';
+  let answeringS: number | undefined;
+  let lastAnswer = 0;
+  let longestGapMs = 0;
+  let answers = 0;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`the restarted node exited with ${child.exitCode}:\n${output}`);
+    if (performance.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`the restarted node did not become ready:\n${output}`);
+    }
+    if (client === undefined && existsSync(addressesFile)) {
+      address = Object.values(JSON.parse(readFileSync(addressesFile, 'utf8')) as Record<string, string>)[0]!;
+      client = new HttpsClient(address, node.serviceCertificatePem);
+    }
+    if (client !== undefined) {
+      const state = await client.request('GET', '/node/state', { timeoutMs: 120_000 }).catch(() => undefined);
+      const now = performance.now();
+      if (state?.status === 200) {
+        answeringS ??= (now - started) / 1000;
+        if (answers > 0) longestGapMs = Math.max(longestGapMs, now - lastAnswer);
+        lastAnswer = now;
+        answers++;
+        if (state.body.state === 'PartOfNetwork') break;
+      }
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const readyS = (performance.now() - started) / 1000;
+  const restarted = startedNode({ ...node, address, spawned, client: client! });
+  const metrics = await restarted.client.request('GET', '/node/metrics', { timeoutMs: 5000 }).catch(() => undefined);
+  const loopMaxMs = (metrics?.body?.event_loop?.since_start?.max_ms as number | undefined) ?? null;
+  const target = await committedSeqnoOf(await network.primary());
+  await until('the restarted node to catch up', async () => ((await committedSeqnoOf(restarted)) >= target ? true : undefined), 30 * 60_000, 100);
+  console.log(
+    JSON.stringify({
+      bench: 'state-restart',
+      node: kind,
+      build: cli === CLI_ENTRY ? 'this' : cli,
+      commit_seqno: target,
+      spawn_to_rpc_answering_s: Math.round((answeringS ?? NaN) * 10) / 10,
+      spawn_to_part_of_network_s: Math.round(readyS * 10) / 10,
+      node_state_answers: answers,
+      node_state_longest_gap_ms: Math.round(longestGapMs),
+      event_loop_max_since_start_ms: loopMaxMs,
+      spawn_to_caught_up_s: Math.round(((performance.now() - started) / 1000) * 10) / 10,
+      rss_mb: Math.round(rssMb(child.pid!)),
+    }),
+  );
+  return restarted;
 }

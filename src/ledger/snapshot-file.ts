@@ -133,7 +133,10 @@ export function parseSnapshotFile(bytes: Uint8Array, evidenceDigest?: Uint8Array
   const kvLength = readU64(buf, FILE_HEADER_BYTES);
   const kvStart = FILE_HEADER_BYTES + 8;
   if (!Number.isSafeInteger(kvLength) || kvStart + kvLength + 4 > covered) throw malformed('store section overruns the payload');
-  const kv = new Uint8Array(buf.subarray(kvStart, kvStart + kvLength));
+  // The store section is most of a large file: a view of it (a copy of hundreds of megabytes would
+  // hold the event loop for 0.1 s and more); a copy of a small one, which then keeps no larger buffer alive.
+  const kvView = buf.subarray(kvStart, kvStart + kvLength);
+  const kv = kvLength >= buf.byteLength / 2 ? new Uint8Array(kvView.buffer, kvView.byteOffset, kvView.byteLength) : new Uint8Array(kvView);
   const metaLength = buf.readUInt32LE(kvStart + kvLength);
   const metaStart = kvStart + kvLength + 4;
   if (metaStart + metaLength !== covered || metaLength > JSON_SECTION_BYTES_MAX) throw malformed('metadata section length does not match the payload');

@@ -325,6 +325,18 @@ export const snapshotLoadAtOnceBytesMax = 64 * 1024;
  * at several hundred MB/s on a core here, so 1 MiB is a few ms (a 200 MB snapshot, 200 turns).
  */
 export const snapshotDigestSliceBytes = 1 << 20;
+/**
+ * A restarting node replays its ledger (src/node/restart-slices.ts) in slices of snapshotSliceMs or
+ * at most this many entries (the bound that ends a slice in the simulator, whose clock stands still
+ * during a turn). Replaying an entry costs a few µs to 30 µs (a small write set; a large one, a
+ * few ms); the clock is looked at after every entry.
+ */
+export const replaySliceEntriesMax = 4096;
+/**
+ * A restarting node reads its startup snapshot's file this much per turn (a copy out of the page
+ * cache, a few ms), before hashing it snapshotDigestSliceBytes per turn.
+ */
+export const snapshotFileReadSliceBytes = 8 << 20;
 assert(snapshotSliceMs < eventLoopTurnMsBound / 2, 'a slice of a snapshot fits well within the turn bound');
 assert(snapshotSliceCheckEntries * 0.02 < eventLoopTurnMsBound - snapshotSliceMs, 'between two looks at the clock a slice cannot overrun the turn bound (even at 20 µs per entry)');
 assert(snapshotSliceCheckEntries <= snapshotSliceEntriesMax, 'a slice checks the clock before its entry bound');
@@ -333,6 +345,8 @@ assert(requestTurnMs < eventLoopTurnMsBound / 2, 'a turn of requests fits well w
 assert(requestsPerTurnMax >= pipelinedRequestsPerSessionDefault, 'one connection\'s whole pipeline can run in one turn');
 assert((snapshotDigestSliceBytes / 50e6) * 1000 < eventLoopTurnMsBound, 'a slice of a digest fits within the turn bound (even at 50 MB/s)');
 assert((snapshotLoadCheckBytes / 50e6) * 1000 < eventLoopTurnMsBound - snapshotSliceMs, 'between two looks at the clock a load cannot overrun the turn bound (even at 50 MB/s)');
+assert((snapshotFileReadSliceBytes / 1e9) * 1000 < eventLoopTurnMsBound - snapshotSliceMs, 'a slice of a file read fits within the turn bound (even at 1 GB/s from the page cache)');
+assert(replaySliceEntriesMax * 0.002 < eventLoopTurnMsBound, 'a replay slice of small entries fits the turn bound on an idle core (even at 2 µs per entry)');
 
 /**
  * Committed writes whose stages one primary times at once (src/node/write/commit-stages.ts): more

@@ -16,13 +16,14 @@ import { HistoryTree } from '../merkle/index.js';
 import { AES_GCM_TAG_BYTES, SnapshotLoader, Store, copyValue, decodeWriteSet, loadSnapshotAtOnce, type LedgerEncryptor } from '../kv/index.js';
 import { loadSnapshotInSlices } from './snapshot-loading.js';
 import { type DecodedEntry, type Disk, type EntryLeavesRequest, EntryFlags, Ledger, checkEntry, decodeEntry, entryLeaf, hasFlag, isLedgerError } from '../ledger/index.js';
-import type { Entry } from '../consensus/index.js';
+import type { Configuration, Entry } from '../consensus/index.js';
 import { nodeError } from './errors.js';
 import type { LedgerSecrets } from './identity/ledger-secrets.js';
 import { recoveryReadBatchBytesMax, recoveryReadBatchEntriesMax, replayUncommittedVersionsMax, snapshotLoadAtOnceBytesMax } from './limits.js';
 import { treeOfSnapshot, type StartupSnapshot } from './snapshots.js';
 import { configurationOf, signatureRecordOf } from './tables.js';
 import { GroupedSync } from './grouped-sync.js';
+import { RecoveredEntries } from './recovered-entries.js';
 
 /** What follows the replica's state: the snapshot manager (src/node/snapshots.ts) and the store's watchers. */
 export interface ReplicaObserver {
@@ -42,8 +43,6 @@ export interface ReplicaInit {
   readonly durability: 'Synced' | 'Replicated';
 }
 
-const NO_BYTES = new Uint8Array(0);
-
 /** A signature transaction's signature, to verify over the tree root it signs (signatureToVerify). */
 interface SignatureToVerify {
   readonly key: KeyObject;
@@ -52,48 +51,6 @@ interface SignatureToVerify {
   /** The problem if it does not verify, and if it cannot be checked (before the reason). */
   readonly failed: string;
   readonly uncheckable: string;
-}
-
-/**
- * What a recovery's read of the public ledger learnt of the entries it applied, so that consensus
- * builds its log from it (Replica.entriesFromLedger) instead of reading and decoding every file
- * again: the view of each entry (as runs: views never decrease along a ledger) and which entries
- * are signatures. To the recovered service a previous service's entries are normal entries or
- * signatures (its configurations are not this service's: see entryOfFrame).
- */
-class RecoveredEntries {
-  /** viewRuns[2i] is the first seqno of a run of entries of view viewRuns[2i + 1]. */
-  private readonly viewRuns: number[] = [];
-  private readonly signatures = new Set<number>();
-  last: number;
-
-  constructor(readonly first: number) {
-    this.last = first - 1;
-  }
-
-  add(seqno: number, view: number, signature: boolean): void {
-    assert(seqno === this.last + 1, () => `recovered entry ${seqno} follows ${this.last}`);
-    if (this.viewRuns.length === 0 || this.viewRuns[this.viewRuns.length - 1] !== view) this.viewRuns.push(seqno, view);
-    if (signature) this.signatures.add(seqno);
-    this.last = seqno;
-  }
-
-  truncateAfter(seqno: number): void {
-    if (seqno >= this.last) return;
-    while (this.viewRuns.length > 0 && this.viewRuns[this.viewRuns.length - 2]! > seqno) this.viewRuns.length -= 2;
-    for (const s of this.signatures) if (s > seqno) this.signatures.delete(s);
-    this.last = Math.max(seqno, this.first - 1);
-  }
-
-  /** Entries from..to (within first..last), without their bytes: consensus keeps none of them. */
-  *entries(from: number, to: number): Generator<Entry> {
-    assert(from >= this.first && to <= this.last, () => `recovered entries ${from}..${to} within ${this.first}..${this.last}`);
-    let run = 0;
-    for (let seqno = from; seqno <= to; seqno++) {
-      while (run + 2 < this.viewRuns.length && this.viewRuns[run + 2]! <= seqno) run += 2;
-      yield { view: this.viewRuns[run + 1]!, seqno, kind: this.signatures.has(seqno) ? 'signature' : 'normal', bytes: NO_BYTES };
-    }
-  }
 }
 
 export class Replica {
@@ -112,6 +69,8 @@ export class Replica {
   private observer: ReplicaObserver | undefined;
   /** Recorded by applyRecoveredPublic, taken by the first entriesFromLedger (consensus creation). */
   private recoveredEntries: RecoveredEntries | undefined;
+  /** Recorded by replayEntries (restart), taken likewise: consensus then reads no ledger file again. */
+  private replayedEntries: RecoveredEntries | undefined;
   private readonly storeWatchers: ((store: Store) => void)[] = [];
   /** Synced durability: the ledger's grouped, asynchronous sync (from the first persist on). */
   private groupedSync: GroupedSync | undefined;
@@ -273,20 +232,49 @@ export class Replica {
     this.init.logger.info(`store and Merkle tree installed from ${snapshot.name} in ${Math.round(this.init.clock.monotonicMs() - started)}ms`);
   }
 
-  /** Replays the node's own ledger after `fromSeqno` at restart (entries were checked when first written). */
+  /**
+   * Replays the node's own ledger after `fromSeqno` at restart, in one call (entries were checked
+   * when first written). A node replays in slices instead (restart-slices.ts: replayEntries a
+   * bounded number at a time, then finishReplay), to the same store, tree and commit.
+   */
   replay(fromSeqno: number): void {
-    const last = this.ledger.lastSeqno;
     const started = this.init.clock.monotonicMs();
-    for (let seqno = fromSeqno + 1; seqno <= last; seqno++) {
-      this.applyEntry(decodeEntry(this.ledger.getEntry(seqno)));
+    this.replayEntries(fromSeqno + 1, this.ledger.lastSeqno);
+    this.finishReplay(fromSeqno, started);
+  }
+
+  /** Applies the ledger's entries `firstSeqno`..`lastSeqno` (the next ones to replay), compacting as it goes. */
+  replayEntries(firstSeqno: number, lastSeqno: number): void {
+    assert(firstSeqno === this.store.version + 1 && lastSeqno <= this.ledger.lastSeqno, () => `replaying ${firstSeqno}..${lastSeqno} after ${this.store.version}`);
+    for (let seqno = firstSeqno; seqno <= lastSeqno; seqno++) {
+      const decoded = decodeEntry(this.ledger.getEntry(seqno));
+      this.applyEntry(decoded);
+      this.replayedEntries ??= new RecoveredEntries(seqno);
+      this.replayedEntries.add(seqno, decoded.view, hasFlag(decoded.flags, EntryFlags.SIGNATURE), this.configurationIn(decoded));
       if (this.store.version > this.store.committedVersion + replayUncommittedVersionsMax) {
         this.store.compact(Math.min(this.ledger.committedSeqno, this.store.version));
       }
     }
+  }
+
+  /**
+   * Compacts the replayed versions up to the ledger's commit: a sliced replay does so after each
+   * slice, so that no turn folds more than a slice's versions (replayEntries alone folds
+   * replayUncommittedVersionsMax at a time). The state is the same either way.
+   */
+  compactReplayed(): void {
+    const to = Math.min(this.ledger.committedSeqno, this.store.version);
+    if (to > this.store.committedVersion) this.store.compact(to);
+  }
+
+  /** Once every entry after `fromSeqno` is replayed: the commit is the ledger's, and the store compacted to it. */
+  finishReplay(fromSeqno: number, startedMs: number, turns = 1): void {
+    const last = this.ledger.lastSeqno;
+    assert(this.store.version === last, () => `replayed up to ${this.store.version} of ${last}`);
     this.#commitSeqno = Math.max(this.ledger.committedSeqno, fromSeqno);
     this.store.compact(this.commitSeqno);
     this.init.logger.info(
-      `replayed ${last - fromSeqno} ledger entries in ${Math.round(this.init.clock.monotonicMs() - started)}ms (committed up to ${this.commitSeqno})`,
+      `replayed ${last - fromSeqno} ledger entries in ${Math.round(this.init.clock.monotonicMs() - startedMs)}ms over ${turns} turn(s) of the event loop (committed up to ${this.commitSeqno})`,
     );
   }
 
@@ -524,9 +512,10 @@ export class Replica {
    */
   *entriesFromLedger(from: number, to: number): Generator<Entry> {
     let seqno = from;
-    // The entries a recovery has just read are not read again (RecoveredEntries).
-    const recovered = this.recoveredEntries;
+    // The entries a recovery has just read, or a restart replayed, are not read again (RecoveredEntries).
+    const recovered = this.recoveredEntries ?? this.replayedEntries;
     this.recoveredEntries = undefined;
+    this.replayedEntries = undefined;
     if (recovered !== undefined && recovered.first === from && recovered.last >= from) {
       const upTo = Math.min(to, recovered.last);
       yield* recovered.entries(from, upTo);
@@ -545,9 +534,16 @@ export class Replica {
     if (!hasFlag(flags, EntryFlags.RECONFIGURATION)) return { view, seqno, kind: 'normal', bytes };
     // A previous service's configurations (before a recovery) are not this service's.
     if (seqno < this.serviceStartSeqno) return { view, seqno, kind: 'normal', bytes };
-    const configuration = configurationOf(decodeWriteSet(decodeEntry(bytes).publicBytes));
-    assert(configuration, `reconfiguration entry ${seqno} records its configuration`);
+    const configuration = this.configurationIn(decodeEntry(bytes))!;
     return { view, seqno, kind: 'reconfiguration', configuration, bytes };
+  }
+
+  /** The configuration a reconfiguration entry of this service records (undefined for any other entry). */
+  private configurationIn(decoded: DecodedEntry): Configuration | undefined {
+    if (hasFlag(decoded.flags, EntryFlags.SIGNATURE) || !hasFlag(decoded.flags, EntryFlags.RECONFIGURATION) || decoded.seqno < this.serviceStartSeqno) return undefined;
+    const configuration = configurationOf(decodeWriteSet(decoded.publicBytes));
+    assert(configuration, `reconfiguration entry ${decoded.seqno} records its configuration`);
+    return configuration;
   }
 
   /** Makes what was written durable and closes the ledger (node stop). */

@@ -4,17 +4,19 @@
  * its event loop and has it written by its worker thread, the snapshots are byte-identical on all
  * nodes (evidence recorded some transactions after the snapshot point), and no election happens
  * while they are taken: no view change, no write refused. GET /node/metrics reports the
- * event-loop delay and the snapshot generation.
+ * event-loop delay and the snapshot generation. A backup restarted on that ledger replays it over
+ * many turns, answering GET /node/state meanwhile, and catches up.
  */
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { toHex } from '../../src/base/bytes.js';
 import { sha256 } from '../../src/crypto/index.js';
 import { parseSnapshotFileName } from '../../src/ledger/index.js';
 import { startNetwork, until, type TestNetwork } from '../../src/testing/network.js';
-import type { StartedNode } from '../../src/testing/node-process.js';
+import { spawnNode, startedNode, type StartedNode } from '../../src/testing/node-process.js';
+import { HttpsClient } from '../../src/platform/https-client.js';
 import { snapshotSliceEntriesMax } from '../../src/node/limits.js';
 
 /** Records written; several slices' worth, so that every snapshot past the first few is sliced. */
@@ -96,5 +98,43 @@ describe('a growing state', () => {
       const digests: string[] = network.nodes.map((n: StartedNode) => toHex(sha256(readFileSync(join(n.dir, 'snapshots', name)))));
       assert.equal(new Set(digests).size, 1, `${name} differs between nodes`);
     }
+  });
+
+  test('a backup restarted on that ledger answers GET /node/state while it replays it, then catches up', async () => {
+    assert.ok(network !== undefined, 'the network of the test before');
+    const primary = await network.primary();
+    const index = network.nodes.findIndex((n) => n !== primary);
+    const backup = network.nodes[index]!;
+    assert.equal(await backup.stop(), 0);
+    const addressesFile = join(backup.dir, 'rpc_addresses.json');
+    rmSync(addressesFile, { force: true });
+    const spawned = spawnNode(backup.configPath, backup.dir);
+    // Stopped by the network's stopAll from here on.
+    network.nodes[index] = startedNode({ ...backup, spawned });
+    const address = await until('the restarted node\'s RPC address', async () => (existsSync(addressesFile) ? Object.values(JSON.parse(readFileSync(addressesFile, 'utf8')) as Record<string, string>)[0] : undefined), 60_000, 5);
+    const client = new HttpsClient(address, backup.serviceCertificatePem);
+    // Every state the node reports from its first answer until it is part of the network again.
+    const states: string[] = [];
+    try {
+      await until('the restarted node to be part of the network', async () => {
+        const answer = await client.request('GET', '/node/state', { timeoutMs: 30_000 }).catch(() => undefined);
+        if (answer?.status === 200) states.push(answer.body.state as string);
+        return states.at(-1) === 'PartOfNetwork' ? true : undefined;
+      }, 120_000, 5);
+    } finally {
+      client.close();
+    }
+    // The ledger holds ~20,000 entries to replay: the node answered while it did (one turn would
+    // have replayed them all before the server could answer anything but PartOfNetwork).
+    const before = states.filter((s) => s !== 'PartOfNetwork');
+    assert.ok(before.length >= 1, `states reported during the restart: ${states.join(', ')}`);
+    assert.deepEqual([...new Set(before)], ['Initialized']);
+    const restarted = startedNode({ ...backup, address, spawned });
+    network.nodes[index] = restarted;
+    const commit = async (node: StartedNode) => Number(String((await node.client.request('GET', '/node/commit', { timeoutMs: 10_000 })).body.transaction_id).split('.')[1]);
+    const target = await commit(primary);
+    assert.ok(target > RECORDS);
+    await until('the restarted backup to catch up', async () => ((await commit(restarted)) >= target ? true : undefined), 60_000);
+    assert.equal(await viewOf(primary), await viewOf(restarted));
   });
 });

@@ -14,6 +14,8 @@ import type { JoinClient, JoinRequest, NetworkInfo } from '../join.js';
 import { FLOW_TRIGGERS } from '../lifecycle.js';
 import type { FlowContext } from './context.js';
 import { sealedRecoveryKeyOf } from './genesis.js';
+import { startupSnapshotSearchOf } from './startup-snapshot.js';
+import { findStartupSnapshotInSlices, startupSnapshotAtOnce } from '../restart-slices.js';
 import type { SealedRecoveryKeyRecord } from '../tables.js';
 
 /** The join request this node sends (a restarting node sends it too, to announce its addresses). */
@@ -60,7 +62,7 @@ export function joinerHost(ctx: FlowContext, resuming: boolean, onPending: () =>
 }
 
 export async function joinFlow(ctx: FlowContext, addresses: NodeAddresses, client: JoinClient, onEndorsed: () => void): Promise<void> {
-  const { init, replica, snapshots } = ctx;
+  const { init, replica } = ctx;
   const config = init.config;
   const join = config.command.join!;
   ctx.setAddresses(addresses);
@@ -69,7 +71,12 @@ export async function joinFlow(ctx: FlowContext, addresses: NodeAddresses, clien
   // (spec endpoint rule 9): node_certificate_file holds that one, then the endorsed one.
   init.writeTextFile(config.node_certificate_file, ctx.identity.selfSignedCertificatePem);
   ctx.service.adopt(init.readTextFile(config.command.service_certificate_file));
-  ctx.startupSnapshot = snapshots.findStartupSnapshot(ctx.service.certificatePem);
+  // Read and hashed over many turns (restart-slices.ts): the node answers meanwhile.
+  const search = startupSnapshotSearchOf(ctx);
+  const atOnce = startupSnapshotAtOnce(search, ctx.service.certificatePem);
+  ctx.startupSnapshot = atOnce !== undefined ? atOnce.snapshot : await findStartupSnapshotInSlices(search, ctx.service.certificatePem);
+  if (ctx.stopped()) return;
+  if (ctx.startupSnapshot !== undefined) ctx.logger.info(`starting from snapshot ${ctx.startupSnapshot.path}`);
   replica.startFrom(ctx.startupSnapshot?.seqno ?? 0);
   let pending = false;
   const host = joinerHost(ctx, false, () => {

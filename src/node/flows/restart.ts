@@ -6,13 +6,15 @@
  * network with a join request; the primary then catches it up. A Start node has no one to ask:
  * it binds the ports it had (the command prefers them), where its peers know it. Edges: restart.
  */
-import { errorMessage } from '../../base/errors.js';
 import { nodeError } from '../errors.js';
 import type { NodeAddresses } from '../api.js';
 import { requestJoin } from '../join/joiner.js';
 import type { JoinClient } from '../join.js';
 import { FLOW_TRIGGERS } from '../lifecycle.js';
-import { listCommittedSnapshots, verifySnapshotFile, type StartupSnapshot } from '../snapshots.js';
+import { replaySliceEntriesMax } from '../limits.js';
+import { findStartupSnapshotInSlices, replayInSlices, startupSnapshotAtOnce, type StartupSnapshotSearchOptions } from '../restart-slices.js';
+import { startupSnapshotSearchOf } from './startup-snapshot.js';
+import type { StartupSnapshot } from '../snapshots.js';
 import type { FlowContext } from './context.js';
 import { joinerHost, joinRequestOf } from './join.js';
 
@@ -39,13 +41,18 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
   const startupSeqno = state.startup_seqno ?? 0;
   if (startupSeqno > 0) {
     // The ledger of a node that joined from a snapshot starts after it: start from a snapshot again.
-    const snapshot = ctx.snapshots.findStartupSnapshot(ctx.service.certificatePem);
+    // Read, hashed and loaded over many turns (restart-slices.ts): the node answers meanwhile.
+    const search = startupSnapshotSearchOf(ctx);
+    const atOnce = startupSnapshotAtOnce(search, ctx.service.certificatePem);
+    const snapshot = atOnce !== undefined ? atOnce.snapshot : await findStartupSnapshotInSlices(search, ctx.service.certificatePem);
+    if (ctx.stopped()) return;
     if (!snapshot || snapshot.seqno < startupSeqno || snapshot.seqno > last) {
       throw nodeError(
         'StartupSnapshotMissing',
         `this node started from the snapshot at seqno ${startupSeqno}: a valid committed snapshot between it and the ledger's last seqno ${last} must be in snapshots.directory`,
       );
     }
+    ctx.logger.info(`starting from snapshot ${snapshot.path}`);
     ctx.startupSnapshot = snapshot;
     replica.startFrom(startupSeqno);
     const store = replica.snapshotStoreAtOnce(snapshot) ?? (await replica.snapshotStoreInSlices(snapshot, () => ctx.stopped()));
@@ -55,8 +62,15 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
     ctx.recovery.startupSnapshot = snapshot;
     from = snapshot.seqno;
   }
-  replica.replay(from);
-  if (ctx.startupSnapshot !== undefined) ctx.startupSnapshot = logStartOf(ctx, ctx.startupSnapshot);
+  // A ledger of at most one slice's entries (a young service's, the simulator's) is replayed in this
+  // turn, a larger one over many: a start-up flow continues without yielding when it can.
+  if (last - from <= replaySliceEntriesMax) replica.replay(from);
+  else if (!(await replayInSlices(ctx.init.clock, replica, from, () => ctx.stopped()))) return;
+  if (ctx.startupSnapshot !== undefined) {
+    const start = logStartAtOnce(ctx, ctx.startupSnapshot);
+    ctx.startupSnapshot = start !== undefined ? start.snapshot : await logStartOf(ctx, ctx.startupSnapshot);
+    if (ctx.stopped()) return;
+  }
   ctx.createConsensus({ lastSeqno: last, view: Math.max(state.view, replica.ledger.lastView), votedFor: ctx.driver.hardVotedFor, commitSeqno: replica.commitSeqno });
   ctx.transition('restart', FLOW_TRIGGERS.restart);
   ctx.startBackgroundWork();
@@ -84,27 +98,37 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
  * snapshot of this service the ledger holds the entries after). With none older, the log starts at `newest`, and a
  * backup behind it must join again from a snapshot (docs/snapshots.md).
  */
-function logStartOf(ctx: FlowContext, newest: StartupSnapshot): StartupSnapshot | undefined {
+async function logStartOf(ctx: FlowContext, newest: StartupSnapshot): Promise<StartupSnapshot | undefined> {
+  const plan = logStartPlan(ctx, newest);
+  if (!('options' in plan)) return plan.snapshot;
+  return logStartFound(ctx, newest, await findStartupSnapshotInSlices(startupSnapshotSearchOf(ctx), ctx.service.certificatePem, plan.options));
+}
+
+/** logStartOf in this turn while the snapshots it must read are small (startupSnapshotAtOnce); undefined otherwise. */
+function logStartAtOnce(ctx: FlowContext, newest: StartupSnapshot): { snapshot: StartupSnapshot | undefined } | undefined {
+  const plan = logStartPlan(ctx, newest);
+  if (!('options' in plan)) return plan;
+  const found = startupSnapshotAtOnce(startupSnapshotSearchOf(ctx), ctx.service.certificatePem, plan.options);
+  return found === undefined ? undefined : { snapshot: logStartFound(ctx, newest, found.snapshot) };
+}
+
+/** Where the log starts without reading a snapshot, or which snapshots to try. */
+function logStartPlan(ctx: FlowContext, newest: StartupSnapshot): { snapshot: StartupSnapshot | undefined } | { options: StartupSnapshotSearchOptions } {
   const before = ctx.replica.ledger.firstSeqno - 1;
-  if (before <= 0) return undefined;
-  if (before >= newest.seqno) return newest;
+  if (before <= 0) return { snapshot: undefined };
+  if (before >= newest.seqno) return { snapshot: newest };
   // A snapshot of a previous service holds its configurations, not this service's: a ledger that
   // starts after one (the node joined the recovering service from it) continues into this service's
   // snapshots, the oldest of which is then where the log starts.
   const lowest = Math.max(before, ctx.replica.serviceStartSeqno);
-  const { directory, read_only_directory: readOnly } = ctx.init.config.snapshots;
-  const disk = ctx.init.disk;
   // Oldest first: the lower the log starts, the further behind a backup it can still catch up.
-  const candidates = listCommittedSnapshots(disk, readOnly === undefined ? [directory] : [directory, readOnly]).reverse();
-  for (const candidate of candidates) {
-    if (candidate.seqno < lowest || candidate.seqno >= newest.seqno) continue;
-    const path = disk.join(candidate.directory, candidate.name);
-    try {
-      return verifySnapshotFile(candidate.name, disk.readAll(path), ctx.service.certificatePem);
-    } catch (e) {
-      ctx.logger.fail(`invalid snapshot ${path}: ${errorMessage(e)}`);
-    }
-  }
+  return { options: { accept: (seqno) => seqno >= lowest && seqno < newest.seqno, oldestFirst: true, keepInvalid: true } };
+}
+
+function logStartFound(ctx: FlowContext, newest: StartupSnapshot, oldest: StartupSnapshot | undefined): StartupSnapshot {
+  if (oldest !== undefined) return oldest;
+  const before = ctx.replica.ledger.firstSeqno - 1;
+  const lowest = Math.max(before, ctx.replica.serviceStartSeqno);
   ctx.logger.info(`no valid snapshot of this service from seqno ${lowest} on (the ledger starts after ${before}), older than ${newest.seqno}: consensus serves entries from ${newest.seqno + 1} on`);
   return newest;
 }
