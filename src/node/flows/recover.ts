@@ -22,7 +22,9 @@ import { phaseSummary, readPublicLedger, type PublicLedgerRead } from '../recove
 import { SINGLETON_KEY, TableDefs, type NodeInfo, type SealedRecoveryKeyRecord, type ServiceInfo } from '../tables.js';
 import type { FlowContext } from './context.js';
 import { sealedRecoveryKeyOf } from './genesis.js';
+import { findStartupSnapshotInSlices, startupSnapshotAtOnce } from '../restart-slices.js';
 import { endorseStartupSnapshot } from '../snapshot-trust.js';
+import { startupSnapshotSearchOf } from './startup-snapshot.js';
 import { decideSealedRecovery, openSealedRecovery } from './recover-sealing.js';
 
 export async function recoverFlow(ctx: FlowContext, addresses: NodeAddresses): Promise<void> {
@@ -119,8 +121,12 @@ async function startFromSnapshot(ctx: FlowContext, previousCertificate: string |
     ctx.logger.info('no command.recover.previous_service_identity_file: snapshots cannot be checked, reading the whole ledger');
     return { seqno: 0, view: 0 };
   }
-  const snapshot = ctx.snapshots.findStartupSnapshot(previousCertificate, { keepInvalid: true });
-  if (snapshot === undefined) return { seqno: 0, view: 0 };
+  // Read and hashed over many turns when large (restart-slices.ts): the node answers meanwhile.
+  const search = startupSnapshotSearchOf(ctx);
+  const atOnce = startupSnapshotAtOnce(search, previousCertificate, { keepInvalid: true });
+  const snapshot = atOnce !== undefined ? atOnce.snapshot : await findStartupSnapshotInSlices(search, previousCertificate, { keepInvalid: true });
+  if (snapshot === undefined || ctx.stopped()) return { seqno: 0, view: 0 };
+  ctx.logger.info(`starting from snapshot ${snapshot.path}`);
   const ledger = ctx.replica.ledger;
   if (snapshot.seqno > ledger.lastSeqno || ledger.firstSeqno > snapshot.seqno + 1) {
     ctx.logger.info(`snapshot ${snapshot.name} does not meet the ledger (entries ${ledger.firstSeqno}..${ledger.lastSeqno}): reading the whole ledger`);
