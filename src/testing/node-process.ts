@@ -387,7 +387,14 @@ async function startJoiningNodeIn(dir: string, options: JoinNodeOptions): Promis
     for (;;) {
       if (child.exitCode !== null) throw new Error(`joining node exited with ${child.exitCode}:\n${spawned.output()}`);
       if (Date.now() > deadline) throw await fail('joining node did not join in time');
-      if (trust && !trusted) trusted = await trustIfPending(dir, options);
+      if (trust && !trusted) {
+        try {
+          trusted = await trustIfPending(dir, options);
+        } catch (e) {
+          // The proposal or the vote failed: the node is stopped, not left running behind the test.
+          throw await fail(`the joiner could not be trusted (${(e as Error).message})`);
+        }
+      }
       try {
         const state = await client.request('GET', '/node/state', { timeoutMs: 2000 });
         if (state.status === 200 && state.body.state === 'PartOfNetwork') break;
