@@ -35,6 +35,7 @@ export class RecoveredEntries {
     if (seqno >= this.last) return;
     while (this.viewRuns.length > 0 && this.viewRuns[this.viewRuns.length - 2]! > seqno) this.viewRuns.length -= 2;
     for (const s of this.signatures) if (s > seqno) this.signatures.delete(s);
+    for (const s of this.configurations.keys()) if (s > seqno) this.configurations.delete(s);
     this.last = Math.max(seqno, this.first - 1);
   }
 
