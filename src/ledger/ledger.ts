@@ -31,7 +31,6 @@ import {
   type LedgerOptions,
 } from './ledger-types.js';
 
-
 export class Ledger {
   readonly #disk: Disk;
   readonly #directory: string;
@@ -507,9 +506,8 @@ export class Ledger {
       this.#lastFlags = scan.lastFlags;
       if (chunk.last !== undefined && !torn) {
         this.#reader.cacheIndex(chunk, index);
-        // Completed by an earlier run, perhaps never synced (it stopped before its sync): held open
-        // until the next sync has made it durable, like a chunk completed in this run, so neither a
-        // durable seqno nor its `.committed` rename runs ahead of its bytes.
+        // Completed by an earlier run, perhaps unsynced: open until a sync makes it durable, as in
+        // this run (no durable seqno or `.committed` rename runs ahead of its bytes).
         chunk.file = disk.openForAppend(path);
         continue;
       }

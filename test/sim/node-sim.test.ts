@@ -6,7 +6,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { NodeSim, rawConfigOf, runNodeSim, simConfig, type NodeSimReport } from '../../src/testing/sim/node-sim.js';
+import { NodeSim, runNodeSim, type NodeSimReport } from '../../src/testing/sim/node-sim.js';
+import { rawConfigOf, simConfig } from '../../src/testing/sim/node-sim-config.js';
 import { jsonCodec } from '../../src/kv/index.js';
 import { Violation } from '../../src/testing/sim/checker.js';
 import { toHex } from '../../src/base/bytes.js';

@@ -33,7 +33,8 @@ import type { CovenantNode } from '../../node/node.js';
 import { decryptShare } from '../../recovery/index.js';
 import { edgeName, RECOVERY_EDGES } from '../../node/recovery/recovery-machine.js';
 import { Violation } from './checker.js';
-import { NodeSim, rawConfigOf, simConfig, writeFile, type NodeSimOptions, type SimHost } from './node-sim.js';
+import { NodeSim, type NodeSimOptions, type SimHost } from './node-sim.js';
+import { rawConfigOf, simConfig, writeFile } from './node-sim-config.js';
 import { SimTables } from './sim-tables.js';
 
 /** A defect planted to show the checkers can fail. */

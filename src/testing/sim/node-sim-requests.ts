@@ -36,7 +36,8 @@ import { AppEngine, jsApplicationOn, type JsAppFrontend } from '../../apps/js/in
 import { loggingAppRoutes } from '../../apps/logging.js';
 import { FrameKind, type CovenantNode } from '../../node/node.js';
 import { Violation, type CheckerName } from './checker.js';
-import { NodeSim, writeFile, type NodeSimOptions, type NodeSimReport, type SimHost } from './node-sim.js';
+import { NodeSim, type NodeSimOptions, type NodeSimReport, type SimHost } from './node-sim.js';
+import { writeFile } from './node-sim-config.js';
 
 export interface RequestSimOptions extends NodeSimOptions {
   /** Routes added to every node's table (a test's route that breaks an invariant). */

@@ -23,7 +23,7 @@
 import { isCovenantError, utf8 } from '../../base/index.js';
 import type { Clock } from '../../base/clock.js';
 import { nullLogger, type Logger } from '../../base/log.js';
-import { defaultNodeConfig, type NodeConfig } from '../../config/index.js';
+import type { NodeConfig } from '../../config/index.js';
 import { createSelfSignedCertificate, generateEcKeyPair, loadPublicKey, nodeIdFromPublicKey, publicKeyDer, sha256Hex, type KeyPair } from '../../crypto/index.js';
 import { EntryFlags, decodeEntry, hasFlag, parseSnapshotFileName } from '../../ledger/index.js';
 import { CovenantNode, type NodeAddresses } from '../../node/node.js';
@@ -32,6 +32,7 @@ import { ManualClock } from '../manual-clock.js';
 import { MemoryDisk } from '../memory-disk.js';
 import { Prng } from '../prng.js';
 import { SimTables } from './sim-tables.js';
+import { rawConfigOf, simConfig, writeFile } from './node-sim-config.js';
 import { Violation } from './checker.js';
 import { SimFrameNetwork, type SimNodeChannels } from './node-network.js';
 
@@ -99,41 +100,6 @@ function failureRecorder(host: SimHost): Logger {
   const keep = (msg: string) => void (host.lastFailure = msg);
   const logger: Logger = { ...nullLogger, fail: keep, fatal: keep, child: () => logger, tag: () => logger };
   return logger;
-}
-
-export function writeFile(disk: MemoryDisk, path: string, text: string): void {
-  disk.ensureDirectory(path.slice(0, path.lastIndexOf('/')) || '/');
-  if (disk.exists(path)) disk.remove(path);
-  const file = disk.createFile(path);
-  file.append([utf8.encode(text)]);
-  file.sync();
-  file.close();
-}
-
-/** The raw configuration of host `index` (what its configuration file would say). */
-export function rawConfigOf(index: number, type: 'Start' | 'Join', durability: 'Synced' | 'Replicated', snapshotTxCount = 1_000_000): Record<string, any> {
-  const dir = `/sim/n${index}`;
-  return {
-    command: {
-      type,
-      service_certificate_file: `${dir}/service_cert.pem`,
-      ...(type === 'Start'
-        ? { start: { members: [{ certificate_file: `${dir}/member0_cert.pem` }] } }
-        : { join: { target_rpc_address: '127.0.0.1:443', retry_timeout: '100ms' } }),
-    },
-    node_certificate_file: `${dir}/node_cert.pem`,
-    rpc_interfaces: { primary: { bind_address: `127.0.0.${index + 1}:443` } },
-    node_to_node_interface: { bind_address: `127.0.0.${index + 1}:444` },
-    ledger: { directory: `${dir}/ledger`, chunk_size: '16KB', durability },
-    snapshots: { directory: `${dir}/snapshots`, tx_count: snapshotTxCount },
-    consensus: { election_timeout: '300ms', message_timeout: '50ms' },
-    ledger_signatures: { tx_count: 20, delay: '30ms' },
-    logging: { level: 'fail' },
-  };
-}
-
-export function simConfig(raw: Record<string, any>): NodeConfig {
-  return defaultNodeConfig(raw as never, '/sim');
 }
 
 export class NodeSim {
@@ -499,16 +465,14 @@ export class NodeSim {
   }
 
   /**
-   * Steps without faults until what the set-up wrote (the service, the joins) is committed on every
-   * node. Power cuts start only then: a cut before it may lose the joins themselves (nothing the
-   * service acknowledged), after which the joiners, sure they were trusted, can never come back — a
-   * network an operator builds again, not one the run can judge.
+   * Steps without faults until the set-up (the service, the joins) is committed on every node: a
+   * power cut before that may lose joins the joiners already counted on, and they never come back.
    */
   async establish(stepsMax = 500): Promise<void> {
     const target = this.hosts[0]!.node!.parts.replica.ledger.lastSeqno;
     for (let i = 0; i < stepsMax; i++) {
       await this.advanceSettled(false);
-      if (this.hosts.every((h) => (h.node?.parts.replica.commitSeqno ?? 0) >= target)) return;
+      if (this.committedEverywhere(target)) return;
     }
     throw new Violation('liveness', `the set-up (seqno ${target}) was not committed on every node within ${stepsMax} steps`);
   }
@@ -525,7 +489,7 @@ export class NodeSim {
         target = primary?.node?.executeWrite((tx) => tx.table(SimTables.records).put('final', this.step)).txId?.seqno;
       }
       await this.advanceSettled(false);
-      if (target !== undefined && this.hosts.every((h) => (h.node?.parts.replica.commitSeqno ?? 0) >= target!)) {
+      if (target !== undefined && this.committedEverywhere(target)) {
         // A few more steps so that every node has applied the same signature.
         for (let j = 0; j < 50; j++) await this.advanceSettled(false);
         this.compareFiles();
@@ -533,6 +497,10 @@ export class NodeSim {
       }
     }
     throw new Violation('liveness', `a write did not commit on every node within ${this.options.livenessStepsMax} steps of a healed network (target seqno ${target})`);
+  }
+
+  private committedEverywhere(seqno: number): boolean {
+    return this.hosts.every((h) => (h.node?.parts.replica.commitSeqno ?? 0) >= seqno);
   }
 
   /** Committed chunk files of the same name are byte-identical on every node; Merkle roots agree at the same version. */
