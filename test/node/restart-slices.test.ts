@@ -7,10 +7,9 @@ import assert from 'node:assert/strict';
 import type { Clock } from '../../src/base/clock.js';
 import { toHex } from '../../src/base/bytes.js';
 import { MemoryLogger } from '../../src/base/log.js';
-import { generateEcKeyPair, nodeIdFromPublicKey, sha256 } from '../../src/crypto/index.js';
+import { sha256 } from '../../src/crypto/index.js';
 import { LedgerEncryptor, Store, stringCodec } from '../../src/kv/index.js';
-import { encodeSnapshotFile, encodeSnapshotReceipt, Ledger } from '../../src/ledger/index.js';
-import { buildReceipt, createCommitEvidenceDeriver, formatCommitEvidence, HistoryTree, leafFromComponents, signMerkleRoot } from '../../src/merkle/index.js';
+import { Ledger } from '../../src/ledger/index.js';
 import { LedgerSecrets } from '../../src/node/identity/ledger-secrets.js';
 import { ServiceIdentity } from '../../src/node/identity/service-identity.js';
 import { replaySliceEntriesMax, snapshotDigestSliceBytes, snapshotFileReadSliceBytes } from '../../src/node/limits.js';
@@ -19,40 +18,8 @@ import { findStartupSnapshotInSlices, replayInSlices, startupSnapshotAtOnce, ver
 import { verifySnapshotFile } from '../../src/node/snapshots.js';
 import { MemoryDisk } from '../../src/testing/memory-disk.js';
 import { generateSigningIdentities, writeSignedLedger, type SigningIdentities } from '../../src/testing/signed-ledger.js';
-
-/** A clock whose deferred work the test runs one turn at a time; `tickMs` per look at the time. */
-class TurnClock implements Clock {
-  readonly queue: (() => void)[] = [];
-  #nowMs = 0;
-  constructor(readonly tickMs = 0) {}
-  nowMs(): number {
-    return this.#nowMs;
-  }
-  monotonicMs(): number {
-    this.#nowMs += this.tickMs;
-    return this.#nowMs;
-  }
-  setTimer(): { cancel(): void } {
-    throw new Error('a restart sets no timer');
-  }
-  defer(fn: () => void): void {
-    this.queue.push(fn);
-  }
-  /** Runs queued turns until `until` is true; the count of turns. */
-  async runUntil(until: () => boolean, turnsMax: number): Promise<number> {
-    let turns = 0;
-    while (!until()) {
-      assert.ok(turns < turnsMax, `still working after ${turns} turns`);
-      const next = this.queue.shift();
-      assert.ok(next !== undefined, 'nothing left to run');
-      next();
-      turns++;
-      // Let the promises of a finished step settle.
-      for (let i = 0; i < 5; i++) await Promise.resolve();
-    }
-    return turns;
-  }
-}
+import { TurnClock } from './turn-clock.js';
+import { committedSnapshotOf } from './committed-snapshot.js';
 
 /** Runs `work` on `clock` to its end; its outcome (or the error it failed with) and the turns it took. */
 async function settle<T>(clock: TurnClock, work: Promise<T>, turnsMax = 100_000): Promise<{ value?: T; error?: unknown; turns: number }> {
@@ -209,31 +176,7 @@ async function committedSnapshot(): Promise<Uint8Array> {
     next.map('public:records', stringCodec).put('last', `v${store.version}`);
     next.apply();
   }
-  const kv = store.serializeSnapshot(new LedgerEncryptor(new Uint8Array(32).fill(1)), 2);
-  const file = encodeSnapshotFile(kv, {
-    seqno: SEQNO,
-    view: 2,
-    view_history: [1, 1],
-    configurations: [{ seqno: 0, nodes: ['n'] }],
-    service_certificate: service.certificatePem,
-    tree: { size: SEQNO, compaction_point: 0, block_hashes: '', leaves: '' },
-  });
-  const derive = createCommitEvidenceDeriver(new Uint8Array(32).fill(2));
-  const tree = new HistoryTree();
-  for (let seqno = 1; seqno < EVIDENCE; seqno++) tree.append(sha256(`leaf ${seqno}`));
-  const evidence = { writeSetDigest: sha256('evidence'), commitEvidence: formatCommitEvidence(2, EVIDENCE, derive(2, EVIDENCE)), claimsDigest: sha256(file) };
-  tree.append(leafFromComponents(evidence.writeSetDigest, evidence.commitEvidence, evidence.claimsDigest));
-  const node = generateEcKeyPair('P-384');
-  const root = tree.root();
-  const receipt = buildReceipt({
-    leafComponents: evidence,
-    proof: tree.inclusionProof(EVIDENCE - 1),
-    signature: signMerkleRoot(node.privateKey, root),
-    nodeCertificatePem: await service.endorse(node.publicKeyPem, ['iPAddress:127.0.0.1'], 30),
-    nodeId: nodeIdFromPublicKey(node.publicKey),
-    signedRoot: root,
-  });
-  return new Uint8Array(Buffer.concat([file, encodeSnapshotReceipt(JSON.parse(JSON.stringify(receipt)))]));
+  return committedSnapshotOf(store, service);
 }
 
 before(async () => {

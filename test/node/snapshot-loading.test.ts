@@ -5,47 +5,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import type { Clock } from '../../src/base/clock.js';
 import { LedgerEncryptor, SnapshotLoader, Store, stringCodec } from '../../src/kv/index.js';
 import { snapshotDigestSliceBytes, snapshotSliceEntriesMax, snapshotSliceMs } from '../../src/node/limits.js';
 import { digestInSlices, loadSnapshotInSlices } from '../../src/node/snapshot-loading.js';
+import { TurnClock } from './turn-clock.js';
 
 const encryptor = new LedgerEncryptor(new Uint8Array(32).fill(5));
 const RECORDS = 3 * snapshotSliceEntriesMax + 100;
-
-/** A clock whose deferred work the test runs one turn at a time; `tickMs` per look at the time. */
-class TurnClock implements Clock {
-  readonly queue: (() => void)[] = [];
-  #nowMs = 0;
-  constructor(readonly tickMs: number) {}
-  nowMs(): number {
-    return this.#nowMs;
-  }
-  monotonicMs(): number {
-    this.#nowMs += this.tickMs;
-    return this.#nowMs;
-  }
-  setTimer(): { cancel(): void } {
-    throw new Error('the load sets no timer');
-  }
-  defer(fn: () => void): void {
-    this.queue.push(fn);
-  }
-  /** Runs queued turns until `until` is true; the count of turns. */
-  async runUntil(until: () => boolean, turnsMax: number): Promise<number> {
-    let turns = 0;
-    while (!until()) {
-      assert.ok(turns < turnsMax, `still loading after ${turns} turns`);
-      const next = this.queue.shift();
-      assert.ok(next !== undefined, 'nothing left to run');
-      next();
-      turns++;
-      // Let the promise of a finished load settle.
-      await Promise.resolve();
-    }
-    return turns;
-  }
-}
 
 function snapshotOf(records: number): Uint8Array {
   const store = new Store();

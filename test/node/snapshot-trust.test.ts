@@ -13,10 +13,8 @@ import { join } from 'node:path';
 import { MemoryLogger } from '../../src/base/log.js';
 import { isCovenantError } from '../../src/base/errors.js';
 import { defaultNodeConfig } from '../../src/config/index.js';
-import { generateEcKeyPair, nodeIdFromPublicKey, sha256 } from '../../src/crypto/index.js';
-import { LedgerEncryptor, Store, stringCodec } from '../../src/kv/index.js';
-import { encodeSnapshotFile, encodeSnapshotReceipt, parseSnapshotFile } from '../../src/ledger/index.js';
-import { buildReceipt, createCommitEvidenceDeriver, formatCommitEvidence, HistoryTree, leafFromComponents, signMerkleRoot } from '../../src/merkle/index.js';
+import { Store, stringCodec } from '../../src/kv/index.js';
+import { parseSnapshotFile } from '../../src/ledger/index.js';
 import { ServiceIdentity } from '../../src/node/identity/service-identity.js';
 import { endorseStartupSnapshot, ServedSnapshotVerdicts, snapshotEndorsedBy } from '../../src/node/snapshot-trust.js';
 import { SnapshotManager, verifySnapshotFile, type SnapshotHost } from '../../src/node/snapshots.js';
@@ -24,6 +22,7 @@ import { MemoryDisk } from '../../src/testing/memory-disk.js';
 import { ManualClock } from '../../src/testing/manual-clock.js';
 import { downloadRoutes, type DownloadDeps } from '../../src/http/frontends/downloads.js';
 import type { RequestContext, RouteResponse } from '../../src/http/route.js';
+import { committedSnapshotOf } from './committed-snapshot.js';
 
 const SEQNO = 20;
 const EVIDENCE = SEQNO + 1;
@@ -37,33 +36,7 @@ async function committedSnapshot(service: ServiceIdentity, salt = ''): Promise<U
     tx.map('public:records', stringCodec).put('k', `v${store.version}${salt}`);
     tx.apply();
   }
-  const kv = store.serializeSnapshot(new LedgerEncryptor(new Uint8Array(32).fill(1)), 2);
-  const file = encodeSnapshotFile(kv, {
-    seqno: SEQNO,
-    view: 2,
-    view_history: [1, 1],
-    configurations: [{ seqno: 0, nodes: ['n'] }],
-    service_certificate: service.certificatePem,
-    tree: { size: SEQNO, compaction_point: 0, block_hashes: '', leaves: '' },
-  });
-  // The evidence at EVIDENCE records the file's digest as its claims digest; a signature follows.
-  const derive = createCommitEvidenceDeriver(new Uint8Array(32).fill(2));
-  const tree = new HistoryTree();
-  for (let seqno = 1; seqno < EVIDENCE; seqno++) tree.append(sha256(`leaf ${seqno}`));
-  const evidence = { writeSetDigest: sha256('evidence'), commitEvidence: formatCommitEvidence(2, EVIDENCE, derive(2, EVIDENCE)), claimsDigest: sha256(file) };
-  tree.append(leafFromComponents(evidence.writeSetDigest, evidence.commitEvidence, evidence.claimsDigest));
-  const node = generateEcKeyPair('P-384');
-  const root = tree.root();
-  const receipt = buildReceipt({
-    leafComponents: evidence,
-    proof: tree.inclusionProof(EVIDENCE - 1),
-    signature: signMerkleRoot(node.privateKey, root),
-    nodeCertificatePem: await service.endorse(node.publicKeyPem, ['iPAddress:127.0.0.1'], 30),
-    nodeId: nodeIdFromPublicKey(node.publicKey),
-    signedRoot: root,
-  });
-  const section = encodeSnapshotReceipt(JSON.parse(JSON.stringify(receipt)));
-  return new Uint8Array(Buffer.concat([file, section]));
+  return committedSnapshotOf(store, service);
 }
 
 async function serviceIdentity(): Promise<ServiceIdentity> {
