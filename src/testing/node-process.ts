@@ -135,7 +135,9 @@ export function spawnNode(configPath: string, cwd: string, env?: Record<string, 
 
 export function waitForExit(child: ChildProcess): Promise<number | null> {
   // 'close' comes after the output streams end: callers read the whole output afterwards.
-  const streamsDone = (child.stdout?.readableEnded ?? true) && (child.stderr?.readableEnded ?? true);
+  // A stream destroyed (not ended) has closed too: no 'close' is to come.
+  const done = (stream: NodeJS.ReadableStream & { readableEnded?: boolean; destroyed?: boolean } | null) => stream === null || stream.readableEnded === true || stream.destroyed === true;
+  const streamsDone = done(child.stdout) && done(child.stderr);
   if ((child.exitCode !== null || child.signalCode !== null) && streamsDone) return Promise.resolve(child.exitCode);
   return new Promise((resolve) => child.once('close', (code) => resolve(code)));
 }
@@ -169,6 +171,9 @@ class NodeClient extends HttpsClient {
   }
 }
 
+/** How long stop() waits for a node to end after its signal before it kills it. */
+const STOP_WAIT_MS = 20_000;
+
 /** The handle of a running node process: its client, and stop (SIGTERM) or kill (SIGKILL). */
 export function startedNode(parts: {
   dir: string;
@@ -186,7 +191,17 @@ export function startedNode(parts: {
   const signal = async (name: NodeJS.Signals) => {
     client.close();
     if (child.exitCode === null && child.signalCode === null) child.kill(name);
-    return waitForExit(child);
+    // A node ends within 5 s of SIGTERM (its own bound): one that does not is killed, and says so,
+    // rather than holding its test until the runner's timeout.
+    const late = setTimeout(() => {
+      process.stderr.write(`node ${child.pid} still running ${STOP_WAIT_MS} ms after ${name}: SIGKILL\n${parts.spawned.output().slice(-3000)}\n`);
+      child.kill('SIGKILL');
+    }, STOP_WAIT_MS);
+    try {
+      return await waitForExit(child);
+    } finally {
+      clearTimeout(late);
+    }
   };
   return {
     dir: parts.dir,

@@ -146,7 +146,21 @@ test('covenant sandbox starts an open two-node network, describes it, and stops 
     const show = await runCli(['member', 'show', 'service', '--network', networkFile], tmpdir());
     assert.equal(show.code, 0, show.output);
     assert.equal(JSON.parse(show.output).status, 'Open');
-    // --args @file.json and --args-file: a PEM needs no hand-escaping.
+    // --args @file.json and --args-file: a PEM needs no hand-escaping. A proposal needs a primary:
+    // once the two nodes left have elected one (else a backup forwards to the dead one and answers
+    // ForwardingTimedOut after 10 s, not knowing whether it ran).
+    await until(
+      'a primary among the nodes left',
+      async () => {
+        for (const rpc of [address, added.rpc_address]) {
+          const consensus = await getJson(rpc, '/node/consensus', ca);
+          if ((consensus.body as { role?: string }).role === 'Primary') return true;
+        }
+        return undefined;
+      },
+      30_000,
+      100,
+    );
     const argsFile = join(dir, 'args.json');
     writeFileSync(argsFile, JSON.stringify({ cert: readFileSync(network.users[0]!.cert, 'utf8') }));
     for (const argsFlags of [['--args', `@${argsFile}`], ['--args-file', argsFile]]) {
