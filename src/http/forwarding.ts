@@ -9,7 +9,7 @@
 import type { Clock, TimerHandle } from '../base/clock.js';
 import { CovenantError, errorMessage } from '../base/errors.js';
 import type { Logger } from '../base/log.js';
-import { FrameKind, forwardedRequestTimeoutMs, forwardedRequestsPendingMax } from '../node/node.js';
+import { FrameKind, forwardedPrimaryCheckMs, forwardedRequestTimeoutMs, forwardedRequestsPendingMax } from '../node/node.js';
 import type { NodeFrames } from '../node/api.js';
 import { InvariantError } from '../base/assert.js';
 import { z } from 'zod';
@@ -77,6 +77,8 @@ const FORWARDED_HEADERS = ['content-type', 'authorization', 'if-none-match', 'ra
 export class PrimaryForwarder implements RequestForwarder {
   private nextId = 1;
   private readonly pending = new Map<number, { to: string; resolve: (r: RouteResponse) => void; reject: (e: unknown) => void; timer: TimerHandle }>();
+  /** Armed while requests wait: checks that the node they went to is still the primary. */
+  private primaryCheck: TimerHandle | undefined;
 
   constructor(
     private readonly node: NodeFrames,
@@ -125,11 +127,34 @@ export class PrimaryForwarder implements RequestForwarder {
         reject(new CovenantError('ForwardingTimedOut', `the primary did not answer within ${this.timeoutMs}ms`, 503));
       });
       this.pending.set(id, { to: primary, resolve, reject, timer });
+      this.armPrimaryCheck();
       if (!this.node.sendFrame(primary, FrameKind.ForwardedRequest, Buffer.from(JSON.stringify(request)))) {
         timer.cancel();
         this.pending.delete(id);
         reject(new CovenantError('ForwardingFailed', 'the request could not be sent to the primary', 503));
       }
+    });
+  }
+
+  /**
+   * A request that went to a node which is no longer the primary (another was elected: the one it
+   * went to may be gone) is answered at once rather than at the timeout. Like a timeout, it may or
+   * may not have been executed there; the message says so.
+   */
+  private armPrimaryCheck(): void {
+    if (this.primaryCheck !== undefined) return;
+    this.primaryCheck = this.clock.setTimer(forwardedPrimaryCheckMs, () => {
+      this.primaryCheck = undefined;
+      const primary = this.node.primaryId();
+      for (const [id, waiter] of this.pending) {
+        if (primary === undefined || primary === waiter.to) continue;
+        waiter.timer.cancel();
+        this.pending.delete(id);
+        waiter.reject(
+          new CovenantError('PrimaryChanged', `node ${waiter.to} stopped being the primary (now ${primary}) before it answered: the request may or may not have been executed`, 503),
+        );
+      }
+      if (this.pending.size > 0) this.armPrimaryCheck();
     });
   }
 
@@ -176,11 +201,18 @@ export class PrimaryForwarder implements RequestForwarder {
     }
     this.pending.delete(response.id);
     waiter.timer.cancel();
+    if (this.pending.size === 0) this.cancelPrimaryCheck();
     const body = response.kind === 'bytes' ? Buffer.from(String(response.body), 'base64') : response.body;
     waiter.resolve({ status: response.status, headers: response.headers, bodyKind: response.kind, body });
   }
 
+  private cancelPrimaryCheck(): void {
+    this.primaryCheck?.cancel();
+    this.primaryCheck = undefined;
+  }
+
   close(): void {
+    this.cancelPrimaryCheck();
     for (const [id, waiter] of this.pending) {
       waiter.timer.cancel();
       waiter.reject(new CovenantError('NodeStopping', 'the node is stopping', 503));

@@ -124,11 +124,17 @@ assert(joinRequestsPerAddressPerSecond >= 1, 'a Pending node polling once a seco
 export const commitWaitersMax = 10_000;
 /** How long such a write waits before it is answered 503 CommitWaitTimedOut (under the forwarding timeout). */
 export const commitWaitTimeoutMs = 8_000;
-/** How long a backup waits for the primary's answer to a request it forwarded (then 504 to its client). */
+/** How long a backup waits for the primary's answer to a request it forwarded (then 503 ForwardingTimedOut). */
 export const forwardedRequestTimeoutMs = 10_000;
+/**
+ * How often a backup with forwarded requests waiting checks that the node they went to is still
+ * the primary: once another is elected they are answered 503 PrimaryChanged, not at the timeout.
+ */
+export const forwardedPrimaryCheckMs = 250;
 // A committed write forwarded by a backup gets the primary's own answer (CommitWaitTimedOut
 // included), not the backup's timeout: the primary answers first, with room for the round trip.
 assert(commitWaitTimeoutMs + 1_000 <= forwardedRequestTimeoutMs, 'a commit wait ends before the forwarder gives up on it');
+assert(forwardedPrimaryCheckMs < forwardedRequestTimeoutMs / 10, 'a change of primary is noticed long before the timeout');
 // Member JavaScript holds the primary's event loop for its budget (heartbeats late by a third of
 // an election timeout at worst), plus a worker start at worst: under an election timeout, or the
 // backups would elect another primary meanwhile (src/gov/sandbox.ts).

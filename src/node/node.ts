@@ -56,6 +56,7 @@ export { subjectAltNamesOf } from './identity/node-identity.js';
 export { RejoinRequested } from './flows/recover-sealing.js';
 // The limits the HTTP layer applies to the waiting work it admits (limits.ts says why).
 export {
+  forwardedPrimaryCheckMs,
   forwardedRequestTimeoutMs,
   forwardedRequestsPendingMax,
   pipelinedRequestsPerSessionDefault,

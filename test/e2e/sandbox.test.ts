@@ -148,7 +148,7 @@ test('covenant sandbox starts an open two-node network, describes it, and stops 
     assert.equal(JSON.parse(show.output).status, 'Open');
     // --args @file.json and --args-file: a PEM needs no hand-escaping. A proposal needs a primary:
     // once the two nodes left have elected one (else a backup forwards to the dead one and answers
-    // ForwardingTimedOut after 10 s, not knowing whether it ran).
+    // PrimaryChanged or ForwardingTimedOut, not knowing whether it ran).
     await until(
       'a primary among the nodes left',
       async () => {

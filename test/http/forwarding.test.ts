@@ -12,20 +12,21 @@ import { Router } from '../../src/http/router.js';
 import { json, type RequestContext, type Route } from '../../src/http/route.js';
 import { RequestPipeline } from '../../src/http/pipeline.js';
 import { InvariantError, assert as invariant } from '../../src/base/assert.js';
-import { FrameKind, type CovenantNode } from '../../src/node/node.js';
+import { FrameKind, forwardedPrimaryCheckMs, type CovenantNode } from '../../src/node/node.js';
 import { systemClock } from '../../src/platform/clock.js';
 import { ManualClock } from '../../src/testing/manual-clock.js';
 
 type Handler = (from: string, payload: Uint8Array) => void;
 
 /** The part of a node the forwarder uses, recording frames sent and handlers registered. */
-function backupNode(primary: string): { node: CovenantNode; handlers: Map<number, Handler>; sent: { to: string; kind: number; payload: unknown }[] } {
+function backupNode(primary: string | (() => string | undefined)): { node: CovenantNode; handlers: Map<number, Handler>; sent: { to: string; kind: number; payload: unknown }[] } {
+  const primaryId = typeof primary === 'string' ? () => primary : primary;
   const handlers = new Map<number, Handler>();
   const sent: { to: string; kind: number; payload: unknown }[] = [];
   const node = {
     nodeId: 'backup',
     isPrimary: () => false,
-    primaryId: () => primary,
+    primaryId,
     onFrame: (kind: number, handler: Handler) => handlers.set(kind, handler),
     sendFrame: (to: string, kind: number, payload: Uint8Array) => {
       sent.push({ to, kind, payload: JSON.parse(Buffer.from(payload).toString('utf8')) });
@@ -135,11 +136,11 @@ test('an unanswered forward times out on the injected clock, without waiting in 
       () => 'answered',
       (e: { code?: string }) => e.code,
     );
-    assert.deepEqual(clock.pendingDelaysMs(), [10_000]);
+    assert.deepEqual(clock.pendingDelaysMs(), [10_000, forwardedPrimaryCheckMs]);
     clock.advance(9_999);
-    assert.deepEqual(clock.pendingDelaysMs(), [10_000], 'not yet due');
+    assert.deepEqual(clock.pendingDelaysMs(), [10_000, forwardedPrimaryCheckMs], 'not yet due; the primary is still checked');
     clock.advance(1);
-    assert.deepEqual(clock.pendingDelaysMs(), []);
+    assert.deepEqual(clock.pendingDelaysMs(), [], 'nothing waits: no check is armed');
     assert.equal(await outcome, 'ForwardingTimedOut');
     // An answer after the timeout finds no one waiting for it.
     const id = (sent[0]!.payload as { id: number }).id;
@@ -151,6 +152,32 @@ test('an unanswered forward times out on the injected clock, without waiting in 
     handlers.get(FrameKind.ForwardedResponse)!('primary-node', frame({ id: secondId, status: 200, headers: {}, kind: 'json', body: true }));
     assert.equal((await second).status, 200);
     assert.deepEqual(clock.pendingDelaysMs(), []);
+  } finally {
+    forwarder.close();
+  }
+});
+
+test('a forward to a primary that another node replaced is answered PrimaryChanged at the next check, not at the timeout', async () => {
+  let primary: string | undefined = 'old-primary';
+  const { node, handlers, sent } = backupNode(() => primary);
+  const clock = new ManualClock();
+  const forwarder = new PrimaryForwarder(node, pipelineOf(), nullLogger, clock, 10_000);
+  try {
+    const outcome = (p: Promise<unknown>) => p.then(() => 'answered', (e: { code?: string; message?: string }) => `${e.code}: ${e.message}`);
+    const first = outcome(forwarder.forward(context(), ''));
+    // An election under way (no primary known) is not a change: the old primary may still answer.
+    primary = undefined;
+    clock.advance(forwardedPrimaryCheckMs);
+    primary = 'new-primary';
+    const second = outcome(forwarder.forward(context(), ''));
+    assert.equal(sent[1]!.to, 'new-primary');
+    clock.advance(forwardedPrimaryCheckMs);
+    assert.match(await first, /^PrimaryChanged: node old-primary stopped being the primary \(now new-primary\).*may or may not have been executed/);
+    // The request sent to the new primary still waits, and its answer is taken.
+    const id = (sent[1]!.payload as { id: number }).id;
+    handlers.get(FrameKind.ForwardedResponse)!('new-primary', frame({ id, status: 200, headers: {}, kind: 'json', body: true }));
+    assert.equal(await second, 'answered');
+    assert.deepEqual(clock.pendingDelaysMs(), [], 'no timer is left once nothing waits');
   } finally {
     forwarder.close();
   }

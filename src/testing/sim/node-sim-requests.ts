@@ -95,6 +95,7 @@ const RETRYABLE_CODES = new Set([
   'NotPrimary',
   'ForwardingTimedOut',
   'ForwardingFailed',
+  'PrimaryChanged',
   'TooManyForwardedRequests',
   'TransactionRolledBack',
   'CommitWaitTimedOut',
