@@ -1,5 +1,6 @@
 /**
- * Where a store's memory goes, per record: `node --expose-gc dist/bench/store-memory.js [--records N]`.
+ * Where a store's memory goes, per record:
+ * `node --expose-gc dist/bench/store-memory.js [--records N] [--objects] [--overwrites M]`.
  *
  * Fills a store as the logging application does (one transaction per record into the private map
  * `records`, key String(id), value the JSON {"msg": <200 characters>} through jsonCodec, compacted
@@ -11,9 +12,19 @@
  *
  * Every figure is bytes per record, the growth of process.memoryUsage() over the empty process
  * after global.gc(), less the holding array (8 bytes per element) where one is used.
+ *
+ * With the filled store alive it also times (medians, milliseconds or microseconds): a full
+ * collection (global.gc()), the write path per transaction (one put, apply, and compaction every
+ * thousand versions as commits do) while filling and then `--overwrites M` (default 100,000)
+ * overwrites of random existing keys, and the snapshot: serializeSnapshot in one call, packing the
+ * state (snapshotPacker) and encoding the packed state. `--objects` adds heap objects per record
+ * (the node count of a V8 heap snapshot, before and after filling; slow at a million records).
  */
 import { Map as ImmutableMap } from 'immutable';
+import { getHeapSnapshot } from 'node:v8';
 import { jsonCodec, LedgerEncryptor, Store, utf8Value } from '../src/kv/index.js';
+import { encodePackedSnapshot } from '../src/kv/snapshot-slices.js';
+import { numberArg } from './args.js';
 
 interface Usage {
   readonly heap: number;
@@ -40,32 +51,105 @@ function perRecord(before: Usage, after: Usage, records: number, holderBytes = 0
   return { heap, external, total: heap + external, rss: Math.round((after.rss - before.rss) / records) };
 }
 
+/** Objects on the V8 heap: the node count in the header of a heap snapshot (taken after a full collection). */
+async function heapObjects(): Promise<number> {
+  gc();
+  const stream = getHeapSnapshot();
+  let head = '';
+  for await (const chunk of stream) {
+    head += String(chunk);
+    const found = /"node_count":(\d+)/.exec(head);
+    if (found !== null) {
+      stream.destroy();
+      return Number(found[1]);
+    }
+  }
+  throw new Error('no node_count in the heap snapshot');
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[sorted.length >> 1]!;
+}
+
+function timeMs(run: () => void): number {
+  const start = process.hrtime.bigint();
+  run();
+  return Number(process.hrtime.bigint() - start) / 1e6;
+}
+
 const MESSAGE = 'x'.repeat(200);
 const codec = jsonCodec<{ msg: string }>();
 
-function fillStore(records: number): Store {
+/** One put per transaction, compacted every thousand versions; returns the store and µs per write. */
+function fillStore(records: number): { store: Store; writeUs: number } {
   const store = new Store();
-  for (let id = 0; id < records; id++) {
-    const tx = store.beginTx();
-    tx.map('records', codec).put(String(id), { msg: MESSAGE });
-    tx.apply();
-    if (id % 1000 === 999) store.compact(store.version);
-  }
-  store.compact(store.version);
-  return store;
+  const ms = timeMs(() => {
+    for (let id = 0; id < records; id++) {
+      const tx = store.beginTx();
+      tx.map('records', codec).put(String(id), { msg: MESSAGE });
+      tx.apply();
+      if (id % 1000 === 999) store.compact(store.version);
+    }
+    store.compact(store.version);
+  });
+  return { store, writeUs: (ms * 1000) / records };
 }
 
-function main(): void {
-  const at = process.argv.indexOf('--records');
-  const records = at === -1 ? 200_000 : Number(process.argv[at + 1]);
+/** µs per transaction overwriting one random existing key (a fixed-seed sequence), compacted as fillStore does. */
+function overwrite(store: Store, records: number, count: number): number {
+  let seed = 12345;
+  const ms = timeMs(() => {
+    for (let i = 0; i < count; i++) {
+      seed = (seed * 1103515245 + 12345) >>> 0;
+      const tx = store.beginTx();
+      tx.map('records', codec).put(String(seed % records), { msg: MESSAGE });
+      tx.apply();
+      if (i % 1000 === 999) store.compact(store.version);
+    }
+    store.compact(store.version);
+  });
+  return (ms * 1000) / count;
+}
+
+/** Full-collection and snapshot timings with the filled store alive. */
+function timings(store: Store, out: Record<string, unknown>): void {
+  out['gc_full_ms'] = Math.round(median(Array.from({ length: 5 }, () => timeMs(gc) / 3)) * 10) / 10;
+  const encryptor = new LedgerEncryptor(new Uint8Array(32).fill(1));
+  out['snapshot_serialize_ms'] = Math.round(median(Array.from({ length: 3 }, () => timeMs(() => store.serializeSnapshot(encryptor, 1)))));
+  const packMs: number[] = [];
+  const encodeMs: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    const packer = store.snapshotPacker(1);
+    packMs.push(timeMs(() => {
+      while (!packer.step(10_000)) {
+        // one slice of 10,000 entries a call, as a node packs between turns
+      }
+    }));
+    encodeMs.push(timeMs(() => encodePackedSnapshot(packer.result(), encryptor)));
+  }
+  out['snapshot_pack_ms'] = Math.round(median(packMs));
+  out['snapshot_encode_packed_ms'] = Math.round(median(encodeMs));
+}
+
+async function main(): Promise<void> {
+  const records = numberArg('--records', 200_000);
+  const overwrites = numberArg('--overwrites', 100_000);
+  const objects = process.argv.includes('--objects');
   const valueBytes = codec.encode({ msg: MESSAGE }).byteLength;
   const holder = 8 * records;
   const out: Record<string, unknown> = { bench: 'store-memory', records, value_bytes: valueBytes, key_chars_max: String(records - 1).length };
 
+  const objectsBefore = objects ? await heapObjects() : 0;
   let base = usage();
-  let store: Store | undefined = fillStore(records);
+  const fill = fillStore(records);
+  let store: Store | undefined = fill.store;
   const filled = usage();
   out['store'] = perRecord(base, filled, records);
+  if (objects) out['store_heap_objects_per_record'] = Math.round(((await heapObjects()) - objectsBefore) / records * 100) / 100;
+  out['write_fill_us'] = Math.round(fill.writeUs * 100) / 100;
+  timings(store, out);
+  out['write_overwrite_us'] = Math.round(overwrite(store, records, overwrites) * 100) / 100;
   // The size S of its snapshot (a node writing one holds about 2 S more meanwhile: docs/kv.md).
   const snapshot = store.serializeSnapshot(new LedgerEncryptor(new Uint8Array(32).fill(1)), 1);
   out['snapshot_bytes_per_record'] = Math.round(snapshot.byteLength / records);
@@ -115,4 +199,4 @@ function main(): void {
   console.log(JSON.stringify(out));
 }
 
-main();
+await main();
