@@ -8,7 +8,7 @@
  * RSS per record after a full collection; then, each built alone and measured the same way, what
  * its parts cost: the values' bytes (carved out of shared slabs), the Uint8Array object per value,
  * the key strings, the persistent map's structure; the size of the store's snapshot; and, for
- * comparison, the same records with values held as strings.
+ * comparison, the same records with values _held as strings.
  *
  * Every figure is bytes per record, the growth of process.memoryUsage() over the empty process
  * after global.gc(), less the holding array (8 bytes per element) where one is used.
@@ -20,9 +20,11 @@
  * state (snapshotPacker) and encoding the packed state. `--objects` adds heap objects per record
  * (the node count of a V8 heap snapshot, before and after filling; slow at a million records).
  */
-import { Map as ImmutableMap } from 'immutable';
 import { getHeapSnapshot } from 'node:v8';
+import btree from 'sorted-btree';
 import { jsonCodec, LedgerEncryptor, Store, utf8Value } from '../src/kv/index.js';
+import { compareUtf8 } from '../src/kv/key-order.js';
+import { EMPTY_MAP, MAP_NODE_ENTRIES_MAX } from '../src/kv/map-state.js';
 import { encodePackedSnapshot } from '../src/kv/snapshot-slices.js';
 import { numberArg } from './args.js';
 
@@ -76,6 +78,18 @@ function timeMs(run: () => void): number {
   const start = process.hrtime.bigint();
   run();
   return Number(process.hrtime.bigint() - start) / 1e6;
+}
+
+/** What a measurement holds while it is measured (a module variable: an optimised function would drop a dead local early). */
+let _held: unknown;
+
+/** Bytes per record that `build`'s result takes while _held. */
+function measure(records: number, holderBytes: number, build: () => unknown): ReturnType<typeof perRecord> {
+  const before = usage();
+  _held = build();
+  const result = perRecord(before, usage(), records, holderBytes);
+  _held = undefined;
+  return result;
 }
 
 const MESSAGE = 'x'.repeat(200);
@@ -141,60 +155,52 @@ async function main(): Promise<void> {
   const out: Record<string, unknown> = { bench: 'store-memory', records, value_bytes: valueBytes, key_chars_max: String(records - 1).length };
 
   const objectsBefore = objects ? await heapObjects() : 0;
-  let base = usage();
-  const fill = fillStore(records);
+  const base = usage();
+  let fill: { store: Store; writeUs: number } | undefined = fillStore(records);
   let store: Store | undefined = fill.store;
+  const writeUs = fill.writeUs;
+  // Only `store` holds it from here on, so that dropping it frees it.
+  fill = undefined;
+  void fill;
   const filled = usage();
   out['store'] = perRecord(base, filled, records);
   if (objects) out['store_heap_objects_per_record'] = Math.round(((await heapObjects()) - objectsBefore) / records * 100) / 100;
-  out['write_fill_us'] = Math.round(fill.writeUs * 100) / 100;
+  out['write_fill_us'] = Math.round(writeUs * 100) / 100;
   timings(store, out);
   out['write_overwrite_us'] = Math.round(overwrite(store, records, overwrites) * 100) / 100;
   // The size S of its snapshot (a node writing one holds about 2 S more meanwhile: docs/kv.md).
-  const snapshot = store.serializeSnapshot(new LedgerEncryptor(new Uint8Array(32).fill(1)), 1);
+  let snapshot: Uint8Array | undefined = store.serializeSnapshot(new LedgerEncryptor(new Uint8Array(32).fill(1)), 1);
   out['snapshot_bytes_per_record'] = Math.round(snapshot.byteLength / records);
   store = undefined;
   void store;
 
-  base = usage();
-  let values: Uint8Array[] | undefined = Array.from({ length: records }, () => utf8Value(JSON.stringify({ msg: MESSAGE })));
-  out['values_in_slabs'] = perRecord(base, usage(), records, holder);
-  values = undefined;
-  void values;
+  // The same state loaded from its snapshot (as a node that starts or joins from one).
+  const bytes = snapshot;
+  snapshot = undefined;
+  void snapshot;
+  out['store_from_snapshot'] = measure(records, 0, () => Store.fromSnapshot(bytes, new LedgerEncryptor(new Uint8Array(32).fill(1))));
 
-  base = usage();
-  let keys: string[] | undefined = Array.from({ length: records }, (_, i) => String(i));
-  out['keys'] = perRecord(base, usage(), records, holder);
-  keys = undefined;
-  void keys;
-
+  out['values_in_slabs'] = measure(records, holder, () => Array.from({ length: records }, () => utf8Value(JSON.stringify({ msg: MESSAGE }))));
+  out['keys'] = measure(records, holder, () => Array.from({ length: records }, (_, i) => String(i)));
   // The map's structure alone: every key maps to one shared value.
-  base = usage();
-  const shared = new Uint8Array(valueBytes);
-  let structure: ImmutableMap<string, Uint8Array> | undefined = ImmutableMap<string, Uint8Array>().withMutations((m) => {
-    for (let i = 0; i < records; i++) m.set(String(i), shared);
+  out['map_structure_and_keys'] = measure(records, 0, () => {
+    const shared = new Uint8Array(valueBytes);
+    const builder = EMPTY_MAP.edit();
+    for (let i = 0; i < records; i++) builder.set(String(i), shared);
+    return builder.finish();
   });
-  out['map_structure_and_keys'] = perRecord(base, usage(), records);
-  structure = undefined;
-  void structure;
-
   // One object per value without its bytes: an empty view of one shared buffer.
-  base = usage();
-  const buffer = new ArrayBuffer(valueBytes);
-  let views: Uint8Array[] | undefined = Array.from({ length: records }, () => new Uint8Array(buffer, 0, valueBytes));
-  out['view_objects'] = perRecord(base, usage(), records, holder);
-  views = undefined;
-  void views;
-
-  // The alternative: values as one-byte strings (no view object, no external bytes).
-  base = usage();
-  let strings: ImmutableMap<string, string> | undefined = ImmutableMap<string, string>().withMutations((m) => {
-    // Flat one-byte strings (JSON.stringify's own result can be a tree of pieces).
-    for (let i = 0; i < records; i++) m.set(String(i), Buffer.from(JSON.stringify({ msg: `${MESSAGE.slice(1)}${i % 10}` })).toString('latin1'));
+  out['view_objects'] = measure(records, holder, () => {
+    const buffer = new ArrayBuffer(valueBytes);
+    return Array.from({ length: records }, () => new Uint8Array(buffer, 0, valueBytes));
   });
-  out['map_of_string_values'] = perRecord(base, usage(), records);
-  strings = undefined;
-  void strings;
+  // The alternative: values as one-byte strings (no view object, no external bytes), in the same tree.
+  out['map_of_string_values'] = measure(records, 0, () => {
+    const strings = new btree.default<string, string>(undefined, compareUtf8, MAP_NODE_ENTRIES_MAX);
+    // Flat one-byte strings (JSON.stringify's own result can be a tree of pieces).
+    for (let i = 0; i < records; i++) strings.set(String(i), Buffer.from(JSON.stringify({ msg: `${MESSAGE.slice(1)}${i % 10}` })).toString('latin1'));
+    return strings;
+  });
 
   console.log(JSON.stringify(out));
 }
