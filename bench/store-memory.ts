@@ -8,7 +8,7 @@
  * RSS per record after a full collection; then, each built alone and measured the same way, what
  * its parts cost: the values' bytes (carved out of shared slabs), the Uint8Array object per value,
  * the key strings, the persistent map's structure; the size of the store's snapshot; and, for
- * comparison, the same records with values _held as strings.
+ * comparison, the same records with values held as strings.
  *
  * Every figure is bytes per record, the growth of process.memoryUsage() over the empty process
  * after global.gc(), less the holding array (8 bytes per element) where one is used.
@@ -83,7 +83,7 @@ function timeMs(run: () => void): number {
 /** What a measurement holds while it is measured (a module variable: an optimised function would drop a dead local early). */
 let _held: unknown;
 
-/** Bytes per record that `build`'s result takes while _held. */
+/** Bytes per record that `build`'s result takes while held. */
 function measure(records: number, holderBytes: number, build: () => unknown): ReturnType<typeof perRecord> {
   const before = usage();
   _held = build();
