@@ -1,6 +1,6 @@
 /**
  * Where a store's memory goes, per record:
- * `node --expose-gc dist/bench/store-memory.js [--records N] [--objects] [--overwrites M]`.
+ * `node --expose-gc dist/bench/store-memory.js [--records N] [--objects] [--overwrites M] [--overwrite-rounds R]`.
  *
  * Fills a store as the logging application does (one transaction per record into the private map
  * `records`, key String(id), value the JSON {"msg": <200 characters>} through jsonCodec, compacted
@@ -15,8 +15,9 @@
  *
  * With the filled store alive it also times (medians, milliseconds or microseconds): a full
  * collection (global.gc()), the write path per transaction (one put, apply, and compaction every
- * thousand versions as commits do) while filling and then `--overwrites M` (default 100,000)
- * overwrites of random existing keys, and the snapshot: serializeSnapshot in one call, packing the
+ * thousand versions as commits do) while filling and then, in each of `--overwrite-rounds R`
+ * rounds (default 3; a list, since a round may hold a major collection), `--overwrites M` (default
+ * 100,000) overwrites of random existing keys, and the snapshot: serializeSnapshot in one call, packing the
  * state (snapshotPacker) and encoding the packed state. `--objects` adds heap objects per record
  * (the node count of a V8 heap snapshot, before and after filling; slow at a million records).
  */
@@ -111,8 +112,9 @@ function fillStore(records: number): { store: Store; writeUs: number } {
 }
 
 /** µs per transaction overwriting one random existing key (a fixed-seed sequence), compacted as fillStore does. */
+let seed = 12345;
+
 function overwrite(store: Store, records: number, count: number): number {
-  let seed = 12345;
   const ms = timeMs(() => {
     for (let i = 0; i < count; i++) {
       seed = (seed * 1103515245 + 12345) >>> 0;
@@ -124,6 +126,10 @@ function overwrite(store: Store, records: number, count: number): number {
     store.compact(store.version);
   });
   return (ms * 1000) / count;
+}
+
+function overwriteRounds(store: Store, records: number, count: number, rounds: number): number[] {
+  return Array.from({ length: rounds }, () => Math.round(overwrite(store, records, count) * 100) / 100);
 }
 
 /** Full-collection and snapshot timings with the filled store alive. */
@@ -167,7 +173,7 @@ async function main(): Promise<void> {
   if (objects) out['store_heap_objects_per_record'] = Math.round(((await heapObjects()) - objectsBefore) / records * 100) / 100;
   out['write_fill_us'] = Math.round(writeUs * 100) / 100;
   timings(store, out);
-  out['write_overwrite_us'] = Math.round(overwrite(store, records, overwrites) * 100) / 100;
+  out['write_overwrite_us'] = overwriteRounds(store, records, overwrites, numberArg('--overwrite-rounds', 3));
   // The size S of its snapshot (a node writing one holds about 2 S more meanwhile: docs/kv.md).
   let snapshot: Uint8Array | undefined = store.serializeSnapshot(new LedgerEncryptor(new Uint8Array(32).fill(1)), 1);
   out['snapshot_bytes_per_record'] = Math.round(snapshot.byteLength / records);
