@@ -60,11 +60,6 @@ export class MapState {
     return this.#tree.entries();
   }
 
-  /** Keys in ascending UTF-8 order. */
-  keys(): IterableIterator<string> {
-    return this.#tree.keys();
-  }
-
   /** All entries in ascending UTF-8 order of keys, as an array. */
   entriesArray(): [string, Uint8Array][] {
     return this.#tree.toArray();

@@ -30,7 +30,6 @@ function assertEqual(map: MapState, reference: ReadonlyMap<string, Uint8Array>):
   const want = expected(reference);
   assert.deepEqual(contents(map), want);
   assert.deepEqual(map.entriesArray().map(([k, v]) => [k, [...v]]), want);
-  assert.deepEqual([...map.keys()], want.map(([k]) => k));
   assert.equal(map.size, reference.size);
   for (const [key, bytes] of reference) {
     assert.equal(map.get(key), bytes);
@@ -120,7 +119,7 @@ test('a finished builder cannot be used again', () => {
   assert.throws(() => builder.set('b', value(2)), InvariantError);
   assert.throws(() => builder.remove('a'), InvariantError);
   assert.throws(() => builder.finish(), InvariantError);
-  assert.deepEqual([...map.keys()], ['a']);
+  assert.deepEqual(contents(map), [['a', [1, 0]]]);
 });
 
 const MAPS = ['m', 'public:p', 'z'];
