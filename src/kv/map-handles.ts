@@ -5,7 +5,7 @@
 import { invalidKey } from './errors.js';
 import type { Codec, KeyCodec } from './codecs.js';
 import { compareUtf8, isWellFormedKey } from './key-order.js';
-import type { MapState } from './state.js';
+import type { MapState } from './map-state.js';
 import type { Write } from './write-set.js';
 
 // Kv-private access between a transaction and its map handles.
@@ -72,13 +72,21 @@ export class MapReaderImpl<K, V> implements MapReader<K, V> {
   }
 
   forEach(callback: (value: V, key: K) => boolean | void): void {
-    const writes = this.writes();
-    const keys = writes === undefined || writes.size === 0 ? sortedKeys(this.base.keys()) : sortedKeys(new Set([...this.base.keys(), ...writes.keys()]));
-    for (const key of keys) {
-      const bytes = this.raw(key);
-      if (bytes === undefined) continue;
-      if (callback(this.valueCodec.decode(bytes), this.keyCodec.fromKey(key)) === false) return;
+    // The base is in key order; the keys the transaction wrote so far are sorted and merged in.
+    // Each value is looked up when visited, so writes made by the callback are seen as before.
+    const written = sortedKeys(this.writes()?.keys() ?? []);
+    let w = 0;
+    const visit = (key: string, baseValue: Uint8Array | undefined): boolean => {
+      const write = this.writes()?.get(key);
+      const bytes = write === undefined ? baseValue : write;
+      return bytes === undefined || bytes === null || callback(this.valueCodec.decode(bytes), this.keyCodec.fromKey(key)) !== false;
+    };
+    for (const [key, value] of this.base.entries()) {
+      for (; w < written.length && compareUtf8(written[w]!, key) < 0; w++) if (!visit(written[w]!, undefined)) return;
+      if (w < written.length && written[w] === key) w++;
+      if (!visit(key, value)) return;
     }
+    for (; w < written.length; w++) if (!visit(written[w]!, undefined)) return;
   }
 
   get size(): number {

@@ -15,11 +15,11 @@
  * holds the same keys and values as the one-turn load (tested: equal contents, equal snapshots).
  */
 import { createHash, type Hash } from 'node:crypto';
-import { Map as ImmutableMap } from 'immutable';
 import { assert, bytesEqual, type Seqno, type View } from '../base/index.js';
 import { malformedSnapshot, malformedWriteSet } from './errors.js';
 import { isPublicMapName } from './key-order.js';
 import { asSnapshotError, readSnapshotHeader, snapshotBody, snapshotSections, type SnapshotHeader, type SnapshotSections } from './snapshot.js';
+import { EMPTY_MAP, type MapBuilder } from './map-state.js';
 import { EMPTY_STATE, type KvState } from './state.js';
 import { RESTORE_STATE, Store, type StoreOptions } from './store.js';
 import { copyValue } from './value-bytes.js';
@@ -35,7 +35,7 @@ class SectionDecoder {
   #mapsLeft = -1;
   #previousName: [number, number] | undefined;
   #name = '';
-  #map: ImmutableMap<string, Uint8Array> | undefined;
+  #map: MapBuilder | undefined;
   #writesLeft = 0;
   #previousKey: [number, number] | undefined;
 
@@ -61,7 +61,7 @@ class SectionDecoder {
       this.#entry(this.#map!);
       budget--;
       if (--this.#writesLeft === 0) {
-        state = state.set(this.#name, this.#map!.asImmutable());
+        state = state.set(this.#name, this.#map!.finish());
         this.#map = undefined;
         this.#mapsLeft--;
       }
@@ -93,10 +93,10 @@ class SectionDecoder {
     this.#name = name;
     this.#writesLeft = writeCount;
     this.#previousKey = undefined;
-    this.#map = ImmutableMap<string, Uint8Array>().asMutable();
+    this.#map = EMPTY_MAP.edit();
   }
 
-  #entry(map: ImmutableMap<string, Uint8Array>): void {
+  #entry(map: MapBuilder): void {
     const r = this.#r;
     const [key, keyStart, keyEnd] = r.utf8('key');
     const keySpan: [number, number] = [keyStart, keyEnd];

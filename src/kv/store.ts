@@ -1,6 +1,6 @@
 /**
- * The versioned key-value store. The state is a persistent map (map name → key → value bytes)
- * from `immutable`, so every version is a value that shares structure with its neighbours:
+ * The versioned key-value store. The state is persistent (map name → key → value bytes: state.ts,
+ * each map a B+ tree in map-state.ts), so every version is a value that shares structure with its neighbours:
  * reading at the committed version costs nothing, a snapshot reads a stable state, and rollback
  * after a view change is a pointer swap (docs/architecture.md, decision 5) plus, at most, a short replay.
  *
@@ -26,7 +26,7 @@ import type { LedgerEncryptor } from './encryption.js';
 import { checkMapName, MapReaderImpl, sortedKeys, TX_WRITE, TX_WRITES, TxMapImpl, type MapReader, type TxMap } from './map-handles.js';
 import type { TableDef } from './table.js';
 import { SnapshotPacker } from './snapshot-slices.js';
-import { applyToState, EMPTY_MAP, EMPTY_STATE, flatten, foldFlats, sortedEntriesOf, sortedMap, type FlatWrites, type KvState } from './state.js';
+import { applyToState, EMPTY_MAP, EMPTY_STATE, flatten, foldFlats, sortedMap, type FlatWrites, type KvState } from './state.js';
 
 export type { MapReader, TxMap } from './map-handles.js';
 
@@ -422,8 +422,8 @@ export class Store {
     const publicMaps: [string, [string, Uint8Array][]][] = [];
     const privateMaps: [string, [string, Uint8Array][]][] = [];
     for (const name of sortedKeys(state.keys())) {
-      const map = state.get(name)!;
-      const entries = sortedEntriesOf(map);
+      // In key order already: a map is a tree sorted by compareUtf8.
+      const entries = state.get(name)!.entriesArray();
       (isPublicMapName(name) ? publicMaps : privateMaps).push([name, entries]);
     }
     return encodeSnapshot({ version, view, publicMaps, privateMaps }, encryptor);
