@@ -16,7 +16,6 @@
  */
 import { assert, type Seqno, type View } from '../base/index.js';
 import { sortedKeys } from './map-handles.js';
-import type { LedgerEncryptor } from './encryption.js';
 import type { KvState } from './state.js';
 
 /** Size of one chunk of packed entries (an entry larger than this gets a chunk of its own size). */
