@@ -85,6 +85,11 @@ export interface StartupSnapshot {
   readonly serviceEndorsements: readonly string[];
   /** Where the node found it (set by findStartupSnapshot and adoptFetchedSnapshot). */
   readonly path?: string;
+  /**
+   * Set once the node started from it and dropped its store's bytes (parts.kv is then empty):
+   * reads them again from `path` (startup-snapshot-store.ts, storeBytesOf).
+   */
+  readonly rereadStore?: () => Promise<Uint8Array | undefined>;
 }
 
 interface Pending {

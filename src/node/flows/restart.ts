@@ -13,7 +13,7 @@ import type { JoinClient } from '../join.js';
 import { FLOW_TRIGGERS } from '../lifecycle.js';
 import { replaySliceEntriesMax } from '../limits.js';
 import { findStartupSnapshotInSlices, replayInSlices, startupSnapshotAtOnce, type StartupSnapshotSearchOptions } from '../restart-slices.js';
-import { startupSnapshotSearchOf } from './startup-snapshot.js';
+import { dropStartupSnapshotStores, startupSnapshotSearchOf } from './startup-snapshot.js';
 import type { StartupSnapshot } from '../snapshots.js';
 import type { FlowContext } from './context.js';
 import { joinerHost, joinRequestOf } from './join.js';
@@ -72,6 +72,7 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
     if (ctx.stopped()) return;
   }
   ctx.createConsensus({ lastSeqno: last, view: Math.max(state.view, replica.ledger.lastView), votedFor: ctx.driver.hardVotedFor, commitSeqno: replica.commitSeqno });
+  dropStartupSnapshotStores(ctx);
   ctx.transition('restart', FLOW_TRIGGERS.restart);
   ctx.startBackgroundWork();
   ctx.pump();

@@ -17,6 +17,7 @@ import { recoveryReadBatchBytesMax, recoveryReadBatchEntriesMax } from '../limit
 import type { Replica } from '../replica.js';
 import { loadSnapshotInSlices } from '../snapshot-loading.js';
 import type { StartupSnapshot } from '../snapshots.js';
+import { storeBytesOf } from '../startup-snapshot-store.js';
 import { ledgerEntries, ReadProgress, type ReadEntry } from './public-ledger.js';
 
 export interface PrivateDomainHost {
@@ -39,19 +40,22 @@ export class PrivateDomainReader {
    * and installs their private maps in the store; false if the node stopped reading meanwhile.
    */
   async read(lastSeqno: number, snapshot: StartupSnapshot | undefined): Promise<boolean> {
-    const replayed = await this.replayPrivate(lastSeqno, snapshot);
+    // The node dropped its startup snapshot's store once it started: its file is read again here.
+    const storeBytes = snapshot === undefined ? undefined : await storeBytesOf(snapshot);
+    if (snapshot !== undefined && storeBytes === undefined) return false;
+    const replayed = await this.replayPrivate(lastSeqno, snapshot === undefined ? undefined : { seqno: snapshot.seqno, storeBytes: storeBytes! });
     return this.catchUpAndInstall(replayed);
   }
 
   /** The previous service's entries, public and private domains, into a store of their own. */
-  private async replayPrivate(lastSeqno: number, snapshot: StartupSnapshot | undefined): Promise<Store> {
+  private async replayPrivate(lastSeqno: number, snapshot: { seqno: number; storeBytes: Uint8Array } | undefined): Promise<Store> {
     const { logger, clock } = this.host;
     const from = snapshot !== undefined ? snapshot.seqno : 0;
     // Nothing reads this store's older versions: each batch is folded into its state at once and
     // compacted, so that no write set outlives its batch (few survive a young collection).
     const options = { checkpointInterval: recoveryReadBatchEntriesMax };
     // Loaded over many turns (snapshot-loading.ts): the node keeps serving its part of the recovered service meanwhile.
-    const loader = snapshot !== undefined ? new SnapshotLoader(snapshot.parts.kv, this.host.secrets.framingFor(snapshot.seqno).encryptor, options) : undefined;
+    const loader = snapshot !== undefined ? new SnapshotLoader(snapshot.storeBytes, this.host.secrets.framingFor(snapshot.seqno).encryptor, options) : undefined;
     const store = loader !== undefined ? await loadSnapshotInSlices(clock, loader) : new Store(options);
     assert(store !== undefined, 'a load that is never stopped gives a store');
     logger.info(`reading the private domain of the ledger: entries ${from + 1}..${lastSeqno}`);
