@@ -31,12 +31,13 @@ export interface StoreRereader {
  */
 export function withoutStoreBytes(snapshot: StartupSnapshot, reader: StoreRereader): StartupSnapshot {
   if (snapshot.rereadStore !== undefined || snapshot.path === undefined) return snapshot;
-  const path = snapshot.path;
+  // The closure below must not refer to `snapshot`, which would keep its store's bytes alive.
+  const { name, path } = snapshot;
   const { digest, evidenceCoveredBytes } = snapshot.parts;
   const rereadStore = async (): Promise<Uint8Array | undefined> => {
     const bytes = await readFileInSlices(reader.clock, reader.disk, path, reader.stopped);
     if (bytes === undefined) return undefined;
-    const changed = () => new CovenantError('InvalidSnapshot', `snapshot ${snapshot.name}: ${path} changed since the node started from it`, 400);
+    const changed = () => new CovenantError('InvalidSnapshot', `snapshot ${name}: ${path} changed since the node started from it`, 400);
     if (snapshotEvidenceCoveredBytes(bytes) !== evidenceCoveredBytes) throw changed();
     const read = await digestInSlices(reader.clock, bytes.subarray(0, evidenceCoveredBytes));
     if (!bytesEqual(read, digest)) throw changed();

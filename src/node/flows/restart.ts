@@ -37,40 +37,14 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
   ctx.persistState();
   onEndorsed();
   const last = replica.ledger.lastSeqno;
-  let from = 0;
   const startupSeqno = state.startup_seqno ?? 0;
-  if (startupSeqno > 0) {
-    // The ledger of a node that joined from a snapshot starts after it: start from a snapshot again.
-    // Read, hashed and loaded over many turns (restart-slices.ts): the node answers meanwhile.
-    const search = startupSnapshotSearchOf(ctx);
-    const atOnce = startupSnapshotAtOnce(search, ctx.service.certificatePem);
-    const snapshot = atOnce !== undefined ? atOnce.snapshot : await findStartupSnapshotInSlices(search, ctx.service.certificatePem);
-    if (ctx.stopped()) return;
-    if (!snapshot || snapshot.seqno < startupSeqno || snapshot.seqno > last) {
-      throw nodeError(
-        'StartupSnapshotMissing',
-        `this node started from the snapshot at seqno ${startupSeqno}: a valid committed snapshot between it and the ledger's last seqno ${last} must be in snapshots.directory`,
-      );
-    }
-    ctx.logger.info(`starting from snapshot ${snapshot.path}`);
-    ctx.startupSnapshot = snapshot;
-    replica.startFrom(startupSeqno);
-    const store = replica.snapshotStoreAtOnce(snapshot) ?? (await replica.snapshotStoreInSlices(snapshot, () => ctx.stopped()));
-    if (store === undefined) return;
-    replica.installSnapshot(snapshot, store, false);
-    // A node restarted during a recovery reads the private domain from the snapshot on.
-    ctx.recovery.startupSnapshot = snapshot;
-    from = snapshot.seqno;
-  }
+  const from = startupSeqno > 0 ? await startFromLocalSnapshot(ctx, startupSeqno, last) : 0;
+  if (from === undefined) return;
   // A ledger of at most one slice's entries (a young service's, the simulator's) is replayed in this
   // turn, a larger one over many: a start-up flow continues without yielding when it can.
   if (last - from <= replaySliceEntriesMax) replica.replay(from);
   else if (!(await replayInSlices(ctx.init.clock, replica, from, () => ctx.stopped()))) return;
-  if (ctx.startupSnapshot !== undefined) {
-    const start = logStartAtOnce(ctx, ctx.startupSnapshot);
-    ctx.startupSnapshot = start !== undefined ? start.snapshot : await logStartOf(ctx, ctx.startupSnapshot);
-    if (ctx.stopped()) return;
-  }
+  if (ctx.startupSnapshot !== undefined && !(await settleLogStart(ctx, ctx.startupSnapshot))) return;
   ctx.createConsensus({ lastSeqno: last, view: Math.max(state.view, replica.ledger.lastView), votedFor: ctx.driver.hardVotedFor, commitSeqno: replica.commitSeqno });
   dropStartupSnapshotStores(ctx);
   ctx.transition('restart', FLOW_TRIGGERS.restart);
@@ -86,6 +60,42 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
   // The answer names the trusted nodes as they are now (peers that joined while this node was down).
   if (announced.response.network_info) ctx.peers.setBootstrap(announced.response.network_info.peers);
   ctx.logger.info(`node ${ctx.identity.nodeId} announced its addresses to the network again`);
+}
+
+/**
+ * The ledger of a node that joined from a snapshot starts after it: it starts from a snapshot again,
+ * read, hashed and loaded over many turns (restart-slices.ts: the node answers meanwhile). The seqno
+ * to replay the ledger from; undefined when the node stopped meanwhile. A function of its own so
+ * that the flow, which goes on awaiting, keeps no reference to the snapshot's bytes.
+ */
+async function startFromLocalSnapshot(ctx: FlowContext, startupSeqno: number, last: number): Promise<number | undefined> {
+  const { replica } = ctx;
+  const search = startupSnapshotSearchOf(ctx);
+  const atOnce = startupSnapshotAtOnce(search, ctx.service.certificatePem);
+  const snapshot = atOnce !== undefined ? atOnce.snapshot : await findStartupSnapshotInSlices(search, ctx.service.certificatePem);
+  if (ctx.stopped()) return undefined;
+  if (!snapshot || snapshot.seqno < startupSeqno || snapshot.seqno > last) {
+    throw nodeError(
+      'StartupSnapshotMissing',
+      `this node started from the snapshot at seqno ${startupSeqno}: a valid committed snapshot between it and the ledger's last seqno ${last} must be in snapshots.directory`,
+    );
+  }
+  ctx.logger.info(`starting from snapshot ${snapshot.path}`);
+  ctx.startupSnapshot = snapshot;
+  replica.startFrom(startupSeqno);
+  const store = replica.snapshotStoreAtOnce(snapshot) ?? (await replica.snapshotStoreInSlices(snapshot, () => ctx.stopped()));
+  if (store === undefined) return undefined;
+  replica.installSnapshot(snapshot, store, false);
+  // A node restarted during a recovery reads the private domain from the snapshot on.
+  ctx.recovery.startupSnapshot = snapshot;
+  return snapshot.seqno;
+}
+
+/** ctx.startupSnapshot becomes the snapshot the consensus log starts from (logStartOf); false when the node stopped meanwhile. */
+async function settleLogStart(ctx: FlowContext, newest: StartupSnapshot): Promise<boolean> {
+  const start = logStartAtOnce(ctx, newest);
+  ctx.startupSnapshot = start !== undefined ? start.snapshot : await logStartOf(ctx, newest);
+  return !ctx.stopped();
 }
 
 /**
