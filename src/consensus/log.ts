@@ -10,7 +10,7 @@
  * and uncommitted signatures only.
  */
 import { assert, type NodeId, type Seqno, type View } from '../base/index.js';
-import type { Configuration, Entry, EntryStorage } from './types.js';
+import type { Configuration, Entry, EntryStorage, EntryStretch } from './types.js';
 
 export interface LogStart {
   /** The log starts after this seqno (a snapshot's, always a signature; 0 at genesis). */
@@ -84,8 +84,11 @@ export class RaftLog {
     this.lastEntryView = start.view;
     this.stableSeqno = start.seqno;
     this.handedOutSeqno = start.seqno;
-    if (persistedLastSeqno > start.seqno && storage.entriesBetween !== undefined) {
-      for (const entry of storage.entriesBetween(start.seqno + 1, persistedLastSeqno)) {
+    // A summarised stretch first (a restart's replay: the cost of signatures, not of entries).
+    const stretch = persistedLastSeqno > start.seqno ? storage.stretchBetween?.(start.seqno + 1, persistedLastSeqno) : undefined;
+    if (stretch !== undefined) this.appendStretch(stretch, persistedLastSeqno);
+    if (persistedLastSeqno > this.last && storage.entriesBetween !== undefined) {
+      for (const entry of storage.entriesBetween(this.last + 1, persistedLastSeqno)) {
         this.append(entry);
         this.unstable.length = 0;
       }
@@ -197,13 +200,47 @@ export class RaftLog {
     while (this.viewStarts.length < entry.view) this.viewStarts.push(entry.seqno);
     if (entry.configuration !== undefined) {
       assert(entry.configuration.seqno === entry.seqno, 'a configuration takes effect at its own entry');
-      const previous = this.configsAll[this.configsAll.length - 1]!;
-      const next = new Set(entry.configuration.nodes);
-      for (const id of previous.nodes) if (!next.has(id) && !this.removedAt.has(id)) this.removedAt.set(id, entry.seqno);
-      this.configsAll.push(entry.configuration);
+      this.addConfiguration(entry.configuration);
     }
     for (const id of entry.retiredCommitted ?? []) if (!this.recordedAt.has(id)) this.recordedAt.set(id, entry.seqno);
     this.unstable.push(entry);
+  }
+
+  private addConfiguration(configuration: Configuration): void {
+    const previous = this.configsAll[this.configsAll.length - 1]!;
+    const next = new Set(configuration.nodes);
+    for (const id of previous.nodes) if (!next.has(id) && !this.removedAt.has(id)) this.removedAt.set(id, configuration.seqno);
+    this.configsAll.push(configuration);
+  }
+
+  /**
+   * The persisted entries of a stretch, as appending each would record them: views, signatures
+   * and configurations are independent of one another in append, so each list is taken in order.
+   */
+  private appendStretch(stretch: EntryStretch, persistedLastSeqno: Seqno): void {
+    const from = this.last + 1;
+    assert(stretch.to >= from && stretch.to <= persistedLastSeqno, () => `a stretch ${from}..${stretch.to} within the persisted log (to ${persistedLastSeqno})`);
+    const runs = stretch.viewRuns;
+    assert(runs.length >= 2 && runs.length % 2 === 0 && runs[0] === from, 'a stretch starts with a run of views at its first entry');
+    for (let i = 0; i < runs.length; i += 2) {
+      const first = runs[i]!;
+      const view = runs[i + 1]!;
+      assert(first <= stretch.to && (i === 0 || first > runs[i - 2]!), 'runs of views are ascending within the stretch');
+      assert(view >= this.lastEntryView, () => `entry view ${view} is not below ${this.lastEntryView}`);
+      while (this.viewStarts.length < view) this.viewStarts.push(first);
+      this.lastEntryView = view;
+    }
+    for (const seqno of stretch.signatureSeqnos) {
+      assert(seqno >= from && seqno <= stretch.to && seqno > this.lastSignatureSeqno, 'signatures are ascending within the stretch');
+      this.signatureSeqnos.push(seqno);
+    }
+    let previousSeqno = from - 1;
+    for (const configuration of stretch.configurations) {
+      assert(configuration.seqno > previousSeqno && configuration.seqno <= stretch.to, 'configurations are ascending within the stretch');
+      previousSeqno = configuration.seqno;
+      this.addConfiguration(configuration);
+    }
+    this.last = stretch.to;
   }
 
   private unstableEntry(seqno: Seqno): Entry | undefined {

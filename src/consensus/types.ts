@@ -47,6 +47,29 @@ export interface EntryStorage {
    * none of them.
    */
   entriesBetween?(from: Seqno, to: Seqno): Iterable<Entry>;
+  /**
+   * What the log needs of the entries from `from` on (at most to `to`), without visiting them one
+   * by one: the persisted log at start, when the caller has it summarised already (a restart's
+   * replay, a recovery's read). Undefined when it has not; the log reads what the stretch does not
+   * cover through entriesBetween or entryAt.
+   */
+  stretchBetween?(from: Seqno, to: Seqno): EntryStretch | undefined;
+}
+
+/**
+ * Persisted entries from..to summarised (EntryStorage.stretchBetween): the log built from it is the
+ * log built by appending each entry (tested), at a cost that grows with views, signatures and
+ * reconfigurations rather than entries.
+ */
+export interface EntryStretch {
+  /** The last entry it covers. */
+  readonly to: Seqno;
+  /** Runs of one view, ascending: viewRuns[2i] is the first seqno of a run of entries of view viewRuns[2i + 1]; the first run starts at `from`. */
+  readonly viewRuns: readonly number[];
+  /** The signature entries, ascending. */
+  readonly signatureSeqnos: readonly Seqno[];
+  /** The configurations of the reconfiguration entries, ascending (each at its entry's seqno). */
+  readonly configurations: readonly Configuration[];
 }
 
 /** Seeded randomness, injected: the core never uses ambient randomness. */

@@ -194,6 +194,13 @@ export class IncrementalOpening {
 }
 
 /** Encrypts and decrypts private write sets and snapshot sections with the ledger secrets. */
+/** An AES-256-GCM encryption fed piece by piece (LedgerEncryptor.sealSnapshotIncrementally). */
+export interface IncrementalSealing {
+  update(piece: Uint8Array): Buffer;
+  /** Ends the encryption: the authentication tag. */
+  tag(): Buffer;
+}
+
 export class LedgerEncryptor {
   readonly secrets: LedgerSecrets;
 
@@ -244,6 +251,27 @@ export class LedgerEncryptor {
     }
     assert(cipher.final().byteLength === 0, 'AES-GCM gives nothing at final');
     tag.set(cipher.getAuthTag());
+  }
+
+  /**
+   * encryptSnapshotInPlace spread over calls, for a section written piece by piece: update() gives
+   * the ciphertext of each piece in turn (as many bytes as it was given), tag() the tag at the end.
+   * The same key, IV and additional data, so the same bytes.
+   */
+  sealSnapshotIncrementally(view: View, seqno: Seqno, aad: Uint8Array): IncrementalSealing {
+    const cipher = createCipheriv('aes-256-gcm', this.secrets.keysFor(seqno).snapshotKey, ivFor(view, seqno), { authTagLength: AES_GCM_TAG_BYTES });
+    if (aad.byteLength > 0) cipher.setAAD(aad);
+    return {
+      update: (piece) => {
+        const enciphered = cipher.update(piece);
+        assert(enciphered.byteLength === piece.byteLength, 'AES-GCM enciphers as many bytes as it is given');
+        return enciphered;
+      },
+      tag: () => {
+        assert(cipher.final().byteLength === 0, 'AES-GCM gives nothing at final');
+        return cipher.getAuthTag();
+      },
+    };
   }
 
   /** decryptSnapshot spread over calls (IncrementalOpening); the same plaintext and the same failures. */

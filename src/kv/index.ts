@@ -41,11 +41,11 @@ export { readSnapshotHeader, SNAPSHOT_FORMAT, SNAPSHOT_HEADER_BYTES, type Snapsh
 export {
   SnapshotPacker,
   packSnapshot,
-  encodePackedSnapshot,
   PACKED_CHUNK_BYTES,
   type PackedSnapshot,
   type PackedMap,
 } from './snapshot-slices.js';
+export { PackedSnapshotEncoder, encodePackedSnapshot, encodePackedSnapshotStreamed, type SnapshotStreamOptions } from './snapshot-stream.js';
 export { SnapshotLoader, loadSnapshotAtOnce } from './snapshot-loading.js';
 export {
   Store,

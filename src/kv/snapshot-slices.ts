@@ -1,24 +1,21 @@
 /**
  * A snapshot written in slices: the state at one version is copied out, a bounded number of
  * entries per call, into flat chunks that can cross to another thread; the encoding proper
- * (sorting each map's keys, the write-set layout, encryption, digest) is then done by
- * encodePackedSnapshot wherever the chunks went.
+ * (sorting each map's keys, the write-set layout, encryption, digest) is then done piece by piece
+ * by PackedSnapshotEncoder (snapshot-stream.ts) wherever the chunks went.
  *
  * Why it is safe to spread over many turns: the state is a persistent (immutable) map, so the
  * version being packed never changes whatever the store commits meanwhile, and an iterator over
  * it stays valid across turns. Why the bytes are those of Store.serializeSnapshot: the maps are
  * visited in the same order, each map's entries are sorted with the same comparison, and
- * encodeSnapshot writes them (the same function, on the same inputs).
+ * written in the same layout (snapshot-stream.ts).
  *
  * Chunk layout, little-endian, maps one after another in ascending name order:
  *   entry = keyLength:u32 keyUtf8 valueLength:u32 value
  * an entry never straddles two chunks.
  */
 import { assert, type Seqno, type View } from '../base/index.js';
-import { compareUtf8, isPublicMapName } from './key-order.js';
 import { sortedKeys } from './map-handles.js';
-import { encodeSnapshot } from './snapshot.js';
-import type { LedgerEncryptor } from './encryption.js';
 import type { KvState } from './state.js';
 
 /** Size of one chunk of packed entries (an entry larger than this gets a chunk of its own size). */
@@ -36,8 +33,11 @@ export interface PackedSnapshot {
   readonly view: View;
   /** In ascending UTF-8 order of names; their entries follow one another in `chunks`. */
   readonly maps: readonly PackedMap[];
-  /** Each chunk's own ArrayBuffer (from offset 0): transferable. */
-  readonly chunks: readonly Uint8Array[];
+  /**
+   * Each chunk's own ArrayBuffer (from offset 0): transferable. An encoder that takes them
+   * (PackedSnapshotEncoder's consumeChunks) empties this array.
+   */
+  readonly chunks: Uint8Array[];
 }
 
 export class SnapshotPacker {
@@ -158,42 +158,4 @@ export function packSnapshot(state: KvState, version: Seqno, view: View): Packed
     // step packs everything in one call with this budget.
   }
   return packer.result();
-}
-
-type Entries = [string, Uint8Array][];
-
-/** The maps of a packed state, each with its entries in canonical key order. */
-function unpack(packed: PackedSnapshot): { publicMaps: [string, Entries][]; privateMaps: [string, Entries][] } {
-  const publicMaps: [string, Entries][] = [];
-  const privateMaps: [string, Entries][] = [];
-  let chunkIndex = 0;
-  let chunk: Buffer = Buffer.alloc(0);
-  let offset = 0;
-  for (const { name, count } of packed.maps) {
-    const entries: Entries = new Array(count);
-    for (let i = 0; i < count; i++) {
-      if (offset === chunk.byteLength) {
-        const next = packed.chunks[chunkIndex++];
-        assert(next !== undefined, `packed snapshot ends inside map ${name}`);
-        chunk = Buffer.from(next.buffer, next.byteOffset, next.byteLength);
-        offset = 0;
-      }
-      const keyBytes = chunk.readUInt32LE(offset);
-      const key = chunk.toString('utf8', offset + 4, offset + 4 + keyBytes);
-      offset += 4 + keyBytes;
-      const valueBytes = chunk.readUInt32LE(offset);
-      entries[i] = [key, new Uint8Array(chunk.buffer, chunk.byteOffset + offset + 4, valueBytes)];
-      offset += 4 + valueBytes;
-    }
-    entries.sort((a, b) => compareUtf8(a[0], b[0]));
-    (isPublicMapName(name) ? publicMaps : privateMaps).push([name, entries]);
-  }
-  assert(offset === chunk.byteLength && chunkIndex === packed.chunks.length, 'packed snapshot has bytes after its last map');
-  return { publicMaps, privateMaps };
-}
-
-/** The snapshot bytes of a packed state: exactly those Store.serializeSnapshot gives at that version. */
-export function encodePackedSnapshot(packed: PackedSnapshot, encryptor: LedgerEncryptor): Uint8Array {
-  const { publicMaps, privateMaps } = unpack(packed);
-  return encodeSnapshot({ version: packed.version, view: packed.view, publicMaps, privateMaps }, encryptor);
 }

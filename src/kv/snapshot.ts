@@ -18,6 +18,8 @@ import { AES_GCM_TAG_BYTES, type LedgerEncryptor } from './encryption.js';
 export const SNAPSHOT_MAGIC = new Uint8Array([0x43, 0x56, 0x4b, 0x53]); // "CVKS"
 export const SNAPSHOT_FORMAT = 1;
 const AAD_BYTES = 17;
+/** The header bytes the private section is bound to (magic, format, seqno, view). */
+export const SNAPSHOT_AAD_BYTES = AAD_BYTES;
 export const SNAPSHOT_HEADER_BYTES = AAD_BYTES + 32;
 
 export interface SnapshotHeader {
@@ -83,6 +85,20 @@ export function encodeSnapshot(input: SnapshotInput, encryptor: LedgerEncryptor)
   }
   const digest = createHash('sha256').update(out.subarray(SNAPSHOT_HEADER_BYTES)).digest();
   out.set(digest, AAD_BYTES);
+  return out;
+}
+
+/** The header of a snapshot at `version`, with `bodyDigest` (zeros when undefined: for the additional data only). */
+export function encodeSnapshotHeader(version: Seqno, view: View, bodyDigest: Uint8Array | undefined): Buffer {
+  assert(Number.isSafeInteger(version) && version >= 0, `bad snapshot version ${version}`);
+  assert(Number.isInteger(view) && view >= 0 && view <= 0xffff_ffff, `bad snapshot view ${view}`);
+  assert(bodyDigest === undefined || bodyDigest.byteLength === 32, 'a SHA-256 body digest');
+  const out = Buffer.alloc(SNAPSHOT_HEADER_BYTES);
+  out.set(SNAPSHOT_MAGIC, 0);
+  out[4] = SNAPSHOT_FORMAT;
+  writeU64(out, version, 5);
+  out.writeUInt32LE(view, 13);
+  if (bodyDigest !== undefined) out.set(bodyDigest, AAD_BYTES);
   return out;
 }
 

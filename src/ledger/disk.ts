@@ -19,6 +19,11 @@ export interface DiskFile {
   sizeBytes(): number;
   /** Appends the parts in order, as one logical write. */
   append(parts: readonly Uint8Array[]): void;
+  /**
+   * Overwrites bytes already appended, from `positionBytes` (the range must end at or before the
+   * file's size): a header whose content depends on what follows it is written last.
+   */
+  writeAt(positionBytes: number, bytes: Uint8Array): void;
   /** Makes every appended byte durable (fdatasync on a real disk). */
   sync(): void;
   /**

@@ -69,6 +69,8 @@ export {
 export {
   inlineSnapshotWriter,
   snapshotFileBytesOf,
+  snapshotWritingPath,
+  SNAPSHOT_WRITING_SUFFIX,
   writeSnapshotJob,
   type SnapshotWriteJob,
   type SnapshotWriteResult,

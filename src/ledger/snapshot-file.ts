@@ -72,17 +72,27 @@ export function encodeSnapshotFile(kv: Uint8Array, meta: SnapshotMeta): Uint8Arr
  * the metadata section.
  */
 export function encodeSnapshotFileParts(kv: Uint8Array, meta: SnapshotMeta): [Uint8Array, Uint8Array, Uint8Array] {
+  const { head, tail } = snapshotFileFrame(kv.byteLength, meta);
+  return [head, kv, tail];
+}
+
+/**
+ * What surrounds a store snapshot of `kvBytes` bytes in its file: the bytes before it (file
+ * header, store length) and after it (the metadata section). A writer streaming the store's bytes
+ * writes head, the store, then tail.
+ */
+export function snapshotFileFrame(kvBytes: number, meta: SnapshotMeta): { head: Uint8Array; tail: Uint8Array } {
   const metaBytes = utf8.encode(JSON.stringify(meta));
-  const payloadLength = 8 + kv.byteLength + 4 + metaBytes.byteLength;
+  const payloadLength = 8 + kvBytes + 4 + metaBytes.byteLength;
   const head = Buffer.alloc(FILE_HEADER_BYTES + 8);
   head.set(SNAPSHOT_FILE_MAGIC, 0);
   head[4] = SNAPSHOT_FILE_FORMAT;
   writeU64(head, payloadLength, 8);
-  writeU64(head, kv.byteLength, FILE_HEADER_BYTES);
+  writeU64(head, kvBytes, FILE_HEADER_BYTES);
   const tail = Buffer.alloc(4 + metaBytes.byteLength);
   tail.writeUInt32LE(metaBytes.byteLength, 0);
   tail.set(metaBytes, 4);
-  return [head, kv, tail];
+  return { head, tail };
 }
 
 /** The section appended to a snapshot once its evidence is committed. */

@@ -5,11 +5,20 @@
  * a worker thread (src/platform/worker-snapshot-writer.ts) so its event loop keeps turning; the
  * simulator and tests do them inline through their Disk. Both run writeSnapshotJob, so the bytes
  * do not depend on where they were made.
+ *
+ * The file is written as a stream (docs/snapshots.md, "Generation"): the store snapshot's body is
+ * encoded, enciphered and written one piece at a time, the packed chunks dropped as their entries
+ * are written, so that a snapshot of size S holds about S (the chunks) and one piece rather than
+ * the chunks and the whole encoded store. The store header's digest covers the body that follows
+ * it: the header is written last, in its place, and the file is then read back, a piece at a
+ * time, for its SHA-256. It is written under a temporary name and renamed once synced, so that no
+ * half-written snapshot is ever seen under its name.
  */
+import { assert } from '../base/index.js';
 import { createHasher } from '../crypto/index.js';
-import { encodePackedSnapshot, LedgerEncryptor, type PackedSnapshot } from '../kv/index.js';
+import { LedgerEncryptor, PackedSnapshotEncoder, SNAPSHOT_HEADER_BYTES, type PackedSnapshot } from '../kv/index.js';
 import type { Disk } from './disk.js';
-import { encodeSnapshotFileParts, type SnapshotMeta } from './snapshot-file.js';
+import { snapshotFileFrame, type SnapshotMeta } from './snapshot-file.js';
 
 export interface SnapshotWriteJob {
   readonly packed: PackedSnapshot;
@@ -18,6 +27,8 @@ export interface SnapshotWriteJob {
   readonly meta: SnapshotMeta;
   /** The file to write (replaced when it exists), synced before the job answers. */
   readonly path: string;
+  /** Largest piece encoded, written and read back at a time (limits.ts, snapshotWritePieceBytes). */
+  readonly pieceBytes: number;
 }
 
 export interface SnapshotWriteResult {
@@ -32,33 +43,81 @@ export interface SnapshotWriter {
   close(): void;
 }
 
-/** The bytes of the file a job writes (its sections, without a receipt), as consecutive pieces (encodeSnapshotFileParts). */
-export function snapshotFilePartsOf(job: Pick<SnapshotWriteJob, 'packed' | 'secret' | 'meta'>): Uint8Array[] {
-  const kv = encodePackedSnapshot(job.packed, new LedgerEncryptor(job.secret));
-  return encodeSnapshotFileParts(kv, job.meta);
+/** The suffix of a snapshot file while it is written (snapshotWritingPath). */
+export const SNAPSHOT_WRITING_SUFFIX = '.writing';
+
+/** Where a job's file is while it is written: renamed to job.path once complete and synced. */
+export function snapshotWritingPath(path: string): string {
+  return `${path}${SNAPSHOT_WRITING_SUFFIX}`;
 }
 
-/** The bytes of the file a job writes, in one buffer. */
-export function snapshotFileBytesOf(job: Pick<SnapshotWriteJob, 'packed' | 'secret' | 'meta'>): Uint8Array {
-  return Buffer.concat(snapshotFilePartsOf(job));
+/** The bytes of the file a job writes, in one buffer (tests): the packed chunks are left to the caller. */
+export function snapshotFileBytesOf(job: Pick<SnapshotWriteJob, 'packed' | 'secret' | 'meta' | 'pieceBytes'>): Uint8Array {
+  const encoder = new PackedSnapshotEncoder(job.packed, new LedgerEncryptor(job.secret), { pieceBytes: job.pieceBytes, consumeChunks: false });
+  const { head, tail } = snapshotFileFrame(encoder.byteLength, job.meta);
+  const pieces: Uint8Array[] = [];
+  encoder.encodeBody((piece) => pieces.push(Buffer.from(piece)));
+  return Buffer.concat([head, encoder.header(), ...pieces, tail]);
 }
 
-/** Runs a job through `disk`: encodes, writes, syncs. Throws what the disk throws. */
+/**
+ * Runs a job through `disk`: encodes, writes, syncs, and only then gives the file its name. The
+ * job's packed chunks are consumed (dropped as they are written). Throws what the disk throws,
+ * after removing the partial file.
+ */
 export function writeSnapshotJob(job: SnapshotWriteJob, disk: Disk): SnapshotWriteResult {
-  // The pieces are hashed and written one after another: the store's bytes, most of the file, are held once.
-  const parts = snapshotFilePartsOf(job);
-  const hasher = createHasher('sha-256');
-  for (const part of parts) hasher.update(part);
-  const digest = hasher.digest();
-  if (disk.exists(job.path)) disk.remove(job.path);
-  const file = disk.createFile(job.path);
+  const encoder = new PackedSnapshotEncoder(job.packed, new LedgerEncryptor(job.secret), { pieceBytes: job.pieceBytes, consumeChunks: true });
+  const { head, tail } = snapshotFileFrame(encoder.byteLength, job.meta);
+  const writing = snapshotWritingPath(job.path);
+  if (disk.exists(writing)) disk.remove(writing);
+  const file = disk.createFile(writing);
+  let sizeBytes: number;
   try {
-    file.append(parts);
+    // The store header's place, filled once the body (which its digest covers) is written.
+    file.append([head, new Uint8Array(SNAPSHOT_HEADER_BYTES)]);
+    encoder.encodeBody((piece) => file.append([piece]));
+    file.append([tail]);
+    file.writeAt(head.byteLength, encoder.header());
     file.sync();
-  } finally {
+    sizeBytes = file.sizeBytes();
+  } catch (e) {
     file.close();
+    removeQuietly(disk, writing);
+    throw e;
   }
-  return { digest, sizeBytes: parts.reduce((sum, part) => sum + part.byteLength, 0) };
+  file.close();
+  assert(sizeBytes === head.byteLength + encoder.byteLength + tail.byteLength, 'the snapshot file has the size its frame announced');
+  let digest: Uint8Array;
+  try {
+    digest = digestOf(disk, writing, sizeBytes, job.pieceBytes);
+    // Renaming over an older file of the same name replaces it at once (never a moment without either).
+    disk.rename(writing, job.path);
+  } catch (e) {
+    removeQuietly(disk, writing);
+    throw e;
+  }
+  return { digest, sizeBytes };
+}
+
+/** SHA-256 of the first `sizeBytes` of a file, read `pieceBytes` at a time. */
+function digestOf(disk: Disk, path: string, sizeBytes: number, pieceBytes: number): Uint8Array {
+  const hasher = createHasher('sha-256');
+  for (let position = 0; position < sizeBytes; ) {
+    const piece = disk.read(path, position, Math.min(pieceBytes, sizeBytes - position));
+    assert(piece.byteLength > 0, `${path} ends before the ${sizeBytes} bytes just written`);
+    hasher.update(piece);
+    position += piece.byteLength;
+  }
+  return hasher.digest();
+}
+
+/** Removes a partial file after a failure; a failure to remove it must not hide the first one. */
+function removeQuietly(disk: Disk, path: string): void {
+  try {
+    if (disk.exists(path)) disk.remove(path);
+  } catch {
+    // The first failure is what the caller reports; the node removes the leftover at its next start.
+  }
 }
 
 /** Writes on the caller's thread (the simulator's disk, tests): answers once written. */

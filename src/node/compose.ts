@@ -434,6 +434,7 @@ export class NodeComposition {
       },
       // Only when consensus is created (the persisted log): nothing is proposed yet.
       entriesBetween: (from: number, to: number): Iterable<Entry> => this.replica.entriesFromLedger(from, to),
+      stretchBetween: (from: number, to: number) => this.replica.entryStretch(from, to),
     };
   }
 

@@ -22,7 +22,7 @@ import { assert } from '../base/assert.js';
 import type { Clock, TimerHandle } from '../base/clock.js';
 import { errorMessage } from '../base/errors.js';
 import type { Logger } from '../base/log.js';
-import { createRaft, decodeMessage, encodeMessage, type Entry, type Raft, type RaftInitialState, type RandomSource, type Ready } from '../consensus/index.js';
+import { createRaft, decodeMessage, encodeMessage, type Entry, type EntryStretch, type Raft, type RaftInitialState, type RandomSource, type Ready } from '../consensus/index.js';
 import { appendBatchBytesMax, appendBatchEntriesMax, consensusUncommittedEntriesMax, pumpRoundsMax, tickDurationMs } from './limits.js';
 
 /** The side effects a Ready asks for, in the order handleReady does them. */
@@ -56,6 +56,8 @@ export interface DriverHost {
   entryAt(seqno: number): Entry | undefined;
   /** Persisted entries from..to in order, read in batches (the log read at start); entryAt each when absent. */
   entriesBetween?(from: number, to: number): Iterable<Entry>;
+  /** Persisted entries from `from` on, summarised by the replay that applied them (EntryStorage.stretchBetween). */
+  stretchBetween?(from: number, to: number): EntryStretch | undefined;
 }
 
 export interface DriverOptions {
@@ -102,6 +104,7 @@ export class ConsensusDriver {
       storage: {
         entryAt: (seqno) => this.host.entryAt(seqno),
         ...(this.host.entriesBetween ? { entriesBetween: (from: number, to: number) => this.host.entriesBetween!(from, to) } : {}),
+        ...(this.host.stretchBetween ? { stretchBetween: (from: number, to: number) => this.host.stretchBetween!(from, to) } : {}),
       },
       electionTimeoutTicks,
       heartbeatTicks,

@@ -343,6 +343,15 @@ export const replaySliceEntriesMax = 4096;
  * cache, a few ms), before hashing it snapshotDigestSliceBytes per turn.
  */
 export const snapshotFileReadSliceBytes = 8 << 20;
+/**
+ * The snapshot writer (src/ledger/snapshot-writer.ts) encodes, enciphers, writes and reads back a
+ * snapshot this much at a time: what it holds besides the packed state (one piece, and its
+ * ciphertext while the private section is written), instead of a second copy of the whole
+ * snapshot. A few MiB make each write and each cipher call large enough to cost no more than one
+ * big one (64 writes for a 256 MB snapshot).
+ */
+export const snapshotWritePieceBytes = 4 << 20;
+assert(snapshotWritePieceBytes >= 1 << 20 && snapshotWritePieceBytes <= 8 << 20, 'a snapshot write piece is large enough for few syscalls and small beside a snapshot');
 assert(snapshotSliceMs < eventLoopTurnMsBound / 2, 'a slice of a snapshot fits well within the turn bound');
 assert(snapshotSliceCheckEntries * 0.02 < eventLoopTurnMsBound - snapshotSliceMs, 'between two looks at the clock a slice cannot overrun the turn bound (even at 20 µs per entry)');
 assert(snapshotSliceCheckEntries <= snapshotSliceEntriesMax, 'a slice checks the clock before its entry bound');

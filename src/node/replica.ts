@@ -16,7 +16,7 @@ import { HistoryTree } from '../merkle/index.js';
 import { AES_GCM_TAG_BYTES, SnapshotLoader, Store, copyValue, decodeWriteSet, loadSnapshotAtOnce, type LedgerEncryptor } from '../kv/index.js';
 import { loadSnapshotInSlices } from './snapshot-loading.js';
 import { type DecodedEntry, type Disk, type EntryLeavesRequest, EntryFlags, Ledger, checkEntry, decodeEntry, entryLeaf, hasFlag, isLedgerError } from '../ledger/index.js';
-import type { Configuration, Entry } from '../consensus/index.js';
+import type { Configuration, Entry, EntryStretch } from '../consensus/index.js';
 import { nodeError } from './errors.js';
 import type { LedgerSecrets } from './identity/ledger-secrets.js';
 import { recoveryReadBatchBytesMax, recoveryReadBatchEntriesMax, replayUncommittedVersionsMax, snapshotLoadAtOnceBytesMax } from './limits.js';
@@ -504,6 +504,19 @@ export class Replica {
   entryFromLedger(seqno: number): Entry | undefined {
     if (seqno < 1 || seqno > this.ledger.lastSeqno) return undefined;
     return this.entryOfFrame(seqno, this.ledger.getEntry(seqno));
+  }
+
+  /**
+   * What consensus needs of entries `from`..`to` that a recovery just read or a restart replayed,
+   * summarised (RecoveredEntries.stretch), or undefined when neither recorded them from `from` on.
+   * Taken once, like entriesFromLedger's: consensus asks when it is created.
+   */
+  entryStretch(from: number, to: number): EntryStretch | undefined {
+    const recorded = this.recoveredEntries ?? this.replayedEntries;
+    if (recorded === undefined || recorded.first !== from || recorded.last < from) return undefined;
+    this.recoveredEntries = undefined;
+    this.replayedEntries = undefined;
+    return recorded.stretch(from, Math.min(to, recorded.last));
   }
 
   /**

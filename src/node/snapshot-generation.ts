@@ -12,7 +12,7 @@ import { BLOCK_LEAF_COUNT, type HistoryTree } from '../merkle/index.js';
 import type { Clock } from '../base/clock.js';
 import type { SnapshotPacker } from '../kv/index.js';
 import type { SnapshotMeta, SnapshotWriter, SnapshotWriteResult } from '../ledger/index.js';
-import { snapshotSliceCheckEntries, snapshotSliceEntriesMax, snapshotSliceMs } from './limits.js';
+import { snapshotSliceCheckEntries, snapshotSliceEntriesMax, snapshotSliceMs, snapshotWritePieceBytes } from './limits.js';
 
 /** What GET /node/metrics reports of this node's snapshot generation. */
 export interface SnapshotGenerationMetrics {
@@ -92,7 +92,7 @@ export class SnapshotGenerator {
         this.#clock.defer(slice);
         return;
       }
-      const job = { packed: request.packer.result(), secret: request.secret, meta: request.meta, path: request.path };
+      const job = { packed: request.packer.result(), secret: request.secret, meta: request.meta, path: request.path, pieceBytes: snapshotWritePieceBytes };
       this.#writer.write(job).then(finish, (e: unknown) => finish(e instanceof Error ? e : new Error(errorMessage(e))));
     };
     // The first slice too waits for a turn of its own: the snapshot point is applied in the middle of other work.

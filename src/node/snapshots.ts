@@ -29,6 +29,7 @@ import {
   hasFlag,
   parseSnapshotFile,
   parseSnapshotFileName,
+  SNAPSHOT_WRITING_SUFFIX,
   writeSetDigest,
   type SnapshotFileParts,
   type SnapshotMeta,
@@ -84,6 +85,11 @@ export interface StartupSnapshot {
   readonly serviceEndorsements: readonly string[];
   /** Where the node found it (set by findStartupSnapshot and adoptFetchedSnapshot). */
   readonly path?: string;
+  /**
+   * Set once the node started from it and dropped its store's bytes (parts.kv is then empty):
+   * reads them again from `path` (startup-snapshot-store.ts, storeBytesOf).
+   */
+  readonly rereadStore?: () => Promise<Uint8Array | undefined>;
 }
 
 interface Pending {
@@ -231,17 +237,27 @@ export class SnapshotManager {
     if (!disk.exists(directory)) return;
     const ours = new Set(this.#pending.map((p) => p.path));
     for (const name of disk.listDirectory(directory)) {
+      const writing = name.endsWith(SNAPSHOT_WRITING_SUFFIX) ? name.slice(0, -SNAPSHOT_WRITING_SUFFIX.length) : undefined;
+      if (writing !== undefined && isUncommittedSnapshotName(writing)) {
+        // A file this run is writing is named after the snapshot's path, with the suffix.
+        this.#removeLeftover(disk.join(directory, name), ours.has(disk.join(directory, writing)), 'a snapshot being written');
+        continue;
+      }
       const download = name.endsWith(DOWNLOAD_SUFFIX);
       const parsed = parseSnapshotFileName(download ? name.slice(0, -DOWNLOAD_SUFFIX.length) : name);
       if ((parsed === undefined && !isUncommittedSnapshotName(name)) || (parsed?.committed === true && !download)) continue;
       const path = disk.join(directory, name);
-      if (ours.has(path)) continue;
-      try {
-        disk.remove(path);
-        this.#host.logger.info(`removed ${path}: ${download ? 'a snapshot download' : 'an uncommitted snapshot'} an earlier run of this node left unfinished`);
-      } catch (e) {
-        this.#host.logger.fail(`could not remove ${path}: ${errorMessage(e)}`);
-      }
+      this.#removeLeftover(path, ours.has(path), download ? 'a snapshot download' : 'an uncommitted snapshot');
+    }
+  }
+
+  #removeLeftover(path: string, ours: boolean, what: string): void {
+    if (ours) return;
+    try {
+      this.#host.disk.remove(path);
+      this.#host.logger.info(`removed ${path}: ${what} an earlier run of this node left unfinished`);
+    } catch (e) {
+      this.#host.logger.fail(`could not remove ${path}: ${errorMessage(e)}`);
     }
   }
 

@@ -80,6 +80,18 @@ class FsFile implements DiskFile {
     this.#timings?.append((performance.now() - startedMs) / 1000, this.#sizeBytes - before);
   }
 
+  writeAt(positionBytes: number, bytes: Uint8Array): void {
+    this.#checkOpen();
+    if (positionBytes < 0 || positionBytes + bytes.byteLength > this.#sizeBytes) {
+      throw new DiskError('DiskIoFailed', 'write', this.#path, `a write at ${positionBytes} of ${bytes.byteLength} bytes goes past the end (${this.#sizeBytes} bytes)`);
+    }
+    io('write', this.#path, () => {
+      let written = 0;
+      // A short write is legal: continue where it stopped.
+      while (written < bytes.byteLength) written += fs.writeSync(this.#fd, bytes, written, bytes.byteLength - written, positionBytes + written);
+    });
+  }
+
   sync(): void {
     this.#checkOpen();
     const startedMs = this.#timings === undefined ? 0 : performance.now();

@@ -4,7 +4,7 @@
  * - crash(): every file keeps its synced bytes plus only a prefix of the bytes appended since
  *   its last sync (a torn write). Directory operations (create, rename, remove, truncate) are
  *   modelled as durable at once, as a journaling file system makes them.
- * - failWrites(n, code): the next n appends fail, after writing a prefix of their bytes
+ * - failWrites(n, code): the next n writes fail, an append after writing a prefix of its bytes
  *   (as a real short write before ENOSPC would).
  * - corrupt(path, offset): flips a byte (bit rot), to test detection.
  *
@@ -56,6 +56,11 @@ class MemoryFile implements DiskFile {
   append(parts: readonly Uint8Array[]): void {
     this.#check();
     this.disk.appendTo(this.inode, parts, this.label);
+  }
+
+  writeAt(positionBytes: number, bytes: Uint8Array): void {
+    this.#check();
+    this.disk.overwrite(this.inode, positionBytes, bytes, this.label);
   }
 
   sync(): void {
@@ -229,7 +234,7 @@ export class MemoryDisk implements Disk {
     }
   }
 
-  /** The next `count` appends fail after writing a prefix (half) of their bytes. */
+  /** The next `count` writes fail: an append after writing a prefix (half) of its bytes, a positioned write writing none. */
   failWrites(count: number, code: DiskErrorCode = 'DiskFull'): void {
     this.#failingWrites = count;
     this.#failingCode = code;
@@ -273,6 +278,18 @@ export class MemoryDisk implements Disk {
       left -= n;
     }
     if (failing) throw new DiskError(this.#failingCode, 'append', label, 'injected failure');
+  }
+
+  /** @internal used by MemoryFile: a positioned write within the file (it fails as an append would, writing nothing). */
+  overwrite(inode: Inode, positionBytes: number, bytes: Uint8Array, label: string): void {
+    if (positionBytes < 0 || positionBytes + bytes.byteLength > inode.sizeBytes) throw new DiskError('DiskIoFailed', 'write', label, 'a write past the end');
+    if (this.#failingWrites > 0) {
+      this.#failingWrites--;
+      throw new DiskError(this.#failingCode, 'write', label, 'injected failure');
+    }
+    inode.bytes.set(bytes, positionBytes);
+    // Bytes rewritten since the last sync may be torn by a crash like appended ones.
+    inode.durableBytes = Math.min(inode.durableBytes, positionBytes);
   }
 
   #inode(path: string, operation: string): Inode {

@@ -208,9 +208,10 @@ describe('snapshots', () => {
     await joiner.kill();
     await write(first, 5001, 'while the joiner was down');
     // What a crash can leave in snapshots.directory: an uncommitted snapshot (only the run that
-    // wrote one can complete it) and an interrupted download. The restart removes those only.
+    // wrote one can complete it), one still being written, and an interrupted download. The
+    // restart removes those only.
     const joinerSnapshots = join(joinerDir, 'snapshots');
-    const leftovers = [`snapshot_${newestSeqno + 3}_${newestSeqno + 4}`, `${newest}.download`];
+    const leftovers = [`snapshot_${newestSeqno + 3}_${newestSeqno + 4}`, `snapshot_${newestSeqno + 5}.v2.uncommitted.writing`, `${newest}.download`];
     for (const name of leftovers) writeFileSync(join(joinerSnapshots, name), 'half written');
     writeFileSync(join(joinerSnapshots, 'notes.txt'), 'an operator file');
     const restarted = await startJoiner();
@@ -220,6 +221,7 @@ describe('snapshots', () => {
     for (const name of leftovers) assert.ok(!kept.includes(name), `${name} removed at restart`);
     assert.ok(kept.includes(newest) && kept.includes('notes.txt'), kept.join(', '));
     assert.match(restarted.output(), /removed .*snapshot_\d+_\d+: an uncommitted snapshot an earlier run of this node left unfinished/);
+    assert.match(restarted.output(), /removed .*snapshot_\d+\.v2\.uncommitted\.writing: a snapshot being written an earlier run of this node left unfinished/);
     await until('the restarted joiner catches up', async () => {
       const read = await restarted.client.request('GET', '/app/log/private?id=5001', { identity: restarted.user });
       return read.status === 200 ? true : undefined;

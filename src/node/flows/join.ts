@@ -14,7 +14,7 @@ import type { JoinClient, JoinRequest, NetworkInfo } from '../join.js';
 import { FLOW_TRIGGERS } from '../lifecycle.js';
 import type { FlowContext } from './context.js';
 import { sealedRecoveryKeyOf } from './genesis.js';
-import { startupSnapshotSearchOf } from './startup-snapshot.js';
+import { dropStartupSnapshotStores, startupSnapshotSearchOf } from './startup-snapshot.js';
 import { findStartupSnapshotInSlices, startupSnapshotAtOnce } from '../restart-slices.js';
 import type { SealedRecoveryKeyRecord } from '../tables.js';
 
@@ -97,6 +97,7 @@ export async function joinFlow(ctx: FlowContext, addresses: NodeAddresses, clien
   // private phase reads the old entries' private domain from the snapshot on.
   ctx.recovery.startupSnapshot = ctx.startupSnapshot;
   ctx.createConsensus();
+  dropStartupSnapshotStores(ctx);
   ctx.persistState();
   const status = ctx.joinReportedServiceStatus;
   if (status === 'Recovering' || status === 'WaitingForRecoveryShares') {

@@ -24,7 +24,7 @@ import type { FlowContext } from './context.js';
 import { sealedRecoveryKeyOf } from './genesis.js';
 import { findStartupSnapshotInSlices, startupSnapshotAtOnce } from '../restart-slices.js';
 import { endorseStartupSnapshot } from '../snapshot-trust.js';
-import { startupSnapshotSearchOf } from './startup-snapshot.js';
+import { dropStartupSnapshotStores, startupSnapshotSearchOf } from './startup-snapshot.js';
 import { decideSealedRecovery, openSealedRecovery } from './recover-sealing.js';
 
 export async function recoverFlow(ctx: FlowContext, addresses: NodeAddresses): Promise<void> {
@@ -71,6 +71,7 @@ export async function recoverFlow(ctx: FlowContext, addresses: NodeAddresses): P
   init.writeTextFile(config.node_certificate_file, identity.nodeCertificatePem);
 
   createRecoveredConsensus(ctx, read);
+  dropStartupSnapshotStores(ctx);
   ctx.driver.raft!.campaign();
   ctx.pump();
   assert(ctx.driver.raft!.summary().role === 'Primary', 'the recovery node is primary after campaigning alone');

@@ -13,8 +13,9 @@ import type { JoinClient } from '../join.js';
 import { FLOW_TRIGGERS } from '../lifecycle.js';
 import { replaySliceEntriesMax } from '../limits.js';
 import { findStartupSnapshotInSlices, replayInSlices, startupSnapshotAtOnce, type StartupSnapshotSearchOptions } from '../restart-slices.js';
-import { startupSnapshotSearchOf } from './startup-snapshot.js';
+import { dropStartupSnapshotStores, startupSnapshotSearchOf } from './startup-snapshot.js';
 import type { StartupSnapshot } from '../snapshots.js';
+import type { Store } from '../../kv/index.js';
 import type { FlowContext } from './context.js';
 import { joinerHost, joinRequestOf } from './join.js';
 
@@ -37,41 +38,21 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
   ctx.persistState();
   onEndorsed();
   const last = replica.ledger.lastSeqno;
-  let from = 0;
   const startupSeqno = state.startup_seqno ?? 0;
-  if (startupSeqno > 0) {
-    // The ledger of a node that joined from a snapshot starts after it: start from a snapshot again.
-    // Read, hashed and loaded over many turns (restart-slices.ts): the node answers meanwhile.
-    const search = startupSnapshotSearchOf(ctx);
-    const atOnce = startupSnapshotAtOnce(search, ctx.service.certificatePem);
-    const snapshot = atOnce !== undefined ? atOnce.snapshot : await findStartupSnapshotInSlices(search, ctx.service.certificatePem);
-    if (ctx.stopped()) return;
-    if (!snapshot || snapshot.seqno < startupSeqno || snapshot.seqno > last) {
-      throw nodeError(
-        'StartupSnapshotMissing',
-        `this node started from the snapshot at seqno ${startupSeqno}: a valid committed snapshot between it and the ledger's last seqno ${last} must be in snapshots.directory`,
-      );
-    }
-    ctx.logger.info(`starting from snapshot ${snapshot.path}`);
-    ctx.startupSnapshot = snapshot;
-    replica.startFrom(startupSeqno);
-    const store = replica.snapshotStoreAtOnce(snapshot) ?? (await replica.snapshotStoreInSlices(snapshot, () => ctx.stopped()));
-    if (store === undefined) return;
-    replica.installSnapshot(snapshot, store, false);
-    // A node restarted during a recovery reads the private domain from the snapshot on.
-    ctx.recovery.startupSnapshot = snapshot;
-    from = snapshot.seqno;
-  }
+  // Small work is done in this turn (a start-up flow continues without yielding when it can).
+  const starting = startupSeqno > 0 ? startFromLocalSnapshot(ctx, startupSeqno, last) : 0;
+  const from = typeof starting === 'object' ? await starting : starting;
+  if (from === undefined) return;
   // A ledger of at most one slice's entries (a young service's, the simulator's) is replayed in this
   // turn, a larger one over many: a start-up flow continues without yielding when it can.
   if (last - from <= replaySliceEntriesMax) replica.replay(from);
   else if (!(await replayInSlices(ctx.init.clock, replica, from, () => ctx.stopped()))) return;
   if (ctx.startupSnapshot !== undefined) {
-    const start = logStartAtOnce(ctx, ctx.startupSnapshot);
-    ctx.startupSnapshot = start !== undefined ? start.snapshot : await logStartOf(ctx, ctx.startupSnapshot);
-    if (ctx.stopped()) return;
+    const settling = settleLogStart(ctx, ctx.startupSnapshot);
+    if (!(typeof settling === 'boolean' ? settling : await settling)) return;
   }
   ctx.createConsensus({ lastSeqno: last, view: Math.max(state.view, replica.ledger.lastView), votedFor: ctx.driver.hardVotedFor, commitSeqno: replica.commitSeqno });
+  dropStartupSnapshotStores(ctx);
   ctx.transition('restart', FLOW_TRIGGERS.restart);
   ctx.startBackgroundWork();
   ctx.pump();
@@ -85,6 +66,57 @@ export async function restartFlow(ctx: FlowContext, addresses: NodeAddresses, cl
   // The answer names the trusted nodes as they are now (peers that joined while this node was down).
   if (announced.response.network_info) ctx.peers.setBootstrap(announced.response.network_info.peers);
   ctx.logger.info(`node ${ctx.identity.nodeId} announced its addresses to the network again`);
+}
+
+/**
+ * The ledger of a node that joined from a snapshot starts after it: it starts from a snapshot again,
+ * read, hashed and loaded over many turns when large (restart-slices.ts: the node answers
+ * meanwhile), in this turn when small. The seqno to replay the ledger from; undefined when the node
+ * stopped meanwhile. Functions of their own, so that the flow, which goes on awaiting, keeps no
+ * reference to the snapshot's bytes (dropStartupSnapshotStores drops the node's own).
+ */
+function startFromLocalSnapshot(ctx: FlowContext, startupSeqno: number, last: number): number | undefined | Promise<number | undefined> {
+  const search = startupSnapshotSearchOf(ctx);
+  const atOnce = startupSnapshotAtOnce(search, ctx.service.certificatePem);
+  if (atOnce !== undefined) return ctx.stopped() ? undefined : loadLocalSnapshot(ctx, atOnce.snapshot, startupSeqno, last);
+  return findStartupSnapshotInSlices(search, ctx.service.certificatePem).then((snapshot) => (ctx.stopped() ? undefined : loadLocalSnapshot(ctx, snapshot, startupSeqno, last)));
+}
+
+function loadLocalSnapshot(ctx: FlowContext, snapshot: StartupSnapshot | undefined, startupSeqno: number, last: number): number | undefined | Promise<number | undefined> {
+  if (!snapshot || snapshot.seqno < startupSeqno || snapshot.seqno > last) {
+    throw nodeError(
+      'StartupSnapshotMissing',
+      `this node started from the snapshot at seqno ${startupSeqno}: a valid committed snapshot between it and the ledger's last seqno ${last} must be in snapshots.directory`,
+    );
+  }
+  ctx.logger.info(`starting from snapshot ${snapshot.path}`);
+  ctx.startupSnapshot = snapshot;
+  ctx.replica.startFrom(startupSeqno);
+  const install = (store: Store | undefined): number | undefined => {
+    if (store === undefined) return undefined;
+    ctx.replica.installSnapshot(snapshot, store, false);
+    // A node restarted during a recovery reads the private domain from the snapshot on.
+    ctx.recovery.startupSnapshot = snapshot;
+    return snapshot.seqno;
+  };
+  const store = ctx.replica.snapshotStoreAtOnce(snapshot);
+  return store !== undefined ? install(store) : ctx.replica.snapshotStoreInSlices(snapshot, () => ctx.stopped()).then(install);
+}
+
+/**
+ * ctx.startupSnapshot becomes the snapshot the consensus log starts from (logStartOf), in this turn
+ * when the snapshots it reads are small; false when the node stopped meanwhile.
+ */
+function settleLogStart(ctx: FlowContext, newest: StartupSnapshot): boolean | Promise<boolean> {
+  const start = logStartAtOnce(ctx, newest);
+  if (start !== undefined) {
+    ctx.startupSnapshot = start.snapshot;
+    return !ctx.stopped();
+  }
+  return logStartOf(ctx, newest).then((snapshot) => {
+    ctx.startupSnapshot = snapshot;
+    return !ctx.stopped();
+  });
 }
 
 /**

@@ -17,6 +17,7 @@ import { recoveryReadBatchBytesMax, recoveryReadBatchEntriesMax } from '../limit
 import type { Replica } from '../replica.js';
 import { loadSnapshotInSlices } from '../snapshot-loading.js';
 import type { StartupSnapshot } from '../snapshots.js';
+import { storeBytesOf } from '../startup-snapshot-store.js';
 import { ledgerEntries, ReadProgress, type ReadEntry } from './public-ledger.js';
 
 export interface PrivateDomainHost {
@@ -40,20 +41,19 @@ export class PrivateDomainReader {
    */
   async read(lastSeqno: number, snapshot: StartupSnapshot | undefined): Promise<boolean> {
     const replayed = await this.replayPrivate(lastSeqno, snapshot);
+    if (replayed === undefined) return false;
     return this.catchUpAndInstall(replayed);
   }
 
-  /** The previous service's entries, public and private domains, into a store of their own. */
-  private async replayPrivate(lastSeqno: number, snapshot: StartupSnapshot | undefined): Promise<Store> {
+  /** The previous service's entries, public and private domains, into a store of their own; undefined if the node stopped meanwhile. */
+  private async replayPrivate(lastSeqno: number, snapshot: StartupSnapshot | undefined): Promise<Store | undefined> {
     const { logger, clock } = this.host;
     const from = snapshot !== undefined ? snapshot.seqno : 0;
     // Nothing reads this store's older versions: each batch is folded into its state at once and
     // compacted, so that no write set outlives its batch (few survive a young collection).
     const options = { checkpointInterval: recoveryReadBatchEntriesMax };
-    // Loaded over many turns (snapshot-loading.ts): the node keeps serving its part of the recovered service meanwhile.
-    const loader = snapshot !== undefined ? new SnapshotLoader(snapshot.parts.kv, this.host.secrets.framingFor(snapshot.seqno).encryptor, options) : undefined;
-    const store = loader !== undefined ? await loadSnapshotInSlices(clock, loader) : new Store(options);
-    assert(store !== undefined, 'a load that is never stopped gives a store');
+    const store = snapshot !== undefined ? await this.snapshotStore(snapshot, options) : new Store(options);
+    if (store === undefined) return undefined;
     logger.info(`reading the private domain of the ledger: entries ${from + 1}..${lastSeqno}`);
     const progress = new ReadProgress('reading the private ledger', lastSeqno, logger, clock);
     const replayer = this.host.entryReplayer;
@@ -62,6 +62,21 @@ export class PrivateDomainReader {
     assert(store.version === lastSeqno, `the private domain is read up to seqno ${lastSeqno} (read ${store.version})`);
     store.compact(store.version);
     logger.info(`private ledger read: ${progress.summary()}`);
+    return store;
+  }
+
+  /**
+   * The store of the startup snapshot, loaded over many turns (snapshot-loading.ts: the node keeps
+   * serving its part of the recovered service meanwhile); undefined if the node stopped while its
+   * file was read. The node dropped the snapshot's store bytes once it started: the file is read
+   * again here (startup-snapshot-store.ts), and nothing refers to its bytes once this returns.
+   */
+  private async snapshotStore(snapshot: StartupSnapshot, options: { checkpointInterval: number }): Promise<Store | undefined> {
+    const storeBytes = await storeBytesOf(snapshot);
+    if (storeBytes === undefined) return undefined;
+    const loader = new SnapshotLoader(storeBytes, this.host.secrets.framingFor(snapshot.seqno).encryptor, options);
+    const store = await loadSnapshotInSlices(this.host.clock, loader);
+    assert(store !== undefined, 'a load that is never stopped gives a store');
     return store;
   }
 
