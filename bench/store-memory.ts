@@ -26,7 +26,7 @@ import btree from 'sorted-btree';
 import { jsonCodec, LedgerEncryptor, Store, utf8Value } from '../src/kv/index.js';
 import { compareUtf8 } from '../src/kv/key-order.js';
 import { EMPTY_MAP, MAP_NODE_ENTRIES_MAX } from '../src/kv/map-state.js';
-import { encodePackedSnapshot } from '../src/kv/snapshot-slices.js';
+import { encodePackedSnapshot } from '../src/kv/snapshot-stream.js';
 import { numberArg } from './args.js';
 
 interface Usage {
