@@ -179,6 +179,7 @@ export function nodeConfigSchema(baseDir: string) {
         time_interval: durationMs().prefault('0s'),
         min_tx_count: z.int().min(1).default(1),
         min_interval: durationMs().prefault('10s'),
+        min_ledger_fraction: z.number().min(0).max(100).default(0.5),
       })
       .prefault({}),
     files_cleanup: z

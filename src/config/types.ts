@@ -133,6 +133,8 @@ export interface SnapshotsConfig {
    * (beyond: 429 with Retry-After); 0 turns the limit off.
    */
   min_interval: number;
+  /** An automatic snapshot also waits for this fraction of the previous snapshot's size in new ledger bytes (0: no wait). */
+  min_ledger_fraction: number;
 }
 
 export interface FilesCleanupConfig {

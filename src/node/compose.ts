@@ -216,6 +216,7 @@ export class NodeComposition {
       isPrimary: () => this.isPrimary(),
       holdsPrivateDomain: () => this.lifecycle.allows.privateDomain,
       requestSignature: () => this.signatures.request(),
+      ledgerBytesAfter: (seqno) => this.replica.ledger.listChunks().reduce((sum, c) => (c.last > seqno ? sum + c.sizeBytes : sum), 0),
       requestEvidence: () => this.signatures.requestEvidence(),
       snapshotWriter: init.snapshotWriter?.writer ?? inlineSnapshotWriter(init.disk),
       snapshotWriterKind: init.snapshotWriter?.kind ?? 'inline',

@@ -40,6 +40,7 @@ import type { Configuration } from '../consensus/index.js';
 import { retryLater } from './errors.js';
 import { replaceSnapshotFile, verifySnapshotReceipt } from './snapshot-trust.js';
 import { snapshotsUnevidencedMax } from './limits.js';
+import { SnapshotCadence } from './snapshot-cadence.js';
 import { canonicalTreeOf, SnapshotGenerator, type GenerationHandle, type SnapshotGenerationMetrics } from './snapshot-generation.js';
 import { isUncommittedSnapshotName, uncommittedSnapshotName } from './snapshot-names.js';
 import { SINGLETON_KEY, TableDefs, signatureRecordOf, singletonValueIn, type SignatureRecord, type SnapshotEvidenceRecord } from './tables.js';
@@ -68,6 +69,8 @@ export interface SnapshotHost {
   holdsPrivateDomain(): boolean;
   /** Asks the primary for a signature transaction soon (outside the current call). */
   requestSignature(): void;
+  /** Bytes of the ledger's chunks after `seqno` (snapshots.min_ledger_fraction: snapshot-cadence.ts). */
+  ledgerBytesAfter(seqno: number): number;
   /** Primary: records the evidence of the snapshots whose files are written (SnapshotManager.dueEvidence), outside the current call. */
   requestEvidence(): void;
   /** Encodes, writes and syncs snapshot files (a worker thread in a node process). */
@@ -190,12 +193,14 @@ export class SnapshotManager {
   #timer: TimerHandle | undefined;
   #stopped = false;
   readonly #generator: SnapshotGenerator;
+  readonly #cadence: SnapshotCadence;
   /** The highest commit seqno seen (a file written after its receipt committed completes at once). */
   #commitSeqno = 0;
 
   constructor(host: SnapshotHost) {
     this.#host = host;
     this.#generator = new SnapshotGenerator(host.clock, host.snapshotWriter, host.snapshotWriterKind);
+    this.#cadence = new SnapshotCadence(host.config.snapshots.min_ledger_fraction);
   }
 
   /** GET /node/metrics: what this node's snapshot generation did. */
@@ -213,6 +218,7 @@ export class SnapshotManager {
    */
   start(): void {
     this.#removeLeftovers();
+    this.#cadence.readDirectory(this.#host.disk, this.#directory);
     const intervalMs = this.#host.config.snapshots.time_interval;
     if (intervalMs <= 0 || this.#timer !== undefined) return;
     const fire = () => {
@@ -324,7 +330,8 @@ export class SnapshotManager {
     if (this.#pending.some((p) => p.evidence === undefined)) return false;
     const { tx_count, time_interval, min_tx_count } = this.#host.config.snapshots;
     const since = seqno - Math.max(this.lastSnapshotSeqno(), this.#pending.at(-1)?.seqno ?? 0);
-    const due = this.#requested || since >= tx_count || (time_interval > 0 && this.#intervalElapsed && since > min_tx_count);
+    const automatic = since >= tx_count || (time_interval > 0 && this.#intervalElapsed && since > min_tx_count);
+    const due = this.#requested || (automatic && this.#cadence.allows(seqno - since, (s) => this.#host.ledgerBytesAfter(s), (m) => this.#host.logger.info(m)));
     if (due) {
       if (this.#requested) this.#requestedPointSeqno = seqno;
       this.#requested = false;
@@ -458,6 +465,7 @@ export class SnapshotManager {
       return;
     }
     p.digest = outcome.digest;
+    this.#cadence.written(p.seqno, outcome.sizeBytes);
     const last = this.#generator.metrics().last;
     this.#host.logger.info(
       `snapshot ${p.path}: ${outcome.sizeBytes} bytes, sha-256 ${toHex(outcome.digest)}, in ${last?.generation_ms}ms (${last?.slices} slices, written by the ${this.#host.snapshotWriterKind} writer)`,

@@ -63,7 +63,7 @@ test('defaults are applied and units converted', () => {
   // Absent: the node's default (src/node/limits.ts) applies (max_pipelined_requests is absent above likewise).
   assert.equal(config.max_waiting_work_size, undefined);
   assert.deepEqual(config.ledger, { directory: path.resolve('/srv/node0', 'ledger'), read_only_directories: [], chunk_size: 5 * 1024 * 1024, durability: 'Synced' });
-  assert.deepEqual(config.snapshots, { directory: path.resolve('/srv/node0', 'snapshots'), tx_count: 10_000, time_interval: 0, min_tx_count: 1, min_interval: 10_000 });
+  assert.deepEqual(config.snapshots, { directory: path.resolve('/srv/node0', 'snapshots'), tx_count: 10_000, time_interval: 0, min_tx_count: 1, min_interval: 10_000, min_ledger_fraction: 0.5 });
   assert.deepEqual(config.files_cleanup, { interval: 30_000, max_snapshots: 10 });
   assert.deepEqual(config.ledger_signatures, { tx_count: 5000, delay: 100 });
   assert.deepEqual(config.consensus, { election_timeout: 1000, message_timeout: 100 });

@@ -56,7 +56,9 @@ describe('a growing state', () => {
   });
 
   test('snapshots taken under writes are sliced and written off the event loop; no election, no write refused', async () => {
-    network = await startNetwork(3, { snapshots: { tx_count: 3000, min_interval: '0s' }, ledger: { chunk_size: '64MB' } });
+    // A snapshot every 3,000 transactions whatever the ledger since (min_ledger_fraction 0): several
+    // snapshots of a state large enough to be sliced.
+    network = await startNetwork(3, { snapshots: { tx_count: 3000, min_interval: '0s', min_ledger_fraction: 0 }, ledger: { chunk_size: '64MB' } });
     const primary = await network.primary();
     const viewBefore = await viewOf(primary);
     let next = 0;

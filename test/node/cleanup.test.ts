@@ -52,7 +52,7 @@ test('a cycle that is still running makes the next one skip, with a failure-leve
   const logger = new MemoryLogger();
   let release: () => void = () => undefined;
   const cleanup = new FilesCleanup({
-    config: { ledger: { directory: 'ledger', read_only_directories: [], chunk_size: 1, durability: 'Synced' }, snapshots: { directory: 'snapshots', tx_count: 1, time_interval: 0, min_tx_count: 1, min_interval: 0 }, files_cleanup: { interval: 1, max_snapshots: 1 } },
+    config: { ledger: { directory: 'ledger', read_only_directories: [], chunk_size: 1, durability: 'Synced' }, snapshots: { directory: 'snapshots', tx_count: 1, time_interval: 0, min_tx_count: 1, min_interval: 0, min_ledger_fraction: 0 }, files_cleanup: { interval: 1, max_snapshots: 1 } },
     disk,
     logger,
     clock,

@@ -1,7 +1,9 @@
 /**
  * Snapshot requests (POST /node/snapshot:create, trigger_snapshot): a request while one is pending
  * is coalesced with it; operator requests are limited to one per snapshots.min_interval (429
- * TooManySnapshotRequests with Retry-After beyond). Time comes from a manual clock.
+ * TooManySnapshotRequests with Retry-After beyond). Time comes from a manual clock. An automatic
+ * snapshot point also waits for snapshots.min_ledger_fraction of the previous snapshot's size in
+ * new ledger bytes; a requested one does not.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,15 +15,16 @@ import { SnapshotManager, type SnapshotHost } from '../../src/node/snapshots.js'
 import { ManualClock } from '../../src/testing/manual-clock.js';
 import { MemoryDisk } from '../../src/testing/memory-disk.js';
 
-function manager(snapshots: { min_interval?: string } = {}) {
+function manager(snapshots: { min_interval?: string; min_ledger_fraction?: number; tx_count?: number } = {}, disk = new MemoryDisk()) {
   const clock = new ManualClock();
+  let ledgerBytes = 0;
   const logger = new MemoryLogger();
   const store = new Store();
   let signaturesAsked = 0;
   const unused = (): never => assert.fail('not used by snapshot requests');
   const host: SnapshotHost = {
     config: defaultNodeConfig({ snapshots: { tx_count: 1000, ...snapshots } }, '/'),
-    disk: new MemoryDisk(),
+    disk,
     logger,
     clock,
     store: () => store,
@@ -34,11 +37,18 @@ function manager(snapshots: { min_interval?: string } = {}) {
     isPrimary: () => true,
     holdsPrivateDomain: () => true,
     requestSignature: () => void signaturesAsked++,
+    ledgerBytesAfter: () => ledgerBytes,
     requestEvidence: unused,
     snapshotWriter: { write: unused, close: () => {} },
     snapshotWriterKind: 'inline',
   };
-  return { snapshots: new SnapshotManager(host), clock, logger, signaturesAsked: () => signaturesAsked };
+  return {
+    snapshots: new SnapshotManager(host),
+    clock,
+    logger,
+    signaturesAsked: () => signaturesAsked,
+    setLedgerBytes: (bytes: number) => void (ledgerBytes = bytes),
+  };
 }
 
 test('several rapid snapshot:create requests make one snapshot: the later ones are coalesced with the pending one', () => {
@@ -74,4 +84,42 @@ test('snapshot:create within snapshots.min_interval (default 10s) of the last is
   snapshots.onRollback(5);
   clock.advance(7500);
   assert.equal(snapshots.requestByOperator(), 'requested', 'once the interval has passed');
+});
+
+test('an automatic snapshot point waits until the ledger since the previous snapshot is min_ledger_fraction of its size; a request does not', () => {
+  const disk = new MemoryDisk();
+  disk.ensureDirectory('/snapshots');
+  // The newest committed snapshot the node holds, at 4000: 1,000 bytes.
+  const file = disk.createFile('/snapshots/snapshot_4000_4002.committed');
+  file.append([new Uint8Array(1000)]);
+  file.close();
+  const older = disk.createFile('/snapshots/snapshot_2000_2002.committed');
+  older.append([new Uint8Array(10)]);
+  older.close();
+  const { snapshots, logger, setLedgerBytes } = manager({ tx_count: 1000, min_ledger_fraction: 0.5 }, disk);
+  snapshots.start();
+  setLedgerBytes(499);
+  assert.equal(snapshots.dueAt(1000), false, 'tx_count reached, half of the snapshot in ledger bytes not');
+  assert.equal(snapshots.dueAt(1001), false);
+  assert.equal(logger.entries.filter((e) => /snapshot deferred: 499 bytes .* once 500 are written \(snapshots.min_ledger_fraction 0.5\)/.test(e.msg)).length, 1, 'said once, not at every signature');
+  assert.equal(snapshots.request(), 'requested');
+  assert.equal(snapshots.dueAt(1002), true, 'a requested snapshot does not wait');
+  snapshots.onRollback(1001);
+  setLedgerBytes(500);
+  assert.equal(snapshots.dueAt(1003), true, 'due once the ledger since holds half the snapshot\'s size');
+});
+
+test('with min_ledger_fraction 0, or no snapshot held, tx_count alone decides', () => {
+  const disk = new MemoryDisk();
+  disk.ensureDirectory('/snapshots');
+  const file = disk.createFile('/snapshots/snapshot_4000_4002.committed');
+  file.append([new Uint8Array(1000)]);
+  file.close();
+  const off = manager({ tx_count: 1000, min_ledger_fraction: 0 }, disk);
+  off.snapshots.start();
+  assert.equal(off.snapshots.dueAt(1000), true);
+  const none = manager({ tx_count: 1000, min_ledger_fraction: 0.5 });
+  none.snapshots.start();
+  assert.equal(none.snapshots.dueAt(999), false, 'below tx_count');
+  assert.equal(none.snapshots.dueAt(1000), true, 'no snapshot held: nothing to compare with');
 });

@@ -118,6 +118,7 @@ function snapshotManager(disk: MemoryDisk, logger: MemoryLogger): SnapshotManage
     isPrimary: () => true,
     holdsPrivateDomain: () => true,
     requestSignature: unused,
+    ledgerBytesAfter: unused,
     requestEvidence: unused,
     snapshotWriter: { write: unused, close: () => {} },
     snapshotWriterKind: 'inline',

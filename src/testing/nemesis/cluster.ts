@@ -14,11 +14,11 @@ export type FaultKind = (typeof FAULT_KINDS)[number];
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-/** Small chunks and frequent snapshots, so that kills land near chunk renames and snapshot writes. */
+/** Small chunks and frequent snapshots (every 400 transactions, not waiting for ledger bytes), so that kills land near chunk renames and snapshot writes. */
 const NEMESIS_CONFIG = {
   logging: { level: 'fail' },
   ledger: { chunk_size: '64KB' },
-  snapshots: { tx_count: 400, min_interval: '0s' },
+  snapshots: { tx_count: 400, min_interval: '0s', min_ledger_fraction: 0 },
 };
 
 export class NemesisCluster {

@@ -107,11 +107,12 @@ export class RecoverySim extends NodeSim {
     super(options);
   }
 
-  /** Snapshots every 25 transactions, 4 KB chunks, and members with recovery shares. */
+  /** Snapshots every 25 transactions (whatever the ledger since: min_ledger_fraction 0), 4 KB chunks, and members with recovery shares. */
   protected override configFor(index: number, type: 'Start' | 'Join'): ReturnType<NodeSim['configFor']> {
     const raw = rawConfigOf(index, type, this.options.durability ?? 'Synced');
     raw.ledger.chunk_size = CHUNK_SIZE;
     raw.snapshots.tx_count = SNAPSHOT_TX_COUNT;
+    raw.snapshots.min_ledger_fraction = 0;
     if (type === 'Start') {
       raw.command.start = {
         members: Array.from({ length: MEMBERS }, (_, i) => ({ certificate_file: `/sim/n${index}/member${i}_cert.pem`, encryption_public_key_file: `/sim/n${index}/member${i}_enc.pem` })),
@@ -293,6 +294,7 @@ export class RecoverySim extends NodeSim {
     };
     raw.ledger.chunk_size = CHUNK_SIZE;
     raw.snapshots.tx_count = SNAPSHOT_TX_COUNT;
+    raw.snapshots.min_ledger_fraction = 0;
     const host = this.hostFor(old.index, `r${old.index}`, simConfig(raw), keys);
     for (const folder of [old.startConfig.ledger.directory, old.startConfig.snapshots.directory]) {
       if (!old.disk.exists(folder)) continue;
@@ -341,6 +343,7 @@ export class RecoverySim extends NodeSim {
       const raw = rawConfigOf(index, 'Join', this.options.durability ?? 'Synced');
       raw.ledger.chunk_size = CHUNK_SIZE;
       raw.snapshots.tx_count = SNAPSHOT_TX_COUNT;
+      raw.snapshots.min_ledger_fraction = 0;
       await this.addJoiner(index, kept, raw, { keys: keys[k]! });
     }
     this.hosts.sort((a, b) => a.index - b.index);
