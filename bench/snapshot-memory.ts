@@ -16,6 +16,7 @@ import { jsonCodec, Store } from '../src/kv/index.js';
 import { writeSnapshotJob } from '../src/ledger/index.js';
 import { FsDisk } from '../src/platform/fs-disk.js';
 import { snapshotWritePieceBytes } from '../src/node/limits.js';
+import { numberArg } from './args.js';
 
 const MB = 1024 * 1024;
 const codec = jsonCodec<{ msg: string }>();
@@ -37,10 +38,8 @@ function statusKb(field: string): number {
 }
 
 function main(): void {
-  const at = process.argv.indexOf('--records');
-  const records = at === -1 ? 300_000 : Number(process.argv[at + 1]);
-  const pieceAt = process.argv.indexOf('--piece-bytes');
-  const pieceBytes = pieceAt === -1 ? snapshotWritePieceBytes : Number(process.argv[pieceAt + 1]);
+  const records = numberArg('--records', 300_000);
+  const pieceBytes = numberArg('--piece-bytes', snapshotWritePieceBytes);
   const store = new Store();
   for (let id = 0; id < records; id++) {
     const tx = store.beginTx();
