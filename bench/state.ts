@@ -5,7 +5,8 @@
  * write throughput, latency p50/p99/max (sent → answered), refused writes (non-2xx) and connection
  * errors, the view of every node (a change is an election), each node's RSS, its latest snapshot
  * (size and generation time, from GET /node/metrics, else the newest committed file's size), and its
- * event loop's largest delay since the last report (GET /node/metrics `event_loop`).
+ * event loop's largest delay since the last report (GET /node/metrics `event_loop`), and the major
+ * garbage collections since its start that paused it over 100 ms and over 1 s.
  *
  * COVENANT_NODE_CLI=<another build's dist/src/cli/main.js> runs the same load against that build's
  * nodes (figures its /node/metrics lacks are null).
@@ -50,6 +51,21 @@ interface NodeFigures {
   snapshot_slices: number | null;
   snapshots_written: number | null;
   event_loop_max_ms: number | null;
+  /** Major collections since the node started that paused it over 100 ms / over 1 s (Prometheus `nodejs_gc_duration_seconds`). */
+  major_gc_over_100ms: number | null;
+  major_gc_over_1s: number | null;
+}
+
+/** Count of `kind` collections longer than `le` seconds, from the node's Prometheus text (null when absent). */
+function gcPausesOver(text: string | undefined, kind: string, le: string): number | null {
+  if (text === undefined) return null;
+  const count = (bound: string) => {
+    const m = new RegExp(`^nodejs_gc_duration_seconds_bucket\\{(?=[^}]*le="${bound.replace('+', '\\+')}")(?=[^}]*kind="${kind}")[^}]*\\} (\\d+)`, 'm').exec(text);
+    return m === null ? undefined : Number(m[1]);
+  };
+  const all = count('+Inf');
+  const within = count(le);
+  return all === undefined || within === undefined ? null : all - within;
 }
 
 function newestCommittedSnapshot(node: StartedNode): { seqno: number; bytes: number; name: string } | undefined {
@@ -69,6 +85,7 @@ async function figuresOf(node: StartedNode): Promise<NodeFigures> {
   const consensus = await node.client.request('GET', '/node/consensus', { timeoutMs: 5000 }).catch(() => undefined);
   const metrics = await node.client.request('GET', '/node/metrics', { timeoutMs: 5000 }).catch(() => undefined);
   const last = metrics?.body?.snapshots?.last as { seqno: number; size_bytes: number; generation_ms: number; slices: number } | undefined;
+  const prometheus = await node.client.request('GET', '/node/metrics', { timeoutMs: 5000, headers: { accept: 'text/plain' } }).catch(() => undefined);
   const file = newestCommittedSnapshot(node);
   return {
     view: (consensus?.body?.current_view as number | undefined) ?? null,
@@ -79,6 +96,8 @@ async function figuresOf(node: StartedNode): Promise<NodeFigures> {
     snapshot_slices: last?.slices ?? null,
     snapshots_written: (metrics?.body?.snapshots?.written as number | undefined) ?? null,
     event_loop_max_ms: (metrics?.body?.event_loop?.recent?.max_ms as number | undefined) ?? null,
+    major_gc_over_100ms: gcPausesOver(prometheus?.text, 'major', '0.1'),
+    major_gc_over_1s: gcPausesOver(prometheus?.text, 'major', '1'),
   };
 }
 
