@@ -20,8 +20,18 @@ export class SnapshotCadence {
   #last: { seqno: number; sizeBytes: number } | undefined;
   /** The snapshot point after which a deferral was last logged (one line per snapshot). */
   #loggedAfter: number | undefined;
+  /** After a deferral, the seqno before which the ledger is not measured again. */
+  #recheckAt = 0;
 
-  constructor(private readonly fraction: number) {}
+  /**
+   * `recheckSeqnos`: once a snapshot point is deferred, the ledger's bytes are measured again
+   * only this many seqnos later (measuring walks every chunk; signatures come every few
+   * transactions), so a snapshot is taken at most that late.
+   */
+  constructor(
+    private readonly fraction: number,
+    private readonly recheckSeqnos: number,
+  ) {}
 
   /** A snapshot file of this node was written. */
   written(seqno: number, sizeBytes: number): void {
@@ -45,14 +55,17 @@ export class SnapshotCadence {
    * with is that of the newest snapshot this node holds (the previous point's, or an earlier one's
    * when this node has not written that one: the state it measures grows slowly); with none,
    * no wait.
-   * `deferred` is called once per previous snapshot point when the rule defers one.
+   * `deferred` is called once per previous snapshot point when the rule defers one. `seqno` is
+   * the signature's that would be the snapshot point.
    */
-  allows(lastPointSeqno: number, ledgerBytesAfter: (seqno: number) => number, deferred: (message: string) => void): boolean {
+  allows(seqno: number, lastPointSeqno: number, ledgerBytesAfter: (seqno: number) => number, deferred: (message: string) => void): boolean {
     const last = this.#last;
     if (this.fraction <= 0 || last === undefined) return true;
+    if (this.#loggedAfter === lastPointSeqno && seqno < this.#recheckAt) return false;
     const needed = Math.ceil(this.fraction * last.sizeBytes);
     const written = ledgerBytesAfter(lastPointSeqno);
     if (written >= needed) return true;
+    this.#recheckAt = seqno + this.recheckSeqnos;
     if (this.#loggedAfter !== lastPointSeqno) {
       this.#loggedAfter = lastPointSeqno;
       deferred(

@@ -200,7 +200,7 @@ export class SnapshotManager {
   constructor(host: SnapshotHost) {
     this.#host = host;
     this.#generator = new SnapshotGenerator(host.clock, host.snapshotWriter, host.snapshotWriterKind);
-    this.#cadence = new SnapshotCadence(host.config.snapshots.min_ledger_fraction);
+    this.#cadence = new SnapshotCadence(host.config.snapshots.min_ledger_fraction, Math.max(1, Math.floor(host.config.snapshots.tx_count / 10)));
   }
 
   /** GET /node/metrics: what this node's snapshot generation did. */
@@ -331,7 +331,7 @@ export class SnapshotManager {
     const { tx_count, time_interval, min_tx_count } = this.#host.config.snapshots;
     const since = seqno - Math.max(this.lastSnapshotSeqno(), this.#pending.at(-1)?.seqno ?? 0);
     const automatic = since >= tx_count || (time_interval > 0 && this.#intervalElapsed && since > min_tx_count);
-    const due = this.#requested || (automatic && this.#cadence.allows(seqno - since, (s) => this.#host.ledgerBytesAfter(s), (m) => this.#host.logger.info(m)));
+    const due = this.#requested || (automatic && this.#cadence.allows(seqno, seqno - since, (s) => this.#host.ledgerBytesAfter(s), (m) => this.#host.logger.info(m)));
     if (due) {
       if (this.#requested) this.#requestedPointSeqno = seqno;
       this.#requested = false;
