@@ -12,15 +12,13 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { jsonCodec, Store } from '../src/kv/index.js';
 import { writeSnapshotJob } from '../src/ledger/index.js';
 import { FsDisk } from '../src/platform/fs-disk.js';
 import { snapshotWritePieceBytes } from '../src/node/limits.js';
 import { numberArg } from './args.js';
+import { fillLoggingStore } from './logging-store.js';
 
 const MB = 1024 * 1024;
-const codec = jsonCodec<{ msg: string }>();
-const MESSAGE = 'x'.repeat(200);
 
 function gc(): void {
   const collect = (globalThis as { gc?: () => void }).gc;
@@ -40,14 +38,7 @@ function statusKb(field: string): number {
 function main(): void {
   const records = numberArg('--records', 300_000);
   const pieceBytes = numberArg('--piece-bytes', snapshotWritePieceBytes);
-  const store = new Store();
-  for (let id = 0; id < records; id++) {
-    const tx = store.beginTx();
-    tx.map('records', codec).put(String(id), { msg: MESSAGE });
-    tx.apply();
-    if (id % 1000 === 999) store.compact(store.version);
-  }
-  store.compact(store.version);
+  const store = fillLoggingStore(records);
   const packer = store.snapshotPacker(1);
   while (!packer.step(8192));
   const job = {

@@ -15,15 +15,15 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { jsonCodec, LedgerEncryptor, loadSnapshotAtOnce, Store } from '../src/kv/index.js';
+import { LedgerEncryptor, loadSnapshotAtOnce, Store } from '../src/kv/index.js';
 import { encodeSnapshotFile, parseSnapshotFile } from '../src/ledger/index.js';
 import type { StartupSnapshot } from '../src/node/snapshots.js';
 import { withoutStoreBytes } from '../src/node/startup-snapshot-store.js';
 import { FsDisk } from '../src/platform/fs-disk.js';
 import { systemClock } from '../src/platform/clock.js';
+import { fillLoggingStore } from './logging-store.js';
 
 const MB = 1024 * 1024;
-const codec = jsonCodec<{ msg: string }>();
 
 function rssMb(): number {
   const collect = (globalThis as { gc?: () => void }).gc;
@@ -33,14 +33,7 @@ function rssMb(): number {
 }
 
 function writeSnapshot(records: number, file: string, encryptor: LedgerEncryptor): void {
-  const store = new Store();
-  for (let id = 0; id < records; id++) {
-    const tx = store.beginTx();
-    tx.map('records', codec).put(String(id), { msg: 'x'.repeat(200) });
-    tx.apply();
-    if (id % 1000 === 999) store.compact(store.version);
-  }
-  store.compact(store.version);
+  const store = fillLoggingStore(records);
   const meta = { seqno: store.version, view: 1, view_history: [1], configurations: [], service_certificate: '', tree: { size: store.version, compaction_point: 0, block_hashes: '', leaves: '' } };
   fs.writeFileSync(file, encodeSnapshotFile(store.serializeSnapshot(encryptor, 1), meta));
 }

@@ -23,11 +23,12 @@
  */
 import { getHeapSnapshot } from 'node:v8';
 import btree from 'sorted-btree';
-import { jsonCodec, LedgerEncryptor, Store, utf8Value } from '../src/kv/index.js';
+import { LedgerEncryptor, Store, utf8Value } from '../src/kv/index.js';
 import { compareUtf8 } from '../src/kv/key-order.js';
 import { EMPTY_MAP, MAP_NODE_ENTRIES_MAX } from '../src/kv/map-state.js';
 import { encodePackedSnapshot } from '../src/kv/snapshot-stream.js';
 import { numberArg } from './args.js';
+import { fillLoggingStore, LOGGING_MESSAGE, loggingCodec } from './logging-store.js';
 
 interface Usage {
   readonly heap: number;
@@ -93,22 +94,16 @@ function measure(records: number, holderBytes: number, build: () => unknown): Re
   return result;
 }
 
-const MESSAGE = 'x'.repeat(200);
-const codec = jsonCodec<{ msg: string }>();
+const MESSAGE = LOGGING_MESSAGE;
+const codec = loggingCodec;
 
 /** One put per transaction, compacted every thousand versions; returns the store and µs per write. */
 function fillStore(records: number): { store: Store; writeUs: number } {
-  const store = new Store();
+  let store: Store | undefined;
   const ms = timeMs(() => {
-    for (let id = 0; id < records; id++) {
-      const tx = store.beginTx();
-      tx.map('records', codec).put(String(id), { msg: MESSAGE });
-      tx.apply();
-      if (id % 1000 === 999) store.compact(store.version);
-    }
-    store.compact(store.version);
+    store = fillLoggingStore(records);
   });
-  return { store, writeUs: (ms * 1000) / records };
+  return { store: store!, writeUs: (ms * 1000) / records };
 }
 
 /** µs per transaction overwriting one random existing key (a fixed-seed sequence), compacted as fillStore does. */

@@ -16,9 +16,9 @@
  */
 import { assert } from '../base/index.js';
 import { createHasher } from '../crypto/index.js';
-import { LedgerEncryptor, PackedSnapshotEncoder, SNAPSHOT_HEADER_BYTES, type PackedSnapshot } from '../kv/index.js';
+import { encodePackedSnapshotStreamed, LedgerEncryptor, PackedSnapshotEncoder, SNAPSHOT_HEADER_BYTES, type PackedSnapshot } from '../kv/index.js';
 import type { Disk } from './disk.js';
-import { snapshotFileFrame, type SnapshotMeta } from './snapshot-file.js';
+import { encodeSnapshotFile, snapshotFileFrame, type SnapshotMeta } from './snapshot-file.js';
 
 export interface SnapshotWriteJob {
   readonly packed: PackedSnapshot;
@@ -53,11 +53,7 @@ export function snapshotWritingPath(path: string): string {
 
 /** The bytes of the file a job writes, in one buffer (tests): the packed chunks are left to the caller. */
 export function snapshotFileBytesOf(job: Pick<SnapshotWriteJob, 'packed' | 'secret' | 'meta' | 'pieceBytes'>): Uint8Array {
-  const encoder = new PackedSnapshotEncoder(job.packed, new LedgerEncryptor(job.secret), { pieceBytes: job.pieceBytes, consumeChunks: false });
-  const { head, tail } = snapshotFileFrame(encoder.byteLength, job.meta);
-  const pieces: Uint8Array[] = [];
-  encoder.encodeBody((piece) => pieces.push(Buffer.from(piece)));
-  return Buffer.concat([head, encoder.header(), ...pieces, tail]);
+  return encodeSnapshotFile(encodePackedSnapshotStreamed(job.packed, new LedgerEncryptor(job.secret), job.pieceBytes), job.meta);
 }
 
 /**

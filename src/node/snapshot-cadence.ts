@@ -13,8 +13,6 @@
  * Only the primary decides, and the decision travels in the replicated entry; its inputs are the
  * node's own files (the ledger's chunk sizes, its snapshots' sizes), no time.
  */
-import { parseSnapshotFileName, type Disk } from '../ledger/index.js';
-
 export class SnapshotCadence {
   /** The newest snapshot this node wrote or found in its directory, and its size. */
   #last: { seqno: number; sizeBytes: number } | undefined;
@@ -33,20 +31,9 @@ export class SnapshotCadence {
     private readonly recheckSeqnos: number,
   ) {}
 
-  /** A snapshot file of this node was written. */
+  /** A snapshot file of this node was written (or, at start, the newest one it holds). */
   written(seqno: number, sizeBytes: number): void {
     if (this.#last === undefined || seqno >= this.#last.seqno) this.#last = { seqno, sizeBytes };
-  }
-
-  /** At start: the newest committed snapshot in the node's directory, as if written. */
-  readDirectory(disk: Disk, directory: string): void {
-    if (!disk.exists(directory)) return;
-    let newest: { seqno: number; name: string } | undefined;
-    for (const name of disk.listDirectory(directory)) {
-      const parsed = parseSnapshotFileName(name);
-      if (parsed?.committed && (newest === undefined || parsed.seqno > newest.seqno)) newest = { seqno: parsed.seqno, name };
-    }
-    if (newest !== undefined) this.written(newest.seqno, disk.sizeBytes(disk.join(directory, newest.name)));
   }
 
   /**

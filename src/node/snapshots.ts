@@ -218,7 +218,8 @@ export class SnapshotManager {
    */
   start(): void {
     this.#removeLeftovers();
-    this.#cadence.readDirectory(this.#host.disk, this.#directory);
+    const newest = listCommittedSnapshots(this.#host.disk, [this.#directory])[0];
+    if (newest !== undefined) this.#cadence.written(newest.seqno, this.#host.disk.sizeBytes(this.#host.disk.join(newest.directory, newest.name)));
     const intervalMs = this.#host.config.snapshots.time_interval;
     if (intervalMs <= 0 || this.#timer !== undefined) return;
     const fire = () => {

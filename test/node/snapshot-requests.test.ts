@@ -86,16 +86,21 @@ test('snapshot:create within snapshots.min_interval (default 10s) of the last is
   assert.equal(snapshots.requestByOperator(), 'requested', 'once the interval has passed');
 });
 
-test('an automatic snapshot point waits until the ledger since the previous snapshot is min_ledger_fraction of its size; a request does not', () => {
+/** A disk whose snapshots.directory holds files of these names and sizes. */
+function diskWithSnapshots(files: Record<string, number>): MemoryDisk {
   const disk = new MemoryDisk();
   disk.ensureDirectory('/snapshots');
+  for (const [name, sizeBytes] of Object.entries(files)) {
+    const file = disk.createFile(`/snapshots/${name}`);
+    file.append([new Uint8Array(sizeBytes)]);
+    file.close();
+  }
+  return disk;
+}
+
+test('an automatic snapshot point waits until the ledger since the previous snapshot is min_ledger_fraction of its size; a request does not', () => {
   // The newest committed snapshot the node holds, at 4000: 1,000 bytes.
-  const file = disk.createFile('/snapshots/snapshot_4000_4002.committed');
-  file.append([new Uint8Array(1000)]);
-  file.close();
-  const older = disk.createFile('/snapshots/snapshot_2000_2002.committed');
-  older.append([new Uint8Array(10)]);
-  older.close();
+  const disk = diskWithSnapshots({ 'snapshot_4000_4002.committed': 1000, 'snapshot_2000_2002.committed': 10 });
   const { snapshots, logger, setLedgerBytes } = manager({ tx_count: 1000, min_ledger_fraction: 0.5 }, disk);
   snapshots.start();
   setLedgerBytes(499);
@@ -112,11 +117,7 @@ test('an automatic snapshot point waits until the ledger since the previous snap
 });
 
 test('with min_ledger_fraction 0, or no snapshot held, tx_count alone decides', () => {
-  const disk = new MemoryDisk();
-  disk.ensureDirectory('/snapshots');
-  const file = disk.createFile('/snapshots/snapshot_4000_4002.committed');
-  file.append([new Uint8Array(1000)]);
-  file.close();
+  const disk = diskWithSnapshots({ 'snapshot_4000_4002.committed': 1000 });
   const off = manager({ tx_count: 1000, min_ledger_fraction: 0 }, disk);
   off.snapshots.start();
   assert.equal(off.snapshots.dueAt(1000), true);
