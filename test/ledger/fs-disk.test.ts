@@ -6,19 +6,10 @@ import * as path from 'node:path';
 import { CHUNK_HEADER_BYTES, decodeEntry, DiskError, Ledger, LedgerError } from '../../src/ledger/index.js';
 import { FsDisk } from '../../src/platform/fs-disk.js';
 import { MemoryDisk } from '../../src/testing/memory-disk.js';
-import { entries, entry } from './helpers.js';
-
-function withTempDir(run: (dir: string) => void): void {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'covenant-ledger-'));
-  try {
-    run(dir);
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
-}
+import { entries, entry, withTempDir } from './helpers.js';
 
 test('FsDisk appends, reads, renames, truncates and lists', () => {
-  withTempDir((dir) => {
+  withTempDir('ledger', (dir) => {
     const disk = new FsDisk();
     const sub = disk.join(dir, 'a/b');
     disk.ensureDirectory(sub);
@@ -53,7 +44,7 @@ test('FsDisk appends, reads, renames, truncates and lists', () => {
 });
 
 test('a ledger on the real disk survives reopening and matches the in-memory disk byte for byte', () => {
-  withTempDir((dir) => {
+  withTempDir('ledger', (dir) => {
     const disk = new FsDisk();
     const directory = disk.join(dir, 'ledger');
     const ledger = new Ledger({ disk, directory });
@@ -85,7 +76,7 @@ test('a ledger on the real disk survives reopening and matches the in-memory dis
 });
 
 test('a truncated file on the real disk is recovered to its last whole entry', () => {
-  withTempDir((dir) => {
+  withTempDir('ledger', (dir) => {
     const disk = new FsDisk();
     const directory = disk.join(dir, 'ledger');
     const ledger = new Ledger({ disk, directory });
@@ -108,7 +99,7 @@ test('a truncated file on the real disk is recovered to its last whole entry', (
 });
 
 test('a damaged committed file on the real disk is reported with its name and offset', () => {
-  withTempDir((dir) => {
+  withTempDir('ledger', (dir) => {
     const disk = new FsDisk();
     const directory = disk.join(dir, 'ledger');
     const ledger = new Ledger({ disk, directory });
@@ -129,7 +120,7 @@ test('a damaged committed file on the real disk is reported with its name and of
 });
 
 test('FsDisk reads never come from a stale descriptor after a rename or removal', () => {
-  withTempDir((dir) => {
+  withTempDir('ledger', (dir) => {
     const disk = new FsDisk();
     const a = disk.join(dir, 'a');
     const b = disk.join(dir, 'b');

@@ -1,3 +1,6 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import fc from 'fast-check';
 import { encodeEntry, EntryFlags, type FrameJob } from '../../src/ledger/index.js';
 
@@ -42,3 +45,13 @@ export const frameJobArb: fc.Arbitrary<FrameJob> = fc.record({
   publicBytes: fc.uint8Array({ maxLength: 400 }),
   privatePlain: fc.uint8Array({ maxLength: 400 }),
 });
+
+/** Runs `run` in a new temporary folder (named after `prefix`), removed afterwards. */
+export function withTempDir(prefix: string, run: (dir: string) => void): void {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `covenant-${prefix}-`));
+  try {
+    run(dir);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}

@@ -3,14 +3,12 @@
 // on the simulator's, and a failure at any write leaves nothing under the snapshot's name.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import * as fs from 'node:fs';
-import * as os from 'node:os';
-import * as path from 'node:path';
 import { createHash } from 'node:crypto';
 import { bytesCodec, LedgerEncryptor, stringCodec, Store, type PackedSnapshot } from '../../src/kv/index.js';
 import { DiskError, encodeSnapshotFile, parseSnapshotFile, snapshotFileBytesOf, snapshotWritingPath, writeSnapshotJob, type Disk, type SnapshotMeta } from '../../src/ledger/index.js';
 import { FsDisk } from '../../src/platform/fs-disk.js';
 import { MemoryDisk } from '../../src/testing/memory-disk.js';
+import { withTempDir } from './helpers.js';
 
 const SECRET = new Uint8Array(32).fill(5);
 const VIEW = 2;
@@ -54,20 +52,11 @@ function oneTurnFile(store: Store): Buffer {
   return Buffer.from(encodeSnapshotFile(store.serializeSnapshot(new LedgerEncryptor(SECRET), VIEW), meta(store.version)));
 }
 
-function withTempDir(run: (dir: string) => void): void {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'covenant-snapshot-writer-'));
-  try {
-    run(dir);
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
-}
-
 test('the streamed file equals the one-turn file for several piece sizes, on a real and a simulated disk', () => {
   const store = sampleStore();
   const expected = oneTurnFile(store);
   const expectedDigest = createHash('sha256').update(expected).digest();
-  withTempDir((dir) => {
+  withTempDir('snapshot-writer', (dir) => {
     const disks: [string, Disk, string][] = [
       ['fs', new FsDisk(), dir],
       ['memory', new MemoryDisk(), '/snapshots'],
