@@ -50,17 +50,10 @@ export const PRELUDE = `(() => {
     return name;
   };
   // A key crosses to the host as a Latin-1 string (one character per byte, the store's own form):
-  // reading a string there is one call, an ArrayBuffer's bytes several. The host reads strings up
-  // to a NUL, so a key holding a zero byte crosses as U+0100 (never in Latin-1) and its hex.
-  const HEX = '0123456789abcdef';
+  // one string is copied across faster than an ArrayBuffer.
   const keyText = (k) => {
     const bytes = new Uint8Array(buf(k, 'key'));
     let s = '';
-    if (bytes.indexOf(0) >= 0) {
-      s = '\u0100';
-      for (let i = 0; i < bytes.length; i++) s += HEX[bytes[i] >> 4] + HEX[bytes[i] & 15];
-      return s;
-    }
     for (let i = 0; i < bytes.length; i += 4096) s += String.fromCharCode.apply(null, bytes.subarray(i, i + 4096));
     return s;
   };
