@@ -204,4 +204,41 @@ describe('the engine in a transaction', () => {
     // The engine still works after all of that.
     assert.equal(run('export function run() { return { body: "fine" } }').response.text, 'fine');
   });
+
+  test('an async handler is settled within its call; one that never settles, or rejects, fails', () => {
+    const { response, tx } = run(`export async function run() {
+      const v = await Promise.resolve('later');
+      covenant.kv['records'].set(covenant.strToBuf('k'), covenant.strToBuf(v));
+      return { body: v };
+    }`);
+    assert.equal(response.text, 'later');
+    assert.equal(Buffer.from(tx.map('records', stringKeyCodec, bytesCodec).get('k') as Uint8Array).toString(), 'later');
+    const failure = (source: string) => {
+      try {
+        run(source);
+      } catch (e) {
+        assert.ok(e instanceof ScriptFailure, String(e));
+        return `${e.kind}: ${e.message}`;
+      }
+      return 'none';
+    };
+    assert.match(failure('export function run() { return new Promise(() => {}) }'), /^InvalidResponse: .*did not settle/);
+    assert.match(failure('export async function run() { await null; throw new TypeError("late") }'), /^Exception: .*TypeError: late/);
+  });
+
+  test('a rebuilt interpreter compiles the bundle from V8\'s code cache', () => {
+    const bundle = parseBundle(bundleOf('import { twice } from "./lib.js"; export function run() { return { body: String(twice(21)) } }', undefined, [{ name: 'lib.js', module: 'export const twice = (x) => 2 * x;' }]));
+    const installed = {};
+    const scope = (): RequestScope => ({ reader: new Store().beginTx(), tx: undefined, commitTxId: () => '2.7', randomBytes: (n) => new Uint8Array(n), nowMs: () => 0, applyWrites: false, claimsDigest: undefined });
+    const call = (options: RuntimeOptions) =>
+      engine.withInterpreter(installed, bundle, options, scope(), (i) => ({
+        text: i.call('app.js', 'run', { fields: () => '{}', body: new Uint8Array(), seed: 1, writable: false }).text,
+        fromCache: i.modulesFromCache,
+      }));
+    assert.deepEqual(call(DEFAULT_RUNTIME_OPTIONS), { text: '42', fromCache: 0 });
+    const metrics = engine.cachedInterpreter();
+    assert.ok(metrics !== undefined && metrics.bytecodeBytes > 0 && metrics.bytecodeUsed, JSON.stringify(metrics));
+    // Other runtime options: a new interpreter, both modules compiled from the cache.
+    assert.deepEqual(call({ ...DEFAULT_RUNTIME_OPTIONS, executionTimeMsMax: 99 }), { text: '42', fromCache: 2 });
+  });
 });

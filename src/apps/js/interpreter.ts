@@ -126,9 +126,10 @@ export class Interpreter {
   private disposed = false;
   /** Bytes of V8's code cache (compiled bytecode) of the modules compiled so far. */
   bytecodeBytes = 0;
-  /** Whether every module compiled so far was compiled from the code cache (nothing compiled: false). */
+  /** Whether V8's code cache of every module compiled so far is held for the next interpreter (nothing compiled: false). */
   bytecodeUsed = false;
-  private compiledFromCache = 0;
+  /** Modules compiled from the code cache rather than from their source. */
+  modulesFromCache = 0;
 
   constructor(
     private readonly bundle: AppBundle,
@@ -258,11 +259,10 @@ export class Interpreter {
     }
     const compiled = module as ivm.Module & ivm.CachedDataResult & { cachedDataRejected?: boolean };
     if (cached === undefined && compiled.cachedData !== undefined) this.codeCache.set(name, { data: compiled.cachedData, bytes: compiled.cachedData.copy().byteLength });
-    const used = cached !== undefined && compiled.cachedDataRejected !== true;
-    if (used) this.compiledFromCache++;
+    if (cached !== undefined && compiled.cachedDataRejected !== true) this.modulesFromCache++;
     this.modules.set(name, module);
     this.bytecodeBytes += this.codeCache.get(name)?.bytes ?? 0;
-    this.bytecodeUsed = this.compiledFromCache === this.modules.size;
+    this.bytecodeUsed = [...this.modules.keys()].every((m) => this.codeCache.has(m));
     return module;
   }
 
