@@ -185,14 +185,15 @@ export function createHost(currentScope: () => RequestScope | undefined): Interp
     return s.tx.map(name, stringKeyCodec, bytesCodec) as TxMap<string, Uint8Array>;
   };
   const functions: HostFunctions = {
+    // A value crosses as Latin-1, as the prelude's writes do (a string is copied faster than an ArrayBuffer).
     __kv_get: (map, k) => {
       const value = reader(text(map)).get(key(k));
-      return value === undefined ? undefined : buffer(value);
+      return value === undefined ? undefined : Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('latin1');
     },
     __kv_has: (map, k) => reader(text(map)).has(key(k)),
     __kv_apply: (writes, values) => {
       const list = text(writes);
-      const data = bytes(values);
+      const data = Buffer.from(text(values), 'latin1');
       let parsed: unknown;
       try {
         parsed = JSON.parse(list);

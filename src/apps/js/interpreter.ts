@@ -184,12 +184,11 @@ export class Interpreter {
       result = this.run(where, () =>
         this.callHandler.applySync(undefined, [index, utf8Text(request.body), request.seed, request.writable], {
           timeout: this.options.executionTimeMsMax,
-          result: { copy: true },
         }),
       );
       if (result === PENDING) {
         const left = Math.max(1, Math.ceil(deadline - performance.now()));
-        result = this.run(where, () => this.settleHandler.applySync(undefined, [], { timeout: left, result: { copy: true } }));
+        result = this.run(where, () => this.settleHandler.applySync(undefined, [], { timeout: left }));
         if (result === PENDING) {
           throw new ScriptFailure('InvalidResponse', `${where} returned a promise that did not settle (only synchronous work is possible in a transaction)`);
         }
@@ -279,21 +278,19 @@ export class Interpreter {
   }
 
   /**
-   * The prelude's encoding of the answer: its JSON text, or {m: that text, b: bytes} where the
-   * bytes are a bytes body (its length `n` when the request left writes pending) followed by the
-   * values of those writes (`w`), which go to the host here.
+   * The prelude's encoding of the answer: its JSON text, then, when there are bytes, a NUL and the
+   * bytes as Latin-1: a bytes body (its length `n` when the request left writes pending) followed
+   * by the values of those writes (`w`), which go to the host here.
    */
   private readResponse(result: unknown, where: string): ScriptResponse {
-    if (typeof result === 'string') {
+    if (typeof result !== 'string') throw new ScriptFailure('InvalidResponse', `${where}: the answer is not in the prelude's form`);
+    const split = result.indexOf('\u0000');
+    if (split < 0) {
       const { s, h, k, t } = JSON.parse(result) as Answer;
       return t === undefined ? { status: s, headers: h, kind: k } : { status: s, headers: h, kind: k, text: t };
     }
-    const packed = result as { m?: unknown; b?: unknown } | null;
-    if (packed === null || typeof packed !== 'object' || typeof packed.m !== 'string' || !(packed.b instanceof ArrayBuffer)) {
-      throw new ScriptFailure('InvalidResponse', `${where}: the answer is not in the prelude's form`);
-    }
-    const { s, h, k, t, w, n } = JSON.parse(packed.m) as Answer;
-    const bytes = new Uint8Array(packed.b);
+    const { s, h, k, t, w, n } = JSON.parse(result.slice(0, split)) as Answer;
+    const bytes = new Uint8Array(Buffer.from(result.slice(split + 1), 'latin1'));
     if (w !== undefined) {
       try {
         this.host.applyWrites(w, bytes, k === 'bytes' ? (n ?? 0) : 0);

@@ -76,30 +76,37 @@ export const PRELUDE = `(() => {
     if (!writable) throw new Error(${JSON.stringify(READONLY_WRITE)}.replace('{map}', () => name));
   };
   const copyOf = (x, what) => (x instanceof ArrayBuffer ? x.slice(0) : buf(x, what));
+  // Bytes cross the sandbox's boundary as Latin-1 strings (one character per byte): the engine
+  // copies a string across faster than an ArrayBuffer, and V8 converts them in compiled loops.
+  const latin1Of = (buffer) => {
+    const bytes = new Uint8Array(buffer);
+    if (bytes.length <= 4096) return String.fromCharCode.apply(null, bytes);
+    let s = '';
+    for (let i = 0; i < bytes.length; i += 4096) s += String.fromCharCode.apply(null, bytes.subarray(i, i + 4096));
+    return s;
+  };
+  const bufferOf = (text) => {
+    const bytes = new Uint8Array(text.length);
+    for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+    return bytes.buffer;
+  };
   // The pending writes of some maps as the host reads them: [[map name, [key text, value length
-  // (-1: a removal), ...]], ...], and the values' bytes one after the other, after \`head\`'s.
+  // (-1: a removal), ...]], ...], and the values' bytes one after the other (Latin-1), after \`head\`'s.
   const packWrites = (names, head) => {
     const writes = [];
-    const values = [];
-    let total = head === undefined ? 0 : head.byteLength;
+    let bytes = head === undefined ? '' : latin1Of(head);
     for (let i = 0; i < names.length; i++) {
       const list = [];
       pending.get(names[i]).forEach((value, text) => {
         if (value === null) { list.push(text, -1); return; }
         list.push(text, value.byteLength);
-        values.push(value);
-        total += value.byteLength;
+        bytes += latin1Of(value);
       });
       writes.push([names[i], list]);
       pending.delete(names[i]);
     }
     if (pending.size === 0) pendingBytes = 0;
-    if (values.length === 1 && head === undefined) return { writes, bytes: values[0] };
-    const bytes = new Uint8Array(total);
-    let offset = 0;
-    if (head !== undefined) { bytes.set(new Uint8Array(head)); offset = head.byteLength; }
-    for (let i = 0; i < values.length; i++) { bytes.set(new Uint8Array(values[i]), offset); offset += values[i].byteLength; }
-    return { writes, bytes: bytes.buffer };
+    return { writes, bytes };
   };
   const pendingNames = () => { const names = []; pending.forEach((_entries, name) => { names.push(name); }); return names; };
   const applyNow = (names) => { const { writes, bytes } = packWrites(names, undefined); h.__kv_apply(stringify(writes), bytes); };
@@ -117,7 +124,7 @@ export const PRELUDE = `(() => {
       get: (k) => {
         const text = keyText(k);
         const value = buffered(text);
-        if (value === undefined) return h.__kv_get(name, text);
+        if (value === undefined) { const stored = h.__kv_get(name, text); return stored === undefined ? undefined : bufferOf(stored); }
         return value === null ? undefined : value.slice(0);
       },
       has: (k) => {
@@ -194,17 +201,25 @@ export const PRELUDE = `(() => {
   const txidOf = (text) => { const [view, seqno] = text.split('.').map(Number); return { view, seqno }; };
   const historicalStateAt = (seqno) => Object.freeze({ transactionId: h.__historical_txid(seqno), kv: historicalKv(seqno) });
 
-  // UTF-8 in the sandbox for short strings (a call to the host costs more than encoding them here).
-  const SHORT = 24;
+  // UTF-8 in the sandbox up to a few KiB (V8 compiles the loops: cheaper than a call to the host);
+  // lone surrogates, non-ASCII text to decode and longer texts go to the host.
+  const SHORT = 4096;
   const strToBuf = (s) => {
     if (typeof s !== 'string') throw new TypeError('strToBuf takes a string');
     if (s.length > SHORT) return h.__utf8_encode(s);
     const out = new Uint8Array(s.length * 3);
     let n = 0;
     for (let i = 0; i < s.length; i++) {
-      let c = s.charCodeAt(i);
+      const c = s.charCodeAt(i);
       if (c < 0x80) { out[n++] = c; continue; }
-      if (c >= 0xd800 && c <= 0xdfff) return h.__utf8_encode(s);
+      if (c >= 0xd800 && c <= 0xdfff) {
+        const low = c <= 0xdbff && i + 1 < s.length ? s.charCodeAt(i + 1) : 0;
+        if (low < 0xdc00 || low > 0xdfff) return h.__utf8_encode(s);
+        const p = 0x10000 + ((c - 0xd800) << 10) + (low - 0xdc00);
+        out[n++] = 0xf0 | (p >> 18); out[n++] = 0x80 | ((p >> 12) & 63); out[n++] = 0x80 | ((p >> 6) & 63); out[n++] = 0x80 | (p & 63);
+        i++;
+        continue;
+      }
       if (c < 0x800) { out[n++] = 0xc0 | (c >> 6); out[n++] = 0x80 | (c & 63); continue; }
       out[n++] = 0xe0 | (c >> 12); out[n++] = 0x80 | ((c >> 6) & 63); out[n++] = 0x80 | (c & 63);
     }
@@ -213,12 +228,10 @@ export const PRELUDE = `(() => {
   const bufToStr = (b) => {
     const bytes = new Uint8Array(buf(b, 'bufToStr\\'s argument'));
     if (bytes.length > SHORT) return h.__utf8_decode(bytes.buffer);
-    let s = '';
     for (let i = 0; i < bytes.length; i++) {
       if (bytes[i] >= 0x80) return h.__utf8_decode(bytes.buffer);
-      s += String.fromCharCode(bytes[i]);
     }
-    return s;
+    return String.fromCharCode.apply(null, bytes);
   };
   const jsonCompatibleToBuf = (v) => {
     const text = stringify(v);
@@ -290,8 +303,9 @@ export const PRELUDE = `(() => {
   const bad = (message) => { throw new CovenantResponseError(message); };
   const HEADER_NAME = /^[!#$%&'*+.^_\`|~0-9A-Za-z-]+$/;
 
-  // The handler's answer in a form the host reads with few calls: one JSON string, or that string
-  // and one ArrayBuffer (a bytes body, then the values of the writes the request left pending).
+  // The handler's answer as one string: its JSON, and when there are bytes (a bytes body, then the
+  // values of the writes the request left pending), a NUL (JSON text has none) and those bytes as
+  // Latin-1.
   const encode = (res) => {
     let out;
     if (res === undefined || res === null) {
@@ -302,11 +316,11 @@ export const PRELUDE = `(() => {
     }
     const head = out.k === 'bytes' ? out.b : undefined;
     delete out.b;
-    if (pending.size === 0) return head === undefined ? stringify(out) : { m: stringify(out), b: head };
+    if (pending.size === 0) return head === undefined ? stringify(out) : stringify(out) + '\\u0000' + latin1Of(head);
     const { writes, bytes } = packWrites(pendingNames(), head);
     out.w = writes;
     if (head !== undefined) out.n = head.byteLength;
-    return { m: stringify(out), b: bytes };
+    return stringify(out) + '\\u0000' + bytes;
   };
   const answerOf = (res) => {
     if (typeof res !== 'object' || Array.isArray(res)) bad('a handler returns an object {statusCode?, headers?, body?}, not ' + (Array.isArray(res) ? 'an array' : typeof res));
