@@ -71,6 +71,7 @@ try {
   const backups = network.nodes.filter((n) => n !== primary);
   const measure = async (ms: number) => {
     const cpuBefore = [primary, ...backups].map((n) => cpuUs(n.process.pid!));
+    const refused: Record<number, number> = {};
     const result = await runLoad(targetOf(primary), {
       connections,
       durationMs: ms,
@@ -78,6 +79,7 @@ try {
       onResponse: (status, headers) => {
         const m = /x-covenant-transaction-id: *(\d+\.\d+)/i.exec(headers);
         if (status === 200 && m) last = m[1]!;
+        if (status >= 300) refused[status] = (refused[status] ?? 0) + 1;
       },
     });
     const seqno = Number(last.split('.')[1] ?? 0);
@@ -88,7 +90,7 @@ try {
     const cpuUsed = [primary, ...backups].map((n, i) => cpuUs(n.process.pid!) - cpuBefore[i]!);
     const ok = result.requests - result.non2xx - result.errors;
     const perWrite = (us: number) => Math.round(us / Math.max(ok, 1));
-    return { writesPerS: Math.round((ok * 1000) / result.elapsedMs), result, primaryCpuUsPerWrite: perWrite(cpuUsed[0]!), backupCpuUsPerWrite: perWrite(cpuUsed.slice(1).reduce((a, b) => a + b, 0) / backups.length) };
+    return { writesPerS: Math.round((ok * 1000) / result.elapsedMs), result, refused, primaryCpuUsPerWrite: perWrite(cpuUsed[0]!), backupCpuUsPerWrite: perWrite(cpuUsed.slice(1).reduce((a, b) => a + b, 0) / backups.length) };
   };
   let installed: App = 'built-in';
   for (const app of ['built-in', 'javascript'] as const) {
@@ -102,9 +104,9 @@ try {
     for (const app of order) {
       await install(primary, app, installed);
       installed = app;
-      const { writesPerS, result, primaryCpuUsPerWrite, backupCpuUsPerWrite } = await measure(durationMs);
+      const { writesPerS, result, refused, primaryCpuUsPerWrite, backupCpuUsPerWrite } = await measure(durationMs);
       totals[app].push(writesPerS);
-      console.log(JSON.stringify({ bench: 'js-app', app, committed_writes_per_s: writesPerS, p50_ms: result.latencyP50Ms, p99_ms: result.latencyP99Ms, non2xx: result.non2xx, errors: result.errors, primary_cpu_us_per_write: primaryCpuUsPerWrite, backup_cpu_us_per_write: backupCpuUsPerWrite }));
+      console.log(JSON.stringify({ bench: 'js-app', app, committed_writes_per_s: writesPerS, p50_ms: result.latencyP50Ms, p99_ms: result.latencyP99Ms, non2xx: result.non2xx, non2xx_by_status: refused, errors: result.errors, primary_cpu_us_per_write: primaryCpuUsPerWrite, backup_cpu_us_per_write: backupCpuUsPerWrite }));
     }
   }
   const mean = (xs: number[]) => Math.round(xs.reduce((a, b) => a + b, 0) / xs.length);

@@ -4,10 +4,11 @@
  */
 import { before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import fc from 'fast-check';
 import { Store, stringKeyCodec, bytesCodec } from '../../src/kv/index.js';
 import { parseBundle } from '../../src/apps/js/bundle.js';
 import { AppEngine, DEFAULT_RUNTIME_OPTIONS, runtimeOptionsOf } from '../../src/apps/js/engine.js';
-import { ScriptFailure, type RuntimeOptions } from '../../src/apps/js/interpreter.js';
+import { DEADLINE_GRID_MS, ScriptFailure, timeoutMs, type RuntimeOptions } from '../../src/apps/js/interpreter.js';
 import type { RequestScope } from '../../src/apps/js/host.js';
 
 const endpoint = (js_function: string, extra: Record<string, unknown> = {}) => ({ js_module: 'app.js', js_function, authn_policies: [], mode: 'readwrite', ...extra });
@@ -55,6 +56,16 @@ describe('bundle checks', () => {
     assert.throws(() => engine.checkBundle(bundleOf('for (;;) {} export function run() {}')), /time limit/);
     // The engine checks the next bundle at once.
     assert.equal(engine.checkBundle(bundleOf('export function run() {}')).endpoints.length, 1);
+  });
+
+  test('a call\'s timeout is a whole number of ms, its budget at least, ending on the deadline grid', () => {
+    fc.assert(
+      fc.property(fc.double({ min: 0, max: 1e9, noNaN: true }), fc.integer({ min: 1, max: 1000 }), (now, budget) => {
+        const timeout = timeoutMs(budget, now);
+        assert.ok(Number.isInteger(timeout), `${timeout} from ${now}`);
+        assert.ok(timeout >= budget && timeout <= budget + DEADLINE_GRID_MS + 1, `${timeout} from ${now}, budget ${budget}`);
+      }),
+    );
   });
 
   test('runtime options are bounded', () => {

@@ -76,6 +76,13 @@ export type CodeCache = Map<string, { readonly data: ivm.ExternalCopy<ArrayBuffe
 
 /** The smallest heap an isolate is given (isolated-vm's own minimum). */
 const ISOLATE_MEMORY_MB_MIN = 8;
+/**
+ * Deadlines of calls end on a grid of this many milliseconds. The engine arms a timer per call and
+ * its timer thread wakes at each one's end, even when the call returned long before: calls whose
+ * timers end together cost one wake-up (measured: 11–17 µs of CPU per call instead of 31–35, one call
+ * every 200 µs). A call may run up to this much past its budget before it is stopped.
+ */
+export const DEADLINE_GRID_MS = 10;
 /** What an async handler's call answers while its promise is pending: never a JSON text the prelude writes. */
 const PENDING = '\u0000pending';
 
@@ -177,15 +184,13 @@ export class Interpreter {
   call(moduleName: string, functionName: string, request: ScriptRequest): ScriptResponse {
     const where = `${moduleName}.${functionName}`;
     const index = this.handler(moduleName, functionName);
-    const deadline = performance.now() + this.options.executionTimeMsMax;
+    const startMs = performance.now();
+    const timeout = timeoutMs(this.options.executionTimeMsMax, startMs);
+    const deadline = startMs + timeout;
     this.request = request;
     let result: unknown;
     try {
-      result = this.run(where, () =>
-        this.callHandler.applySync(undefined, [index, utf8Text(request.body), request.seed, request.writable], {
-          timeout: this.options.executionTimeMsMax,
-        }),
-      );
+      result = this.run(where, () => this.callHandler.applySync(undefined, [index, utf8Text(request.body), request.seed, request.writable], { timeout }));
       if (result === PENDING) {
         const left = Math.max(1, Math.ceil(deadline - performance.now()));
         result = this.run(where, () => this.settleHandler.applySync(undefined, [], { timeout: left }));
@@ -317,6 +322,11 @@ export class Interpreter {
     if (name === 'CovenantResponseError') return { kind: 'InvalidResponse', message };
     return { kind: 'Exception', message: `${name}: ${message}` };
   }
+}
+
+/** The timeout of a call starting at `nowMs` with `budgetMs`: it ends on the next DEADLINE_GRID_MS line after the budget. */
+export function timeoutMs(budgetMs: number, nowMs: number): number {
+  return Math.ceil((Math.floor(nowMs / DEADLINE_GRID_MS) + 1) * DEADLINE_GRID_MS + budgetMs - nowMs);
 }
 
 function describeValue(value: unknown): string {
