@@ -161,6 +161,16 @@ describe('the engine in a transaction', () => {
     assert.deepEqual(JSON.parse(run(`export function run() { return { body: { r: [Math.random(), Math.random()] } } }`).response.text!).r, body.r);
   });
 
+  test('nothing reads the host\'s clock or locale, or holds memory past the heap limit', () => {
+    const { response } = run(`export function run() {
+      return { body: {
+        intl: typeof Intl, wasm: typeof WebAssembly,
+        locale: [(1234567.5).toLocaleString(), 'b'.localeCompare('a'), 'i'.toLocaleUpperCase(), new Date(0).toLocaleString() === new Date(0).toString(), [1000, 2].toLocaleString()],
+      } };
+    }`);
+    assert.deepEqual(JSON.parse(response.text!), { intl: 'undefined', wasm: 'undefined', locale: ['1234567.5', 1, 'I', true, '1000,2'] });
+  });
+
   test('verifySignature checks ECDSA and RSA signatures', async () => {
     const { generateKeyPairSync, sign } = await import('node:crypto');
     const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' });

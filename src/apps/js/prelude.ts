@@ -249,6 +249,21 @@ export const PRELUDE = `(() => {
     apply: () => new RealDate(now()).toString(),
   });
 
+  // WebAssembly memories are not counted by the isolate's heap limit (a handler could hold a
+  // gigabyte of them), and Intl formats the host's clock and locale: neither is offered. Methods
+  // that depend on the locale answer as in a locale-free engine, the same on every node.
+  delete g.WebAssembly;
+  delete g.Intl;
+  const plain = (target, name, fn) => Object.defineProperty(target, name, { value: fn, writable: true, configurable: true, enumerable: false });
+  plain(String.prototype, 'localeCompare', function localeCompare(that) { const a = String(this); const b = String(that); return a < b ? -1 : a > b ? 1 : 0; });
+  plain(String.prototype, 'toLocaleUpperCase', function toLocaleUpperCase() { return String.prototype.toUpperCase.call(this); });
+  plain(String.prototype, 'toLocaleLowerCase', function toLocaleLowerCase() { return String.prototype.toLowerCase.call(this); });
+  plain(Number.prototype, 'toLocaleString', function toLocaleString() { return Number.prototype.toString.call(this); });
+  plain(BigInt.prototype, 'toLocaleString', function toLocaleString() { return BigInt.prototype.toString.call(this); });
+  plain(RealDate.prototype, 'toLocaleString', function toLocaleString() { return RealDate.prototype.toString.call(this); });
+  plain(RealDate.prototype, 'toLocaleDateString', function toLocaleDateString() { return RealDate.prototype.toDateString.call(this); });
+  plain(RealDate.prototype, 'toLocaleTimeString', function toLocaleTimeString() { return RealDate.prototype.toTimeString.call(this); });
+
   let seed = 0;
   Math.random = () => {
     seed = (seed + 0x6d2b79f5) | 0;
