@@ -247,6 +247,33 @@ describe('the engine in a transaction', () => {
     assert.match(failure('export async function run() { await null; throw new TypeError("late") }'), /^Exception: .*TypeError: late/);
   });
 
+  test('a promise of an earlier request settling during a later one neither answers nor takes its writes', () => {
+    const bundle = parseBundle(
+      bundleOf(
+        `let resolveA;
+        export function a() { return new Promise((resolve) => { resolveA = resolve; }); }
+        export async function b() {
+          covenant.kv['m'].set(covenant.strToBuf('k'), covenant.strToBuf('b'));
+          resolveA({ body: 'from a' });
+          return { body: 'from b' };
+        }`,
+        { '/a': { post: endpoint('a') }, '/b': { post: endpoint('b') } },
+      ),
+    );
+    const installed = {};
+    const store = new Store();
+    const call = (fn: string) => {
+      const tx = store.beginTx();
+      const scope: RequestScope = { reader: tx, tx, commitTxId: () => '2.7', randomBytes: (n) => new Uint8Array(n), nowMs: () => 0, applyWrites: false, claimsDigest: undefined };
+      const response = engine.withInterpreter(installed, bundle, DEFAULT_RUNTIME_OPTIONS, scope, (i) => i.call('app.js', fn, { fields: () => '{}', body: new Uint8Array(), seed: 1, writable: true }));
+      return { response, tx };
+    };
+    assert.throws(() => call('a'), (e) => e instanceof ScriptFailure && e.kind === 'InvalidResponse');
+    const { response, tx } = call('b');
+    assert.equal(response.text, 'from b');
+    assert.equal(Buffer.from(tx.map('m', stringKeyCodec, bytesCodec).get('k') as Uint8Array).toString(), 'b');
+  });
+
   test('a rebuilt interpreter compiles the bundle from V8\'s code cache', () => {
     const bundle = parseBundle(bundleOf('import { twice } from "./lib.js"; export function run() { return { body: String(twice(21)) } }', undefined, [{ name: 'lib.js', module: 'export const twice = (x) => 2 * x;' }]));
     const installed = {};

@@ -135,7 +135,11 @@ export class AppEngine {
     const cached = this.cached;
     if (cached !== undefined && cached.source === source && sameOptions(cached.options, options)) return cached.interpreter;
     this.discardInterpreter();
-    if (this.codeCache?.source !== source) this.codeCache = { source, modules: new Map() };
+    if (this.codeCache?.source !== source) {
+      // Another bundle: the previous one's cache is freed now, not whenever V8 collects its handles.
+      for (const { data } of this.codeCache?.modules.values() ?? []) data.release();
+      this.codeCache = { source, modules: new Map() };
+    }
     const interpreter = new Interpreter(bundle, options, this.host, this.codeCache.modules);
     this.interpretersBuilt++;
     this.cached = { source, options, interpreter };

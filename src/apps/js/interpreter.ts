@@ -96,7 +96,10 @@ const GLUE = `(() => {
   const dispatch = globalThis.__covenant_dispatch;
   delete globalThis.__covenant_dispatch;
   const handlers = [];
+  // The outcome of the current call's promise only: a promise of an earlier call that settles late
+  // (a handler kept its resolver) is ignored.
   let outcome;
+  let calls = 0;
   globalThis.__covenant_register = (namespace, name) => {
     const fn = namespace[name];
     if (typeof fn !== 'function') return -1;
@@ -104,10 +107,11 @@ const GLUE = `(() => {
     return handlers.length - 1;
   };
   globalThis.__covenant_call = (index, text, seed, writable) => {
+    const call = ++calls;
+    outcome = undefined;
     const result = dispatch(handlers[index], text, seed, writable);
     if (result === null || typeof result !== 'object' || typeof result.then !== 'function') return result;
-    outcome = undefined;
-    result.then((value) => { outcome = { value }; }, (error) => { outcome = { error }; });
+    result.then((value) => { if (call === calls) outcome = { value }; }, (error) => { if (call === calls) outcome = { error }; });
     return ${JSON.stringify(PENDING)};
   };
   globalThis.__covenant_settle = () => {

@@ -426,7 +426,12 @@ export const PRELUDE = `(() => {
       handling = false;
       throw e;
     }
-    if (res !== null && typeof res === 'object' && typeof res.then === 'function') return res.then(finish, (e) => { handling = false; throw e; });
+    if (res !== null && typeof res === 'object' && typeof res.then === 'function') {
+      // A promise that settles during a later request (its resolver was kept) finishes nothing: the
+      // writes pending then are that request's.
+      const n = requestNumber;
+      return res.then((value) => (n === requestNumber ? finish(value) : undefined), (e) => { if (n === requestNumber) handling = false; throw e; });
+    }
     return finish(res);
   };
   const finish = (res) => {
