@@ -4,7 +4,7 @@
  * the load generator's (a 200-character message, a caller with its certificate, whose fields the
  * handler does not read: in the node they are then never built). Prints one JSON line per round.
  * Run after a build:
- *   node --no-node-snapshot dist/bench/js-handler.js [--calls 20000 --rounds 3]
+ *   node dist/bench/js-handler.js [--calls 20000 --rounds 3]
  */
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';

@@ -76,7 +76,6 @@ import { buildRequest, percentile, runLoad, type LoadTarget } from './load.js';
 import { OTHER_CORE, placeServer, placementAvailable, REQUEST_CORE, unplace } from './placement.js';
 import { cpuUs, rssMb } from './proc.js';
 import { stateBench } from './state.js';
-import { ENGINE_NODE_FLAGS } from '../src/apps/js/node-flags.js';
 
 interface Args {
   durationS: number;
@@ -335,7 +334,7 @@ async function writeIdentity(dir: string, name: string) {
 /** Starts a bench script and reads the port it prints. */
 async function spawnListening(script: string, argv: readonly string[]): Promise<{ child: ChildProcess; port: number }> {
   const path = fileURLToPath(new URL(`./${script}`, import.meta.url));
-  const child = spawn(process.execPath, [...ENGINE_NODE_FLAGS, path, ...argv], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [path, ...argv], { stdio: ['ignore', 'pipe', 'inherit'] });
   const port = await new Promise<number>((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`${script} exited (${code}) before listening`)));
     child.stdout!.once('data', (d: Buffer) => resolve(Number(d.toString().trim())));
@@ -730,7 +729,7 @@ interface ThreeNodeRun {
 /** One run of bench/three-node-ab.ts (a three-node network of its own), its JSON line. */
 async function threeNodeAb(durationS: number, extra: readonly string[]): Promise<ThreeNodeRun> {
   const script = fileURLToPath(new URL('./three-node-ab.js', import.meta.url));
-  const child = spawn(process.execPath, [...ENGINE_NODE_FLAGS, script, '--duration', String(durationS), ...extra], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [script, '--duration', String(durationS), ...extra], { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
@@ -793,7 +792,7 @@ async function writeModes(args: Args): Promise<void> {
  */
 async function benchScript(name: string, args: readonly string[]): Promise<void> {
   const script = fileURLToPath(new URL(`./${name}`, import.meta.url));
-  const child = spawn(process.execPath, [...ENGINE_NODE_FLAGS, script, ...args], { stdio: 'inherit' });
+  const child = spawn(process.execPath, [script, ...args], { stdio: 'inherit' });
   const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
   if (code !== 0) throw new Error(`bench/${name} exited with ${code}`);
 }
@@ -816,7 +815,7 @@ async function linearizableReads(args: Args): Promise<void> {
   const durationS = Math.min(args.durationS, 3);
   console.log(`3 nodes, default reads against linearizable reads: ${args.rounds} rounds of ${durationS} s`);
   const script = fileURLToPath(new URL('./linearizable-reads.js', import.meta.url));
-  const child = spawn(process.execPath, [...ENGINE_NODE_FLAGS, script, '--duration', String(durationS), '--rounds', String(args.rounds), '--connections', String(args.connections)], { stdio: 'inherit' });
+  const child = spawn(process.execPath, [script, '--duration', String(durationS), '--rounds', String(args.rounds), '--connections', String(args.connections)], { stdio: 'inherit' });
   const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
   if (code !== 0) throw new Error(`the read bench exited with ${code}`);
 }
@@ -829,7 +828,7 @@ async function linearizableReads(args: Args): Promise<void> {
 async function tokenAuthenticatedWrites(args: Args): Promise<void> {
   console.log(`1 node, bearer tokens against client certificates: ${args.rounds} rounds of ${args.durationS} s`);
   const script = fileURLToPath(new URL('./jwt-auth.js', import.meta.url));
-  const child = spawn(process.execPath, [...ENGINE_NODE_FLAGS, script, '--duration', String(args.durationS), '--rounds', String(args.rounds), '--connections', String(args.connections)], { stdio: 'inherit' });
+  const child = spawn(process.execPath, [script, '--duration', String(args.durationS), '--rounds', String(args.rounds), '--connections', String(args.connections)], { stdio: 'inherit' });
   const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
   if (code !== 0) throw new Error(`the token bench exited with ${code}`);
 }

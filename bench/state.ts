@@ -30,7 +30,6 @@ import { CLI_ENTRY, joinOptionsOf, removeDir, startedNode, startJoiningNode, typ
 import { HttpsClient } from '../src/platform/https-client.js';
 import { buildRequest, percentile, runLoad, type LoadTarget } from './load.js';
 import { rssMb } from './proc.js';
-import { ENGINE_NODE_FLAGS } from '../src/apps/js/node-flags.js';
 
 export interface StateArgs {
   readonly records: number;
@@ -262,7 +261,7 @@ async function restartMeasured(network: TestNetwork, node: StartedNode, cli: str
   const addressesFile = join(node.dir, 'rpc_addresses.json');
   rmSync(addressesFile, { force: true });
   let output = '';
-  const child = spawn(process.execPath, [...ENGINE_NODE_FLAGS, cli, 'node', '--config', node.configPath], { cwd: node.dir, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [cli, 'node', '--config', node.configPath], { cwd: node.dir, stdio: ['ignore', 'pipe', 'pipe'] });
   const keep = (c: Buffer) => {
     output += c.toString();
     if (output.length > 1 << 20) output = output.slice(-(1 << 19));

@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --no-node-snapshot
+#!/usr/bin/env node
 // Entry point of the `covenant` command: runs the compiled CLI (built by `npm ci` / `npm run build`).
 import { existsSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';

@@ -17,7 +17,7 @@ const child = spawn(
   process.execPath,
   // --test-force-exit: a file whose tests are done ends even if a library left a handle open (a
   // finished file must never hold CI); --test-timeout bounds any single test.
-  ['--no-node-snapshot', '--enable-source-maps', '--test', '--test-force-exit', '--test-timeout=600000', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...files],
+  ['--enable-source-maps', '--test', '--test-force-exit', '--test-timeout=600000', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...files],
   { stdio: 'inherit' },
 );
 child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));

@@ -15,7 +15,6 @@ import { nodeIdFromPublicKey } from '../crypto/index.js';
 import { ACCEPT_BALLOT, propose, resolveConnection, vote } from './member.js';
 import { writeFileAtomic } from './node-command.js';
 import { getJson, nodeRestartCommand, processCommandLine, sleep, type NetworkJson, type NetworkNode } from './sandbox-nodes.js';
-import { ENGINE_NODE_FLAGS } from '../apps/js/node-flags.js';
 
 const CLI_ENTRY = fileURLToPath(new URL('./main.js', import.meta.url));
 
@@ -83,7 +82,7 @@ export async function runSandboxAddNode(options: AddNodeOptions): Promise<void> 
   writeFileAtomic(configPath, JSON.stringify(joinerConfig(template, nodeDir, network.service_certificate, target.rpc_address), null, 2) + '\n');
   const out = openSync(join(nodeDir, 'out.log'), 'a');
   // Detached: it outlives this command; the sandbox (or kill <pid>) stops it.
-  const child = spawn(process.execPath, [...ENGINE_NODE_FLAGS, '--enable-source-maps', CLI_ENTRY, 'node', '--config', configPath], { stdio: ['ignore', out, out], cwd: nodeDir, detached: true });
+  const child = spawn(process.execPath, ['--enable-source-maps', CLI_ENTRY, 'node', '--config', configPath], { stdio: ['ignore', out, out], cwd: nodeDir, detached: true });
   child.unref();
   const pid = child.pid ?? -1;
   options.print(`Started node ${i} (pid ${pid}), joining ${target.rpc_address}; log ${join(nodeDir, 'out.log')}`);

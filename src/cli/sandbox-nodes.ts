@@ -14,7 +14,6 @@ import { deepMerge } from '../config/index.js';
 import { generateIdentity } from '../crypto/index.js';
 import { HttpsClient } from '../platform/https-client.js';
 import { writeFileAtomic } from './node-command.js';
-import { ENGINE_NODE_FLAGS } from '../apps/js/node-flags.js';
 
 const CLI_ENTRY = fileURLToPath(new URL('./main.js', import.meta.url));
 
@@ -29,7 +28,7 @@ export function shellWord(word: string): string {
  * folder only, and may fetch an unrelated package of that name elsewhere).
  */
 export function nodeRestartCommand(configPath: string): string {
-  return [process.execPath, ...ENGINE_NODE_FLAGS, CLI_ENTRY, 'node', '--config', configPath].map(shellWord).join(' ');
+  return [process.execPath, CLI_ENTRY, 'node', '--config', configPath].map(shellWord).join(' ');
 }
 
 /** The command line of process `pid`, if it runs (Linux /proc). */
@@ -259,7 +258,7 @@ export class SandboxNodes {
     const configPath = join(nodeDir, 'node.json');
     writeFileAtomic(configPath, JSON.stringify(config, null, 2) + '\n');
     const out = openSync(join(nodeDir, 'out.log'), 'a');
-    const child = spawn(process.execPath, [...ENGINE_NODE_FLAGS, '--enable-source-maps', CLI_ENTRY, 'node', '--config', configPath], {
+    const child = spawn(process.execPath, ['--enable-source-maps', CLI_ENTRY, 'node', '--config', configPath], {
       stdio: ['ignore', out, out],
       cwd: nodeDir,
     });

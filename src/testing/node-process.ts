@@ -13,7 +13,6 @@ import { parseTxId } from '../base/ids.js';
 import { ACCEPT_BALLOT, openService, propose, vote, type MemberConnection } from '../cli/member.js';
 import { generateIdentity, nodeIdFromPublicKey, type Identity } from '../crypto/index.js';
 import { HttpsClient, type ClientIdentity, type HttpAnswer, type RequestOptions } from '../platform/https-client.js';
-import { ENGINE_NODE_FLAGS } from '../apps/js/node-flags.js';
 
 /**
  * The `covenant` command the nodes run: this build's, or the one COVENANT_NODE_CLI names (a
@@ -115,7 +114,7 @@ export async function prepareStartNode(options: StartNodeOptions = {}) {
 /** Runs `covenant node --config <path>` and returns the process and a way to read its output. */
 export function spawnNode(configPath: string, cwd: string, env?: Record<string, string>): { process: ChildProcess; output: () => string } {
   let output = '';
-  const child = spawn(process.execPath, [...ENGINE_NODE_FLAGS, '--enable-source-maps', CLI_ENTRY, 'node', '--config', configPath], {
+  const child = spawn(process.execPath, ['--enable-source-maps', CLI_ENTRY, 'node', '--config', configPath], {
     cwd,
     stdio: ['ignore', 'pipe', 'pipe'],
     ...(env ? { env: { ...process.env, ...env } } : {}),

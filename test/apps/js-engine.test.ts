@@ -4,11 +4,10 @@
  */
 import { before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import fc from 'fast-check';
 import { Store, stringKeyCodec, bytesCodec } from '../../src/kv/index.js';
 import { parseBundle } from '../../src/apps/js/bundle.js';
 import { AppEngine, DEFAULT_RUNTIME_OPTIONS, runtimeOptionsOf } from '../../src/apps/js/engine.js';
-import { DEADLINE_GRID_MS, ScriptFailure, timeoutMs, type RuntimeOptions } from '../../src/apps/js/interpreter.js';
+import { ScriptFailure, type RuntimeOptions } from '../../src/apps/js/interpreter.js';
 import type { RequestScope } from '../../src/apps/js/host.js';
 
 const endpoint = (js_function: string, extra: Record<string, unknown> = {}) => ({ js_module: 'app.js', js_function, authn_policies: [], mode: 'readwrite', ...extra });
@@ -54,23 +53,14 @@ describe('bundle checks', () => {
 
   test('a module whose top level spins is refused within the time limit', async () => {
     assert.throws(() => engine.checkBundle(bundleOf('for (;;) {} export function run() {}')), /time limit/);
-    // The engine checks the next bundle at once.
+    // Its instance was dropped for the spare: the engine checks the next bundle at once.
     assert.equal(engine.checkBundle(bundleOf('export function run() {}')).endpoints.length, 1);
-  });
-
-  test('a call\'s timeout is a whole number of ms, its budget at least, ending on the deadline grid', () => {
-    fc.assert(
-      fc.property(fc.double({ min: 0, max: 1e9, noNaN: true }), fc.integer({ min: 1, max: 1000 }), (now, budget) => {
-        const timeout = timeoutMs(budget, now);
-        assert.ok(Number.isInteger(timeout), `${timeout} from ${now}`);
-        assert.ok(timeout >= budget && timeout <= budget + DEADLINE_GRID_MS + 1, `${timeout} from ${now}, budget ${budget}`);
-      }),
-    );
+    await engine.ready();
   });
 
   test('runtime options are bounded', () => {
     assert.deepEqual(runtimeOptionsOf(undefined), DEFAULT_RUNTIME_OPTIONS);
-    assert.equal(runtimeOptionsOf({ max_heap_bytes: 10 }).heapBytesMax, 8 * 1024 * 1024);
+    assert.equal(runtimeOptionsOf({ max_heap_bytes: 10 }).heapBytesMax, 1024 * 1024);
     assert.equal(runtimeOptionsOf({ max_execution_time_ms: 50 }).executionTimeMsMax, 50);
   });
 });
@@ -161,16 +151,6 @@ describe('the engine in a transaction', () => {
     assert.deepEqual(JSON.parse(run(`export function run() { return { body: { r: [Math.random(), Math.random()] } } }`).response.text!).r, body.r);
   });
 
-  test('nothing reads the host\'s clock or locale, or holds memory past the heap limit', () => {
-    const { response } = run(`export function run() {
-      return { body: {
-        intl: typeof Intl, wasm: typeof WebAssembly,
-        locale: [(1234567.5).toLocaleString(), 'b'.localeCompare('a'), 'i'.toLocaleUpperCase(), new Date(0).toLocaleString() === new Date(0).toString(), [1000, 2].toLocaleString()],
-      } };
-    }`);
-    assert.deepEqual(JSON.parse(response.text!), { intl: 'undefined', wasm: 'undefined', locale: ['1234567.5', 1, 'I', true, '1000,2'] });
-  });
-
   test('verifySignature checks ECDSA and RSA signatures', async () => {
     const { generateKeyPairSync, sign } = await import('node:crypto');
     const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' });
@@ -205,48 +185,6 @@ describe('the engine in a transaction', () => {
     assert.throws(() => run(`export function run() { covenant.kv['mine'].set('a', 'b'); }`), /must be an ArrayBuffer/);
   });
 
-  test('hostile handlers are stopped at their limits', async () => {
-    const limits: RuntimeOptions = { heapBytesMax: 16 * 1024 * 1024, stackBytesMax: 256 * 1024, executionTimeMsMax: 50 };
-    const kind = async (source: string) => {
-      try {
-        run(source, { options: limits });
-      } catch (e) {
-        assert.ok(e instanceof ScriptFailure, String(e));
-        return e.kind;
-      }
-      return 'none';
-    };
-    assert.equal(await kind('export function run() { for (;;) {} }'), 'Timeout');
-    assert.equal(await kind('export function run() { return { body: new ArrayBuffer(1024 * 1024 * 1024).byteLength } }'), 'OutOfMemory');
-    assert.equal(await kind('export function run() { const a = []; for (;;) a.push(new ArrayBuffer(1024 * 1024)); }'), 'OutOfMemory');
-    assert.equal(await kind('function f(n) { return f(n + 1) + 1 } export function run() { return f(0) }'), 'StackOverflow');
-    assert.equal(await kind('export function run() { throw new Error("boom") }'), 'Exception');
-    assert.equal(await kind('export function run() { return { statusCode: "two hundred" } }'), 'InvalidResponse');
-    // The engine still works after all of that.
-    assert.equal(run('export function run() { return { body: "fine" } }').response.text, 'fine');
-  });
-
-  test('an async handler is settled within its call; one that never settles, or rejects, fails', () => {
-    const { response, tx } = run(`export async function run() {
-      const v = await Promise.resolve('later');
-      covenant.kv['records'].set(covenant.strToBuf('k'), covenant.strToBuf(v));
-      return { body: v };
-    }`);
-    assert.equal(response.text, 'later');
-    assert.equal(Buffer.from(tx.map('records', stringKeyCodec, bytesCodec).get('k') as Uint8Array).toString(), 'later');
-    const failure = (source: string) => {
-      try {
-        run(source);
-      } catch (e) {
-        assert.ok(e instanceof ScriptFailure, String(e));
-        return `${e.kind}: ${e.message}`;
-      }
-      return 'none';
-    };
-    assert.match(failure('export function run() { return new Promise(() => {}) }'), /^InvalidResponse: .*did not settle/);
-    assert.match(failure('export async function run() { await null; throw new TypeError("late") }'), /^Exception: .*TypeError: late/);
-  });
-
   test('a promise of an earlier request settling during a later one neither answers nor takes its writes', () => {
     const bundle = parseBundle(
       bundleOf(
@@ -274,19 +212,36 @@ describe('the engine in a transaction', () => {
     assert.equal(Buffer.from(tx.map('m', stringKeyCodec, bytesCodec).get('k') as Uint8Array).toString(), 'b');
   });
 
-  test('a rebuilt interpreter compiles the bundle from V8\'s code cache', () => {
-    const bundle = parseBundle(bundleOf('import { twice } from "./lib.js"; export function run() { return { body: String(twice(21)) } }', undefined, [{ name: 'lib.js', module: 'export const twice = (x) => 2 * x;' }]));
-    const installed = {};
-    const scope = (): RequestScope => ({ reader: new Store().beginTx(), tx: undefined, commitTxId: () => '2.7', randomBytes: (n) => new Uint8Array(n), nowMs: () => 0, applyWrites: false, claimsDigest: undefined });
-    const call = (options: RuntimeOptions) =>
-      engine.withInterpreter(installed, bundle, options, scope(), (i) => ({
-        text: i.call('app.js', 'run', { fields: () => '{}', body: new Uint8Array(), seed: 1, writable: false }).text,
-        fromCache: i.modulesFromCache,
-      }));
-    assert.deepEqual(call(DEFAULT_RUNTIME_OPTIONS), { text: '42', fromCache: 0 });
-    const metrics = engine.cachedInterpreter();
-    assert.ok(metrics !== undefined && metrics.bytecodeBytes > 0 && metrics.bytecodeUsed, JSON.stringify(metrics));
-    // Other runtime options: a new interpreter, both modules compiled from the cache.
-    assert.deepEqual(call({ ...DEFAULT_RUNTIME_OPTIONS, executionTimeMsMax: 99 }), { text: '42', fromCache: 2 });
+  test('hostile handlers are stopped at their limits', async () => {
+    const limits: RuntimeOptions = { heapBytesMax: 16 * 1024 * 1024, stackBytesMax: 256 * 1024, executionTimeMsMax: 50 };
+    const kind = async (source: string) => {
+      // After a limit the engine runs on its spare instance while it loads the next one.
+      await engine.ready();
+      try {
+        run(source, { options: limits });
+      } catch (e) {
+        assert.ok(e instanceof ScriptFailure, String(e));
+        return e.kind;
+      }
+      return 'none';
+    };
+    assert.equal(await kind('export function run() { for (;;) {} }'), 'Timeout');
+    assert.equal(await kind('export function run() { return { body: new ArrayBuffer(1024 * 1024 * 1024).byteLength } }'), 'OutOfMemory');
+    assert.equal(await kind('export function run() { const a = []; for (;;) a.push(new ArrayBuffer(1024 * 1024)); }'), 'OutOfMemory');
+    assert.equal(await kind('function f(n) { return f(n + 1) + 1 } export function run() { return f(0) }'), 'StackOverflow');
+    assert.equal(await kind('export function run() { throw new Error("boom") }'), 'Exception');
+    assert.equal(await kind('export function run() { return { statusCode: "two hundred" } }'), 'InvalidResponse');
+    // One-step allocations far past the heap (V8 aborts the whole process on these: the reason
+    // applications stay in this engine, docs/performance.md) fail the request, not the node.
+    for (const source of [
+      'export function run() { return { body: new Array(5e7).fill(0).length } }',
+      'export function run() { return { body: Array.from({ length: 1e8 }, () => 0).length } }',
+      'export function run() { return { body: "x".repeat(5e8).split("").length } }',
+    ]) {
+      assert.ok(['OutOfMemory', 'Timeout'].includes(await kind(source)), source);
+    }
+    // The engine still works after all of that.
+    await engine.ready();
+    assert.equal(run('export function run() { return { body: "fine" } }').response.text, 'fine');
   });
 });

@@ -66,7 +66,7 @@ test('covenant sandbox starts an open two-node network, describes it, and stops 
       // The fragment was deep-merged into every node's configuration.
       assert.equal(JSON.parse(readFileSync(node.config, 'utf8')).ledger_signatures.delay, '20ms');
       // Absolute paths of node and of the CLI entry point: it works from any folder.
-      assert.equal(node.restart_command, `${process.execPath} --no-node-snapshot ${CLI_ENTRY} node --config ${node.config}`);
+      assert.equal(node.restart_command, `${process.execPath} ${CLI_ENTRY} node --config ${node.config}`);
     }
     assert.ok(network.sandbox_pid === child.pid, 'network.json records the sandbox process');
     assert.equal(network.members.length, 1);

@@ -27,7 +27,7 @@ import { transactionInvalid } from '../../node/errors.js';
 import { SINGLETON_KEY, TableDefs, Tables } from '../../node/tables.js';
 import { authenticate, type AuthnDeps } from './authn.js';
 import { BUILT_IN_APP_PATHS, parseBundle, type AppBundle, type AppEndpoint } from './bundle.js';
-import { AppEngine, runtimeOptionsOf } from './engine.js';
+import { AppEngine, EngineUnavailable, runtimeOptionsOf } from './engine.js';
 import type { RequestScope } from './host.js';
 import { ScriptFailure, type RuntimeOptions, type ScriptRequest, type ScriptResponse } from './interpreter.js';
 import { HistoricalCache, historicalPending, type HistoricalCacheLimits } from './historical.js';
@@ -154,7 +154,7 @@ export class JsAppFrontend implements ApplicationFrontend {
     const cached = this.engine.cachedInterpreter();
     return {
       bytecode_size: cached?.bytecodeBytes ?? 0,
-      bytecode_used: cached?.bytecodeUsed ?? false,
+      bytecode_used: cached !== undefined && cached.bytecodeBytes > 0,
       max_heap_size: options.heapBytesMax,
       max_stack_size: options.stackBytesMax,
       max_execution_time: options.executionTimeMsMax,
@@ -164,6 +164,7 @@ export class JsAppFrontend implements ApplicationFrontend {
       endpoints: app?.bundle?.endpoints.length ?? 0,
       heap_used_bytes: cached?.usedBytes ?? 0,
       interpreters_built: this.engine.interpretersBuilt,
+      engine_instances_replaced: this.engine.instancesReplaced,
       executions: this.executions,
       execution_failures: this.failures,
       execution_time_ms_total: Math.round(this.executionTimeMsTotal * 1000) / 1000,
@@ -218,6 +219,12 @@ export class JsAppFrontend implements ApplicationFrontend {
 
   private execute(raw: Uint8Array, endpoint: AppEndpoint, ctx: RequestContext): RouteResponse | Promise<RouteResponse> {
     if (!this.node.appFrontendOpen()) throw new CovenantError('FrontendNotOpen', `the application frontend is not open: ${this.node.appFrontendClosedReason()}`, 503);
+    if (!this.engine.available) {
+      return this.engine.ready().then(() => {
+        if (!this.engine.available) throw unavailable();
+        return this.execute(raw, endpoint, ctx);
+      });
+    }
     // Built only if the handler reads a field other than its body.
     const fields = () => requestJsonOf(endpoint, ctx, (table, id) => this.node.executeRead((tx) => tx.table(table).get(id)));
     if (endpoint.properties.mode === 'historical') return this.historical(raw, endpoint, ctx, fields);
@@ -321,6 +328,7 @@ export class JsAppFrontend implements ApplicationFrontend {
         this.logger.info('application handler failed', { endpoint: `${endpoint.method} ${endpoint.path}`, kind: e.kind, reason: e.message });
         throw scriptError(e.kind, `${endpoint.properties.js_module} ${endpoint.properties.js_function}: ${e.message}`);
       }
+      if (e instanceof EngineUnavailable) throw unavailable();
       throw e;
     } finally {
       this.executionTimeMsTotal += performance.now() - startedMs;
@@ -341,6 +349,10 @@ export class JsAppFrontend implements ApplicationFrontend {
     this.optionsSeen = { raw, options };
     return options;
   }
+}
+
+function unavailable(): CovenantError {
+  return new CovenantError('JsEngineUnavailable', 'the application engine is restarting after a failure: retry shortly', 503, undefined, 1);
 }
 
 /** The request as the handler sees it (its body goes separately, as bytes). */

@@ -5,6 +5,7 @@
  * through the scope of the request being handled; outside a request, these functions refuse.
  */
 import { createPublicKey, verify as verifySignature, type KeyObject } from 'node:crypto';
+import type { QuickJSContext, QuickJSHandle } from 'quickjs-emscripten-core';
 import { sha256 } from '../../crypto/index.js';
 import { bytesCodec, stringKeyCodec, type MapReader, type StoreView, type Tx, type TxMap } from '../../kv/index.js';
 import type { HostFunctions, InterpreterHost } from './interpreter.js';
@@ -13,6 +14,8 @@ import { FOR_EACH_ENTRIES_MAX, RANDOM_BYTES_MAX } from './limits.js';
 import { READONLY_WRITE, refusal, SERVICE_PRIVATE_PREFIX, SERVICE_PUBLIC_PREFIX, SERVICE_TABLE_WRITE } from './map-rules.js';
 
 const CLAIMS_DIGEST_BYTES = 32;
+/** Marks a key the prelude sent as hex (it holds a zero byte, which a string cannot carry across). */
+const HEX_KEY_MARK = 0x100;
 
 /** What one request gives its handler to work with. */
 export interface RequestScope {
@@ -114,6 +117,11 @@ function verifyWith(algorithmJson: string, pem: string, signature: Uint8Array, d
   }
 }
 
+/** A key as the prelude sends it: its bytes as Latin-1, or U+0100 and their hex when one is zero. */
+function keyOfText(s: string): string {
+  return s.charCodeAt(0) === HEX_KEY_MARK ? Buffer.from(s.slice(1), 'hex').toString('latin1') : s;
+}
+
 /**
  * Applies writes a handler left pending in the sandbox (the prelude's packWrites): `writes` is
  * [[map name, [key, value length or -1 for a removal, ...]], ...] and the values are in `bytes`
@@ -133,11 +141,11 @@ function applyPendingWrites(writer: (name: string) => TxMap<string, Uint8Array>,
       const length = list[i + 1];
       if (typeof key !== 'string' || typeof length !== 'number' || !Number.isInteger(length) || length < -1) throw malformed('an entry is not [key, length]');
       if (length === -1) {
-        map.remove(key);
+        map.remove(keyOfText(key));
         continue;
       }
       if (at + length > bytes.byteLength) throw malformed('the values are shorter than their lengths');
-      map.put(key, bytes.slice(at, at + length));
+      map.put(keyOfText(key), bytes.slice(at, at + length));
       at += length;
     }
   }
@@ -151,19 +159,27 @@ export function createHost(currentScope: () => RequestScope | undefined): Interp
     if (s === undefined) throw new HostError('covenant.kv, covenant.rpc and covenant.consensus are available only while a request is handled');
     return s;
   };
-  // Values cross the engine's boundary as copies: strings, numbers, booleans, ArrayBuffers.
-  const bytes = (value: unknown): Uint8Array => {
-    if (value instanceof ArrayBuffer) return new Uint8Array(value);
-    if (ArrayBuffer.isView(value)) return new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
-    throw new HostError('an ArrayBuffer argument is missing');
+  const bytes = (c: QuickJSContext, h: QuickJSHandle | undefined): Uint8Array => {
+    if (h === undefined) throw new HostError('an ArrayBuffer argument is missing');
+    const view = c.getArrayBuffer(h);
+    try {
+      return new Uint8Array(view.value);
+    } finally {
+      view.dispose();
+    }
   };
-  const text = (value: unknown): string => {
-    if (typeof value !== 'string') throw new HostError('a string argument is missing');
-    return value;
+  const text = (c: QuickJSContext, h: QuickJSHandle | undefined): string => {
+    if (h === undefined || c.typeof(h) !== 'string') throw new HostError('a string argument is missing');
+    return c.getString(h);
   };
-  // A key from the prelude: its bytes as Latin-1 (the store's own form).
-  const key = text;
-  const buffer = (value: Uint8Array): ArrayBuffer => toArrayBuffer(value);
+  // A map name from the prelude, which always passes a string: one call, no type check.
+  const name = (c: QuickJSContext, h: QuickJSHandle | undefined): string => {
+    if (h === undefined) throw new HostError('a string argument is missing');
+    return c.getString(h);
+  };
+  // A key from the prelude: its bytes as Latin-1, or U+0100 and their hex when one is zero.
+  const key = (c: QuickJSContext, h: QuickJSHandle | undefined): string => keyOfText(name(c, h));
+  const buffer = (c: QuickJSContext, value: Uint8Array) => c.newArrayBuffer(toArrayBuffer(value));
   // The application's JavaScript names any table it may use and handles its bytes: no declaration applies.
   const reader = (name: string): MapReader<string, Uint8Array> => {
     checkReadable(name);
@@ -174,9 +190,10 @@ export function createHost(currentScope: () => RequestScope | undefined): Interp
     if (h === undefined) throw new HostError('covenant.historical and covenant.indexing are available only to a historical endpoint');
     return h;
   };
-  const integer = (value: unknown, what: string): number => {
-    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) throw new HostError(`${what} must be a non-negative integer`);
-    return value;
+  const integer = (c: QuickJSContext, h: QuickJSHandle | undefined, what: string): number => {
+    const n = h === undefined || c.typeof(h) !== 'number' ? Number.NaN : c.getNumber(h);
+    if (!Number.isSafeInteger(n) || n < 0) throw new HostError(`${what} must be a non-negative integer`);
+    return n;
   };
   const writer = (name: string): TxMap<string, Uint8Array> => {
     checkWritable(name);
@@ -185,15 +202,14 @@ export function createHost(currentScope: () => RequestScope | undefined): Interp
     return s.tx.map(name, stringKeyCodec, bytesCodec) as TxMap<string, Uint8Array>;
   };
   const functions: HostFunctions = {
-    // A value crosses as Latin-1, as the prelude's writes do (a string is copied faster than an ArrayBuffer).
-    __kv_get: (map, k) => {
-      const value = reader(text(map)).get(key(k));
-      return value === undefined ? undefined : Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('latin1');
+    __kv_get: (c, [map, k]) => {
+      const value = reader(name(c, map)).get(key(c, k));
+      return value === undefined ? c.undefined : buffer(c, value);
     },
-    __kv_has: (map, k) => reader(text(map)).has(key(k)),
-    __kv_apply: (writes, values) => {
-      const list = text(writes);
-      const data = Buffer.from(text(values), 'latin1');
+    __kv_has: (c, [map, k]) => (reader(name(c, map)).has(key(c, k)) ? c.true : c.false),
+    __kv_apply: (c, [writes, values]) => {
+      const list = text(c, writes);
+      const data = bytes(c, values);
       let parsed: unknown;
       try {
         parsed = JSON.parse(list);
@@ -203,8 +219,8 @@ export function createHost(currentScope: () => RequestScope | undefined): Interp
       applyPendingWrites(writer, parsed, data, 0);
       return undefined;
     },
-    __kv_clear: (map) => {
-      const target = writer(text(map));
+    __kv_clear: (c, [map]) => {
+      const target = writer(text(c, map));
       const keys: string[] = [];
       target.forEach((_v, k) => {
         keys.push(k);
@@ -212,54 +228,63 @@ export function createHost(currentScope: () => RequestScope | undefined): Interp
       for (const k of keys) target.remove(k);
       return undefined;
     },
-    __kv_size: (map) => reader(text(map)).size,
-    __kv_entries: (map) => {
-      const mapName = text(map);
+    __kv_size: (c, [map]) => c.newNumber(reader(name(c, map)).size),
+    __kv_entries: (c, [map]) => {
+      const mapName = name(c, map);
       const source = reader(mapName);
       if (source.size > FOR_EACH_ENTRIES_MAX) throw new HostError(`forEach visits at most ${FOR_EACH_ENTRIES_MAX} entries; map "${mapName}" has ${source.size}`);
-      const entries: ArrayBuffer[] = [];
-      source.forEach((value, k) => {
-        entries.push(buffer(bytesOfKey(k)), buffer(value));
+      const array = c.newArray();
+      let i = 0;
+      source.forEach((value, key) => {
+        const k = buffer(c, bytesOfKey(key));
+        const v = buffer(c, value);
+        c.setProp(array, i++, k);
+        c.setProp(array, i++, v);
+        k.dispose();
+        v.dispose();
       });
-      return entries;
+      return array;
     },
-    // The encoder's array is exactly the bytes (no copy).
-    __utf8_encode: (s) => utf8Encoder.encode(text(s)).buffer,
-    __utf8_decode: (b) => {
-      const data = bytes(b);
-      return Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('utf8');
+    // The prelude checked the argument is a string; the encoder's array is exactly the bytes (no copy).
+    __utf8_encode: (c, [s]) => c.newArrayBuffer(utf8Encoder.encode(name(c, s)).buffer),
+    __utf8_decode: (c, [b]) => {
+      const data = bytes(c, b);
+      return c.newString(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('utf8'));
     },
-    __crypto_sha256: (data) => buffer(sha256(bytes(data))),
-    __crypto_verify: (alg, k, signature, data) => verifyWith(text(alg), text(k), bytes(signature), bytes(data)),
-    __crypto_random: (length) => {
-      if (typeof length !== 'number' || !Number.isInteger(length) || length < 0 || length > RANDOM_BYTES_MAX) {
-        throw new HostError(`randomBytes takes an integer length in [0, ${RANDOM_BYTES_MAX}]`);
-      }
-      return buffer(scope().randomBytes(length));
+    __crypto_sha256: (c, [data]) => buffer(c, sha256(bytes(c, data))),
+    __crypto_verify: (c, [alg, key, signature, data]) => (verifyWith(text(c, alg), text(c, key), bytes(c, signature), bytes(c, data)) ? c.true : c.false),
+    __crypto_random: (c, [length]) => {
+      const n = length === undefined || c.typeof(length) !== 'number' ? Number.NaN : c.getNumber(length);
+      if (!Number.isInteger(n) || n < 0 || n > RANDOM_BYTES_MAX) throw new HostError(`randomBytes takes an integer length in [0, ${RANDOM_BYTES_MAX}]`);
+      return buffer(c, scope().randomBytes(n));
     },
-    __commit_txid: () => scope().commitTxId(),
-    __set_apply_writes: (apply) => {
-      scope().applyWrites = apply === true;
+    __commit_txid: (c) => c.newString(scope().commitTxId()),
+    __set_apply_writes: (c, [apply]) => {
+      scope().applyWrites = apply !== undefined && c.typeof(apply) === 'boolean' && (c.dump(apply) as boolean);
       return undefined;
     },
-    __set_claims_digest: (digest) => {
-      const value = bytes(digest).slice();
+    __set_claims_digest: (c, [digest]) => {
+      const value = bytes(c, digest);
       if (value.byteLength !== CLAIMS_DIGEST_BYTES) throw new HostError(`a claims digest has ${CLAIMS_DIGEST_BYTES} bytes, not ${value.byteLength}`);
       const s = scope();
       if (s.tx === undefined) throw new HostError('a claims digest is set only by a readwrite endpoint');
       s.claimsDigest = value;
       return undefined;
     },
-    __host_time: () => scope().nowMs(),
-    __historical_state: () => scope().historical?.stateJson,
-    __hkv_get: (seqno, map, k) => {
-      const name = text(map);
-      checkReadable(name);
-      const value = historical().get(integer(seqno, 'a seqno'), name, keyOf(bytes(k)));
-      return value === undefined ? undefined : buffer(value);
+    __host_time: (c) => c.newNumber(scope().nowMs()),
+    __historical_state: (c) => {
+      const h = scope().historical;
+      return h === undefined ? c.undefined : c.newString(h.stateJson);
     },
-    __historical_txid: (seqno) => historical().transactionIdAt(integer(seqno, 'a seqno')),
-    __index_seqnos: (index, k, from, to) => JSON.stringify(historical().seqnosByKey(text(index), keyOf(bytes(k)), integer(from, 'from'), integer(to, 'to'))),
+    __hkv_get: (c, [seqno, map, key]) => {
+      const name = text(c, map);
+      checkReadable(name);
+      const value = historical().get(integer(c, seqno, 'a seqno'), name, keyOf(bytes(c, key)));
+      return value === undefined ? c.undefined : buffer(c, value);
+    },
+    __historical_txid: (c, [seqno]) => c.newString(historical().transactionIdAt(integer(c, seqno, 'a seqno'))),
+    __index_seqnos: (c, [index, key, from, to]) =>
+      c.newString(JSON.stringify(historical().seqnosByKey(text(c, index), keyOf(bytes(c, key)), integer(c, from, 'from'), integer(c, to, 'to')))),
   };
   const applyWrites = (writes: unknown, values: Uint8Array, offset: number): void => {
     try {

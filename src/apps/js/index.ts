@@ -1,6 +1,6 @@
 /**
  * Applications deployed by governance: JavaScript bundles in CCF's app.json shape, run by a
- * V8 isolate on the node's thread and served under /app (docs/apps.md).
+ * QuickJS engine on the node's thread and served under /app (docs/apps.md).
  */
 import type { Logger } from '../../base/log.js';
 import type { Caller } from '../../http/route.js';

@@ -15,9 +15,8 @@ export const BUNDLE_NAME_CHARS_MAX = 256;
 /** Defaults of the runtime options while members set none (set_js_runtime_options). */
 export const DEFAULT_HEAP_BYTES_MAX = 64 * 1024 * 1024;
 /**
- * What max_stack_bytes reports while members set none. The engine (a V8 isolate) bounds a handler's
- * stack with V8's own limit, which it checks exactly and which no option changes (docs/apps.md):
- * max_stack_bytes is recorded and reported, a recursion past V8's limit is a StackOverflow.
+ * Small on purpose, as the constitution's: under WebAssembly some native recursions use much more
+ * host stack than the interpreter counts, and a host stack overflow must never happen.
  */
 export const DEFAULT_STACK_BYTES_MAX = 256 * 1024;
 /**
@@ -31,6 +30,12 @@ export const HEAP_BYTES_MAX_LIMIT = 256 * 1024 * 1024;
 export const STACK_BYTES_MAX_LIMIT = 1024 * 1024;
 export const EXECUTION_TIME_MS_MAX_LIMIT = 1000;
 
+/**
+ * The whole WebAssembly memory of the application engine: twice the largest heap, because the
+ * interpreter's own count misses part of what it allocates; this bound holds whatever it counts.
+ * WebAssembly memory grows on demand: the maximum costs nothing until used.
+ */
+export const ENGINE_MEMORY_BYTES_MAX = 2 * HEAP_BYTES_MAX_LIMIT;
 
 /** Entries a handler may visit with forEach in one call: the entries are copied into the sandbox. */
 export const FOR_EACH_ENTRIES_MAX = 100_000;
@@ -57,8 +62,8 @@ export const INDEX_SEQNOS_MAX = 10_000_000;
 export const BUNDLE_INDEXES_MAX = 16;
 /** Seqnos one covenant.indexing query answers (the audit trail of one key is read in ranges). */
 export const INDEX_QUERY_SEQNOS_MAX = 10_000;
-/** The smallest max_heap_bytes set_js_runtime_options gives an interpreter (a smaller value is raised to it): the smallest heap of a V8 isolate. */
-export const HEAP_BYTES_MAX_MIN = 8 * 1024 * 1024;
+/** The smallest max_heap_bytes set_js_runtime_options gives an interpreter (a smaller value is raised to it). */
+export const HEAP_BYTES_MAX_MIN = 1024 * 1024;
 /**
  * Bytes of keys and values a handler's writes hold in the sandbox before they are handed to the
  * host (at the latest when the handler returns): the buffer is a copy of them in the interpreter's
@@ -75,3 +80,4 @@ assert(DEFAULT_STACK_BYTES_MAX <= STACK_BYTES_MAX_LIMIT, 'the default stack fits
 assert(DEFAULT_EXECUTION_TIME_MS_MAX <= EXECUTION_TIME_MS_MAX_LIMIT, 'the default time fits the largest allowed');
 assert(HEAP_BYTES_MAX_MIN <= DEFAULT_HEAP_BYTES_MAX, 'the default heap is allowed');
 assert(4 * WRITES_BUFFERED_BYTES_MAX <= HEAP_BYTES_MAX_MIN, 'pending writes leave most of the smallest heap to the handler');
+assert(ENGINE_MEMORY_BYTES_MAX >= 2 * HEAP_BYTES_MAX_LIMIT, 'the engine memory holds the largest heap with room for what the interpreter does not count');

@@ -50,10 +50,17 @@ export const PRELUDE = `(() => {
     return name;
   };
   // A key crosses to the host as a Latin-1 string (one character per byte, the store's own form):
-  // one string is copied across faster than an ArrayBuffer.
+  // reading a string there is one call, an ArrayBuffer's bytes several. The host reads strings up
+  // to a NUL, so a key holding a zero byte crosses as U+0100 (never in Latin-1) and its hex.
+  const HEX = '0123456789abcdef';
   const keyText = (k) => {
     const bytes = new Uint8Array(buf(k, 'key'));
     let s = '';
+    if (bytes.indexOf(0) >= 0) {
+      s = '\u0100';
+      for (let i = 0; i < bytes.length; i++) s += HEX[bytes[i] >> 4] + HEX[bytes[i] & 15];
+      return s;
+    }
     for (let i = 0; i < bytes.length; i += 4096) s += String.fromCharCode.apply(null, bytes.subarray(i, i + 4096));
     return s;
   };
@@ -76,37 +83,30 @@ export const PRELUDE = `(() => {
     if (!writable) throw new Error(${JSON.stringify(READONLY_WRITE)}.replace('{map}', () => name));
   };
   const copyOf = (x, what) => (x instanceof ArrayBuffer ? x.slice(0) : buf(x, what));
-  // Bytes cross the sandbox's boundary as Latin-1 strings (one character per byte): the engine
-  // copies a string across faster than an ArrayBuffer, and V8 converts them in compiled loops.
-  const latin1Of = (buffer) => {
-    const bytes = new Uint8Array(buffer);
-    if (bytes.length <= 4096) return String.fromCharCode.apply(null, bytes);
-    let s = '';
-    for (let i = 0; i < bytes.length; i += 4096) s += String.fromCharCode.apply(null, bytes.subarray(i, i + 4096));
-    return s;
-  };
-  const bufferOf = (text) => {
-    const bytes = new Uint8Array(text.length);
-    for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
-    return bytes.buffer;
-  };
   // The pending writes of some maps as the host reads them: [[map name, [key text, value length
-  // (-1: a removal), ...]], ...], and the values' bytes one after the other (Latin-1), after \`head\`'s.
+  // (-1: a removal), ...]], ...], and the values' bytes one after the other, after \`head\`'s.
   const packWrites = (names, head) => {
     const writes = [];
-    let bytes = head === undefined ? '' : latin1Of(head);
+    const values = [];
+    let total = head === undefined ? 0 : head.byteLength;
     for (let i = 0; i < names.length; i++) {
       const list = [];
       pending.get(names[i]).forEach((value, text) => {
         if (value === null) { list.push(text, -1); return; }
         list.push(text, value.byteLength);
-        bytes += latin1Of(value);
+        values.push(value);
+        total += value.byteLength;
       });
       writes.push([names[i], list]);
       pending.delete(names[i]);
     }
     if (pending.size === 0) pendingBytes = 0;
-    return { writes, bytes };
+    if (values.length === 1 && head === undefined) return { writes, bytes: values[0] };
+    const bytes = new Uint8Array(total);
+    let offset = 0;
+    if (head !== undefined) { bytes.set(new Uint8Array(head)); offset = head.byteLength; }
+    for (let i = 0; i < values.length; i++) { bytes.set(new Uint8Array(values[i]), offset); offset += values[i].byteLength; }
+    return { writes, bytes: bytes.buffer };
   };
   const pendingNames = () => { const names = []; pending.forEach((_entries, name) => { names.push(name); }); return names; };
   const applyNow = (names) => { const { writes, bytes } = packWrites(names, undefined); h.__kv_apply(stringify(writes), bytes); };
@@ -124,7 +124,7 @@ export const PRELUDE = `(() => {
       get: (k) => {
         const text = keyText(k);
         const value = buffered(text);
-        if (value === undefined) { const stored = h.__kv_get(name, text); return stored === undefined ? undefined : bufferOf(stored); }
+        if (value === undefined) return h.__kv_get(name, text);
         return value === null ? undefined : value.slice(0);
       },
       has: (k) => {
@@ -201,25 +201,17 @@ export const PRELUDE = `(() => {
   const txidOf = (text) => { const [view, seqno] = text.split('.').map(Number); return { view, seqno }; };
   const historicalStateAt = (seqno) => Object.freeze({ transactionId: h.__historical_txid(seqno), kv: historicalKv(seqno) });
 
-  // UTF-8 in the sandbox up to a few KiB (V8 compiles the loops: cheaper than a call to the host);
-  // lone surrogates, non-ASCII text to decode and longer texts go to the host.
-  const SHORT = 4096;
+  // UTF-8 in the sandbox for short strings (a call to the host costs more than encoding them here).
+  const SHORT = 24;
   const strToBuf = (s) => {
     if (typeof s !== 'string') throw new TypeError('strToBuf takes a string');
     if (s.length > SHORT) return h.__utf8_encode(s);
     const out = new Uint8Array(s.length * 3);
     let n = 0;
     for (let i = 0; i < s.length; i++) {
-      const c = s.charCodeAt(i);
+      let c = s.charCodeAt(i);
       if (c < 0x80) { out[n++] = c; continue; }
-      if (c >= 0xd800 && c <= 0xdfff) {
-        const low = c <= 0xdbff && i + 1 < s.length ? s.charCodeAt(i + 1) : 0;
-        if (low < 0xdc00 || low > 0xdfff) return h.__utf8_encode(s);
-        const p = 0x10000 + ((c - 0xd800) << 10) + (low - 0xdc00);
-        out[n++] = 0xf0 | (p >> 18); out[n++] = 0x80 | ((p >> 12) & 63); out[n++] = 0x80 | ((p >> 6) & 63); out[n++] = 0x80 | (p & 63);
-        i++;
-        continue;
-      }
+      if (c >= 0xd800 && c <= 0xdfff) return h.__utf8_encode(s);
       if (c < 0x800) { out[n++] = 0xc0 | (c >> 6); out[n++] = 0x80 | (c & 63); continue; }
       out[n++] = 0xe0 | (c >> 12); out[n++] = 0x80 | ((c >> 6) & 63); out[n++] = 0x80 | (c & 63);
     }
@@ -228,10 +220,12 @@ export const PRELUDE = `(() => {
   const bufToStr = (b) => {
     const bytes = new Uint8Array(buf(b, 'bufToStr\\'s argument'));
     if (bytes.length > SHORT) return h.__utf8_decode(bytes.buffer);
+    let s = '';
     for (let i = 0; i < bytes.length; i++) {
       if (bytes[i] >= 0x80) return h.__utf8_decode(bytes.buffer);
+      s += String.fromCharCode(bytes[i]);
     }
-    return String.fromCharCode.apply(null, bytes);
+    return s;
   };
   const jsonCompatibleToBuf = (v) => {
     const text = stringify(v);
@@ -248,21 +242,6 @@ export const PRELUDE = `(() => {
     construct: (target, args, newTarget) => Reflect.construct(target, args.length === 0 ? [now()] : args, newTarget),
     apply: () => new RealDate(now()).toString(),
   });
-
-  // WebAssembly memories are not counted by the isolate's heap limit (a handler could hold a
-  // gigabyte of them), and Intl formats the host's clock and locale: neither is offered. Methods
-  // that depend on the locale answer as in a locale-free engine, the same on every node.
-  delete g.WebAssembly;
-  delete g.Intl;
-  const plain = (target, name, fn) => Object.defineProperty(target, name, { value: fn, writable: true, configurable: true, enumerable: false });
-  plain(String.prototype, 'localeCompare', function localeCompare(that) { const a = String(this); const b = String(that); return a < b ? -1 : a > b ? 1 : 0; });
-  plain(String.prototype, 'toLocaleUpperCase', function toLocaleUpperCase() { return String.prototype.toUpperCase.call(this); });
-  plain(String.prototype, 'toLocaleLowerCase', function toLocaleLowerCase() { return String.prototype.toLowerCase.call(this); });
-  plain(Number.prototype, 'toLocaleString', function toLocaleString() { return Number.prototype.toString.call(this); });
-  plain(BigInt.prototype, 'toLocaleString', function toLocaleString() { return BigInt.prototype.toString.call(this); });
-  plain(RealDate.prototype, 'toLocaleString', function toLocaleString() { return RealDate.prototype.toString.call(this); });
-  plain(RealDate.prototype, 'toLocaleDateString', function toLocaleDateString() { return RealDate.prototype.toDateString.call(this); });
-  plain(RealDate.prototype, 'toLocaleTimeString', function toLocaleTimeString() { return RealDate.prototype.toTimeString.call(this); });
 
   let seed = 0;
   Math.random = () => {
@@ -318,9 +297,8 @@ export const PRELUDE = `(() => {
   const bad = (message) => { throw new CovenantResponseError(message); };
   const HEADER_NAME = /^[!#$%&'*+.^_\`|~0-9A-Za-z-]+$/;
 
-  // The handler's answer as one string: its JSON, and when there are bytes (a bytes body, then the
-  // values of the writes the request left pending), a NUL (JSON text has none) and those bytes as
-  // Latin-1.
+  // The handler's answer in a form the host reads with few calls: one JSON string, or that string
+  // and one ArrayBuffer (a bytes body, then the values of the writes the request left pending).
   const encode = (res) => {
     let out;
     if (res === undefined || res === null) {
@@ -331,11 +309,11 @@ export const PRELUDE = `(() => {
     }
     const head = out.k === 'bytes' ? out.b : undefined;
     delete out.b;
-    if (pending.size === 0) return head === undefined ? stringify(out) : stringify(out) + '\\u0000' + latin1Of(head);
+    if (pending.size === 0) return head === undefined ? stringify(out) : { m: stringify(out), b: head };
     const { writes, bytes } = packWrites(pendingNames(), head);
     out.w = writes;
     if (head !== undefined) out.n = head.byteLength;
-    return stringify(out) + '\\u0000' + bytes;
+    return { m: stringify(out), b: bytes };
   };
   const answerOf = (res) => {
     if (typeof res !== 'object' || Array.isArray(res)) bad('a handler returns an object {statusCode?, headers?, body?}, not ' + (Array.isArray(res) ? 'an array' : typeof res));
