@@ -193,7 +193,6 @@ export class IncrementalOpening {
   }
 }
 
-/** Encrypts and decrypts private write sets and snapshot sections with the ledger secrets. */
 /** An AES-256-GCM encryption fed piece by piece (LedgerEncryptor.sealSnapshotIncrementally). */
 export interface IncrementalSealing {
   update(piece: Uint8Array): Buffer;
@@ -201,6 +200,7 @@ export interface IncrementalSealing {
   tag(): Buffer;
 }
 
+/** Encrypts and decrypts private write sets and snapshot sections with the ledger secrets. */
 export class LedgerEncryptor {
   readonly secrets: LedgerSecrets;
 

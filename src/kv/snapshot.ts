@@ -17,10 +17,9 @@ import { AES_GCM_TAG_BYTES, type LedgerEncryptor } from './encryption.js';
 
 export const SNAPSHOT_MAGIC = new Uint8Array([0x43, 0x56, 0x4b, 0x53]); // "CVKS"
 export const SNAPSHOT_FORMAT = 1;
-const AAD_BYTES = 17;
 /** The header bytes the private section is bound to (magic, format, seqno, view). */
-export const SNAPSHOT_AAD_BYTES = AAD_BYTES;
-export const SNAPSHOT_HEADER_BYTES = AAD_BYTES + 32;
+export const SNAPSHOT_AAD_BYTES = 17;
+export const SNAPSHOT_HEADER_BYTES = SNAPSHOT_AAD_BYTES + 32;
 
 export interface SnapshotHeader {
   readonly format: number;
@@ -59,20 +58,25 @@ function readU64(buf: Buffer, offset: number, what: string): number {
   return value;
 }
 
+/** Writes the header's fields before the body digest (the additional data of the private section) at the start of `out`. */
+function writeHeaderFields(out: Buffer, version: Seqno, view: View): void {
+  assert(Number.isSafeInteger(version) && version >= 0, `bad snapshot version ${version}`);
+  assert(Number.isInteger(view) && view >= 0 && view <= 0xffff_ffff, `bad snapshot view ${view}`);
+  out.set(SNAPSHOT_MAGIC, 0);
+  out[4] = SNAPSHOT_FORMAT;
+  writeU64(out, version, 5);
+  out.writeUInt32LE(view, 13);
+}
+
 export function encodeSnapshot(input: SnapshotInput, encryptor: LedgerEncryptor): Uint8Array {
-  assert(Number.isSafeInteger(input.version) && input.version >= 0, `bad snapshot version ${input.version}`);
-  assert(Number.isInteger(input.view) && input.view >= 0 && input.view <= 0xffff_ffff, `bad snapshot view ${input.view}`);
   // Each section is encoded where it belongs in the one output buffer, and the private one
   // encrypted there in place: a large snapshot is held once while it is made, not three times.
   const publicBytes = sortedPartBytes(input.publicMaps);
   const privateBytes = sortedPartBytes(input.privateMaps);
   const encryptedBytes = privateBytes === 0 ? 0 : privateBytes + AES_GCM_TAG_BYTES;
   const out = Buffer.allocUnsafe(SNAPSHOT_HEADER_BYTES + 16 + publicBytes + encryptedBytes);
-  out.set(SNAPSHOT_MAGIC, 0);
-  out[4] = SNAPSHOT_FORMAT;
-  writeU64(out, input.version, 5);
-  out.writeUInt32LE(input.view, 13);
-  const aad = out.subarray(0, AAD_BYTES);
+  writeHeaderFields(out, input.version, input.view);
+  const aad = out.subarray(0, SNAPSHOT_AAD_BYTES);
   let offset = SNAPSHOT_HEADER_BYTES;
   writeU64(out, publicBytes, offset);
   if (publicBytes > 0) writeSortedPart(input.publicMaps, out, offset + 8);
@@ -84,21 +88,16 @@ export function encodeSnapshot(input: SnapshotInput, encryptor: LedgerEncryptor)
     encryptor.encryptSnapshotInPlace(input.view, input.version, out.subarray(offset, offset + privateBytes), out.subarray(offset + privateBytes, offset + encryptedBytes), aad);
   }
   const digest = createHash('sha256').update(out.subarray(SNAPSHOT_HEADER_BYTES)).digest();
-  out.set(digest, AAD_BYTES);
+  out.set(digest, SNAPSHOT_AAD_BYTES);
   return out;
 }
 
 /** The header of a snapshot at `version`, with `bodyDigest` (zeros when undefined: for the additional data only). */
 export function encodeSnapshotHeader(version: Seqno, view: View, bodyDigest: Uint8Array | undefined): Buffer {
-  assert(Number.isSafeInteger(version) && version >= 0, `bad snapshot version ${version}`);
-  assert(Number.isInteger(view) && view >= 0 && view <= 0xffff_ffff, `bad snapshot view ${view}`);
   assert(bodyDigest === undefined || bodyDigest.byteLength === 32, 'a SHA-256 body digest');
   const out = Buffer.alloc(SNAPSHOT_HEADER_BYTES);
-  out.set(SNAPSHOT_MAGIC, 0);
-  out[4] = SNAPSHOT_FORMAT;
-  writeU64(out, version, 5);
-  out.writeUInt32LE(view, 13);
-  if (bodyDigest !== undefined) out.set(bodyDigest, AAD_BYTES);
+  writeHeaderFields(out, version, view);
+  if (bodyDigest !== undefined) out.set(bodyDigest, SNAPSHOT_AAD_BYTES);
   return out;
 }
 
@@ -113,7 +112,7 @@ export function readSnapshotHeader(bytes: Uint8Array): SnapshotHeader {
     format,
     seqno: readU64(buf, 5, 'seqno'),
     view: buf.readUInt32LE(13),
-    bodyDigest: new Uint8Array(buf.subarray(AAD_BYTES, SNAPSHOT_HEADER_BYTES)),
+    bodyDigest: new Uint8Array(buf.subarray(SNAPSHOT_AAD_BYTES, SNAPSHOT_HEADER_BYTES)),
   };
 }
 
@@ -134,7 +133,7 @@ export function snapshotSections(bytes: Uint8Array): SnapshotSections {
   const publicPart = body.subarray(8, 8 + publicLength);
   const privateLength = readU64(body, 8 + publicLength, 'private section length');
   if (privateLength !== body.byteLength - 16 - publicLength) throw malformedSnapshot('private section length does not match the body');
-  return { publicPart, privateEncrypted: body.subarray(16 + publicLength), aad: buf.subarray(0, AAD_BYTES) };
+  return { publicPart, privateEncrypted: body.subarray(16 + publicLength), aad: buf.subarray(0, SNAPSHOT_AAD_BYTES) };
 }
 
 /** The body of a snapshot whose header was read (readSnapshotHeader): what bodyDigest covers. */
