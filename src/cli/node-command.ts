@@ -21,6 +21,7 @@ import { workerEntryFramer } from '../platform/worker-framer.js';
 import type { EntryLeafReader, EntryFramerFactory } from '../ledger/index.js';
 import { WorkerEntryLeafReader } from '../platform/worker-leaf-reader.js';
 import { WorkerEntryReplayer } from '../platform/worker-entry-replayer.js';
+import { threadPoolSignatureVerifier } from '../crypto/index.js';
 import type { Logger } from '../base/log.js';
 import type { InvariantError } from '../base/assert.js';
 import { CovenantNode, RejoinRequested, type NodeAddresses, type RpcInterfaceAddress } from '../node/node.js';
@@ -243,6 +244,8 @@ export async function runNodeCommand(configPath: string): Promise<void> {
     ...framingOption(logger),
     ...maxEntryOption(),
     commitStageTimings: metrics,
+    // A backup verifies the primary's signatures on the thread pool while their entries sync.
+    signatureVerifier: threadPoolSignatureVerifier,
     ...entryLeafReaderOption(),
     // Snapshots are encoded, written and synced off the request thread (docs/snapshots.md, "Generation").
     snapshotWriter: { writer: new WorkerSnapshotWriter(), kind: 'worker' },

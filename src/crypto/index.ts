@@ -2,6 +2,7 @@
 export * from './errors.js';
 export * from './digest.js';
 export * from './keys.js';
+export * from './signature-verifier.js';
 export * from './aead.js';
 export * from './certificates.js';
 export * from './cose.js';

@@ -127,17 +127,30 @@ export function verifyEcdsa(publicKey: KeyObject | string, data: Uint8Array, sig
 }
 
 /**
- * verifyEcdsa on libuv's thread pool: a caller with many signatures to check (a recovery reading
- * a ledger) goes on with its work while they are checked. Rejects only for an unusable key.
+ * verifyEcdsa on libuv's thread pool: `done` runs later from the event loop (never within the
+ * call) with the outcome, or with the Error of an unusable key.
  */
-export function verifyEcdsaAsync(publicKey: KeyObject | string, data: Uint8Array, signature: Uint8Array, encoding: SignatureEncoding = 'der'): Promise<boolean> {
+export function verifyEcdsaLater(
+  publicKey: KeyObject | string,
+  data: Uint8Array,
+  signature: Uint8Array,
+  encoding: SignatureEncoding,
+  done: (outcome: boolean | Error) => void,
+): void {
   try {
     const key = asPublicKey(publicKey);
-    const hash = hashForCurve(ecCurveOf(key));
-    return new Promise((resolve, reject) => nodeCrypto.verify(hash, data, { key, dsaEncoding: encoding }, signature, (e, ok) => (e ? reject(e) : resolve(ok))));
+    nodeCrypto.verify(hashForCurve(ecCurveOf(key)), data, { key, dsaEncoding: encoding }, signature, (e, ok) => done(e ?? ok));
   } catch (e) {
-    return Promise.reject(e as Error);
+    queueMicrotask(() => done(e as Error));
   }
+}
+
+/**
+ * verifyEcdsaLater as a promise: a caller with many signatures to check (a recovery reading a
+ * ledger) goes on with its work while they are checked. Rejects only for an unusable key.
+ */
+export function verifyEcdsaAsync(publicKey: KeyObject | string, data: Uint8Array, signature: Uint8Array, encoding: SignatureEncoding = 'der'): Promise<boolean> {
+  return new Promise((resolve, reject) => verifyEcdsaLater(publicKey, data, signature, encoding, (outcome) => (outcome instanceof Error ? reject(outcome) : resolve(outcome))));
 }
 
 /** RSA-OAEP with SHA-256 (for both the OAEP hash and MGF1), as used for recovery shares. */

@@ -9,7 +9,7 @@ import type { Logger } from '../base/log.js';
 import type { NodeConfig } from '../config/index.js';
 import type { StoreView, Tx, WriteSet } from '../kv/index.js';
 import type { Disk, EntryLeafReader, EntryReplayer, EntryFramerFactory, SnapshotWriter } from '../ledger/index.js';
-import type { KeyPair } from '../crypto/index.js';
+import type { KeyPair, SignatureVerifier } from '../crypto/index.js';
 import type { Receipt, SignatureReceipt } from '../merkle/index.js';
 import type { QuoteInfo } from '../attestation/virtual.js';
 import type { KeyFetcher, KeyRefreshMetrics } from '../jwt/index.js';
@@ -81,6 +81,13 @@ export interface NodeInit {
    * processes pass their metrics registry). Default: none, and no write is timed.
    */
   readonly commitStageTimings?: CommitStageTimings;
+  /**
+   * Verifies the primary's signatures on a backup while their entries sync, with ledger.durability
+   * Synced (src/node/signature-checks.ts). Default: none, each is verified on the request thread
+   * as it is applied (tests); node processes pass libuv's thread pool
+   * (threadPoolSignatureVerifier), the simulator a verification that ends after a seeded delay.
+   */
+  readonly signatureVerifier?: SignatureVerifier;
   /**
    * The node's key pair, when it is not to make one: the simulator gives its nodes keys whose node
    * ids sort in the order of the nodes, so that a run does not depend on which ids came out.

@@ -116,6 +116,7 @@ export class NodeComposition {
       readOnlyLedgerDirectories: init.config.ledger.read_only_directories,
       secrets: this.secrets,
       durability: init.config.ledger.durability,
+      signatureVerifier: init.signatureVerifier,
     });
     this.snapshots = this.buildSnapshots();
     this.replica.observe(this.snapshots);

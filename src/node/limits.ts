@@ -29,6 +29,12 @@ export const appendBatchBytesMax = 4 * 1024 * 1024;
  */
 export const replayUncommittedVersionsMax = 50_000;
 
+/**
+ * Replicated signatures a backup verifies at once off its request thread (src/node/signature-checks.ts);
+ * beyond it the next is verified on the request thread as it is applied.
+ */
+export const signatureChecksInFlightMax = 64;
+
 /** Rounds of Ready handling in one pump: each round may produce more work, and one pump must end. */
 export const pumpRoundsMax = 1000;
 

@@ -6,12 +6,12 @@
  * installs snapshots. It knows nothing of consensus: the driver (src/node/driver.ts) tells it what
  * to do and in which order.
  */
-import { assert } from '../base/assert.js';
+import { assert, InvariantError } from '../base/assert.js';
 import { toHex } from '../base/bytes.js';
 import type { Logger } from '../base/log.js';
 import type { Clock } from '../base/clock.js';
 import type { KeyObject } from 'node:crypto';
-import { loadPublicKey, verifyEcdsa, verifyEcdsaAsync } from '../crypto/index.js';
+import { loadPublicKey, verifyEcdsa, verifyEcdsaAsync, type SignatureVerifier } from '../crypto/index.js';
 import { HistoryTree } from '../merkle/index.js';
 import { AES_GCM_TAG_BYTES, SnapshotLoader, Store, copyValue, decodeWriteSet, loadSnapshotAtOnce, type LedgerEncryptor } from '../kv/index.js';
 import { loadSnapshotInSlices } from './snapshot-loading.js';
@@ -24,6 +24,7 @@ import { treeOfSnapshot, type StartupSnapshot } from './snapshots.js';
 import { configurationOf, signatureRecordOf } from './tables.js';
 import { GroupedSync } from './grouped-sync.js';
 import { RecoveredEntries } from './recovered-entries.js';
+import { SignatureChecks, type SignatureToVerify } from './signature-checks.js';
 
 /** What follows the replica's state: the snapshot manager (src/node/snapshots.ts) and the store's watchers. */
 export interface ReplicaObserver {
@@ -41,16 +42,11 @@ export interface ReplicaInit {
   readonly secrets: LedgerSecrets;
   /** ledger.durability: Synced makes every persisted batch durable before it counts (see persist). */
   readonly durability: 'Synced' | 'Replicated';
-}
-
-/** A signature transaction's signature, to verify over the tree root it signs (signatureToVerify). */
-interface SignatureToVerify {
-  readonly key: KeyObject;
-  readonly root: Uint8Array;
-  readonly signature: Uint8Array;
-  /** The problem if it does not verify, and if it cannot be checked (before the reason). */
-  readonly failed: string;
-  readonly uncheckable: string;
+  /**
+   * With durability Synced: replicated signatures are verified by it while their entries sync
+   * (src/node/signature-checks.ts). Without: on the request thread, as each is applied.
+   */
+  readonly signatureVerifier?: SignatureVerifier;
 }
 
 export class Replica {
@@ -66,6 +62,7 @@ export class Replica {
   #serviceStartSeqno = 0;
   #appliedInClear = 0;
   #appliedDecrypted = 0;
+  #signaturesVerifiedWhenApplied = 0;
   private observer: ReplicaObserver | undefined;
   /** Recorded by applyRecoveredPublic, taken by the first entriesFromLedger (consensus creation). */
   private recoveredEntries: RecoveredEntries | undefined;
@@ -75,8 +72,19 @@ export class Replica {
   /** Synced durability: the ledger's grouped, asynchronous sync (from the first persist on). */
   private groupedSync: GroupedSync | undefined;
   private durableListener: (() => void) | undefined;
+  /** Replicated signatures being verified (durability Synced with a verifier). */
+  private readonly signatureChecks: SignatureChecks | undefined;
 
-  constructor(private readonly init: ReplicaInit) {}
+  constructor(private readonly init: ReplicaInit) {
+    const verifier = init.signatureVerifier;
+    if (verifier !== undefined && init.durability === 'Synced') {
+      this.signatureChecks = new SignatureChecks({
+        verifier,
+        onVerified: () => this.durableListener?.(),
+        onFailed: (problem) => this.stopOnSignature(problem),
+      });
+    }
+  }
 
   /** Replaced (once, before consensus starts) when the node starts from a snapshot: see watchStore. */
   get store(): Store {
@@ -227,6 +235,7 @@ export class Replica {
       // The ledger now starts after the snapshot, which is durable in its own file.
       this.groupedSync?.reset(snapshot.seqno);
     }
+    this.signatureChecks?.clear();
     this.#commitSeqno = snapshot.seqno;
     this.#lastSignedSeqno = snapshot.seqno;
     this.init.logger.info(`store and Merkle tree installed from ${snapshot.name} in ${Math.round(this.init.clock.monotonicMs() - started)}ms`);
@@ -320,19 +329,30 @@ export class Replica {
     return this.init.secrets.framingFor(seqno).commitEvidence(view, seqno);
   }
 
-  /** A backup checks each signature transaction against its own Merkle tree before accepting it. */
+  /**
+   * A backup checks each signature transaction against its own Merkle tree before it acknowledges
+   * it: the record and its root now, the ECDSA signature now or while the entry syncs (signatureChecks).
+   */
   private checkSignature(publicBytes: Uint8Array, seqno: number): void {
-    const problem = this.signatureProblem(publicBytes, seqno);
-    if (problem !== undefined) {
-      this.init.logger.fatal(problem);
-      assert(false, `signature ${seqno} verifies against the local tree`);
-    }
+    const check = this.signatureToVerify(publicBytes, seqno);
+    if (typeof check !== 'string' && this.signatureChecks?.hasRoom()) return this.signatureChecks.start(seqno, check);
+    const problem = typeof check === 'string' ? check : this.verifyNow(check);
+    if (problem !== undefined) this.stopOnSignature(problem);
+    this.#signaturesVerifiedWhenApplied++;
+  }
+
+  private stopOnSignature(problem: string): never {
+    this.init.logger.fatal(problem);
+    throw new InvariantError(`a replicated signature verifies against the local tree: ${problem}`);
   }
 
   /** Why the signature transaction at `seqno` does not sign this node's tree as it is now (undefined: it does). */
   signatureProblem(publicBytes: Uint8Array, seqno: number): string | undefined {
     const check = this.signatureToVerify(publicBytes, seqno);
-    if (typeof check === 'string') return check;
+    return typeof check === 'string' ? check : this.verifyNow(check);
+  }
+
+  private verifyNow(check: SignatureToVerify): string | undefined {
     try {
       return verifyEcdsa(check.key, check.root, check.signature, 'der') ? undefined : check.failed;
     } catch (e) {
@@ -422,10 +442,19 @@ export class Replica {
     if (cut || frames.length > 0) this.groupedSync?.wrote(this.ledger.lastSeqno, cut ? truncateAfterSeqno : undefined);
   }
 
-  /** Every ledger entry up to here survives a power loss (Replicated durability: every entry written). */
+  /**
+   * Every ledger entry up to here survives a power loss (Replicated durability: every entry
+   * written) and, for consensus to count it, every replicated signature up to here is verified.
+   */
   get durableSeqno(): number {
     if (this.init.durability === 'Synced') this.groupedSync ??= this.createGroupedSync();
-    return this.groupedSync?.durableSeqno ?? this.ledger.lastSeqno;
+    const synced = this.groupedSync?.durableSeqno ?? this.ledger.lastSeqno;
+    return this.signatureChecks === undefined ? synced : Math.min(synced, this.signatureChecks.limit);
+  }
+
+  /** Replicated signatures verified while their entries synced, and on the request thread as applied (GET /node/consensus). */
+  get signaturesVerified(): { readonly whileSyncing: number; readonly whenApplied: number } {
+    return { whileSyncing: this.signatureChecks?.verified ?? 0, whenApplied: this.#signaturesVerifiedWhenApplied };
   }
 
   /** Syncs started by persist (each covers every entry written since the one before). */
@@ -461,6 +490,7 @@ export class Replica {
     this.init.logger.info(`rolling back uncommitted entries after seqno ${seqno} (had ${this.store.version})`);
     this.store.rollback(seqno);
     this.tree.truncate(seqno);
+    this.signatureChecks?.dropAfter(seqno);
     this.observer?.onRollback(seqno);
     this.#lastSignedSeqno = Math.min(this.lastSignedSeqno, seqno);
   }

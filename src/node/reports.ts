@@ -29,6 +29,8 @@ export interface ConsensusReport {
    * over 64 KiB).
    */
   private_write_sets_applied: { in_clear: number; decrypted: number };
+  /** Replicated signatures this node verified while their entries synced (Synced durability), and as they were applied. */
+  signatures_verified: { while_syncing: number; when_applied: number };
 }
 
 export interface NetworkReport {

@@ -87,6 +87,9 @@ describe('a three-node network', () => {
         const applied = (await backup.client.request('GET', '/node/consensus')).body.private_write_sets_applied;
         assert.ok(applied.in_clear >= 1, `a write set applied in clear (${JSON.stringify(applied)})`);
         assert.ok(applied.decrypted >= 1, `write sets decrypted while catching up (${JSON.stringify(applied)})`);
+        // The primary's signatures were verified on the thread pool, beside the syncs (durability Synced).
+        const verified = (await backup.client.request('GET', '/node/consensus')).body.signatures_verified;
+        assert.ok(verified.while_syncing >= 1, `signatures verified while syncing (${JSON.stringify(verified)})`);
       }
       // The primary's view of its peers: both acknowledged the write, neither needs a snapshot.
       const acks = (await first.client.request('GET', '/node/consensus')).body.acks as Record<string, { seqno: number; needs_snapshot: boolean }>;

@@ -118,6 +118,7 @@ export class OperatorQueries {
       configs,
       acks,
       private_write_sets_applied: { in_clear: replica.appliedInClear, decrypted: replica.appliedDecrypted },
+      signatures_verified: { while_syncing: replica.signaturesVerified.whileSyncing, when_applied: replica.signaturesVerified.whenApplied },
     };
   }
 

@@ -24,7 +24,7 @@ import { isCovenantError, utf8 } from '../../base/index.js';
 import type { Clock } from '../../base/clock.js';
 import { nullLogger, type Logger } from '../../base/log.js';
 import type { NodeConfig } from '../../config/index.js';
-import { createSelfSignedCertificate, generateEcKeyPair, loadPublicKey, nodeIdFromPublicKey, publicKeyDer, sha256Hex, type KeyPair } from '../../crypto/index.js';
+import { createSelfSignedCertificate, generateEcKeyPair, loadPublicKey, nodeIdFromPublicKey, publicKeyDer, sha256Hex, verifyEcdsa, type KeyPair, type SignatureVerifier } from '../../crypto/index.js';
 import { EntryFlags, decodeEntry, hasFlag, parseSnapshotFileName } from '../../ledger/index.js';
 import { CovenantNode, type NodeAddresses } from '../../node/node.js';
 import type { JoinClient } from '../../node/join.js';
@@ -194,6 +194,29 @@ export class NodeSim {
     };
   }
 
+  /**
+   * How `host` verifies its primary's signatures while their entries sync: at once, with the
+   * verdict delivered after a delay drawn from the seed, the host and the signature's seqno (not
+   * from a running generator: how many signatures a run holds may vary, see scheduleSyncs), none
+   * while start-up work settles. Up to two steps: a verification may end before or after the sync
+   * of its entry, in either order with the next one's.
+   */
+  protected signatureVerifier(host: SimHost, clock: Clock): SignatureVerifier {
+    const generation = host.generation;
+    return {
+      verify: (seqno, key, root, signature, done) => {
+        let outcome: boolean | Error;
+        try {
+          outcome = verifyEcdsa(key, root, signature, 'der');
+        } catch (e) {
+          outcome = e as Error;
+        }
+        const delayMs = this.syncDelays ? new Prng(this.options.seed * 7919 + host.index * 131 + generation * 17 + seqno).int(0, 2 * STEP_MS) : 0;
+        clock.setTimer(delayMs, () => done(outcome));
+      },
+    };
+  }
+
   protected createNode(host: SimHost, config: NodeConfig): CovenantNode {
     const disk = host.disk;
     const clock = this.clockFor(host);
@@ -209,6 +232,7 @@ export class NodeSim {
       writeTextFile: (path, text) => writeFile(disk, path, text),
       writeSecretFile: (path, text) => writeFile(disk, path, text),
       ...(host.keys ? { identityKeyPair: host.keys } : {}),
+      signatureVerifier: this.signatureVerifier(host, clock),
     });
   }
 
