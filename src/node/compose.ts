@@ -201,9 +201,8 @@ export class NodeComposition {
 
   private buildSnapshots(): SnapshotManager {
     const init = this.init;
-    const config = init.config;
     return new SnapshotManager({
-      config,
+      config: init.config,
       disk: init.disk,
       logger: init.logger,
       clock: init.clock,
@@ -226,9 +225,8 @@ export class NodeComposition {
 
   private buildFilesCleanup(): FilesCleanup {
     const init = this.init;
-    const config = init.config;
     return new FilesCleanup({
-      config,
+      config: init.config,
       disk: init.disk,
       logger: init.logger,
       clock: init.clock,
@@ -325,11 +323,10 @@ export class NodeComposition {
 
   private buildPendingCleanup(): PendingNodeCleanup {
     const init = this.init;
-    const config = init.config;
     return new PendingNodeCleanup({
       clock: init.clock,
       logger: init.logger,
-      timeoutMs: config.pending_node_timeout,
+      timeoutMs: init.config.pending_node_timeout,
       executeRead: (fn) => this.executeRead(fn),
       executeWrite: (fn) => this.executeWrite(fn),
     });

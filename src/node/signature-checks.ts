@@ -43,11 +43,6 @@ export class SignatureChecks {
 
   constructor(private readonly host: SignatureChecksHost) {}
 
-  /** Verifications under way. */
-  get size(): number {
-    return this.underWay.length;
-  }
-
   /** Whether one more may start (beyond the limit the caller verifies on its own thread). */
   hasRoom(): boolean {
     return this.underWay.length < signatureChecksInFlightMax;

@@ -109,6 +109,7 @@ export class OperatorQueries {
     for (const peer of status?.peers ?? []) acks[peer.id] = { seqno: peer.matchSeqno, needs_snapshot: peer.needsSnapshot };
     const role = status?.role;
     const replica = this.host.replica;
+    const verified = replica.signaturesVerified;
     return {
       current_view: status?.view ?? 0,
       primary_id: status?.primaryId,
@@ -118,7 +119,7 @@ export class OperatorQueries {
       configs,
       acks,
       private_write_sets_applied: { in_clear: replica.appliedInClear, decrypted: replica.appliedDecrypted },
-      signatures_verified: { while_syncing: replica.signaturesVerified.whileSyncing, when_applied: replica.signaturesVerified.whenApplied },
+      signatures_verified: { while_syncing: verified.whileSyncing, when_applied: verified.whenApplied },
     };
   }
 
