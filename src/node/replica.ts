@@ -235,7 +235,6 @@ export class Replica {
       // The ledger now starts after the snapshot, which is durable in its own file.
       this.groupedSync?.reset(snapshot.seqno);
     }
-    this.signatureChecks?.clear();
     this.#commitSeqno = snapshot.seqno;
     this.#lastSignedSeqno = snapshot.seqno;
     this.init.logger.info(`store and Merkle tree installed from ${snapshot.name} in ${Math.round(this.init.clock.monotonicMs() - started)}ms`);

@@ -62,7 +62,7 @@ export class SignatureChecks {
     this.underWay.push(token);
     this.host.verifier.verify(seqno, check.key, check.root, check.signature, (outcome) => {
       const at = this.underWay.indexOf(token);
-      // Rolled back, or the state replaced by a snapshot, meanwhile.
+      // Rolled back meanwhile.
       if (at === -1) return;
       if (outcome !== true) {
         this.host.onFailed(outcome === false ? check.failed : `${check.uncheckable}: ${outcome.message}`);
@@ -77,10 +77,5 @@ export class SignatureChecks {
   /** The entries after `seqno` are rolled back: their verifications no longer matter. */
   dropAfter(seqno: number): void {
     while (this.underWay.length > 0 && this.underWay[this.underWay.length - 1]!.seqno > seqno) this.underWay.pop();
-  }
-
-  /** The state was replaced (a snapshot installed): nothing applied before it is being verified any more. */
-  clear(): void {
-    this.underWay.length = 0;
   }
 }
