@@ -5,7 +5,8 @@
  * nodes (evidence recorded some transactions after the snapshot point), and no election happens
  * while they are taken: no view change, no write refused. GET /node/metrics reports the
  * event-loop delay and the snapshot generation. A backup restarted on that ledger replays it over
- * many turns, answering GET /node/state meanwhile, and catches up.
+ * many turns, answering GET /node/state meanwhile, catches up, and verifies and acknowledges the
+ * primary's signatures again.
  */
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -138,5 +139,22 @@ describe('a growing state', () => {
     assert.ok(target > RECORDS);
     await until('the restarted backup to catch up', async () => ((await commit(restarted)) >= target ? true : undefined), 60_000);
     assert.equal(await viewOf(primary), await viewOf(restarted));
+
+    // Restarted on a ledger after snapshots, the backup verifies the primary's signatures beside its
+    // syncs again, and acknowledges them: a committed write is held by both backups.
+    const written = await primary.client.request('POST', '/app/log/private', {
+      body: { id: RECORDS, msg: MESSAGE },
+      identity: primary.user,
+      headers: { 'x-covenant-consistency': 'committed' },
+      timeoutMs: 30_000,
+    });
+    assert.equal(written.status, 200, written.text);
+    const seqno = Number(String(written.headers['x-covenant-transaction-id']).split('.')[1]);
+    await until('both backups to acknowledge the committed write', async () => {
+      const acks = (await primary.client.request('GET', '/node/consensus', { timeoutMs: 10_000 })).body.acks as Record<string, { seqno: number }>;
+      return Object.values(acks).length === 2 && Object.values(acks).every((a) => a.seqno >= seqno) ? true : undefined;
+    });
+    const verified = (await restarted.client.request('GET', '/node/consensus', { timeoutMs: 10_000 })).body.signatures_verified;
+    assert.ok(verified.while_syncing >= 1, `the restarted backup verified signatures while syncing (${JSON.stringify(verified)})`);
   });
 });
