@@ -30,6 +30,16 @@ test('fixed seeds: governance, forwarded writes and a JavaScript endpoint throug
   assert.ok(forwardedGovernance > 0, 'some governance requests were sent to a backup and forwarded');
 });
 
+test('a ballot sent again after a refusal that left open whether it ran, and refused because the first closed its proposal, is no violation: the proposal is read back Accepted', async () => {
+  // Seed 5018: the ballot on the application's deployment waits at a backup until the forward times
+  // out (503), and the ballot sent again finds the proposal Accepted (400 ProposalNotOpen).
+  const report = await runRequestSim({ seed: 5018, nodes: 3, steps: 2000, livenessStepsMax: 2000 });
+  const ballots = report.governance.filter((line) => line.includes('/ballots/'));
+  const retried = ballots.findIndex((line, i) => line.endsWith(': 503') && ballots[i + 1]?.endsWith(': 400'));
+  assert.ok(retried >= 0, `the run holds the retried ballot: ${ballots.join('; ')}`);
+  assert.ok(report.acknowledgedWrites > 20, 'the application was deployed and served writes after it');
+});
+
 test('a run with requests is a function of its seed', async () => {
   const a = await runRequestSim({ seed: 11, nodes: 3, steps: 500, livenessStepsMax: 1500 });
   const b = await runRequestSim({ seed: 11, nodes: 3, steps: 500, livenessStepsMax: 1500 });

@@ -298,6 +298,12 @@ export class RequestSim extends NodeSim {
         if (typeof answer.headers?.[TRANSACTION_ID_HEADER] !== 'string') throw new Violation('acknowledged-write', `${path} answered 200 without ${TRANSACTION_ID_HEADER}`);
         return bodyOf(answer);
       }
+      // A ballot sent again after a refusal that left open whether it ran (the primary changed
+      // before answering): the first may have closed the proposal. The primary's state says.
+      if (type === 'ballot' && attempt > 0 && answer.status === 400 && errorCodeOf(answer) === 'ProposalNotOpen') {
+        const proposal = await this.request(host, 'GET', `/gov/members/proposals/${proposalId!}`, { headers: { [CONSISTENCY_HEADER]: 'linearizable' } });
+        if (proposal.status === 200 && (bodyOf(proposal) as { state?: string }).state === 'Accepted') return bodyOf(proposal);
+      }
       this.checkAnswer(answer, path);
     }
     throw new Violation('liveness', `${path}: refused 20 times`);
@@ -384,7 +390,7 @@ export class RequestSim extends NodeSim {
 
   /** request-answer: true for a 200; a retryable refusal is counted; anything else is a violation. */
   private checkAnswer(answer: RouteResponse, what: string): boolean {
-    const code = answer.status === 200 ? undefined : (bodyOf(answer) as { error?: { code?: string } } | undefined)?.error?.code;
+    const code = answer.status === 200 ? undefined : errorCodeOf(answer);
     const label = code === undefined ? String(answer.status) : `${answer.status} ${code}`;
     this.answers[label] = (this.answers[label] ?? 0) + 1;
     if (answer.status === 200) return true;
@@ -489,4 +495,9 @@ export async function runRequestSim(options: RequestSimOptions): Promise<Request
   } finally {
     sim.stopAll();
   }
+}
+
+/** The error code of a refusal's JSON body (undefined when it has none). */
+function errorCodeOf(answer: RouteResponse): string | undefined {
+  return (bodyOf(answer) as { error?: { code?: string } } | undefined)?.error?.code;
 }
