@@ -298,12 +298,24 @@ export class RequestSim extends NodeSim {
         if (typeof answer.headers?.[TRANSACTION_ID_HEADER] !== 'string') throw new Violation('acknowledged-write', `${path} answered 200 without ${TRANSACTION_ID_HEADER}`);
         return bodyOf(answer);
       }
-      // A ballot sent again after a refusal that left open whether it ran (the primary changed
-      // before answering): the first may have closed the proposal. The primary's state says.
+      // A ballot sent again after a refusal that left open whether it ran (a forward timed out, the
+      // primary changed): the first may have closed the proposal. The primary's state says.
       if (type === 'ballot' && attempt > 0 && answer.status === 400 && errorCodeOf(answer) === 'ProposalNotOpen') {
-        const proposal = await this.request(host, 'GET', `/gov/members/proposals/${proposalId!}`, { headers: { [CONSISTENCY_HEADER]: 'linearizable' } });
-        if (proposal.status === 200 && (bodyOf(proposal) as { state?: string }).state === 'Accepted') return bodyOf(proposal);
+        const proposal = await this.govRead(`/gov/members/proposals/${proposalId!}`);
+        if (proposal.state === 'Accepted') return proposal;
       }
+      this.checkAnswer(answer, path);
+    }
+    throw new Violation('liveness', `${path}: refused 20 times`);
+  }
+
+  /** A linearizable governance read from a node drawn by the seed, until one is answered 200 (a retryable refusal is sent again). */
+  private async govRead(path: string): Promise<any> {
+    for (let attempt = 0; attempt < 20; attempt++) {
+      const host = this.anyLiveHost();
+      if (host === undefined) throw new Violation('liveness', 'no live node to take a governance read');
+      const answer = await this.request(host, 'GET', path, { headers: { [CONSISTENCY_HEADER]: 'linearizable' } });
+      if (answer.status === 200) return bodyOf(answer);
       this.checkAnswer(answer, path);
     }
     throw new Violation('liveness', `${path}: refused 20 times`);
