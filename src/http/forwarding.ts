@@ -29,15 +29,20 @@ const forwardedRequestSchema = z.object({
   query: z.string(),
   headers: z.record(z.string(), z.string()),
   body: z.string(),
-  caller: z.object({
-    kind: z.enum(['anonymous', 'user', 'member', 'jwt']),
-    id: z.string().optional(),
-    claims: z.record(z.string(), z.unknown()).optional(),
-    policy: z.string().optional(),
-    cert: z.string().optional(),
-  }),
+  // The caller the backup authenticated; or, for a request it found no route for, what the
+  // primary authenticates it from: the client's certificate (DER, base64) when it gave one.
+  caller: z
+    .object({
+      kind: z.enum(['anonymous', 'user', 'member', 'jwt']),
+      id: z.string().optional(),
+      claims: z.record(z.string(), z.unknown()).optional(),
+      policy: z.string().optional(),
+      cert: z.string().optional(),
+    })
+    .optional(),
+  unrouted: z.object({ client_certificate: z.string().optional() }).optional(),
   interface: z.string(),
-});
+}).refine((r) => (r.caller === undefined) !== (r.unrouted === undefined), { message: 'exactly one of caller and unrouted' });
 
 const forwardedResponseSchema = z.object({
   id: z.number().int().positive(),
@@ -97,7 +102,7 @@ export class PrimaryForwarder implements RequestForwarder {
     node.onFrame(FrameKind.ForwardedResponse, (from, payload) => this.onResponse(from, payload));
   }
 
-  forward(ctx: RequestContext, rawQuery: string): Promise<RouteResponse> {
+  forward(ctx: RequestContext, rawQuery: string, unrouted = false): Promise<RouteResponse> {
     const primary = this.node.primaryId();
     if (!primary || primary === this.node.nodeId) {
       return Promise.reject(new CovenantError('NoPrimary', 'no primary is known at the moment: retry shortly', 503));
@@ -118,7 +123,7 @@ export class PrimaryForwarder implements RequestForwarder {
       query: rawQuery,
       headers,
       body: ctx.rawBody.toString('base64'),
-      caller: ctx.caller,
+      ...(unrouted ? { unrouted: ctx.clientCertificateDer ? { client_certificate: ctx.clientCertificateDer.toString('base64') } : {} } : { caller: ctx.caller }),
       interface: ctx.interfaceName,
     };
     return new Promise<RouteResponse>((resolve, reject) => {
@@ -171,10 +176,11 @@ export class PrimaryForwarder implements RequestForwarder {
         rawQuery: request.query,
         headers: request.headers,
         body: Buffer.from(request.body, 'base64'),
-        clientCertificateDer: undefined,
         remoteAddress: undefined,
         interfaceName: request.interface,
-        forwardedCaller: request.caller,
+        ...(request.unrouted !== undefined
+          ? { clientCertificateDer: certificateOf(request.unrouted.client_certificate), forwardedUnrouted: true }
+          : { clientCertificateDer: undefined, forwardedCaller: request.caller! }),
       });
       response = toForwardedResponse(request.id, answer);
     } catch (e) {
@@ -227,4 +233,9 @@ function toForwardedResponse(id: number, answer: RouteResponse): ForwardedRespon
   if (kind === 'bytes') return { id, status: answer.status, headers, kind, body: Buffer.from(answer.body as Uint8Array).toString('base64') };
   if (kind === 'stream') throw new CovenantError('NotForwardable', 'streamed answers cannot be forwarded', 500);
   return { id, status: answer.status, headers, kind, body: answer.body };
+}
+
+/** The client certificate a backup forwarded with a request it found no route for (absent: none was given). */
+function certificateOf(base64: string | undefined): Buffer | undefined {
+  return base64 === undefined ? undefined : Buffer.from(base64, 'base64');
 }

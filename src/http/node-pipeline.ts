@@ -76,7 +76,7 @@ export function createNodePipeline(options: NodePipelineOptions): NodePipeline {
     authenticator: new StoreAuthenticator({ isUser: (id) => node.isUser(id) }, tokens),
     node,
     // The forwarder runs what is forwarded to this node through this pipeline: each needs the other.
-    forwarder: { forward: (ctx, rawQuery): Promise<RouteResponse> => forwarder.forward(ctx, rawQuery) },
+    forwarder: { forward: (ctx, rawQuery, unrouted): Promise<RouteResponse> => forwarder.forward(ctx, rawQuery, unrouted) },
     logger: options.logger,
     failStop: options.failStop,
   });

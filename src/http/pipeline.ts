@@ -57,7 +57,11 @@ export interface Authenticator {
 
 /** Sends a request that needs the primary to it, from a backup (forwarding.ts). */
 export interface RequestForwarder {
-  forward(ctx: RequestContext, rawQuery: string): Promise<RouteResponse>;
+  /**
+   * `unrouted`: this node found no route for it (UNROUTED_APP_REQUEST): the primary routes it and
+   * authenticates its caller itself, from the client's certificate and headers.
+   */
+  forward(ctx: RequestContext, rawQuery: string, unrouted: boolean): Promise<RouteResponse>;
 }
 
 /** What the pipeline needs of the node: whether it leads, and its transactions and their fate. */
@@ -79,6 +83,12 @@ export interface RequestHead {
   readonly enabledFeatures?: ReadonlySet<string>;
   /** Set on a request a backup forwarded: the caller the backup authenticated (the channel authenticates the backup). */
   readonly forwardedCaller?: Caller;
+  /**
+   * Set on a request a backup forwarded without a route of its own for it: routed and
+   * authenticated here, from the client's certificate as the backup received it (the channel
+   * authenticates the backup, which checked the client's possession of its key).
+   */
+  readonly forwardedUnrouted?: boolean;
 }
 
 /** A whole request: its head and its body's bytes. */
@@ -110,6 +120,23 @@ type Consistency = 'default' | 'committed' | 'linearizable';
 
 const ANONYMOUS: Caller = { kind: 'anonymous' };
 
+/**
+ * What a backup routes a request under /app/ to when its state holds no endpoint for it but the
+ * request needs the primary (a write method, or a consistency asked for): an application deployed
+ * or changed on the primary may not have reached this backup yet, and only the primary can say
+ * whether the endpoint exists. Forwarded as it came (forwardsUnrouted); run only if this node
+ * became primary meanwhile, and then its own state says: no such endpoint.
+ */
+const UNROUTED_APP_REQUEST: Route = {
+  method: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE'],
+  path: '/app/{unrouted}',
+  summary: 'an application request this backup has no endpoint for, forwarded to the primary',
+  mode: 'readwrite',
+  handler: (ctx) => {
+    throw httpErrors.notFound(ctx.path);
+  },
+};
+
 export class RequestPipeline {
   constructor(private readonly options: RequestPipelineOptions) {}
 
@@ -120,13 +147,24 @@ export class RequestPipeline {
   /** route → authenticate: the route, its path parameters and the caller (a promise while a token is checked). */
   route(head: RequestHead): RoutedRequest {
     const result = this.options.router.match(head.method, head.path);
-    if (result.kind === 'not-found') throw httpErrors.notFound(head.path);
+    if (result.kind === 'not-found') {
+      if (this.forwardsUnrouted(head)) return { route: UNROUTED_APP_REQUEST, params: {}, head, caller: ANONYMOUS };
+      throw httpErrors.notFound(head.path);
+    }
     if (result.kind === 'method-not-allowed') throw httpErrors.methodNotAllowed(head.method, head.path, result.allowed);
     const { route, params } = result.match;
     if (route.feature !== undefined && head.enabledFeatures !== undefined && !head.enabledFeatures.has(route.feature)) {
       throw new CovenantError('ResourceNotFound', `${head.path} requires the ${route.feature} operator feature, which is not enabled on interface ${head.interfaceName}`, 404);
     }
     return { route, params, head, caller: head.forwardedCaller ?? this.authenticate(route, head) };
+  }
+
+  /** Whether a request no route matches goes to the primary to be routed there (UNROUTED_APP_REQUEST). */
+  private forwardsUnrouted(head: RequestHead): boolean {
+    const node = this.options.node;
+    if (node === undefined || this.options.forwarder === undefined || node.isPrimary() || !head.path.startsWith('/app/')) return false;
+    if (head.forwardedCaller !== undefined || head.forwardedUnrouted === true) return false;
+    return (head.method !== 'GET' && head.method !== 'HEAD') || head.headers[CONSISTENCY_HEADER] !== undefined;
   }
 
   private authenticate(route: Route, head: RequestHead): Caller | Promise<Caller> {
@@ -163,9 +201,9 @@ export class RequestPipeline {
     if (node === undefined) return run(route, ctx, state);
     if ((mode === 'readwrite' || linearizable) && !node.isPrimary()) {
       // Only the primary executes writes and confirms reads; a request forwarded once is not forwarded again.
-      if (head.forwardedCaller !== undefined) throw notPrimary('the node the request was forwarded to is no longer primary');
+      if (head.forwardedCaller !== undefined || head.forwardedUnrouted === true) throw notPrimary('the node the request was forwarded to is no longer primary');
       const forwarder = this.options.forwarder;
-      if (forwarder !== undefined) return forwarder.forward(ctx, head.rawQuery);
+      if (forwarder !== undefined) return forwarder.forward(ctx, head.rawQuery, route === UNROUTED_APP_REQUEST);
     }
     if (mode === 'readwrite' && consistency !== 'default') return this.executeCommitted(route, ctx, state, node);
     if (linearizable) return node.confirmLinearizableRead().then(() => run(route, ctx, state));

@@ -10,7 +10,8 @@ import { nullLogger } from '../../src/base/log.js';
 import { PrimaryForwarder } from '../../src/http/forwarding.js';
 import { Router } from '../../src/http/router.js';
 import { json, type RequestContext, type Route } from '../../src/http/route.js';
-import { RequestPipeline } from '../../src/http/pipeline.js';
+import { CONSISTENCY_HEADER, RequestPipeline, type PipelineNode } from '../../src/http/pipeline.js';
+import { CovenantError } from '../../src/base/errors.js';
 import { InvariantError, assert as invariant } from '../../src/base/assert.js';
 import { FrameKind, forwardedPrimaryCheckMs, type CovenantNode } from '../../src/node/node.js';
 import { systemClock } from '../../src/platform/clock.js';
@@ -118,10 +119,22 @@ test('malformed forwarded requests are dropped with a logged reason and answered
   const forwarder = new PrimaryForwarder(node, pipelineOf(), recordingLogger(lines), systemClock);
   const onRequest = handlers.get(FrameKind.ForwardedRequest)!;
   const valid = { id: 1, method: 'POST', path: '/app/log/private', query: '', headers: {}, body: '', caller: { kind: 'user', id: 'u' }, interface: 'primary' };
-  for (const bad of ['null', 'garbage', { ...valid, id: 0 }, { ...valid, method: 'PATCH' }, { ...valid, caller: null }, { ...valid, headers: { a: 1 } }]) {
+  const bads = [
+    'null',
+    'garbage',
+    { ...valid, id: 0 },
+    { ...valid, method: 'PATCH' },
+    { ...valid, caller: null },
+    { ...valid, headers: { a: 1 } },
+    // Exactly one of a caller and an unrouted request.
+    { ...valid, unrouted: {} },
+    { ...valid, caller: undefined },
+    { ...valid, caller: undefined, unrouted: { client_certificate: 5 } },
+  ];
+  for (const bad of bads) {
     assert.doesNotThrow(() => onRequest('peer', frame(bad)));
   }
-  assert.equal(lines.filter((l) => l.includes('malformed forwarded request')).length, 6);
+  assert.equal(lines.filter((l) => l.includes('malformed forwarded request')).length, bads.length);
   assert.equal(sent.length, 0);
   forwarder.close();
 });
@@ -215,4 +228,117 @@ test('a forwarded request runs through the primary\'s request pipeline with the 
   } finally {
     forwarder.close();
   }
+});
+
+// ---- a backup whose state holds no route for an application request (its deployment not yet replicated)
+
+/** A backup and a primary whose forwarders hand frames to each other at once; the primary alone has the application's route. */
+function linkedPair() {
+  const handlers = { backup: new Map<number, Handler>(), primary: new Map<number, Handler>() };
+  const sent: { from: string; to: string; payload: any }[] = [];
+  const nodeOf = (self: 'backup' | 'primary', other: 'backup' | 'primary') =>
+    ({
+      nodeId: self,
+      isPrimary: () => self === 'primary',
+      primaryId: () => 'primary',
+      onFrame: (kind: number, handler: Handler) => handlers[self].set(kind, handler),
+      sendFrame: (to: string, kind: number, payload: Uint8Array) => {
+        sent.push({ from: self, to, payload: JSON.parse(Buffer.from(payload).toString('utf8')) });
+        queueMicrotask(() => handlers[other].get(kind)!(self, payload));
+        return true;
+      },
+    }) as unknown as CovenantNode;
+  const appRoute: Route = { method: ['GET', 'POST'], path: '/app/deployed', summary: 'deployed on the primary only', auth: 'user_cert', handler: ({ caller }) => json(200, { caller: caller.id }) };
+  // Authenticates a user from the certificate's bytes (the test's stand-in for the user table).
+  const authenticator = {
+    authenticate: (_policy: unknown, request: { clientCertificateDer: Buffer | undefined }) => {
+      if (request.clientCertificateDer === undefined) throw new CovenantError('InvalidAuthenticationInfo', 'no certificate', 401);
+      return { kind: 'user' as const, id: request.clientCertificateDer.toString('utf8') };
+    },
+  };
+  const failStop = (e: InvariantError) => assert.fail(e.message);
+  // Each forwarder runs what reaches it through its node's pipeline, made below (asked for only when a frame comes).
+  const primaryForwarder: PrimaryForwarder = new PrimaryForwarder(nodeOf('primary', 'backup'), (): RequestPipeline => primaryPipeline, nullLogger, systemClock);
+  const backupForwarder: PrimaryForwarder = new PrimaryForwarder(nodeOf('backup', 'primary'), (): RequestPipeline => backupPipeline, nullLogger, systemClock);
+  const primaryPipeline: RequestPipeline = new RequestPipeline({ router: new Router([appRoute]), authenticator, logger: nullLogger, failStop });
+  const backupNodeOfPipeline = { isPrimary: () => false } as unknown as PipelineNode;
+  const backupPipeline: RequestPipeline = new RequestPipeline({
+    router: new Router([]),
+    authenticator,
+    node: backupNodeOfPipeline,
+    forwarder: { forward: (ctx, rawQuery, unrouted) => backupForwarder.forward(ctx, rawQuery, unrouted) },
+    logger: nullLogger,
+    failStop,
+  });
+  const request = (method: 'GET' | 'POST', path: string, headers: Record<string, string> = {}, certificate: string | null = 'alice') =>
+    backupPipeline.handle({
+      method,
+      path,
+      rawQuery: '',
+      headers,
+      body: Buffer.alloc(0),
+      clientCertificateDer: certificate === null ? undefined : Buffer.from(certificate),
+      remoteAddress: '127.0.0.1',
+      interfaceName: 'primary',
+    });
+  return { request, sent, close: () => (primaryForwarder.close(), backupForwarder.close()) };
+}
+
+test('a backup with no route for an application request that needs the primary forwards it unrouted: the primary routes it and authenticates the client from its certificate', async () => {
+  const pair = linkedPair();
+  try {
+    const written = await pair.request('POST', '/app/deployed');
+    assert.equal(written.status, 200, JSON.stringify(written.body));
+    assert.deepEqual(written.body, { caller: 'alice' }, 'authenticated on the primary, from the certificate the backup received');
+    assert.deepEqual(pair.sent[0]!.payload.unrouted, { client_certificate: Buffer.from('alice').toString('base64') });
+    assert.equal(pair.sent[0]!.payload.caller, undefined, 'no caller the backup could not have authenticated');
+
+    const read = await pair.request('GET', '/app/deployed', { [CONSISTENCY_HEADER]: 'linearizable' });
+    assert.equal(read.status, 200);
+    // Without a certificate the primary's route refuses it, as it would have had the client come to it.
+    const anonymous = await pair.request('POST', '/app/deployed', {}, null);
+    assert.equal(anonymous.status, 401);
+    // A path the primary has no route for either: its 404 comes back.
+    const nowhere = await pair.request('POST', '/app/nowhere');
+    assert.equal(nowhere.status, 404);
+    assert.equal(pair.sent.filter((f) => f.from === 'backup').length, 4);
+  } finally {
+    pair.close();
+  }
+});
+
+test('a default read of an application path the backup has no route for, and any unknown path outside /app/, is answered 404 by the backup itself', async () => {
+  const pair = linkedPair();
+  try {
+    for (const [method, path] of [
+      ['GET', '/app/deployed'],
+      ['POST', '/node/nowhere'],
+      ['GET', '/gov/nowhere'],
+    ] as const) {
+      const answer = await pair.request(method, path);
+      assert.equal(answer.status, 404, `${method} ${path}`);
+    }
+    assert.equal(pair.sent.length, 0, 'nothing was forwarded');
+  } finally {
+    pair.close();
+  }
+});
+
+test('a request forwarded unrouted to a node that is no longer primary is refused NotPrimary there, never forwarded again', async () => {
+  const forwardedTwice: string[] = [];
+  const pipeline = new RequestPipeline({
+    router: new Router([{ method: 'POST', path: '/app/deployed', summary: 'a write', handler: () => json(200, {}) }]),
+    authenticator: { authenticate: () => ({ kind: 'anonymous' }) },
+    node: { isPrimary: () => false } as unknown as PipelineNode,
+    forwarder: { forward: (ctx) => (forwardedTwice.push(ctx.path), Promise.resolve(json(200, {}))) },
+    logger: nullLogger,
+    failStop: (e) => assert.fail(e.message),
+  });
+  const head = { rawQuery: '', headers: {}, body: Buffer.alloc(0), clientCertificateDer: undefined, remoteAddress: undefined, interfaceName: 'primary', forwardedUnrouted: true };
+  const routed = await pipeline.handle({ ...head, method: 'POST', path: '/app/deployed' });
+  assert.equal(routed.status, 503);
+  assert.equal((routed.body as { error: { code: string } }).error.code, 'NotPrimary');
+  const unrouted = await pipeline.handle({ ...head, method: 'POST', path: '/app/elsewhere' });
+  assert.equal(unrouted.status, 404);
+  assert.deepEqual(forwardedTwice, []);
 });
